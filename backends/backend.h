@@ -1,0 +1,105 @@
+/*
+ * The backend interface: a struct of function pointers every backend implements.
+ *
+ * The core (harness/) talks to a backend only through this struct; a backend never sees
+ * JSON, case files or reports. Memory handed out by `alloc` lives wherever the backend
+ * computes (host for cpu, device for cuda); the core moves data with upload/download.
+ *
+ * Conventions for ops:
+ *  - forward writes `io->out` (overwrites). It reads inputs, weight/bias, and for
+ *    batchnorm the running buffers; it writes running buffers only when
+ *    `args->update_running_stats` is set, and `io->saved` (when the op has one, see
+ *    ck_graph's saved_shape) for its backward.
+ *  - backward ACCUMULATES (+=) into every non-NULL `g->din[i]`, `g->dweight`, `g->dbias`,
+ *    because a tensor can feed several layers. It receives the same ck_fwd_args as the
+ *    forward that produced `io->out` (dropout regenerates its mask from args->rng).
+ *  - all tensors of one call share one dtype (the run's compute dtype), except `saved`
+ *    and batchnorm's num_batches_tracked (i64), and cross-entropy targets (i32).
+ */
+#ifndef CK_BACKEND_H
+#define CK_BACKEND_H
+
+#include "../harness/ops.h"
+#include "../harness/rng.h"
+#include "../harness/status.h"
+#include "../harness/tensor.h"
+
+typedef struct {
+    bool recompute;            /* this forward recomputes a checkpoint segment */
+    bool update_running_stats; /* batchnorm: update running_mean/var and num_batches_tracked */
+    ck_rng_stream rng;         /* dropout and gaussian_noise draw from this stream */
+} ck_fwd_args;
+
+typedef struct {
+    int n_in;
+    const ck_tensor *in[CK_MAX_INPUTS];
+    ck_tensor *out;
+    ck_tensor *weight, *bias; /* NULL when the op has none */
+    ck_tensor *running_mean, *running_var, *num_batches_tracked; /* batchnorm only */
+    ck_tensor *saved; /* saved-for-backward scratch (batchnorm: mean, invstd per channel;
+                         layernorm: mean, invstd per sample), NULL for other ops */
+} ck_op_io;
+
+typedef struct {
+    const ck_tensor *dout;
+    ck_tensor *din[CK_MAX_INPUTS]; /* accumulate; NULL when that input needs no gradient */
+    ck_tensor *dweight, *dbias;    /* accumulate; NULL when the op has none */
+} ck_op_grads;
+
+typedef struct {
+    char name[32];      /* "cpu", "cuda" */
+    char device[128];   /* "x86_64 host", "NVIDIA H200" */
+    char versions[256]; /* free text: driver, runtime, library versions */
+} ck_backend_info;
+
+typedef struct ck_backend ck_backend;
+
+struct ck_backend {
+    const char *name;
+    void *impl; /* the backend's private state */
+
+    /* ---- memory ---- */
+    ck_status (*alloc)(ck_backend *b, size_t bytes, void **ptr, ck_error *err);
+    void (*free)(ck_backend *b, void *ptr);
+    /* host -> backend memory, tensor's full size */
+    ck_status (*upload)(ck_backend *b, ck_tensor *dst, const void *host, ck_error *err);
+    /* backend memory -> host, tensor's full size */
+    ck_status (*download)(ck_backend *b, const ck_tensor *src, void *host, ck_error *err);
+    ck_status (*zero)(ck_backend *b, ck_tensor *t, ck_error *err);
+    /* same dtype and shape */
+    ck_status (*copy)(ck_backend *b, ck_tensor *dst, const ck_tensor *src, ck_error *err);
+
+    /* ---- ops ---- */
+    /* Whether forward/backward of this op exist for this compute dtype. */
+    bool (*supports)(ck_backend *b, const ck_op_params *op, ck_dtype dtype);
+    ck_status (*forward)(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                         ck_op_io *io, ck_error *err);
+    ck_status (*backward)(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                          const ck_op_io *io, ck_op_grads *g, ck_error *err);
+
+    /* ---- loss ---- */
+    /* target: same dtype/shape as y for mse; i32 class indices shaped y without dim 1 for
+     * cross_entropy; NULL for mean and sum. The loss is accumulated in double. */
+    ck_status (*loss_forward)(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
+                              const ck_tensor *target, double *loss, ck_error *err);
+    /* dy = scale * dL/dy (overwrites dy). */
+    ck_status (*loss_backward)(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
+                               const ck_tensor *target, double scale, ck_tensor *dy,
+                               ck_error *err);
+
+    /* ---- optimizer ---- */
+    /* One update of `param` from `grad * grad_scale` (1-based step for adam's bias
+     * correction). state0: momentum buffer / adam m; state1: adam v; NULL when unused.
+     * Same dtype as param. */
+    ck_status (*optimizer_step)(ck_backend *b, const ck_optimizer *opt, int64_t step,
+                                double grad_scale, ck_tensor *param, const ck_tensor *grad,
+                                ck_tensor *state0, ck_tensor *state1, ck_error *err);
+
+    void (*info)(ck_backend *b, ck_backend_info *out);
+    void (*destroy)(ck_backend *b);
+};
+
+/* The CPU reference backend (backends/cpu). Computes in fp32 and fp64. */
+ck_status ck_backend_cpu_create(ck_backend **out, ck_error *err);
+
+#endif

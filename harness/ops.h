@@ -1,0 +1,95 @@
+/*
+ * Op kinds and their resolved parameters: the vocabulary the core and every backend share.
+ *
+ * A ck_op_params is plain data (no JSON, no strings): the case parser fills it from a
+ * layer's options, the graph builder resolves padding against the input shape, and a
+ * backend reads it to run the op. Semantics of every op (what forward computes, what is
+ * saved for backward, how parameters are shaped and initialised) are in cases/README.md.
+ */
+#ifndef CK_OPS_H
+#define CK_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CK_MAX_INPUTS 8
+#define CK_MAX_SPATIAL 3
+
+typedef enum {
+    CK_OP_LINEAR = 0,     /* y = x W^T + b over the last dimension; W (units, in), b (units) */
+    CK_OP_CONV,           /* conv1d/2d/3d, cross-correlation as PyTorch; W (F, C, k...), b (F) */
+    CK_OP_RELU,
+    CK_OP_LEAKY_RELU,     /* slope */
+    CK_OP_GELU,           /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
+    CK_OP_TANH,
+    CK_OP_SIGMOID,
+    CK_OP_BATCHNORM,      /* per channel (dim 1) over N and spatial; weight, bias (C);
+                             buffers running_mean, running_var (C), num_batches_tracked (i64) */
+    CK_OP_LAYERNORM,      /* per sample over all non-batch dims; weight, bias shaped x[1:] */
+    CK_OP_DROPOUT,        /* inverted dropout: y = x * keep / (1 - rate) */
+    CK_OP_GAUSSIAN_NOISE, /* y = x + stddev * n, n ~ N(0, 1) */
+    CK_OP_MAXPOOL,        /* window kernel[], stride[], no padding, floor; first max wins */
+    CK_OP_AVGPOOL,
+    CK_OP_UPSAMPLE,       /* nearest, integer scale[] per spatial dim */
+    CK_OP_ADD,            /* n >= 2 inputs of one shape */
+    CK_OP_CONCAT,         /* n >= 2 inputs joined along dim 1 (channels) */
+    CK_OP_FLATTEN,        /* (N, ...) -> (N, prod ...) */
+    CK_OP_KIND_COUNT
+} ck_op_kind;
+
+typedef enum { CK_PAD_VALID = 0, CK_PAD_SAME, CK_PAD_EXPLICIT } ck_pad_mode;
+
+typedef struct {
+    ck_op_kind kind;
+    int nsp; /* spatial dims (1..3) of conv/pool/upsample; 0 otherwise */
+
+    int64_t units;   /* linear */
+    int64_t filters; /* conv */
+    bool bias;       /* linear, conv */
+
+    /* conv and pool windows (first nsp entries used) */
+    int kernel[CK_MAX_SPATIAL];
+    int stride[CK_MAX_SPATIAL];
+    int dilation[CK_MAX_SPATIAL];
+    ck_pad_mode pad_mode;          /* conv only; pools never pad */
+    int pad[CK_MAX_SPATIAL];       /* as written when pad_mode is EXPLICIT (symmetric) */
+    int pad_lo[CK_MAX_SPATIAL];    /* resolved by the graph builder */
+    int pad_hi[CK_MAX_SPATIAL];
+
+    int scale[CK_MAX_SPATIAL]; /* upsample */
+
+    double slope;    /* leaky_relu, default 0.01 */
+    double momentum; /* batchnorm, default 0.1 */
+    double eps;      /* batchnorm and layernorm, default 1e-5 */
+    bool eval;       /* batchnorm: use running statistics, update nothing */
+    double rate;     /* dropout, in [0, 1) */
+    double stddev;   /* gaussian_noise, >= 0 */
+} ck_op_params;
+
+typedef enum {
+    CK_LOSS_MEAN = 0,         /* L = mean(y) */
+    CK_LOSS_SUM,              /* L = sum(y) */
+    CK_LOSS_MSE,              /* L = mean((y - t)^2), t ~ U(0, 1) shaped like y */
+    CK_LOSS_CROSS_ENTROPY,    /* L = mean over (n, spatial) of -log softmax_c(y)[t], t in [0, C) */
+    CK_LOSS_KIND_COUNT
+} ck_loss_kind;
+
+typedef enum { CK_OPT_SGD = 0, CK_OPT_MOMENTUM, CK_OPT_ADAM, CK_OPT_KIND_COUNT } ck_optimizer_kind;
+
+typedef struct {
+    ck_optimizer_kind kind;
+    double lr;
+    double momentum;     /* momentum: v = momentum v + g; p -= lr v (PyTorch SGD) */
+    double beta1, beta2; /* adam, PyTorch defaults 0.9, 0.999 */
+    double eps;          /* adam, default 1e-8 */
+    double weight_decay; /* L2 added to the gradient, default 0 */
+} ck_optimizer;
+
+const char *ck_op_kind_name(ck_op_kind k);       /* "conv", "relu", ... (family name) */
+const char *ck_loss_kind_name(ck_loss_kind k);   /* "mean", "sum", "mse", "cross_entropy" */
+const char *ck_optimizer_kind_name(ck_optimizer_kind k);
+
+/* Sets the defaults documented in cases/README.md for an op of the given kind. */
+void ck_op_params_default(ck_op_params *p, ck_op_kind kind, int nsp);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * The outcome of running one case: what the report writers (reports/) print.
+ * Filled by the runner (runner.c); owned by the caller, freed with ck_result_free.
+ */
+#ifndef CK_RESULT_H
+#define CK_RESULT_H
+
+#include "compare.h"
+#include "graph.h"
+
+typedef enum {
+    CK_KIND_LOSS = 0,
+    CK_KIND_GRAD,
+    CK_KIND_PARAM,
+    CK_KIND_BUFFER
+} ck_tensor_kind;
+
+const char *ck_tensor_kind_name(ck_tensor_kind k); /* "loss", "grad", "param", "buffer" */
+
+typedef struct {
+    char *name;         /* "enc1.weight", "enc1_bn.running_mean", "loss" */
+    ck_tensor_kind kind;
+    int step;           /* 0-based */
+    ck_dtype dtype;
+    ck_shape shape;
+    ck_metrics m;
+    ck_verdict verdict;
+} ck_tensor_result;
+
+typedef struct {
+    const char *label;     /* "plain", "checkpointed" */
+    int steps;
+    double *losses;        /* steps entries */
+    int64_t peak_activation_bytes;
+    int64_t recomputed_layers; /* layer forwards run as recomputation, over all steps */
+    double wall_time_s;    /* excluded from determinism checks */
+} ck_run_summary;
+
+typedef struct {
+    int first, last; /* inclusive layer indices */
+} ck_segment;
+
+typedef struct {
+    const ck_case *cs;
+    const ck_graph *g;
+    char backend[32];
+    char backend_device[128];
+    char backend_versions[256];
+    ck_dtype dtype;
+
+    int n_segments;
+    ck_segment *segments; /* resolved checkpoint segments */
+
+    ck_run_summary plain, ckpt;
+
+    int n_tensors;
+    ck_tensor_result *tensors; /* in comparison order: per step loss, buffers, grads
+                                  (backward order), params */
+    int first_divergence;      /* index into tensors of the first non-identical, or -1 */
+
+    double memory_saving;      /* 1 - ckpt_peak / plain_peak */
+    bool memory_met;           /* saving >= min_memory_saving (true when none set) */
+    ck_verdict verdict;        /* worst tensor verdict */
+    bool expect_met;           /* verdict agrees with the case's expect */
+    bool memory_expectation_met; /* memory_met == cs->expect_memory_met */
+    bool pass;                 /* expect_met && memory_expectation_met */
+} ck_result;
+
+void ck_result_free(ck_result *r);
+
+#endif
