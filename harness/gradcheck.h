@@ -51,4 +51,10 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
                           const ck_fwd_args *args, uint64_t seed, const ck_gradcheck_opts *opts,
                           ck_gradcheck_result *res, ck_error *err);
 
+/* Shared by the per-op and per-case checks. */
+int64_t ck_gradcheck_sample_index(uint64_t seed, uint32_t tensor_slot, int64_t numel,
+                                  int max_samples, int64_t k);
+void ck_gradcheck_entry_add(ck_gradcheck_entry *e, const ck_gradcheck_opts *o, int64_t index,
+                            double analytic, double numeric);
+
 #endif

@@ -1,0 +1,163 @@
+/*
+ * CPU pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
+ *
+ * Every kernel computes in double and rounds once on store, for fp32 and fp64 tensors
+ * alike. The backward pass differentiates at the input x (io->in[0]), so relu'(0) = 0 and
+ * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do.
+ */
+#include "cpu_ops.h"
+
+#include <math.h>
+
+/* ---- element access (double in registers, tensor dtype in memory) ---- */
+
+static inline double ld(const ck_tensor *t, int64_t i)
+{
+    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
+                              : ((const double *)t->data)[i];
+}
+
+static inline void st(ck_tensor *t, int64_t i, double v)
+{
+    if (t->dtype == CK_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}
+
+static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
+
+/* The input's dtype must be fp32/fp64 and every other non-NULL tensor must share it and
+ * its element count. */
+static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
+                                 int n, ck_error *err)
+{
+    if (x->dtype != CK_F32 && x->dtype != CK_F64)
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
+                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    int64_t numel = ck_shape_numel(&x->shape);
+    for (int i = 0; i < n; i++) {
+        const ck_tensor *t = ts[i];
+        if (!t)
+            continue;
+        if (t->dtype != x->dtype)
+            return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn, tname(t),
+                           ck_dtype_name(t->dtype), tname(x), ck_dtype_name(x->dtype));
+        if (ck_shape_numel(&t->shape) != numel)
+            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
+                           tname(t), (long long)ck_shape_numel(&t->shape), tname(x),
+                           (long long)numel);
+    }
+    return CK_OK;
+}
+
+/* ---- the functions and their derivatives ---- */
+
+static double sigmoid(double x)
+{
+    /* never exponentiates a positive number, so it cannot overflow */
+    if (x >= 0.0)
+        return 1.0 / (1.0 + exp(-x));
+    double e = exp(x);
+    return e / (1.0 + e);
+}
+
+static double act(ck_op_kind kind, double slope, double x)
+{
+    switch (kind) {
+    case CK_OP_RELU: return x > 0.0 ? x : 0.0;
+    case CK_OP_LEAKY_RELU: return x > 0.0 ? x : slope * x;
+    case CK_OP_GELU: return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
+    case CK_OP_TANH: return tanh(x);
+    case CK_OP_SIGMOID: return sigmoid(x);
+    default: return NAN;
+    }
+}
+
+/* d act / dx at x */
+static double dact(ck_op_kind kind, double slope, double x)
+{
+    switch (kind) {
+    case CK_OP_RELU: return x > 0.0 ? 1.0 : 0.0;
+    case CK_OP_LEAKY_RELU: return x > 0.0 ? 1.0 : slope;
+    case CK_OP_GELU: {
+        /* Phi(x) + x phi(x) */
+        double cdf = 0.5 * (1.0 + erf(x * M_SQRT1_2));
+        double pdf = exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+        return cdf + x * pdf;
+    }
+    case CK_OP_TANH: {
+        double t = tanh(x);
+        return 1.0 - t * t;
+    }
+    case CK_OP_SIGMOID: {
+        double s = sigmoid(x);
+        return s * (1.0 - s);
+    }
+    default: return NAN;
+    }
+}
+
+static bool is_activation(ck_op_kind k)
+{
+    return k == CK_OP_RELU || k == CK_OP_LEAKY_RELU || k == CK_OP_GELU || k == CK_OP_TANH ||
+           k == CK_OP_SIGMOID;
+}
+
+/* ---- layer functions ---- */
+
+/* out = act(inp); all (numel) */
+static void activation_forward(ck_tensor *out, const ck_tensor *inp, ck_op_kind kind,
+                               double slope, int64_t numel)
+{
+    for (int64_t i = 0; i < numel; i++)
+        st(out, i, act(kind, slope, ld(inp, i)));
+}
+
+/* dinp += dout * act'(inp); all (numel) */
+static void activation_backward(ck_tensor *dinp, const ck_tensor *dout, const ck_tensor *inp,
+                                ck_op_kind kind, double slope, int64_t numel)
+{
+    for (int64_t i = 0; i < numel; i++)
+        st(dinp, i, ld(dinp, i) + ld(dout, i) * dact(kind, slope, ld(inp, i)));
+}
+
+ck_status cpu_activation_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                 ck_error *err)
+{
+    (void)args;
+    if (!is_activation(op->kind))
+        return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
+                       ck_op_kind_name(op->kind));
+    if (io->n_in != 1 || !io->in[0] || !io->out)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output",
+                       ck_op_kind_name(op->kind));
+    const ck_tensor *ts[] = {io->out};
+    ck_status st_ = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 1, err);
+    if (st_ != CK_OK)
+        return st_;
+    activation_forward(io->out, io->in[0], op->kind, op->slope,
+                       ck_shape_numel(&io->in[0]->shape));
+    return CK_OK;
+}
+
+ck_status cpu_activation_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    if (!is_activation(op->kind))
+        return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
+                       ck_op_kind_name(op->kind));
+    if (io->n_in != 1 || !io->in[0] || !g->dout)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s backward: needs one input and dout",
+                       ck_op_kind_name(op->kind));
+    if (!g->din[0])
+        return CK_OK;
+    const ck_tensor *ts[] = {g->dout, g->din[0]};
+    ck_status st_ = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 2, err);
+    if (st_ != CK_OK)
+        return st_;
+    activation_backward(g->din[0], g->dout, io->in[0], op->kind, op->slope,
+                        ck_shape_numel(&io->in[0]->shape));
+    return CK_OK;
+}
