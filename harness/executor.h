@@ -1,0 +1,65 @@
+/*
+ * The executor: one training step's forward, loss and backward over the graph, plain or
+ * checkpointed, with every activation-side buffer going through the accounting allocator.
+ *
+ * Plain: every layer output stays live until that layer's backward.
+ * Checkpointed (plan != NULL): after a segment's forward, outputs used only inside it are
+ * freed; when backward reaches the segment's last layer, the whole segment is run forward
+ * again (a recomputation, args.recompute = true) from its kept inputs, then backward
+ * proceeds through it. Layers with side effects consult the policies on recomputation:
+ * batchnorm updates running statistics again only under `update`; dropout and noise draw
+ * keyed streams (`counter`), the advancing global stream (`stateful`), or the global
+ * stream rewound to the segment's entry state (`stash`).
+ */
+#ifndef CK_EXECUTOR_H
+#define CK_EXECUTOR_H
+
+#include "alloc.h"
+#include "case.h"
+#include "model.h"
+#include "plan.h"
+
+typedef struct ck_exec ck_exec;
+
+/* Observer for layer events (used by tests and bisect); may be NULL. `t` is the layer's
+ * output after a forward (recompute tells which kind) or its output gradient before its
+ * backward. The tensor lives in backend memory and is valid only during the call. */
+typedef enum { CK_EVENT_FORWARD = 0, CK_EVENT_BACKWARD } ck_exec_event;
+typedef void (*ck_exec_observer)(void *user, ck_exec_event ev, int layer, bool recompute,
+                                 const ck_tensor *t);
+
+typedef struct {
+    ck_backend *b;
+    const ck_graph *g;
+    ck_model *model;
+    const ck_plan *plan; /* NULL: plain run */
+    uint64_t seed;
+    ck_rng_policy rng;
+    ck_bn_policy bn;
+    bool freeze_buffers; /* never update batchnorm running statistics (gradcheck) */
+    ck_exec_observer observer;
+    void *observer_user;
+} ck_exec_config;
+
+struct ck_exec {
+    ck_exec_config cfg;
+    ck_dtype dtype;
+    ck_act_alloc act;
+    ck_tensor *out, *dout, *saved; /* per layer; data NULL when not live */
+    ck_fwd_args *args;             /* per layer: the args of its latest forward */
+    uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */
+    uint64_t *stash;               /* per segment: global_offset at segment entry */
+    int64_t recomputed_layers;
+};
+
+ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err);
+void ck_exec_free(ck_exec *e);
+
+/* One step: forward, loss, and (when backward is set) backward accumulating into the
+ * model's gradients (the caller zeroes them). loss_scale multiplies dL/dy. All
+ * activations are freed before it returns. */
+ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,
+                       ck_loss_kind loss_kind, double loss_scale, bool backward, double *loss,
+                       ck_error *err);
+
+#endif

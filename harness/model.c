@@ -1,0 +1,230 @@
+/* Parameter store: allocation, seeded initialisation, optimizer updates (see model.h). */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ck_convert_from_f64(ck_dtype dt, void *dst, const double *src, int64_t n)
+{
+    switch (dt) {
+    case CK_F32:
+        for (int64_t i = 0; i < n; i++)
+            ((float *)dst)[i] = (float)src[i];
+        break;
+    case CK_F64:
+        memcpy(dst, src, (size_t)n * sizeof(double));
+        break;
+    case CK_I32:
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)dst)[i] = (int32_t)src[i];
+        break;
+    case CK_I64:
+        for (int64_t i = 0; i < n; i++)
+            ((int64_t *)dst)[i] = (int64_t)src[i];
+        break;
+    default:
+        break;
+    }
+}
+
+ck_status ck_upload_f64(ck_backend *b, ck_tensor *t, const double *src, ck_error *err)
+{
+    int64_t n = ck_shape_numel(&t->shape);
+    void *host = malloc((size_t)n * ck_dtype_size(t->dtype) + 1);
+    if (!host)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory uploading %s", t->name ? t->name : "?");
+    ck_convert_from_f64(t->dtype, host, src, n);
+    ck_status st = b->upload(b, t, host, err);
+    free(host);
+    return st;
+}
+
+static char *join_name(const char *layer, const char *suffix)
+{
+    size_t n = strlen(layer) + strlen(suffix) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s.%s", layer, suffix);
+    return s;
+}
+
+static ck_status alloc_state_tensor(ck_model *m, ck_tensor *t, const char *layer,
+                                    const char *suffix, ck_dtype dt, const ck_shape *shape,
+                                    ck_error *err)
+{
+    t->name = join_name(layer, suffix);
+    t->dtype = dt;
+    t->shape = *shape;
+    if (!t->name)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory naming %s.%s", layer, suffix);
+    int64_t n;
+    if (!ck_shape_numel_checked(shape, ck_dtype_size(dt), &n))
+        return ck_fail(err, CK_ERR_INPUT, "%s: shape too large", t->name);
+    ck_status st = m->b->alloc(m->b, (size_t)n * ck_dtype_size(dt), &t->data, err);
+    if (st != CK_OK)
+        ck_error_prefix(err, "allocating %s", t->name);
+    return st;
+}
+
+ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                          ck_error *err)
+{
+    memset(m, 0, sizeof *m);
+    m->b = b;
+    m->g = g;
+    m->dtype = dtype;
+    m->layers = calloc((size_t)g->n, sizeof *m->layers);
+    if (!m->layers)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the model");
+    ck_status st = CK_OK;
+    for (int i = 0; i < g->n && st == CK_OK; i++) {
+        const ck_node *nd = &g->nodes[i];
+        const char *ln = nd->spec->name;
+        ck_layer_state *ls = &m->layers[i];
+        for (int p = 0; p < nd->n_params && st == CK_OK; p++) {
+            const ck_param_spec *ps = &nd->params[p];
+            char gsfx[64], s0[64], s1[64];
+            snprintf(gsfx, sizeof gsfx, "%s", ps->suffix);
+            snprintf(s0, sizeof s0, "%s.opt_state0", ps->suffix);
+            snprintf(s1, sizeof s1, "%s.opt_state1", ps->suffix);
+            st = alloc_state_tensor(m, &ls->param[p], ln, ps->suffix, dtype, &ps->shape, err);
+            if (st == CK_OK)
+                st = alloc_state_tensor(m, &ls->grad[p], ln, gsfx, dtype, &ps->shape, err);
+            if (st == CK_OK)
+                st = alloc_state_tensor(m, &ls->state0[p], ln, s0, dtype, &ps->shape, err);
+            if (st == CK_OK)
+                st = alloc_state_tensor(m, &ls->state1[p], ln, s1, dtype, &ps->shape, err);
+        }
+        for (int k = 0; k < nd->n_buffers && st == CK_OK; k++) {
+            const ck_param_spec *bs = &nd->buffers[k];
+            ck_dtype dt = bs->dtype == CK_I64 ? CK_I64 : dtype;
+            st = alloc_state_tensor(m, &ls->buffer[k], ln, bs->suffix, dt, &bs->shape, err);
+        }
+    }
+    if (st != CK_OK)
+        ck_model_free(m);
+    return st;
+}
+
+static ck_status fill_spec(ck_model *m, ck_tensor *t, const ck_param_spec *ps, uint64_t seed,
+                           uint32_t layer, uint32_t slot, ck_error *err)
+{
+    int64_t n = ck_shape_numel(&t->shape);
+    double *v = malloc((size_t)n * sizeof *v + 1);
+    if (!v)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory initialising %s", t->name);
+    if (ps->init == CK_INIT_UNIFORM) {
+        ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
+        for (int64_t i = 0; i < n; i++)
+            v[i] = ps->a * (2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            v[i] = ps->a;
+    }
+    ck_status st = ck_upload_f64(m->b, t, v, err);
+    free(v);
+    return st;
+}
+
+ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err)
+{
+    ck_status st = CK_OK;
+    for (int i = 0; i < m->g->n && st == CK_OK; i++) {
+        const ck_node *nd = &m->g->nodes[i];
+        ck_layer_state *ls = &m->layers[i];
+        for (int p = 0; p < nd->n_params && st == CK_OK; p++) {
+            st = fill_spec(m, &ls->param[p], &nd->params[p], seed, (uint32_t)i, (uint32_t)p, err);
+            if (st == CK_OK)
+                st = m->b->zero(m->b, &ls->state0[p], err);
+            if (st == CK_OK)
+                st = m->b->zero(m->b, &ls->state1[p], err);
+        }
+        for (int k = 0; k < nd->n_buffers && st == CK_OK; k++)
+            st = fill_spec(m, &ls->buffer[k], &nd->buffers[k], seed, (uint32_t)i, 8u + (uint32_t)k,
+                           err);
+    }
+    return st;
+}
+
+ck_status ck_model_zero_grads(ck_model *m, ck_error *err)
+{
+    for (int i = 0; i < m->g->n; i++)
+        for (int p = 0; p < m->g->nodes[i].n_params; p++) {
+            ck_status st = m->b->zero(m->b, &m->layers[i].grad[p], err);
+            if (st != CK_OK)
+                return st;
+        }
+    return CK_OK;
+}
+
+ck_status ck_model_update(ck_model *m, const ck_optimizer *opt, int64_t step, double grad_scale,
+                          ck_error *err)
+{
+    for (int i = 0; i < m->g->n; i++) {
+        ck_layer_state *ls = &m->layers[i];
+        for (int p = 0; p < m->g->nodes[i].n_params; p++) {
+            ck_status st = m->b->optimizer_step(m->b, opt, step, grad_scale, &ls->param[p],
+                                                &ls->grad[p], &ls->state0[p], &ls->state1[p], err);
+            if (st != CK_OK) {
+                ck_error_prefix(err, "optimizer step for %s", ls->param[p].name);
+                return st;
+            }
+        }
+    }
+    return CK_OK;
+}
+
+static void free_state_tensor(ck_model *m, ck_tensor *t)
+{
+    if (t->data)
+        m->b->free(m->b, t->data);
+    free((char *)t->name);
+    memset(t, 0, sizeof *t);
+}
+
+void ck_model_free(ck_model *m)
+{
+    if (!m->layers)
+        return;
+    for (int i = 0; i < m->g->n; i++) {
+        ck_layer_state *ls = &m->layers[i];
+        for (int p = 0; p < 2; p++) {
+            free_state_tensor(m, &ls->param[p]);
+            free_state_tensor(m, &ls->grad[p]);
+            free_state_tensor(m, &ls->state0[p]);
+            free_state_tensor(m, &ls->state1[p]);
+        }
+        for (int k = 0; k < 3; k++)
+            free_state_tensor(m, &ls->buffer[k]);
+    }
+    free(m->layers);
+    m->layers = NULL;
+}
+
+void ck_model_bind(ck_model *m, int i, ck_op_io *io, ck_op_grads *g)
+{
+    const ck_node *nd = &m->g->nodes[i];
+    ck_layer_state *ls = &m->layers[i];
+    for (int p = 0; p < nd->n_params; p++) {
+        bool is_bias = strcmp(nd->params[p].suffix, "bias") == 0;
+        if (is_bias) {
+            io->bias = &ls->param[p];
+            if (g)
+                g->dbias = &ls->grad[p];
+        } else {
+            io->weight = &ls->param[p];
+            if (g)
+                g->dweight = &ls->grad[p];
+        }
+    }
+    for (int k = 0; k < nd->n_buffers; k++) {
+        const char *sfx = nd->buffers[k].suffix;
+        if (strcmp(sfx, "running_mean") == 0)
+            io->running_mean = &ls->buffer[k];
+        else if (strcmp(sfx, "running_var") == 0)
+            io->running_var = &ls->buffer[k];
+        else if (strcmp(sfx, "num_batches_tracked") == 0)
+            io->num_batches_tracked = &ls->buffer[k];
+    }
+}

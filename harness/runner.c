@@ -1,0 +1,347 @@
+/* Training runs, recording and the plain-vs-checkpointed comparison (see runner.h). */
+#include "runner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Data
+ * --------------------------------------------------------------------------------------- */
+
+static ck_status alloc_plain_tensor(ck_backend *b, ck_tensor *t, const char *name, ck_dtype dt,
+                                    const ck_shape *shape, ck_error *err)
+{
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->dtype = dt;
+    t->shape = *shape;
+    int64_t n;
+    if (!ck_shape_numel_checked(shape, ck_dtype_size(dt), &n))
+        return ck_fail(err, CK_ERR_INPUT, "%s: shape too large", name);
+    return b->alloc(b, (size_t)n * ck_dtype_size(dt), &t->data, err);
+}
+
+ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int step,
+                       ck_tensor *input, ck_tensor *target, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    double *host = NULL;
+    memset(input, 0, sizeof *input);
+    memset(target, 0, sizeof *target);
+    ck_status st = alloc_plain_tensor(b, input, "input", dtype, &g->input_shape, err);
+    if (st != CK_OK)
+        goto fail;
+    int64_t n = ck_shape_numel(&g->input_shape);
+    int64_t nt = c->loss == CK_LOSS_MSE || c->loss == CK_LOSS_CROSS_ENTROPY
+                     ? ck_shape_numel(&g->target_shape)
+                     : 0;
+    host = malloc((size_t)(n > nt ? n : nt) * sizeof *host);
+    if (!host) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory drawing the input");
+        goto fail;
+    }
+    ck_rng_stream s = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, (uint32_t)step);
+    for (int64_t i = 0; i < n; i++)
+        host[i] = c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
+                                                  : ck_rng_uniform_f64(&s, (uint64_t)i);
+    if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
+        goto fail;
+
+    ck_rng_stream ts = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_TARGET, (uint32_t)step);
+    if (c->loss == CK_LOSS_MSE) {
+        if ((st = alloc_plain_tensor(b, target, "target", dtype, &g->target_shape, err)) != CK_OK)
+            goto fail;
+        for (int64_t i = 0; i < nt; i++)
+            host[i] = ck_rng_uniform_f64(&ts, (uint64_t)i);
+        st = ck_upload_f64(b, target, host, err);
+    } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
+        if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
+            goto fail;
+        uint32_t classes = (uint32_t)g->output_shape.dim[1];
+        for (int64_t i = 0; i < nt; i++)
+            host[i] = (double)ck_rng_below(&ts, (uint64_t)i, classes);
+        st = ck_upload_f64(b, target, host, err);
+    }
+    if (st != CK_OK)
+        goto fail;
+    free(host);
+    return CK_OK;
+fail:
+    free(host);
+    ck_free_data(b, input, target);
+    return st;
+}
+
+void ck_free_data(ck_backend *b, ck_tensor *input, ck_tensor *target)
+{
+    if (input->data)
+        b->free(b, input->data);
+    if (target->data)
+        b->free(b, target->data);
+    input->data = target->data = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Recording
+ * --------------------------------------------------------------------------------------- */
+
+static ck_status record_add(ck_record *rec, const char *name, ck_tensor_kind kind, int step,
+                            ck_dtype dt, const ck_shape *shape, const void *host_src,
+                            ck_backend *b, const ck_tensor *dev_src, ck_error *err)
+{
+    if (rec->n == rec->cap) {
+        int cap = rec->cap ? rec->cap * 2 : 64;
+        ck_record_entry *ne = realloc(rec->e, (size_t)cap * sizeof *ne);
+        if (!ne)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory recording %s", name);
+        rec->e = ne;
+        rec->cap = cap;
+    }
+    ck_record_entry *e = &rec->e[rec->n];
+    memset(e, 0, sizeof *e);
+    size_t bytes = (size_t)ck_shape_numel(shape) * ck_dtype_size(dt);
+    e->name = strdup(name);
+    e->data = malloc(bytes ? bytes : 1);
+    if (!e->name || !e->data) {
+        free(e->name);
+        free(e->data);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory recording %s", name);
+    }
+    e->kind = kind;
+    e->step = step;
+    e->dtype = dt;
+    e->shape = *shape;
+    rec->n++;
+    if (host_src) {
+        memcpy(e->data, host_src, bytes);
+        return CK_OK;
+    }
+    ck_status st = b->download(b, dev_src, e->data, err);
+    if (st != CK_OK)
+        ck_error_prefix(err, "reading %s", name);
+    return st;
+}
+
+static ck_status record_tensor(ck_record *rec, ck_backend *b, const ck_tensor *t,
+                               ck_tensor_kind kind, int step, ck_error *err)
+{
+    return record_add(rec, t->name, kind, step, t->dtype, &t->shape, NULL, b, t, err);
+}
+
+/* After backward: loss, buffers (as the forward left them), grads in backward order. */
+static ck_status record_after_backward(ck_record *rec, ck_model *m, int step, double loss,
+                                       ck_error *err)
+{
+    ck_shape scalar;
+    memset(&scalar, 0, sizeof scalar);
+    ck_status st = record_add(rec, "loss", CK_KIND_LOSS, step, CK_F64, &scalar, &loss, NULL,
+                              NULL, err);
+    const ck_graph *g = m->g;
+    for (int i = 0; i < g->n && st == CK_OK; i++)
+        for (int k = 0; k < g->nodes[i].n_buffers && st == CK_OK; k++)
+            st = record_tensor(rec, m->b, &m->layers[i].buffer[k], CK_KIND_BUFFER, step, err);
+    for (int i = g->n - 1; i >= 0 && st == CK_OK; i--)
+        for (int p = 0; p < g->nodes[i].n_params && st == CK_OK; p++)
+            st = record_tensor(rec, m->b, &m->layers[i].grad[p], CK_KIND_GRAD, step, err);
+    return st;
+}
+
+static ck_status record_params(ck_record *rec, ck_model *m, int step, ck_error *err)
+{
+    ck_status st = CK_OK;
+    for (int i = 0; i < m->g->n && st == CK_OK; i++)
+        for (int p = 0; p < m->g->nodes[i].n_params && st == CK_OK; p++)
+            st = record_tensor(rec, m->b, &m->layers[i].param[p], CK_KIND_PARAM, step, err);
+    return st;
+}
+
+void ck_record_free(ck_record *rec)
+{
+    for (int i = 0; i < rec->n; i++) {
+        free(rec->e[i].name);
+        free(rec->e[i].data);
+    }
+    free(rec->e);
+    free(rec->losses);
+    memset(rec, 0, sizeof *rec);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Training
+ * --------------------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
+                   const ck_run_hooks *hooks, ck_record *rec, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_model model;
+    ck_exec ex;
+    ck_tensor input, target;
+    memset(rec, 0, sizeof *rec);
+    memset(&ex, 0, sizeof ex);
+    memset(&input, 0, sizeof input);
+    memset(&target, 0, sizeof target);
+    double t0 = now_s();
+
+    rec->steps = c->steps;
+    rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
+    if (!rec->losses)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    ck_status st = ck_model_create(&model, b, g, dtype, err);
+    if (st != CK_OK)
+        return st;
+    if ((st = ck_model_init(&model, c->seed, err)) != CK_OK)
+        goto out;
+    ck_exec_config cfg = {
+        .b = b, .g = g, .model = &model, .plan = plan, .seed = c->seed, .rng = c->rng,
+        .bn = c->bn, .freeze_buffers = false,
+        .observer = hooks ? hooks->observer : NULL,
+        .observer_user = hooks ? hooks->observer_user : NULL,
+    };
+    if ((st = ck_exec_create(&ex, &cfg, err)) != CK_OK)
+        goto out;
+    for (int step = 0; step < c->steps; step++) {
+        double loss = 0.0;
+        if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
+            (st = ck_model_zero_grads(&model, err)) != CK_OK ||
+            (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, 1.0, true,
+                               &loss, err)) != CK_OK)
+            goto out;
+        ck_free_data(b, &input, &target);
+        rec->losses[step] = loss;
+        if ((st = record_after_backward(rec, &model, step, loss, err)) != CK_OK ||
+            (st = ck_model_update(&model, &c->optimizer, step + 1, 1.0, err)) != CK_OK ||
+            (st = record_params(rec, &model, step, err)) != CK_OK)
+            goto out;
+    }
+    rec->peak_activation_bytes = ex.act.peak_bytes;
+    rec->recomputed_layers = ex.recomputed_layers;
+out:
+    ck_free_data(b, &input, &target);
+    ck_exec_free(&ex);
+    ck_model_free(&model);
+    rec->wall_time_s = now_s() - t0;
+    if (st != CK_OK)
+        ck_error_prefix(err, "%s: %s run", c->path, plan ? "checkpointed" : "plain");
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Comparison
+ * --------------------------------------------------------------------------------------- */
+
+static bool expectation_met(ck_expect e, ck_verdict v)
+{
+    switch (e) {
+    case CK_EXPECT_IDENTICAL: return v == CK_VERDICT_IDENTICAL;
+    case CK_EXPECT_CLOSE: return v != CK_VERDICT_MISMATCH;
+    case CK_EXPECT_MISMATCH: return v == CK_VERDICT_MISMATCH;
+    }
+    return false;
+}
+
+static void fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
+{
+    s->label = label;
+    s->steps = rec->steps;
+    s->losses = rec->losses; /* ownership moves to the result */
+    rec->losses = NULL;
+    s->peak_activation_bytes = rec->peak_activation_bytes;
+    s->recomputed_layers = rec->recomputed_layers;
+    s->wall_time_s = rec->wall_time_s;
+}
+
+ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
+                             ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    if (plain->n != ckpt->n)
+        return ck_fail(err, CK_ERR_INTERNAL, "runs recorded %d and %d tensors", plain->n, ckpt->n);
+    res->tensors = calloc((size_t)(plain->n ? plain->n : 1), sizeof *res->tensors);
+    if (!res->tensors)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing runs");
+    res->first_divergence = -1;
+    res->verdict = CK_VERDICT_IDENTICAL;
+    for (int k = 0; k < plain->n; k++) {
+        const ck_record_entry *p = &plain->e[k], *q = &ckpt->e[k];
+        ck_tensor_result *tr = &res->tensors[k];
+        tr->name = strdup(p->name);
+        if (!tr->name)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing runs");
+        res->n_tensors = k + 1;
+        tr->kind = p->kind;
+        tr->step = p->step;
+        tr->dtype = p->dtype;
+        tr->shape = p->shape;
+        if (strcmp(p->name, q->name) != 0 || p->dtype != q->dtype ||
+            !ck_shape_equal(&p->shape, &q->shape))
+            return ck_fail(err, CK_ERR_INTERNAL, "runs recorded %s and %s at position %d", p->name,
+                           q->name, k);
+        tr->verdict = ck_compare(p->dtype, ck_shape_numel(&p->shape), q->data, p->data, c->rtol,
+                                 c->atol, &tr->m);
+        if (tr->verdict != CK_VERDICT_IDENTICAL && res->first_divergence < 0)
+            res->first_divergence = k;
+        if (tr->verdict > res->verdict)
+            res->verdict = tr->verdict;
+    }
+    return CK_OK;
+}
+
+ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
+                      ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_record plain, ckpt;
+    ck_plan plan;
+    memset(res, 0, sizeof *res);
+    memset(&plain, 0, sizeof plain);
+    memset(&ckpt, 0, sizeof ckpt);
+    res->cs = c;
+    res->g = g;
+    res->dtype = dtype;
+    ck_backend_info info;
+    b->info(b, &info);
+    snprintf(res->backend, sizeof res->backend, "%s", info.name);
+    snprintf(res->backend_device, sizeof res->backend_device, "%s", info.device);
+    snprintf(res->backend_versions, sizeof res->backend_versions, "%s", info.versions);
+
+    ck_status st = ck_plan_build(g, &plan, err);
+    if (st != CK_OK)
+        return st;
+    res->n_segments = plan.n_segments;
+    res->segments = malloc((size_t)(plan.n_segments ? plan.n_segments : 1) * sizeof *res->segments);
+    if (!res->segments) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
+
+    if ((st = ck_train(b, g, NULL, dtype, NULL, &plain, err)) != CK_OK ||
+        (st = ck_train(b, g, &plan, dtype, NULL, &ckpt, err)) != CK_OK)
+        goto out;
+    fill_summary(&res->plain, "plain", &plain);
+    fill_summary(&res->ckpt, "checkpointed", &ckpt);
+    if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
+        goto out;
+
+    int64_t pp = res->plain.peak_activation_bytes, cp = res->ckpt.peak_activation_bytes;
+    res->memory_saving = pp > 0 ? 1.0 - (double)cp / (double)pp : 0.0;
+    res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;
+    res->expect_met = expectation_met(c->expect, res->verdict);
+    res->memory_expectation_met = res->memory_met == c->expect_memory_met;
+    res->pass = res->expect_met && res->memory_expectation_met;
+out:
+    ck_record_free(&plain);
+    ck_record_free(&ckpt);
+    ck_plan_free(&plan);
+    return st;
+}

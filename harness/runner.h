@@ -1,0 +1,61 @@
+/*
+ * The runner: trains a case twice from identical weights and data — plain, then
+ * checkpointed — records every step's loss, gradients, buffers and parameters, and
+ * compares the two runs into a ck_result.
+ *
+ * Step order (both runs): data ← seed stream; zero grads; forward; loss; backward
+ * (recomputing segments in the checkpointed run); record loss, buffers, grads; optimizer
+ * update; record params.
+ */
+#ifndef CK_RUNNER_H
+#define CK_RUNNER_H
+
+#include "executor.h"
+#include "result.h"
+
+typedef struct {
+    char *name;
+    ck_tensor_kind kind;
+    int step;
+    ck_dtype dtype;
+    ck_shape shape;
+    void *data; /* host copy */
+} ck_record_entry;
+
+typedef struct {
+    int n, cap;
+    ck_record_entry *e;
+    double *losses;
+    int steps;
+    int64_t peak_activation_bytes;
+    int64_t recomputed_layers;
+    double wall_time_s;
+} ck_record;
+
+typedef struct {
+    ck_exec_observer observer; /* passed to the executor of every run; may be NULL */
+    void *observer_user;
+} ck_run_hooks;
+
+/* Trains g's case once on b in dtype; plan NULL = plain. Fills rec (free with
+ * ck_record_free). */
+ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
+                   const ck_run_hooks *hooks, ck_record *rec, ck_error *err);
+void ck_record_free(ck_record *rec);
+
+/* Plain and checkpointed runs of the case, compared into res (free with ck_result_free). */
+ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
+                      ck_error *err);
+
+/* Compares two records entry by entry (ckpt against the plain reference) into res's
+ * tensors, first_divergence and verdict. */
+ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
+                             ck_result *res, ck_error *err);
+
+/* Draws a step's model input and loss target on the host and uploads them into tensors
+ * allocated here (free with ck_free_data). */
+ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int step,
+                       ck_tensor *input, ck_tensor *target, ck_error *err);
+void ck_free_data(ck_backend *b, ck_tensor *input, ck_tensor *target);
+
+#endif
