@@ -51,6 +51,19 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
                           const ck_fwd_args *args, uint64_t seed, const ck_gradcheck_opts *opts,
                           ck_gradcheck_result *res, ck_error *err);
 
+/* Checks layer `layer` of a graph as it sits in its case: its node, its real input shapes,
+ * and the case's seed (dropout/noise draw the counter stream of step 0). */
+ck_status ck_gradcheck_layer(ck_backend *b, const ck_graph *g, int layer,
+                             const ck_gradcheck_opts *opts, ck_gradcheck_result *res,
+                             ck_error *err);
+
+/* Checks the whole case in float64: step 0's loss as a function of every parameter, with
+ * the case's initial weights and data, batchnorm buffers frozen and the `counter` RNG
+ * policy (a policy that redraws per evaluation has no derivative). Returns one entry per
+ * parameter tensor (named "<layer>.<suffix>") in *entries (malloc'd, caller frees). */
+ck_status ck_gradcheck_case(ck_backend *b, const ck_graph *g, const ck_gradcheck_opts *opts,
+                            ck_gradcheck_entry **entries, int *n_entries, ck_error *err);
+
 /* Shared by the per-op and per-case checks. */
 int64_t ck_gradcheck_sample_index(uint64_t seed, uint32_t tensor_slot, int64_t numel,
                                   int max_samples, int64_t k);

@@ -1,1 +1,261 @@
-int main(void){return 0;}
+/*
+ * ckpt-harness: the command line. Parses arguments and dispatches to commands.c; nothing
+ * else happens here. Exit codes: 0 passed, 1 failed (mismatch, unmet expectation, unmet
+ * memory saving, failed gradient check), 2 bad input or usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char *usage_main =
+    "usage: ckpt-harness <command> [options]\n"
+    "\n"
+    "Proves that gradient checkpointing changes memory and nothing else: each case is\n"
+    "trained twice from identical weights and data, plain and checkpointed, and the\n"
+    "losses, gradients, parameters and buffers are compared step by step.\n"
+    "\n"
+    "commands:\n"
+    "  run CASE|DIR...        run cases plain and checkpointed, compare, report\n"
+    "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
+    "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
+    "\n"
+    "  ckpt-harness <command> --help   options of one command\n"
+    "  ckpt-harness --version\n"
+    "\n"
+    "exit codes: 0 passed, 1 failed (mismatch, unmet expectation or memory saving,\n"
+    "failed gradient check), 2 bad input or usage.\n";
+
+static const char *usage_run =
+    "usage: ckpt-harness run CASE|DIR... [options]\n"
+    "\n"
+    "Runs each case (a .json file, or every *.json in a directory) plain and with\n"
+    "checkpointing from identical seeds, compares every step's loss, gradients,\n"
+    "parameters and buffers, prints a summary and optionally writes JSON reports.\n"
+    "\n"
+    "options:\n"
+    "  --rng P            RNG policy for dropout/noise: counter, stateful, stash\n"
+    "  --bn-recompute P   batchnorm running stats on recompute: skip, update\n"
+    "  --steps N          training steps (overrides the case)\n"
+    "  --seed S           seed (overrides the case)\n"
+    "  --report PATH      write JSON reports: PATH.json for one case, or a directory\n"
+    "                     (created if missing) holding <case name>.json per case\n"
+    "  --dtype D          compute dtype (fp32)\n"
+    "  --backend B        backend (cpu)\n"
+    "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
+    "  --quiet            one line per case\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
+    "expect, unmet min_memory_saving), 2 bad input or usage.\n";
+
+static const char *usage_gradcheck =
+    "usage: ckpt-harness gradcheck CASE|DIR... [options]\n"
+    "\n"
+    "Checks every backward against float64 central differences: the whole case (step 0's\n"
+    "loss against every parameter) and each layer on its own (a random projection of its\n"
+    "output against its inputs and parameters). An element passes when\n"
+    "|analytic - numeric| <= atol + rtol |numeric|. Prints the worst errors per tensor.\n"
+    "\n"
+    "options:\n"
+    "  --eps E        central-difference step (default 1e-6)\n"
+    "  --atol A       absolute tolerance (default 1e-5)\n"
+    "  --rtol R       relative tolerance (default 1e-3)\n"
+    "  --samples N    elements checked per tensor (default 64; all when smaller)\n"
+    "  --whole-only   only the whole-case check\n"
+    "  --ops-only     only the per-layer checks\n"
+    "  -h, --help     this help\n"
+    "\n"
+    "exit codes: 0 all within tolerance, 1 some element outside, 2 bad input or usage.\n";
+
+static const char *usage_list =
+    "usage: ckpt-harness list [DIR]\n"
+    "\n"
+    "Lists the ops a case may use with their options, the losses, optimizers and\n"
+    "policies, and the cases found in DIR (default: cases).\n";
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ckpt-harness%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see 'ckpt-harness %s--help')\n", cmd ? cmd : "");
+    return CK_EXIT_USAGE;
+}
+
+static bool parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0.0) || v > 1e300)
+        return false;
+    *out = v;
+    return true;
+}
+
+enum { OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
+       OPT_ROWS, OPT_QUIET, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+
+static int main_run(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"rng", required_argument, 0, OPT_RNG},       {"bn-recompute", required_argument, 0, OPT_BN},
+        {"steps", required_argument, 0, OPT_STEPS},   {"seed", required_argument, 0, OPT_SEED},
+        {"report", required_argument, 0, OPT_REPORT}, {"dtype", required_argument, 0, OPT_DTYPE},
+        {"backend", required_argument, 0, OPT_BACKEND}, {"rows", required_argument, 0, OPT_ROWS},
+        {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    ck_run_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_rows = 10;
+    long long v;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_RNG:
+            if (!ck_rng_policy_parse(optarg, &o.rng))
+                return usage_error("run", "--rng %s: expected counter, stateful or stash", optarg);
+            o.has_rng = true;
+            break;
+        case OPT_BN:
+            if (!ck_bn_policy_parse(optarg, &o.bn))
+                return usage_error("run", "--bn-recompute %s: expected skip or update", optarg);
+            o.has_bn = true;
+            break;
+        case OPT_STEPS:
+            if (!parse_int(optarg, 1, 1000000, &v))
+                return usage_error("run", "--steps %s: expected an integer from 1 to 1000000",
+                                   optarg);
+            o.steps = (int)v;
+            o.has_steps = true;
+            break;
+        case OPT_SEED:
+            if (!parse_u64(optarg, &o.seed))
+                return usage_error("run", "--seed %s: expected an unsigned 64-bit integer", optarg);
+            o.has_seed = true;
+            break;
+        case OPT_REPORT: o.report = optarg; break;
+        case OPT_DTYPE: o.dtype = optarg; break;
+        case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_ROWS:
+            if (!parse_int(optarg, -1, 1000000, &v))
+                return usage_error("run", "--rows %s: expected an integer >= -1", optarg);
+            o.max_rows = (int)v;
+            break;
+        case OPT_QUIET: o.quiet = true; break;
+        case 'h': fputs(usage_run, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error("run", "%s needs a value", argv[optind - 1]);
+        default: return usage_error("run", "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error("run", "%s", "no case given");
+    o.paths = (const char **)argv + optind;
+    o.n_paths = argc - optind;
+    return ck_cmd_run(&o);
+}
+
+static int main_gradcheck(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"eps", required_argument, 0, OPT_EPS},   {"atol", required_argument, 0, OPT_ATOL},
+        {"rtol", required_argument, 0, OPT_RTOL}, {"samples", required_argument, 0, OPT_SAMPLES},
+        {"whole-only", no_argument, 0, OPT_WHOLE}, {"ops-only", no_argument, 0, OPT_OPS},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    ck_gradcheck_cmd_opts o;
+    memset(&o, 0, sizeof o);
+    o.atol = o.rtol = -1.0;
+    long long v;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_EPS:
+            if (!parse_double(optarg, &o.eps) || o.eps == 0.0)
+                return usage_error("gradcheck", "--eps %s: expected a positive number", optarg);
+            break;
+        case OPT_ATOL:
+            if (!parse_double(optarg, &o.atol))
+                return usage_error("gradcheck", "--atol %s: expected a number >= 0", optarg);
+            break;
+        case OPT_RTOL:
+            if (!parse_double(optarg, &o.rtol))
+                return usage_error("gradcheck", "--rtol %s: expected a number >= 0", optarg);
+            break;
+        case OPT_SAMPLES:
+            if (!parse_int(optarg, 1, 1 << 30, &v))
+                return usage_error("gradcheck", "--samples %s: expected a positive integer",
+                                   optarg);
+            o.samples = (int)v;
+            break;
+        case OPT_WHOLE: o.whole_only = true; break;
+        case OPT_OPS: o.ops_only = true; break;
+        case 'h': fputs(usage_gradcheck, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error("gradcheck", "%s needs a value", argv[optind - 1]);
+        default: return usage_error("gradcheck", "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (o.whole_only && o.ops_only)
+        return usage_error("gradcheck", "%s", "--whole-only and --ops-only exclude each other");
+    if (optind >= argc)
+        return usage_error("gradcheck", "%s", "no case given");
+    o.paths = (const char **)argv + optind;
+    o.n_paths = argc - optind;
+    return ck_cmd_gradcheck(&o);
+}
+
+static int main_list(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(usage_list, stdout);
+        return CK_EXIT_PASS;
+    }
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-'))
+        return usage_error("list", "%s", "expected at most one directory");
+    return ck_cmd_list(argc == 2 ? argv[1] : NULL);
+}
+
+int main(int argc, char **argv)
+{
+    opterr = 0; /* our own one-line messages */
+    if (argc < 2)
+        return fputs(usage_main, stderr), CK_EXIT_USAGE;
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0)
+        return fputs(usage_main, stdout), CK_EXIT_PASS;
+    if (strcmp(cmd, "--version") == 0)
+        return printf("ckpt-harness %s\n", CK_VERSION), CK_EXIT_PASS;
+    if (strcmp(cmd, "run") == 0)
+        return main_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "gradcheck") == 0)
+        return main_gradcheck(argc - 1, argv + 1);
+    if (strcmp(cmd, "list") == 0)
+        return main_list(argc - 1, argv + 1);
+    return usage_error(NULL, "unknown command '%s'", cmd);
+}

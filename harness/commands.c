@@ -1,0 +1,421 @@
+/* The `run`, `gradcheck` and `list` subcommands (see commands.h). */
+#include "commands.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../reports/report.h"
+#include "gradcheck.h"
+#include "runner.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Case files
+ * --------------------------------------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static ck_status push_path(char ***list, int *n, int *cap, char *path, ck_error *err)
+{
+    if (!path)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory listing cases");
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 16;
+        char **nl = realloc(*list, (size_t)nc * sizeof *nl);
+        if (!nl) {
+            free(path);
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory listing cases");
+        }
+        *list = nl;
+        *cap = nc;
+    }
+    (*list)[(*n)++] = path;
+    return CK_OK;
+}
+
+ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, int *n_out,
+                                ck_error *err)
+{
+    char **list = NULL;
+    int n = 0, cap = 0;
+    ck_status st = CK_OK;
+    for (int i = 0; i < n_paths && st == CK_OK; i++) {
+        struct stat sb;
+        if (stat(paths[i], &sb) != 0) {
+            st = ck_fail(err, CK_ERR_IO, "%s: %s", paths[i], strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(sb.st_mode)) {
+            st = push_path(&list, &n, &cap, strdup(paths[i]), err);
+            continue;
+        }
+        DIR *d = opendir(paths[i]);
+        if (!d) {
+            st = ck_fail(err, CK_ERR_IO, "%s: %s", paths[i], strerror(errno));
+            break;
+        }
+        int first = n;
+        struct dirent *de;
+        while (st == CK_OK && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.' || !ends_with(de->d_name, ".json"))
+                continue;
+            size_t len = strlen(paths[i]) + strlen(de->d_name) + 2;
+            char *p = malloc(len);
+            if (p)
+                snprintf(p, len, "%s%s%s", paths[i], ends_with(paths[i], "/") ? "" : "/",
+                         de->d_name);
+            st = push_path(&list, &n, &cap, p, err);
+        }
+        closedir(d);
+        if (st == CK_OK && n == first)
+            st = ck_fail(err, CK_ERR_INPUT, "%s: no *.json case files in this directory",
+                         paths[i]);
+        if (st == CK_OK)
+            qsort(list + first, (size_t)(n - first), sizeof *list, cmp_str);
+    }
+    if (st != CK_OK) {
+        ck_free_case_files(list, n);
+        return st;
+    }
+    *out = list;
+    *n_out = n;
+    return CK_OK;
+}
+
+void ck_free_case_files(char **files, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(files[i]);
+    free(files);
+}
+
+typedef struct {
+    ck_case cs;
+    ck_graph g;
+    bool loaded, built;
+} loaded_case;
+
+static void free_loaded(loaded_case *lc, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (lc[i].built)
+            ck_graph_free(&lc[i].g);
+        if (lc[i].loaded)
+            ck_case_free(&lc[i].cs);
+    }
+    free(lc);
+}
+
+/* Loads and builds every case first, so bad input stops the command before any run. */
+static int load_cases(const char **paths, int n_paths, const ck_run_opts *ov, loaded_case **out,
+                      int *n_out)
+{
+    ck_error err;
+    char **files = NULL;
+    int n = 0;
+    if (ck_collect_case_files(paths, n_paths, &files, &n, &err) != CK_OK) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        return CK_EXIT_USAGE;
+    }
+    loaded_case *lc = calloc((size_t)n + 1, sizeof *lc);
+    if (!lc) {
+        ck_free_case_files(files, n);
+        fprintf(stderr, "ckpt-harness: out of memory\n");
+        return CK_EXIT_USAGE;
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (ck_case_load(files[i], &lc[i].cs, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            bad++;
+            continue;
+        }
+        lc[i].loaded = true;
+        if (ov) {
+            if (ov->has_rng)
+                lc[i].cs.rng = ov->rng;
+            if (ov->has_bn)
+                lc[i].cs.bn = ov->bn;
+            if (ov->has_steps)
+                lc[i].cs.steps = ov->steps;
+            if (ov->has_seed)
+                lc[i].cs.seed = ov->seed;
+        }
+        if (ck_graph_build(&lc[i].cs, &lc[i].g, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            bad++;
+            continue;
+        }
+        lc[i].built = true;
+    }
+    ck_free_case_files(files, n);
+    if (bad) {
+        free_loaded(lc, n);
+        return CK_EXIT_USAGE;
+    }
+    *out = lc;
+    *n_out = n;
+    return CK_EXIT_PASS;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * run
+ * --------------------------------------------------------------------------------------- */
+
+static int mkdir_p(const char *path, ck_error *err)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return ck_fail(err, CK_ERR_INPUT, "%s: path too long", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return ck_fail(err, CK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return ck_fail(err, CK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+    return CK_OK;
+}
+
+/* Where a case's report goes: the file itself, or <dir>/<case name>.json. */
+static char *report_path(const char *report, bool as_dir, const char *case_name)
+{
+    if (!as_dir)
+        return strdup(report);
+    size_t n = strlen(report) + strlen(case_name) + 8;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s%s%s.json", report, ends_with(report, "/") ? "" : "/", case_name);
+    return p;
+}
+
+int ck_cmd_run(const ck_run_opts *o)
+{
+    ck_error err;
+    ck_dtype dtype;
+    if (!ck_dtype_parse(o->dtype ? o->dtype : "fp32", &dtype)) {
+        fprintf(stderr, "ckpt-harness: --dtype %s: unknown dtype (fp32)\n", o->dtype);
+        return CK_EXIT_USAGE;
+    }
+    if (dtype != CK_F32) {
+        fprintf(stderr, "ckpt-harness: --dtype %s: only fp32 runs are implemented\n", o->dtype);
+        return CK_EXIT_USAGE;
+    }
+    if (o->backend && strcmp(o->backend, "cpu") != 0) {
+        fprintf(stderr, "ckpt-harness: --backend %s: unknown backend (available: cpu)\n",
+                o->backend);
+        return CK_EXIT_USAGE;
+    }
+
+    loaded_case *lc = NULL;
+    int n = 0;
+    int rc = load_cases(o->paths, o->n_paths, o, &lc, &n);
+    if (rc != CK_EXIT_PASS)
+        return rc;
+
+    bool as_dir = false;
+    if (o->report) {
+        struct stat sb;
+        as_dir = n > 1 || ends_with(o->report, "/") || !ends_with(o->report, ".json") ||
+                 (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
+        if (as_dir && mkdir_p(o->report, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: --report: %s\n", err.msg);
+            free_loaded(lc, n);
+            return CK_EXIT_USAGE;
+        }
+    }
+
+    ck_backend *b = NULL;
+    if (ck_backend_cpu_create(&b, &err) != CK_OK) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        free_loaded(lc, n);
+        return CK_EXIT_USAGE;
+    }
+
+    int passed = 0, failed = 0, errors = 0;
+    for (int i = 0; i < n; i++) {
+        const ck_case *c = &lc[i].cs;
+        if (!o->quiet)
+            fprintf(stderr, "[%d/%d] %s (%s)\n", i + 1, n, c->name, c->path);
+        ck_result res;
+        ck_status st = ck_run_case(b, &lc[i].g, dtype, &res, &err);
+        if (st != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            ck_result_free(&res);
+            errors++;
+            continue;
+        }
+        if (o->quiet)
+            ck_report_print_oneline(stdout, &res);
+        else
+            ck_report_print_summary(stdout, &res, o->max_rows);
+        if (o->report) {
+            char *path = report_path(o->report, as_dir, c->name);
+            ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
+                                   .include_wall_time = true};
+            if (!path || ck_report_write_json(&res, &meta, path, &err) != CK_OK) {
+                fprintf(stderr, "ckpt-harness: %s\n", path ? err.msg : "out of memory");
+                errors++;
+            } else if (!o->quiet) {
+                printf("report: %s\n", path);
+            }
+            free(path);
+        }
+        if (res.pass)
+            passed++;
+        else
+            failed++;
+        if (!o->quiet && i + 1 < n)
+            printf("\n");
+        ck_result_free(&res);
+    }
+    if (n > 1 || !o->quiet)
+        printf("%d passed, %d failed%s\n", passed, failed, errors ? " (and errors above)" : "");
+    b->destroy(b);
+    free_loaded(lc, n);
+    return errors ? CK_EXIT_USAGE : failed ? CK_EXIT_FAIL : CK_EXIT_PASS;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * gradcheck
+ * --------------------------------------------------------------------------------------- */
+
+static void print_entry(const char *layer, const char *op, const ck_gradcheck_entry *e)
+{
+    printf("  %-24s %-16s %-24s %7lld %12.3e %12.3e  %s\n", layer, op, e->name,
+           (long long)e->checked, e->max_abs_err, e->max_rel_err, e->failed ? "FAIL" : "ok");
+    if (e->failed)
+        printf("    %lld of %lld elements outside tolerance; worst at flat index %lld: "
+               "analytic %.9g, numeric %.9g\n",
+               (long long)e->failed, (long long)e->checked, (long long)e->worst_index,
+               e->worst_analytic, e->worst_numeric);
+}
+
+int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
+{
+    ck_error err;
+    loaded_case *lc = NULL;
+    int n = 0;
+    int rc = load_cases(o->paths, o->n_paths, NULL, &lc, &n);
+    if (rc != CK_EXIT_PASS)
+        return rc;
+    ck_backend *b = NULL;
+    if (ck_backend_cpu_create(&b, &err) != CK_OK) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        free_loaded(lc, n);
+        return CK_EXIT_USAGE;
+    }
+    ck_gradcheck_opts go;
+    ck_gradcheck_opts_default(&go);
+    if (o->eps > 0)
+        go.eps = o->eps;
+    if (o->atol >= 0)
+        go.atol = o->atol;
+    if (o->rtol >= 0)
+        go.rtol = o->rtol;
+    if (o->samples > 0)
+        go.max_samples = o->samples;
+
+    int failed_cases = 0, errors = 0;
+    for (int i = 0; i < n; i++) {
+        const ck_graph *g = &lc[i].g;
+        bool ok = true;
+        printf("%s (%s): float64 central differences, eps %g, |a - n| <= %g + %g |n|, "
+               "up to %d elements per tensor\n",
+               g->cs->name, g->cs->path, go.eps, go.atol, go.rtol, go.max_samples);
+        printf("  %-24s %-16s %-24s %7s %12s %12s\n", "layer", "op", "tensor", "checked",
+               "max_abs_err", "max_rel_err");
+        if (!o->ops_only) {
+            ck_gradcheck_entry *entries = NULL;
+            int ne = 0;
+            if (ck_gradcheck_case(b, g, &go, &entries, &ne, &err) != CK_OK) {
+                fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+                errors++;
+                free(entries);
+                continue;
+            }
+            for (int k = 0; k < ne; k++) {
+                print_entry("(whole case)", ck_loss_kind_name(g->cs->loss), &entries[k]);
+                ok = ok && entries[k].failed == 0;
+            }
+            free(entries);
+        }
+        if (!o->whole_only) {
+            for (int l = 0; l < g->n; l++) {
+                ck_gradcheck_result r;
+                if (ck_gradcheck_layer(b, g, l, &go, &r, &err) != CK_OK) {
+                    fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+                    errors++;
+                    ok = false;
+                    break;
+                }
+                for (int k = 0; k < r.n; k++)
+                    print_entry(g->nodes[l].spec->name, g->nodes[l].spec->op_name, &r.e[k]);
+                ok = ok && r.ok;
+            }
+        }
+        printf("%s %s\n\n", ok ? "PASS" : "FAIL", g->cs->name);
+        failed_cases += !ok;
+    }
+    printf("gradcheck: %d passed, %d failed\n", n - failed_cases, failed_cases);
+    b->destroy(b);
+    free_loaded(lc, n);
+    return errors ? CK_EXIT_USAGE : failed_cases ? CK_EXIT_FAIL : CK_EXIT_PASS;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * list
+ * --------------------------------------------------------------------------------------- */
+
+int ck_cmd_list(const char *cases_dir)
+{
+    int n_ops = 0;
+    const ck_op_info *ops = ck_op_catalogue(&n_ops);
+    printf("ops (options in a case's layer objects; see cases/README.md):\n");
+    for (int i = 0; i < n_ops; i++) {
+        printf("  %-16s %s\n", ops[i].name, ops[i].summary);
+        if (ops[i].options && ops[i].options[0])
+            printf("  %-16s options: %s\n", "", ops[i].options);
+    }
+    printf("\nlosses: mean, sum, mse, cross_entropy\n");
+    printf("optimizers: sgd, momentum, adam\n");
+    printf("rng policies: counter (default), stateful, stash\n");
+    printf("batchnorm recompute policies: skip (default), update\n");
+
+    const char *dir = cases_dir ? cases_dir : "cases";
+    char **files = NULL;
+    int n = 0;
+    ck_error err;
+    if (ck_collect_case_files(&dir, 1, &files, &n, &err) != CK_OK) {
+        printf("\nshipped cases: none found (%s)\n", err.msg);
+        return CK_EXIT_PASS;
+    }
+    printf("\ncases in %s:\n", dir);
+    for (int i = 0; i < n; i++) {
+        ck_case c;
+        if (ck_case_load(files[i], &c, &err) != CK_OK) {
+            printf("  %-28s (does not load: %s)\n", files[i], err.msg);
+            continue;
+        }
+        printf("  %-28s expect %-9s %s\n", c.name, ck_expect_name(c.expect),
+               c.description ? c.description : "");
+        ck_case_free(&c);
+    }
+    ck_free_case_files(files, n);
+    return CK_EXIT_PASS;
+}
