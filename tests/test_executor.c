@@ -1,0 +1,465 @@
+/*
+ * The engine end to end: segment planning, activation accounting, plain vs checkpointed
+ * bitwise identity for every shipped case, every canary caught with the tensor that shows
+ * it, RNG and batchnorm policies, and determinism of the report numbers.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "harness/gradcheck.h"
+#include "harness/plan.h"
+#include "harness/runner.h"
+#include "reports/report.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Helpers
+ * --------------------------------------------------------------------------------------- */
+
+static const char *root(void)
+{
+    const char *r = getenv("CK_ROOT");
+    return r ? r : ".";
+}
+
+typedef struct {
+    ck_case cs;
+    ck_graph g;
+} built_case;
+
+static void build_text(built_case *bc, const char *json)
+{
+    ck_error err;
+    ck_status st = ck_case_parse(json, strlen(json), "inline.json", &bc->cs, &err);
+    ck_assert_msg(st == CK_OK, "parse: %s", err.msg);
+    st = ck_graph_build(&bc->cs, &bc->g, &err);
+    ck_assert_msg(st == CK_OK, "graph: %s", err.msg);
+}
+
+static void build_file(built_case *bc, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cases/%s", root(), name);
+    ck_error err;
+    ck_status st = ck_case_load(path, &bc->cs, &err);
+    ck_assert_msg(st == CK_OK, "load %s: %s", path, err.msg);
+    st = ck_graph_build(&bc->cs, &bc->g, &err);
+    ck_assert_msg(st == CK_OK, "graph %s: %s", path, err.msg);
+}
+
+static void free_built(built_case *bc)
+{
+    ck_graph_free(&bc->g);
+    ck_case_free(&bc->cs);
+}
+
+static void run(built_case *bc, ck_result *res)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    ck_status st = ck_run_case(b, &bc->g, CK_F32, res, &err);
+    ck_assert_msg(st == CK_OK, "%s: %s", bc->cs.name, err.msg);
+    b->destroy(b);
+}
+
+static const ck_tensor_result *find_tensor(const ck_result *r, const char *name,
+                                           ck_tensor_kind kind, int step)
+{
+    for (int i = 0; i < r->n_tensors; i++)
+        if (strcmp(r->tensors[i].name, name) == 0 && r->tensors[i].kind == kind &&
+            r->tensors[i].step == step)
+            return &r->tensors[i];
+    return NULL;
+}
+
+static int layer_index(const ck_graph *g, const char *name)
+{
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->nodes[i].spec->name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Planning
+ * --------------------------------------------------------------------------------------- */
+
+static const char *skip_case =
+    "{\"name\": \"skip\", \"input\": {\"shape\": [2, 3, 8, 8]},"
+    " \"layers\": ["
+    "  {\"name\": \"c1\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
+    "  {\"name\": \"r1\", \"op\": \"relu\"},"
+    "  {\"name\": \"c2\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
+    "  {\"name\": \"r2\", \"op\": \"relu\"},"
+    "  {\"name\": \"sum\", \"op\": \"add\", \"inputs\": [\"r2\", \"r1\"]},"
+    "  {\"name\": \"c3\", \"op\": \"conv2d\", \"filters\": 2, \"kernel\": 1}"
+    " ],"
+    " \"loss\": {\"op\": \"mean\"},"
+    " \"checkpoint\": {\"segments\": [[\"c1\", \"c2\"], [\"r2\", \"sum\"]]}}";
+
+START_TEST(plan_keeps_outputs_that_cross_a_segment_boundary)
+{
+    built_case bc;
+    build_text(&bc, skip_case);
+    ck_plan p;
+    ck_error err;
+    ck_assert_msg(ck_plan_build(&bc.g, &p, &err) == CK_OK, "%s", err.msg);
+    ck_assert_int_eq(p.n_segments, 2);
+    /* c1 feeds r1 only (inside): dropped. r1 feeds c2 (inside) and sum (outside): kept.
+     * c2 is the segment's output: kept. r2 feeds sum (inside): dropped. sum feeds c3: kept. */
+    ck_assert(p.dropped[0]);
+    ck_assert(!p.dropped[1]);
+    ck_assert(!p.dropped[2]);
+    ck_assert(p.dropped[3]);
+    ck_assert(!p.dropped[4]);
+    ck_assert(!p.dropped[5]);
+    ck_assert_int_eq(p.segment_of[5], -1);
+    ck_assert_int_eq(p.n_dropped, 2);
+    ck_plan_free(&p);
+
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "skip across segments: verdict %s",
+                  ck_verdict_name(r.verdict));
+    ck_assert_int_eq(r.ckpt.recomputed_layers, 5);
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(plan_every_and_sqrt_split_evenly)
+{
+    static const char *fmt =
+        "{\"name\": \"chain\", \"input\": {\"shape\": [2, 4]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 4}, {\"name\": \"a0\", \"op\": \"tanh\"},"
+        "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 4}, {\"name\": \"a1\", \"op\": \"tanh\"},"
+        "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 4}, {\"name\": \"a2\", \"op\": \"tanh\"},"
+        "{\"name\": \"l3\", \"op\": \"linear\", \"units\": 4}], %s}";
+    char text[2048];
+    struct {
+        const char *desc, *ckpt;
+        int n;
+        int seg[4][2];
+    } rows[] = {
+        {"every 3", "\"checkpoint\": {\"every\": 3}", 3, {{0, 2}, {3, 5}, {6, 6}}},
+        {"sqrt of 7 = 3 segments", "\"checkpoint\": {\"policy\": \"sqrt\"}", 3, {{0, 1}, {2, 3}, {4, 6}}},
+        {"default is sqrt", "\"seed\": 1", 3, {{0, 1}, {2, 3}, {4, 6}}},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        snprintf(text, sizeof text, fmt, rows[r].ckpt);
+        built_case bc;
+        build_text(&bc, text);
+        ck_plan p;
+        ck_error err;
+        ck_assert_msg(ck_plan_build(&bc.g, &p, &err) == CK_OK, "%s: %s", rows[r].desc, err.msg);
+        ck_assert_msg(p.n_segments == rows[r].n, "%s: %d segments", rows[r].desc, p.n_segments);
+        for (int s = 0; s < p.n_segments; s++)
+            ck_assert_msg(p.segments[s].first == rows[r].seg[s][0] &&
+                              p.segments[s].last == rows[r].seg[s][1],
+                          "%s: segment %d is [%d, %d]", rows[r].desc, s, p.segments[s].first,
+                          p.segments[s].last);
+        ck_plan_free(&p);
+        free_built(&bc);
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Activation accounting, computed by hand
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(peak_activation_bytes_match_a_hand_count)
+{
+    /* input (4, 8) -> linear 16 -> relu -> linear 2, fp32: out0 = out1 = 256 B, out2 = 32 B.
+     * plain: forward 544; + dout2 32; backward l2 allocates dout1 256 -> peak 832.
+     * checkpointed, segment [l0, r]: out0 dropped after forward (288 live with out2);
+     * + dout2 32 = 320; backward l2: + dout1 = 576, frees out2, dout2 -> 512; recompute
+     * l0: + out0 = 768; backward r: + dout0 = 1024 -> peak 1024 (recomputation while the
+     * segment's output and its gradient are live costs more than it saves here). */
+    static const char *text =
+        "{\"name\": \"tiny\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r\", \"op\": \"relu\"},"
+        "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"l0\", \"r\"]]}}";
+    built_case bc;
+    build_text(&bc, text);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 832);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1024);
+    ck_assert_int_eq(r.ckpt.recomputed_layers, 2);
+    ck_assert_int_eq(r.plain.recomputed_layers, 0);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Shipped cases
+ * --------------------------------------------------------------------------------------- */
+
+static int list_cases(char names[][256], int max)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/cases", root());
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < max) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && strcmp(de->d_name + len - 5, ".json") == 0)
+            snprintf(names[n++], 256, "%s", de->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+START_TEST(every_shipped_case_meets_its_expectation)
+{
+    char names[64][256];
+    int n = list_cases(names, 64);
+    ck_assert_int_ge(n, 8);
+    int non_canary = 0;
+    for (int i = 0; i < n; i++) {
+        built_case bc;
+        build_file(&bc, names[i]);
+        ck_result r;
+        run(&bc, &r);
+        ck_assert_msg(r.pass, "%s: did not meet its expectation (verdict %s, saving %.3f)",
+                      names[i], ck_verdict_name(r.verdict), r.memory_saving);
+        if (bc.cs.expect == CK_EXPECT_IDENTICAL) {
+            non_canary++;
+            ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL && r.first_divergence == -1,
+                          "%s: plain and checkpointed differ", names[i]);
+            ck_assert_msg(r.ckpt.recomputed_layers > 0, "%s: nothing was recomputed", names[i]);
+        }
+        ck_result_free(&r);
+        free_built(&bc);
+    }
+    ck_assert_int_ge(non_canary, 5);
+}
+END_TEST
+
+START_TEST(unet_checkpointing_lowers_measured_peak)
+{
+    built_case bc;
+    build_file(&bc, "unet3d_bn.json");
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_int_gt(r.plain.peak_activation_bytes, 0);
+    ck_assert_msg(r.ckpt.peak_activation_bytes < r.plain.peak_activation_bytes,
+                  "checkpointed peak %lld not below plain %lld",
+                  (long long)r.ckpt.peak_activation_bytes, (long long)r.plain.peak_activation_bytes);
+    ck_assert(r.memory_met);
+    ck_assert(r.memory_saving >= bc.cs.min_memory_saving);
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(dropout_canary_is_caught_in_the_gradients_before_the_dropout)
+{
+    built_case bc;
+    build_file(&bc, "canary_dropout_stateful.json");
+    ck_assert(bc.cs.rng == CK_RNG_STATEFUL);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert(r.verdict == CK_VERDICT_MISMATCH);
+    ck_assert(r.pass); /* expect: mismatch */
+    /* the loss of step 0 comes from the original forward: identical */
+    const ck_tensor_result *loss0 = find_tensor(&r, "loss", CK_KIND_LOSS, 0);
+    ck_assert(loss0 && loss0->verdict == CK_VERDICT_IDENTICAL);
+    /* the first divergence is a step-0 gradient of a layer upstream of a recomputed dropout
+     * or inside its segment (whose recomputed inputs carry the new mask) */
+    ck_assert_int_ge(r.first_divergence, 0);
+    const ck_tensor_result *fd = &r.tensors[r.first_divergence];
+    ck_assert_int_eq(fd->step, 0);
+    ck_assert(fd->kind == CK_KIND_GRAD);
+    int last_dropout = -1;
+    for (int i = 0; i < bc.g.n; i++)
+        if (bc.g.nodes[i].op.kind == CK_OP_DROPOUT)
+            last_dropout = i;
+    char layer[128];
+    snprintf(layer, sizeof layer, "%s", fd->name);
+    *strchr(layer, '.') = '\0';
+    int li = layer_index(&bc.g, layer);
+    int limit = last_dropout;
+    for (int k = 0; k < r.n_segments; k++)
+        if (r.segments[k].first <= last_dropout && last_dropout <= r.segments[k].last)
+            limit = r.segments[k].last;
+    ck_assert_msg(li >= 0 && li <= limit, "first divergence %s is not upstream of a dropout",
+                  fd->name);
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(dropout_under_stash_and_counter_is_identical)
+{
+    ck_rng_policy policies[] = {CK_RNG_STASH, CK_RNG_COUNTER};
+    for (int k = 0; k < 2; k++) {
+        built_case bc;
+        build_file(&bc, "canary_dropout_stateful.json");
+        bc.cs.rng = policies[k];
+        ck_result r;
+        run(&bc, &r);
+        ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "rng %s: verdict %s",
+                      ck_rng_policy_name(policies[k]), ck_verdict_name(r.verdict));
+        ck_result_free(&r);
+        free_built(&bc);
+    }
+}
+END_TEST
+
+START_TEST(batchnorm_canary_shows_in_running_stats_not_gradients)
+{
+    built_case bc;
+    build_file(&bc, "canary_bn_update.json");
+    ck_assert(bc.cs.bn == CK_BN_UPDATE);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert(r.verdict == CK_VERDICT_MISMATCH);
+    ck_assert(r.pass);
+    const ck_tensor_result *fd = &r.tensors[r.first_divergence];
+    ck_assert_msg(fd->kind == CK_KIND_BUFFER && fd->step == 0 &&
+                      strstr(fd->name, ".running_mean") != NULL,
+                  "first divergence is %s (%s)", fd->name, ck_tensor_kind_name(fd->kind));
+    /* every step-0 gradient is bitwise identical: losses and gradients alone miss it */
+    int bn_mismatch = 0;
+    for (int i = 0; i < r.n_tensors; i++) {
+        const ck_tensor_result *t = &r.tensors[i];
+        if (t->step == 0 && (t->kind == CK_KIND_GRAD || t->kind == CK_KIND_LOSS))
+            ck_assert_msg(t->verdict == CK_VERDICT_IDENTICAL, "step-0 %s differs", t->name);
+        if (t->step == 0 && t->kind == CK_KIND_BUFFER && t->verdict == CK_VERDICT_MISMATCH)
+            bn_mismatch++;
+    }
+    /* running_mean, running_var and num_batches_tracked of the recomputed batchnorm */
+    ck_assert_int_ge(bn_mismatch, 3);
+    char nbt[160];
+    snprintf(nbt, sizeof nbt, "%.*s.num_batches_tracked", (int)(strchr(fd->name, '.') - fd->name),
+             fd->name);
+    const ck_tensor_result *t = find_tensor(&r, nbt, CK_KIND_BUFFER, 0);
+    ck_assert_msg(t && t->verdict == CK_VERDICT_MISMATCH, "%s not flagged", nbt);
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(batchnorm_under_skip_is_identical)
+{
+    built_case bc;
+    build_file(&bc, "canary_bn_update.json");
+    bc.cs.bn = CK_BN_SKIP;
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "verdict %s", ck_verdict_name(r.verdict));
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(no_saving_canary_fails_on_memory_alone)
+{
+    built_case bc;
+    build_file(&bc, "canary_no_saving.json");
+    ck_result r;
+    run(&bc, &r);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_assert(!r.memory_met);
+    ck_assert(r.memory_saving < bc.cs.min_memory_saving);
+    ck_assert(r.pass); /* expect_memory: unmet */
+    char msg[512];
+    ck_report_memory_message(&r, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "requires at least") != NULL, "memory message: %s", msg);
+    ck_result_free(&r);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(same_case_twice_gives_byte_identical_reports)
+{
+    built_case bc;
+    build_file(&bc, "unet3d_bn.json");
+    ck_result r1, r2;
+    run(&bc, &r1);
+    run(&bc, &r2);
+    ck_report_meta meta = {.tool_version = "test", .case_path = "x", .include_wall_time = false};
+    char *a = ck_report_json_string(&r1, &meta);
+    char *b = ck_report_json_string(&r2, &meta);
+    ck_assert(a && b);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    ck_result_free(&r1);
+    ck_result_free(&r2);
+    free_built(&bc);
+}
+END_TEST
+
+START_TEST(gradcheck_passes_for_every_shipped_case)
+{
+    char names[64][256];
+    int n = list_cases(names, 64);
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    ck_gradcheck_opts o;
+    ck_gradcheck_opts_default(&o);
+    o.max_samples = 16;
+    for (int i = 0; i < n; i++) {
+        built_case bc;
+        build_file(&bc, names[i]);
+        ck_gradcheck_entry *e = NULL;
+        int ne = 0;
+        ck_status st = ck_gradcheck_case(b, &bc.g, &o, &e, &ne, &err);
+        ck_assert_msg(st == CK_OK, "%s: %s", names[i], err.msg);
+        for (int k = 0; k < ne; k++)
+            ck_assert_msg(e[k].failed == 0,
+                          "%s: %s: %lld of %lld outside, worst analytic %.9g numeric %.9g",
+                          names[i], e[k].name, (long long)e[k].failed, (long long)e[k].checked,
+                          e[k].worst_analytic, e[k].worst_numeric);
+        free(e);
+        for (int l = 0; l < bc.g.n; l++) {
+            ck_gradcheck_result res;
+            st = ck_gradcheck_layer(b, &bc.g, l, &o, &res, &err);
+            ck_assert_msg(st == CK_OK, "%s: %s", names[i], err.msg);
+            for (int k = 0; k < res.n; k++)
+                ck_assert_msg(res.e[k].failed == 0, "%s: layer %s: %s max rel %.3g", names[i],
+                              bc.g.nodes[l].spec->name, res.e[k].name, res.e[k].max_rel_err);
+        }
+        free_built(&bc);
+    }
+    b->destroy(b);
+}
+END_TEST
+
+Suite *suite_executor(void)
+{
+    Suite *s = suite_create("executor");
+    TCase *tc = tcase_create("plan");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, plan_keeps_outputs_that_cross_a_segment_boundary);
+    tcase_add_test(tc, plan_every_and_sqrt_split_evenly);
+    tcase_add_test(tc, peak_activation_bytes_match_a_hand_count);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("cases");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, every_shipped_case_meets_its_expectation);
+    tcase_add_test(tc, unet_checkpointing_lowers_measured_peak);
+    tcase_add_test(tc, dropout_canary_is_caught_in_the_gradients_before_the_dropout);
+    tcase_add_test(tc, dropout_under_stash_and_counter_is_identical);
+    tcase_add_test(tc, batchnorm_canary_shows_in_running_stats_not_gradients);
+    tcase_add_test(tc, batchnorm_under_skip_is_identical);
+    tcase_add_test(tc, no_saving_canary_fails_on_memory_alone);
+    tcase_add_test(tc, same_case_twice_gives_byte_identical_reports);
+    tcase_add_test(tc, gradcheck_passes_for_every_shipped_case);
+    suite_add_tcase(s, tc);
+    return s;
+}
