@@ -14,12 +14,15 @@ OPT     ?= -O2
 SAN     ?=
 PKG_CONFIG ?= pkg-config
 
-ifeq ($(shell $(PKG_CONFIG) --exists libcjson && echo yes),yes)
-  CJSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcjson)
-  CJSON_LIBS   := $(shell $(PKG_CONFIG) --libs libcjson)
-else
-  $(error libcjson not found by pkg-config: install it with 'apt-get install libcjson-dev' (or run ./scripts/install-deps.sh))
+# check, run-cases, check-asan and bench first install missing dependencies
+# (scripts/install-deps.sh), then build in a sub-make; other goals need them present.
+ENTRY_GOALS := check run-cases check-asan bench deps clean
+ifneq ($(filter-out $(ENTRY_GOALS),$(or $(MAKECMDGOALS),all)),)
+  ifneq ($(shell $(PKG_CONFIG) --exists libcjson && echo yes),yes)
+    $(error libcjson not found by pkg-config: run ./scripts/install-deps.sh or 'apt-get install libcjson-dev')
+  endif
 endif
+CJSON_LIBS := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null)
 
 CHECK_OK := $(shell $(PKG_CONFIG) --exists check && echo yes)
 CHECK_CFLAGS := $(if $(CHECK_OK),$(shell $(PKG_CONFIG) --cflags check))
@@ -28,7 +31,7 @@ CHECK_LIBS   := $(if $(CHECK_OK),$(shell $(PKG_CONFIG) --libs check))
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(SAN) -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
-           -I. $(CJSON_CFLAGS) -MMD -MP
+           -I. -MMD -MP
 LDLIBS  += $(CJSON_LIBS) -lm
 LDFLAGS += $(SAN)
 
@@ -45,7 +48,7 @@ PROG := $(BUILD)/ckpt-harness
 LIB  := $(BUILD)/libckpt.a
 TESTS := $(BUILD)/check_runner
 
-.PHONY: all check check-asan run-cases bench clean
+.PHONY: all deps check check-run check-asan run-cases run-cases-run bench bench-run clean
 
 all: $(PROG)
 
@@ -73,22 +76,30 @@ $(BUILD)/obj/tests/check_main.o: $(BUILD)/gen/suites.h
 $(TESTS): $(TEST_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
-check: $(PROG)
-ifneq ($(CHECK_OK),yes)
-	$(error the Check unit-test library was not found by pkg-config: install it with 'apt-get install check')
-endif
-	$(MAKE) --no-print-directory $(TESTS)
+deps:
+	@sh scripts/install-deps.sh
+
+check: deps
+	@$(MAKE) --no-print-directory check-run
+
+check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 
-check-asan:
-	$(MAKE) --no-print-directory check BUILD=build/asan OPT=-O1 \
+check-asan: deps
+	@$(MAKE) --no-print-directory check-run BUILD=build/asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
-run-cases: $(PROG)
+run-cases: deps
+	@$(MAKE) --no-print-directory run-cases-run
+
+run-cases-run: $(PROG)
 	$(PROG) run cases/ --report $(BUILD)/reports/
 
-bench: $(PROG)
+bench: deps
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(PROG)
 	sh tests/bench/run.sh $(PROG)
 
 clean:

@@ -1,2 +1,108 @@
 #!/bin/sh
-echo "cli tests: none yet"
+# End-to-end tests of the ckpt-harness command line: exit codes, one-line errors naming
+# the file and JSON path, reports written atomically and deterministically.
+# Usage: CK_PROG=build/ckpt-harness sh tests/cli/run.sh
+set -u
+PROG=${CK_PROG:-build/ckpt-harness}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT INT TERM
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_exit CODE DESC -- command...
+expect_exit() {
+    want=$1; desc=$2; shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$desc: exit $got, want $want"; sed 's/^/    /' "$TMP/err" | head -5; fi
+}
+
+# bad_case DESC JSON-PATH-FRAGMENT JSON: the file must give exit 2 and one stderr line that
+# names the file and the fragment.
+bad_case() {
+    desc=$1; frag=$2; f="$TMP/bad_case.json"
+    printf '%s' "$3" >"$f"
+    rm -rf "$TMP/rep"
+    "$PROG" run "$f" --report "$TMP/rep/" >"$TMP/out" 2>"$TMP/err"
+    got=$?
+    lines=$(wc -l <"$TMP/err")
+    if [ "$got" -ne 2 ]; then bad "$desc: exit $got, want 2"; return; fi
+    if [ "$lines" -ne 1 ]; then bad "$desc: $lines stderr lines, want 1"; cat "$TMP/err"; return; fi
+    if ! grep -qF "$f" "$TMP/err"; then bad "$desc: message does not name the file: $(cat "$TMP/err")"; return; fi
+    if ! grep -qF -- "$frag" "$TMP/err"; then bad "$desc: message lacks '$frag': $(cat "$TMP/err")"; return; fi
+    if [ -d "$TMP/rep" ] && [ -n "$(ls -A "$TMP/rep")" ]; then bad "$desc: a report was written"; return; fi
+    ok
+}
+
+# ---- usage -------------------------------------------------------------------------------
+expect_exit 0 "--help" -- "$PROG" --help
+grep -q "usage: ckpt-harness" "$TMP/out" && ok || bad "--help prints usage"
+expect_exit 0 "run --help" -- "$PROG" run --help
+grep -q -- "--bn-recompute" "$TMP/out" && ok || bad "run --help lists --bn-recompute"
+expect_exit 0 "gradcheck --help" -- "$PROG" gradcheck --help
+expect_exit 0 "list --help" -- "$PROG" list --help
+expect_exit 0 "--version" -- "$PROG" --version
+expect_exit 2 "no command" -- "$PROG"
+expect_exit 2 "unknown command" -- "$PROG" frobnicate
+expect_exit 2 "unknown option" -- "$PROG" run --frob "$ROOT/cases/mlp_dropout.json"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -- "--frob" "$TMP/err" && ok || bad "unknown option: one line naming it"
+expect_exit 2 "missing option value" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --steps
+expect_exit 2 "--steps 0" -- "$PROG" run --steps 0 "$ROOT/cases/mlp_dropout.json"
+expect_exit 2 "--rng bogus" -- "$PROG" run --rng bogus "$ROOT/cases/mlp_dropout.json"
+expect_exit 2 "--seed -1" -- "$PROG" run --seed -1 "$ROOT/cases/mlp_dropout.json"
+expect_exit 2 "no case" -- "$PROG" run
+expect_exit 2 "missing file" -- "$PROG" run "$TMP/nope.json"
+grep -qF "$TMP/nope.json" "$TMP/err" && ok || bad "missing file is named"
+mkdir -p "$TMP/empty_dir"
+expect_exit 2 "directory without cases" -- "$PROG" run "$TMP/empty_dir"
+
+# ---- bad case files ----------------------------------------------------------------------
+L='{"name": "a", "op": "linear", "units": 4}'
+bad_case "empty file" "empty" ''
+bad_case "malformed JSON" "line" '{"name": "x", "input": {"shape": [2, 3]}, "layers": ['
+bad_case "trailing garbage" "" '{"name": "x", "input": {"shape": [2, 3]}, "layers": ['"$L"']} xx'
+bad_case "unknown op" "layers[0].op" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "conv4d"}]}'
+bad_case "unknown key" "lyers" '{"name": "x", "input": {"shape": [2, 3]}, "lyers": []}'
+bad_case "unknown layer key" "layers[0].unit" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "linear", "unit": 4}]}'
+bad_case "wrong type" "layers[0].units" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "linear", "units": "4"}]}'
+bad_case "negative size" "layers[0].units" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "linear", "units": -4}]}'
+bad_case "zero dim" "input.shape" '{"name": "x", "input": {"shape": [2, 0]}, "layers": ['"$L"']}'
+bad_case "overflowing shape" "input.shape" '{"name": "x", "input": {"shape": [4294967296, 4294967296, 4]}, "layers": ['"$L"']}'
+bad_case "later input" "layers[0].inputs" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "relu", "inputs": ["b"]}, {"name": "b", "op": "relu"}]}'
+bad_case "duplicate layer name" "layers[1]" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "relu"}, {"name": "a", "op": "relu"}]}'
+bad_case "overlapping segments" "checkpoint.segments[1]" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "relu"}, {"name": "b", "op": "relu"}, {"name": "c", "op": "relu"}], "checkpoint": {"segments": [["a", "b"], ["b", "c"]]}}'
+bad_case "add shapes" "layers[2]" '{"name": "x", "input": {"shape": [2, 3]}, "layers": [{"name": "a", "op": "linear", "units": 4}, {"name": "b", "op": "linear", "units": 5}, {"name": "s", "op": "add", "inputs": ["a", "b"]}]}'
+bad_case "kernel larger than valid input" "layers[0]" '{"name": "x", "input": {"shape": [1, 1, 4, 4]}, "layers": [{"name": "c", "op": "conv2d", "filters": 2, "kernel": 5}]}'
+
+# ---- running cases -----------------------------------------------------------------------
+expect_exit 0 "unet3d_bn passes" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --report "$TMP/unet.json"
+[ -f "$TMP/unet.json" ] && ok || bad "report file written"
+grep -q '"schema_version"' "$TMP/unet.json" && ok || bad "report has schema_version"
+[ -z "$(ls "$TMP" | grep '\.tmp\.')" ] && ok || bad "no temporary report file left behind"
+grep -q "report: $TMP/unet.json" "$TMP/out" && ok || bad "the report path is printed"
+expect_exit 0 "unet3d_bn again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --report "$TMP/unet2.json" --quiet
+grep -v wall_time_s "$TMP/unet.json" >"$TMP/a"
+grep -v wall_time_s "$TMP/unet2.json" >"$TMP/b"
+cmp -s "$TMP/a" "$TMP/b" && ok || bad "two runs give byte-identical reports (wall times aside)"
+expect_exit 1 "dropout under stateful fails a case expecting identical" -- \
+    "$PROG" run "$ROOT/cases/mlp_dropout.json" --rng stateful
+grep -q "mismatch" "$TMP/out" && ok || bad "the mismatch is printed"
+expect_exit 1 "batchnorm update fails a case expecting identical" -- \
+    "$PROG" run "$ROOT/cases/cnn_bn.json" --bn-recompute update --report "$TMP/bn.json"
+grep -q 'running_mean' "$TMP/out" && ok || bad "the summary names running_mean"
+grep -q '"status": "fail"' "$TMP/bn.json" && ok || bad "the report says fail"
+expect_exit 0 "every shipped case meets its expectation" -- "$PROG" run "$ROOT/cases" --quiet --report "$TMP/all"
+n_cases=$(ls "$ROOT"/cases/*.json | wc -l)
+[ "$(ls "$TMP/all" | wc -l)" -eq "$n_cases" ] && ok || bad "one report per case"
+grep -q "passed, 0 failed" "$TMP/out" && ok || bad "the run prints a closing count"
+expect_exit 0 "gradcheck on the CNN" -- "$PROG" gradcheck --samples 8 "$ROOT/cases/cnn_bn.json"
+grep -q "^PASS cnn_bn" "$TMP/out" && ok || bad "gradcheck prints PASS"
+expect_exit 0 "list" -- "$PROG" list "$ROOT/cases"
+grep -q "conv3d" "$TMP/out" && grep -q "unet3d_bn" "$TMP/out" && ok || bad "list shows ops and cases"
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

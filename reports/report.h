@@ -1,0 +1,74 @@
+/*
+ * Report writers: the JSON report (schema in reports/SCHEMA.md) and the text summary.
+ *
+ * Both read a finished ck_result and never change it. In every comparison "a" is the
+ * checkpointed run and "ref" the plain run. Output is a pure function of the result and
+ * the meta (wall times aside, and those can be left out), so two runs of the same case
+ * give byte-identical reports.
+ */
+#ifndef CK_REPORT_H
+#define CK_REPORT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "harness/result.h"
+#include "harness/status.h"
+
+#define CK_REPORT_SCHEMA "ckpt-harness/report"
+#define CK_REPORT_SCHEMA_VERSION 1
+
+typedef struct {
+    const char *tool_version; /* e.g. "0.1.0"; NULL writes "unknown" */
+    const char *case_path;    /* the case file as the user named it; NULL: r->cs->path */
+    bool include_wall_time;   /* false leaves wall_time_s out (tests compare bytes) */
+} ck_report_meta;
+
+/* ---- JSON (report_json.c) ---- */
+
+/* Builds the report tree; NULL when out of memory. The caller frees it with cJSON_Delete. */
+cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta);
+
+/* The report as formatted JSON text (no trailing newline), malloc'd; NULL when out of
+ * memory. The caller frees it with free(). */
+char *ck_report_json_string(const ck_result *r, const ck_report_meta *meta);
+
+/* Writes the report (the text above plus a newline) to path atomically: a temporary file
+ * `<path>.tmp.<pid>` in the same directory is written, flushed, fsync'd and renamed over
+ * path, so a reader sees the old report or the new one, never half of one. Creates no
+ * directories. On failure the temporary file is removed and CK_ERR_IO (or CK_ERR_NOMEM)
+ * is returned with a message naming path. */
+ck_status ck_report_write_json(const ck_result *r, const ck_report_meta *meta, const char *path,
+                               ck_error *err);
+
+/* ---- Text (report_text.c) ---- */
+
+/* A header line (case, backend, dtype, verdict, PASS/FAIL, memory), then up to max_rows
+ * tensor rows worst first (mismatch, close, identical; then more elements outside, then
+ * larger max_abs; ties keep the runner's order), then one line per failure. max_rows < 0
+ * prints every row. */
+void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows);
+
+/* One line for --quiet: "PASS unet3d_bn  identical  memory 1.23 MiB -> 0.80 MiB (-35.0%)". */
+void ck_report_print_oneline(FILE *f, const ck_result *r);
+
+/* ---- Lines shared by both writers (report_text.c) ---- */
+
+#define CK_REPORT_LINE_MAX 512
+#define CK_REPORT_MAX_FAILURES 4
+
+/* Fills lines with one readable sentence per reason the case failed (its verdict did not
+ * meet expect; its memory saving did not meet what the case expects) and returns how
+ * many; 0 when r->pass. */
+int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines);
+
+/* "checkpointing saved 0.0% of peak activation memory (plain 1.20 MiB, checkpointed
+ * 1.20 MiB); the case requires at least 30.0%". */
+void ck_report_memory_message(const ck_result *r, char *buf, size_t n);
+
+/* "512 B", "1.50 KiB", "1.23 MiB", ... (binary units, two decimals). */
+char *ck_format_bytes(int64_t bytes, char *buf, size_t n);
+
+#endif
