@@ -137,7 +137,7 @@ static int main_run(int argc, char **argv)
     o.max_rows = 10;
     long long v;
     int c;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_RNG:
             if (!ck_rng_policy_parse(optarg, &o.rng))
@@ -194,7 +194,7 @@ static int main_gradcheck(int argc, char **argv)
     o.atol = o.rtol = -1.0;
     long long v;
     int c;
-    while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case OPT_EPS:
             if (!parse_double(optarg, &o.eps) || o.eps == 0.0)

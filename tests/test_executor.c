@@ -174,24 +174,27 @@ END_TEST
 
 START_TEST(peak_activation_bytes_match_a_hand_count)
 {
-    /* input (4, 8) -> linear 16 -> relu -> linear 2, fp32: out0 = out1 = 256 B, out2 = 32 B.
-     * plain: forward 544; + dout2 32; backward l2 allocates dout1 256 -> peak 832.
-     * checkpointed, segment [l0, r]: out0 dropped after forward (288 live with out2);
-     * + dout2 32 = 320; backward l2: + dout1 = 576, frees out2, dout2 -> 512; recompute
-     * l0: + out0 = 768; backward r: + dout0 = 1024 -> peak 1024 (recomputation while the
-     * segment's output and its gradient are live costs more than it saves here). */
+    /* input (4, 8) -> l0 linear 16 -> r0 relu -> l1 linear 16 -> r1 relu -> l2 linear 2, fp32:
+     * every hidden output and its gradient is 256 B, l2's output and gradient 32 B.
+     * plain: forward 4 x 256 + 32 = 1056; loss gradient 1088; backward l2 + dr1 = 1344,
+     *   frees 64 -> 1280; backward r1 + dl1 = 1536 (peak), frees 512 -> 1024; ... -> 0.
+     * checkpointed, segment [l0, l1]: l0 and r0 dropped after the segment's forward
+     *   (forward peak 768, then 544 live); loss gradient 576; backward l2 + dr1 = 832, frees
+     *   64 -> 768; backward r1 + dl1 = 1024, frees 512 -> 512; recompute l0, r0 (l1 is
+     *   overwritten in place) -> 1024; backward l1 + dr0 = 1280 (peak); ... -> 0. */
     static const char *text =
         "{\"name\": \"tiny\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
-        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r\", \"op\": \"relu\"},"
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r0\", \"op\": \"relu\"},"
+        "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r1\", \"op\": \"relu\"},"
         "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 2}],"
-        "\"checkpoint\": {\"segments\": [[\"l0\", \"r\"]]}}";
+        "\"checkpoint\": {\"segments\": [[\"l0\", \"l1\"]]}}";
     built_case bc;
     build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 832);
-    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1024);
-    ck_assert_int_eq(r.ckpt.recomputed_layers, 2);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 1536);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1280);
+    ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert_int_eq(r.plain.recomputed_layers, 0);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);

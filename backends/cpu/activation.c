@@ -133,9 +133,9 @@ ck_status cpu_activation_forward(const ck_op_params *op, const ck_fwd_args *args
         return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output",
                        ck_op_kind_name(op->kind));
     const ck_tensor *ts[] = {io->out};
-    ck_status st_ = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 1, err);
-    if (st_ != CK_OK)
-        return st_;
+    ck_status rc = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 1, err);
+    if (rc != CK_OK)
+        return rc;
     activation_forward(io->out, io->in[0], op->kind, op->slope,
                        ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
@@ -154,9 +154,9 @@ ck_status cpu_activation_backward(const ck_op_params *op, const ck_fwd_args *arg
     if (!g->din[0])
         return CK_OK;
     const ck_tensor *ts[] = {g->dout, g->din[0]};
-    ck_status st_ = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 2, err);
-    if (st_ != CK_OK)
-        return st_;
+    ck_status rc = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 2, err);
+    if (rc != CK_OK)
+        return rc;
     activation_backward(g->din[0], g->dout, io->in[0], op->kind, op->slope,
                         ck_shape_numel(&io->in[0]->shape));
     return CK_OK;

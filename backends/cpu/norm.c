@@ -1,0 +1,391 @@
+/*
+ * CPU normalisation layers: batchnorm (per channel over N and spatial) and layernorm (per
+ * sample over all non-batch dims), forward and backward.
+ *
+ * Statistics are two-pass (mean, then biased variance of x - mean) accumulated in double;
+ * every value is computed in double and rounded once on store. Batchnorm follows PyTorch's
+ * BatchNorm{1,2,3}d: training normalises with the batch statistics and, when asked,
+ * updates running_mean, running_var (unbiased) and num_batches_tracked; eval normalises
+ * with the running statistics and updates nothing. `saved` holds (mean, invstd) per
+ * channel (batchnorm) or per sample (layernorm) for the backward pass.
+ */
+#include "cpu_ops.h"
+
+#include <math.h>
+
+/* ---- element access (double in registers, tensor dtype in memory) ---- */
+
+static inline double ld(const ck_tensor *t, int64_t i)
+{
+    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
+                              : ((const double *)t->data)[i];
+}
+
+static inline void st(ck_tensor *t, int64_t i, double v)
+{
+    if (t->dtype == CK_F32)
+        ((float *)t->data)[i] = (float)v;
+    else
+        ((double *)t->data)[i] = v;
+}
+
+static inline void acc(ck_tensor *t, int64_t i, double v) { st(t, i, ld(t, i) + v); }
+
+/* weight/bias may be absent: w = 1, b = 0 */
+static inline double ld_or(const ck_tensor *t, int64_t i, double dflt)
+{
+    return t ? ld(t, i) : dflt;
+}
+
+static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
+
+static bool is_float(ck_dtype dt) { return dt == CK_F32 || dt == CK_F64; }
+
+/* t is NULL, or has the dtype of x and `numel` elements (numel < 0: any count). */
+static ck_status check_tensor(const char *fn, const ck_tensor *x, const ck_tensor *t,
+                              int64_t numel, ck_error *err)
+{
+    if (!t)
+        return CK_OK;
+    if (t->dtype != x->dtype)
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn, tname(t),
+                       ck_dtype_name(t->dtype), tname(x), ck_dtype_name(x->dtype));
+    if (numel >= 0 && ck_shape_numel(&t->shape) != numel)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, expected %lld", fn,
+                       tname(t), (long long)ck_shape_numel(&t->shape), (long long)numel);
+    return CK_OK;
+}
+
+/* `saved` has its own dtype (fp32 or fp64) and holds 2 x rows values. */
+static ck_status check_saved(const char *fn, const ck_tensor *saved, int64_t rows,
+                             ck_error *err)
+{
+    if (!saved)
+        return CK_OK;
+    if (!is_float(saved->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: saved tensor %s is %s, expected fp32 or "
+                       "fp64", fn, tname(saved), ck_dtype_name(saved->dtype));
+    if (ck_shape_numel(&saved->shape) != 2 * rows)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: saved tensor %s has %lld elements, "
+                       "expected 2 x %lld", fn, tname(saved),
+                       (long long)ck_shape_numel(&saved->shape), (long long)rows);
+    return CK_OK;
+}
+
+#define TRY(expr)                                                                          \
+    do {                                                                                   \
+        ck_status rc_ = (expr);                                                            \
+        if (rc_ != CK_OK)                                                                  \
+            return rc_;                                                                    \
+    } while (0)
+
+/* ================================ batchnorm ================================ */
+
+/* x viewed as (N, C, S) with S the product of the spatial dims */
+typedef struct {
+    int64_t N, C, S;
+} bn_dims;
+
+static ck_status bn_check(const char *fn, const ck_tensor *x, bn_dims *d, ck_error *err)
+{
+    if (!is_float(x->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
+                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    if (x->shape.ndim < 2)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
+                       tname(x), x->shape.ndim);
+    d->N = x->shape.dim[0];
+    d->C = x->shape.dim[1];
+    d->S = 1;
+    for (int i = 2; i < x->shape.ndim; i++)
+        d->S *= x->shape.dim[i];
+    return CK_OK;
+}
+
+static inline int64_t bn_index(const bn_dims *d, int64_t n, int64_t c, int64_t s)
+{
+    return (n * d->C + c) * d->S + s;
+}
+
+/* Batch statistics of channel c: mean and biased variance over N and S. */
+static void bn_channel_stats(const ck_tensor *x, const bn_dims *d, int64_t c, double *mean,
+                             double *var)
+{
+    double cnt = (double)(d->N * d->S);
+    double sum = 0.0;
+    for (int64_t n = 0; n < d->N; n++)
+        for (int64_t s = 0; s < d->S; s++)
+            sum += ld(x, bn_index(d, n, c, s));
+    double m = sum / cnt;
+    double sq = 0.0;
+    for (int64_t n = 0; n < d->N; n++)
+        for (int64_t s = 0; s < d->S; s++) {
+            double dx = ld(x, bn_index(d, n, c, s)) - m;
+            sq += dx * dx;
+        }
+    *mean = m;
+    *var = sq / cnt;
+}
+
+/* out = (x - mean) * invstd * w + b; x, out (N, C, S); weight, bias (C) or NULL;
+ * saved (2, C) or NULL: row 0 mean, row 1 invstd. Training uses batch statistics and
+ * updates the running buffers when `update`; eval uses the running buffers. */
+static void batchnorm_forward(ck_tensor *out, ck_tensor *saved, ck_tensor *running_mean,
+                              ck_tensor *running_var, ck_tensor *num_batches_tracked,
+                              const ck_tensor *x, const ck_tensor *weight, const ck_tensor *bias,
+                              const bn_dims *d, double eps, double momentum, bool eval,
+                              bool update)
+{
+    int64_t cnt = d->N * d->S;
+    for (int64_t c = 0; c < d->C; c++) {
+        double mean, invstd;
+        if (eval) {
+            mean = ld(running_mean, c);
+            invstd = 1.0 / sqrt(ld(running_var, c) + eps);
+        } else {
+            double var;
+            bn_channel_stats(x, d, c, &mean, &var);
+            invstd = 1.0 / sqrt(var + eps);
+            if (update) {
+                double unbiased = var * (double)cnt / (double)(cnt - 1);
+                if (running_mean)
+                    st(running_mean, c, (1.0 - momentum) * ld(running_mean, c) + momentum * mean);
+                if (running_var)
+                    st(running_var, c, (1.0 - momentum) * ld(running_var, c) + momentum * unbiased);
+            }
+        }
+        if (saved) {
+            st(saved, c, mean);
+            st(saved, d->C + c, invstd);
+        }
+        double w = ld_or(weight, c, 1.0), b = ld_or(bias, c, 0.0);
+        for (int64_t n = 0; n < d->N; n++)
+            for (int64_t s = 0; s < d->S; s++) {
+                int64_t i = bn_index(d, n, c, s);
+                st(out, i, (ld(x, i) - mean) * invstd * w + b);
+            }
+    }
+    if (!eval && update && num_batches_tracked)
+        ((int64_t *)num_batches_tracked->data)[0] += 1;
+}
+
+/* Accumulates dx, dweight, dbias from dout using saved (mean, invstd). Training:
+ * dx = invstd w / n (n dy - sum dy - xhat sum(dy xhat)); eval (statistics are constants):
+ * dx = dy w invstd. dweight += sum(dy xhat), dbias += sum(dy). */
+static void batchnorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbias,
+                               const ck_tensor *dout, const ck_tensor *x, const ck_tensor *weight,
+                               const ck_tensor *saved, const bn_dims *d, bool eval)
+{
+    double cnt = (double)(d->N * d->S);
+    for (int64_t c = 0; c < d->C; c++) {
+        double mean = ld(saved, c), invstd = ld(saved, d->C + c);
+        double w = ld_or(weight, c, 1.0);
+        double sum_dy = 0.0, sum_dy_xhat = 0.0;
+        for (int64_t n = 0; n < d->N; n++)
+            for (int64_t s = 0; s < d->S; s++) {
+                int64_t i = bn_index(d, n, c, s);
+                double dy = ld(dout, i);
+                sum_dy += dy;
+                sum_dy_xhat += dy * (ld(x, i) - mean) * invstd;
+            }
+        if (dweight)
+            acc(dweight, c, sum_dy_xhat);
+        if (dbias)
+            acc(dbias, c, sum_dy);
+        if (!dx)
+            continue;
+        for (int64_t n = 0; n < d->N; n++)
+            for (int64_t s = 0; s < d->S; s++) {
+                int64_t i = bn_index(d, n, c, s);
+                double dy = ld(dout, i);
+                if (eval) {
+                    acc(dx, i, dy * w * invstd);
+                } else {
+                    double xhat = (ld(x, i) - mean) * invstd;
+                    acc(dx, i, invstd * w / cnt * (cnt * dy - sum_dy - xhat * sum_dy_xhat));
+                }
+            }
+    }
+}
+
+static ck_status bn_check_io(const char *fn, const ck_op_params *op, const ck_op_io *io,
+                             bn_dims *d, ck_error *err)
+{
+    if (io->n_in != 1 || !io->in[0])
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
+    const ck_tensor *x = io->in[0];
+    TRY(bn_check(fn, x, d, err));
+    TRY(check_tensor(fn, x, io->weight, d->C, err));
+    TRY(check_tensor(fn, x, io->bias, d->C, err));
+    TRY(check_tensor(fn, x, io->running_mean, d->C, err));
+    TRY(check_tensor(fn, x, io->running_var, d->C, err));
+    TRY(check_saved(fn, io->saved, d->C, err));
+    if (io->num_batches_tracked && (io->num_batches_tracked->dtype != CK_I64 ||
+                                    ck_shape_numel(&io->num_batches_tracked->shape) != 1))
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s must be one i64", fn,
+                       tname(io->num_batches_tracked));
+    if (op->eval && (!io->running_mean || !io->running_var))
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: eval mode needs running_mean and running_var",
+                       fn);
+    if (!op->eval && d->N * d->S < 2)
+        return ck_fail(err, CK_ERR_INPUT, "%s: %s has %lld value per channel; training mode "
+                       "needs more than 1 (as PyTorch)", fn, tname(x), (long long)(d->N * d->S));
+    return CK_OK;
+}
+
+ck_status cpu_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                ck_error *err)
+{
+    const char *fn = "batchnorm";
+    bn_dims d;
+    TRY(bn_check_io(fn, op, io, &d, err));
+    if (!io->out)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
+    TRY(check_tensor(fn, io->in[0], io->out, ck_shape_numel(&io->in[0]->shape), err));
+    batchnorm_forward(io->out, io->saved, io->running_mean, io->running_var,
+                      io->num_batches_tracked, io->in[0], io->weight, io->bias, &d, op->eps,
+                      op->momentum, op->eval, args->update_running_stats);
+    return CK_OK;
+}
+
+ck_status cpu_batchnorm_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    const char *fn = "batchnorm backward";
+    bn_dims d;
+    TRY(bn_check_io(fn, op, io, &d, err));
+    if (!io->saved)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
+    if (!g->dout)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
+    int64_t numel = ck_shape_numel(&io->in[0]->shape);
+    TRY(check_tensor(fn, io->in[0], g->dout, numel, err));
+    TRY(check_tensor(fn, io->in[0], g->din[0], numel, err));
+    TRY(check_tensor(fn, io->in[0], g->dweight, d.C, err));
+    TRY(check_tensor(fn, io->in[0], g->dbias, d.C, err));
+    batchnorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
+                       io->saved, &d, op->eval);
+    return CK_OK;
+}
+
+/* ================================ layernorm ================================ */
+
+/* out = (x - mean_n) * invstd_n * w + b per sample n; x, out (N, D); weight, bias (D) or
+ * NULL; saved (2, N) or NULL: row 0 mean, row 1 invstd. */
+static void layernorm_forward(ck_tensor *out, ck_tensor *saved, const ck_tensor *x,
+                              const ck_tensor *weight, const ck_tensor *bias, int64_t N,
+                              int64_t D, double eps)
+{
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t base = n * D;
+        double sum = 0.0;
+        for (int64_t j = 0; j < D; j++)
+            sum += ld(x, base + j);
+        double mean = sum / (double)D;
+        double sq = 0.0;
+        for (int64_t j = 0; j < D; j++) {
+            double dx = ld(x, base + j) - mean;
+            sq += dx * dx;
+        }
+        double invstd = 1.0 / sqrt(sq / (double)D + eps);
+        if (saved) {
+            st(saved, n, mean);
+            st(saved, N + n, invstd);
+        }
+        for (int64_t j = 0; j < D; j++) {
+            double xhat = (ld(x, base + j) - mean) * invstd;
+            st(out, base + j, xhat * ld_or(weight, j, 1.0) + ld_or(bias, j, 0.0));
+        }
+    }
+}
+
+/* With g = dy * w: dx = invstd / D (D g - sum g - xhat sum(g xhat));
+ * dweight += sum_n dy xhat, dbias += sum_n dy (summed over the batch in double). */
+static void layernorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbias,
+                               const ck_tensor *dout, const ck_tensor *x, const ck_tensor *weight,
+                               const ck_tensor *saved, int64_t N, int64_t D)
+{
+    if (dweight || dbias) {
+        for (int64_t j = 0; j < D; j++) {
+            double sum_dy = 0.0, sum_dy_xhat = 0.0;
+            for (int64_t n = 0; n < N; n++) {
+                double dy = ld(dout, n * D + j);
+                sum_dy += dy;
+                sum_dy_xhat += dy * (ld(x, n * D + j) - ld(saved, n)) * ld(saved, N + n);
+            }
+            if (dweight)
+                acc(dweight, j, sum_dy_xhat);
+            if (dbias)
+                acc(dbias, j, sum_dy);
+        }
+    }
+    if (!dx)
+        return;
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t base = n * D;
+        double mean = ld(saved, n), invstd = ld(saved, N + n);
+        double sum_g = 0.0, sum_g_xhat = 0.0;
+        for (int64_t j = 0; j < D; j++) {
+            double gj = ld(dout, base + j) * ld_or(weight, j, 1.0);
+            sum_g += gj;
+            sum_g_xhat += gj * (ld(x, base + j) - mean) * invstd;
+        }
+        for (int64_t j = 0; j < D; j++) {
+            double xhat = (ld(x, base + j) - mean) * invstd;
+            double gj = ld(dout, base + j) * ld_or(weight, j, 1.0);
+            acc(dx, base + j, invstd / (double)D * ((double)D * gj - sum_g - xhat * sum_g_xhat));
+        }
+    }
+}
+
+static ck_status ln_check_io(const char *fn, const ck_op_io *io, int64_t *N, int64_t *D,
+                             ck_error *err)
+{
+    if (io->n_in != 1 || !io->in[0])
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
+    const ck_tensor *x = io->in[0];
+    if (!is_float(x->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
+                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    if (x->shape.ndim < 2)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, ...)", fn, tname(x),
+                       x->shape.ndim);
+    *N = x->shape.dim[0];
+    *D = ck_shape_numel(&x->shape) / *N;
+    TRY(check_tensor(fn, x, io->weight, *D, err));
+    TRY(check_tensor(fn, x, io->bias, *D, err));
+    TRY(check_saved(fn, io->saved, *N, err));
+    return CK_OK;
+}
+
+ck_status cpu_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                ck_error *err)
+{
+    const char *fn = "layernorm";
+    int64_t N, D;
+    TRY(ln_check_io(fn, io, &N, &D, err));
+    if (!io->out)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
+    TRY(check_tensor(fn, io->in[0], io->out, N * D, err));
+    layernorm_forward(io->out, io->saved, io->in[0], io->weight, io->bias, N, D, op->eps);
+    return CK_OK;
+}
+
+ck_status cpu_layernorm_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    const char *fn = "layernorm backward";
+    int64_t N, D;
+    TRY(ln_check_io(fn, io, &N, &D, err));
+    if (!io->saved)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
+    if (!g->dout)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
+    TRY(check_tensor(fn, io->in[0], g->dout, N * D, err));
+    TRY(check_tensor(fn, io->in[0], g->din[0], N * D, err));
+    TRY(check_tensor(fn, io->in[0], g->dweight, D, err));
+    TRY(check_tensor(fn, io->in[0], g->dbias, D, err));
+    layernorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
+                       io->saved, N, D);
+    return CK_OK;
+}

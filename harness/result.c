@@ -1,0 +1,34 @@
+/*
+ * The run result's own memory and names. The case and graph it points to belong to the
+ * caller and are left alone.
+ */
+#include "result.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *ck_tensor_kind_name(ck_tensor_kind k)
+{
+    switch (k) {
+    case CK_KIND_LOSS: return "loss";
+    case CK_KIND_GRAD: return "grad";
+    case CK_KIND_PARAM: return "param";
+    case CK_KIND_BUFFER: return "buffer";
+    }
+    return "?";
+}
+
+void ck_result_free(ck_result *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_tensors && r->tensors; i++)
+        free(r->tensors[i].name);
+    free(r->tensors);
+    free(r->segments);
+    free(r->plain.losses);
+    free(r->ckpt.losses);
+    /* Zeroed so that a second free, or a reuse by mistake, finds nothing to follow. */
+    memset(r, 0, sizeof *r);
+    r->first_divergence = -1;
+}

@@ -1,0 +1,451 @@
+/*
+ * The JSON report (schema: reports/SCHEMA.md, version CK_REPORT_SCHEMA_VERSION) and its
+ * atomic writer.
+ *
+ * Numbers are written as raw text, never through cJSON's own number printer, for two
+ * reasons: integers (bytes, counts, seeds, ULP distances) must stay exact above 2^53,
+ * where a double cannot hold them, and doubles must round-trip and be spelled the same
+ * way on every run. Non-finite doubles, which cJSON would print as null, become the
+ * strings "NaN", "Infinity" and "-Infinity".
+ */
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------------------- */
+/* Building the tree                                                                   */
+/* ---------------------------------------------------------------------------------- */
+
+/* The builder remembers the first failed allocation so that the code that lays out the
+ * report reads as a list of fields instead of a ladder of checks; every helper does
+ * nothing once it has failed, and the caller checks once at the end. */
+typedef struct {
+    bool failed;
+} builder;
+
+/* Attaches item under key (object parent) or at the end (array parent, key NULL). */
+static cJSON *attach(builder *b, cJSON *parent, const char *key, cJSON *item)
+{
+    if (b->failed || !parent || !item)
+        goto fail;
+    if (!(key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item)))
+        goto fail;
+    return item;
+fail:
+    cJSON_Delete(item);
+    b->failed = true;
+    return NULL;
+}
+
+static cJSON *add_object(builder *b, cJSON *parent, const char *key)
+{
+    return b->failed ? NULL : attach(b, parent, key, cJSON_CreateObject());
+}
+
+static cJSON *add_array(builder *b, cJSON *parent, const char *key)
+{
+    return b->failed ? NULL : attach(b, parent, key, cJSON_CreateArray());
+}
+
+/* A NULL string is written as null (e.g. a case without a description). */
+static void add_string(builder *b, cJSON *parent, const char *key, const char *s)
+{
+    if (!b->failed)
+        attach(b, parent, key, s ? cJSON_CreateString(s) : cJSON_CreateNull());
+}
+
+static void add_bool(builder *b, cJSON *parent, const char *key, bool v)
+{
+    if (!b->failed)
+        attach(b, parent, key, cJSON_CreateBool(v));
+}
+
+static void add_null(builder *b, cJSON *parent, const char *key)
+{
+    if (!b->failed)
+        attach(b, parent, key, cJSON_CreateNull());
+}
+
+static void add_raw(builder *b, cJSON *parent, const char *key, const char *text)
+{
+    if (!b->failed)
+        attach(b, parent, key, cJSON_CreateRaw(text));
+}
+
+/* Integers as decimal text: still a JSON number, and exact at any magnitude. */
+static void add_int(builder *b, cJSON *parent, const char *key, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    add_raw(b, parent, key, buf);
+}
+
+static void add_uint(builder *b, cJSON *parent, const char *key, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    add_raw(b, parent, key, buf);
+}
+
+/* The one way a double enters the report. Finite: the shortest of %.15g/%.16g/%.17g that
+ * reads back to the same double (%.17g always does), so 0.1 stays "0.1" and every value
+ * round-trips; -0.0 is written "-0". Non-finite: the strings "NaN", "Infinity",
+ * "-Infinity". */
+static void add_real(builder *b, cJSON *parent, const char *key, double v)
+{
+    if (isnan(v)) {
+        add_string(b, parent, key, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        add_string(b, parent, key, v > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    add_raw(b, parent, key, buf);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Report sections                                                                     */
+/* ---------------------------------------------------------------------------------- */
+
+static const char *layer_name(const ck_result *r, int i)
+{
+    if (r->g && r->g->nodes && i >= 0 && i < r->g->n && r->g->nodes[i].spec)
+        return r->g->nodes[i].spec->name;
+    if (r->cs && r->cs->layers && i >= 0 && i < r->cs->n_layers)
+        return r->cs->layers[i].name;
+    return NULL;
+}
+
+static const char *ckpt_spec_name(ck_ckpt_kind k)
+{
+    switch (k) {
+    case CK_CKPT_SQRT: return "sqrt";
+    case CK_CKPT_EVERY: return "every";
+    case CK_CKPT_SEGMENTS: return "segments";
+    }
+    return "?";
+}
+
+static void add_case(builder *b, cJSON *root, const ck_result *r, const ck_report_meta *meta)
+{
+    const ck_case *cs = r->cs;
+    cJSON *c = add_object(b, root, "case");
+    add_string(b, c, "name", cs ? cs->name : NULL);
+    add_string(b, c, "file", meta && meta->case_path ? meta->case_path : cs ? cs->path : NULL);
+    add_string(b, c, "description", cs ? cs->description : NULL);
+}
+
+static void add_segments(builder *b, cJSON *ckpt, const ck_result *r)
+{
+    cJSON *segs = add_array(b, ckpt, "segments");
+    for (int s = 0; s < r->n_segments && r->segments; s++) {
+        cJSON *seg = add_object(b, segs, NULL);
+        add_int(b, seg, "index", s);
+        add_int(b, seg, "first", r->segments[s].first);
+        add_int(b, seg, "last", r->segments[s].last);
+        cJSON *layers = add_array(b, seg, "layers");
+        for (int l = r->segments[s].first; l <= r->segments[s].last; l++)
+            add_string(b, layers, NULL, layer_name(r, l));
+    }
+}
+
+static void add_config(builder *b, cJSON *root, const ck_result *r)
+{
+    const ck_case *cs = r->cs;
+    cJSON *cfg = add_object(b, root, "config");
+    if (!cs) {
+        /* Without a case there is no configuration to state, only the resolved plan. */
+        cJSON *ckpt = add_object(b, cfg, "checkpoint");
+        add_null(b, ckpt, "spec");
+        add_segments(b, ckpt, r);
+        return;
+    }
+    add_uint(b, cfg, "seed", cs->seed);
+    add_int(b, cfg, "steps", cs->steps);
+
+    cJSON *opt = add_object(b, cfg, "optimizer");
+    add_string(b, opt, "kind", ck_optimizer_kind_name(cs->optimizer.kind));
+    add_real(b, opt, "lr", cs->optimizer.lr);
+    add_real(b, opt, "momentum", cs->optimizer.momentum);
+    add_real(b, opt, "beta1", cs->optimizer.beta1);
+    add_real(b, opt, "beta2", cs->optimizer.beta2);
+    add_real(b, opt, "eps", cs->optimizer.eps);
+    add_real(b, opt, "weight_decay", cs->optimizer.weight_decay);
+
+    add_string(b, cfg, "loss", ck_loss_kind_name(cs->loss));
+
+    cJSON *pol = add_object(b, cfg, "policies");
+    add_string(b, pol, "rng", ck_rng_policy_name(cs->rng));
+    add_string(b, pol, "batchnorm_recompute", ck_bn_policy_name(cs->bn));
+
+    cJSON *tol = add_object(b, cfg, "tolerance");
+    add_real(b, tol, "rtol", cs->rtol);
+    add_real(b, tol, "atol", cs->atol);
+
+    cJSON *ckpt = add_object(b, cfg, "checkpoint");
+    add_string(b, ckpt, "spec", ckpt_spec_name(cs->ckpt_kind));
+    if (cs->ckpt_kind == CK_CKPT_EVERY)
+        add_int(b, ckpt, "every", cs->ckpt_every);
+    add_segments(b, ckpt, r);
+
+    if (cs->has_min_memory_saving)
+        add_real(b, cfg, "min_memory_saving", cs->min_memory_saving);
+    else
+        add_null(b, cfg, "min_memory_saving");
+    add_string(b, cfg, "expect", ck_expect_name(cs->expect));
+    add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
+}
+
+static void add_run(builder *b, cJSON *runs, const char *key, const ck_run_summary *run,
+                    const ck_report_meta *meta)
+{
+    cJSON *o = add_object(b, runs, key);
+    cJSON *losses = add_array(b, o, "losses");
+    for (int i = 0; i < run->steps && run->losses; i++)
+        add_real(b, losses, NULL, run->losses[i]);
+    add_int(b, o, "peak_activation_bytes", run->peak_activation_bytes);
+    add_int(b, o, "recomputed_layers", run->recomputed_layers);
+    if (meta && meta->include_wall_time)
+        add_real(b, o, "wall_time_s", run->wall_time_s);
+}
+
+static void add_memory(builder *b, cJSON *root, const ck_result *r)
+{
+    cJSON *mem = add_object(b, root, "memory");
+    add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
+    add_int(b, mem, "checkpointed_peak_bytes", r->ckpt.peak_activation_bytes);
+    add_real(b, mem, "saving", r->memory_saving);
+    if (r->cs && r->cs->has_min_memory_saving)
+        add_real(b, mem, "min_saving", r->cs->min_memory_saving);
+    else
+        add_null(b, mem, "min_saving");
+    add_bool(b, mem, "met", r->memory_met);
+    if (!r->memory_met) {
+        char msg[CK_REPORT_LINE_MAX];
+        ck_report_memory_message(r, msg, sizeof msg);
+        add_string(b, mem, "message", msg);
+    }
+}
+
+static void add_metrics(builder *b, cJSON *t, const ck_tensor_result *tr)
+{
+    const ck_metrics *m = &tr->m;
+    cJSON *mo = add_object(b, t, "metrics");
+    add_bool(b, mo, "bitwise", m->bitwise);
+    add_real(b, mo, "max_abs", m->max_abs);
+    add_real(b, mo, "max_rel", m->max_rel);
+    add_real(b, mo, "rel_l2", m->rel_l2);
+    add_uint(b, mo, "max_ulp", m->max_ulp);
+    add_int(b, mo, "n_outside", m->n_outside);
+    add_int(b, mo, "numel", m->numel);
+    if (m->first_bad >= 0 && m->first_bad < m->numel && tr->shape.ndim >= 0 &&
+        tr->shape.ndim <= CK_MAX_DIMS) {
+        int64_t idx[CK_MAX_DIMS];
+        ck_shape_unflatten(&tr->shape, m->first_bad, idx);
+        cJSON *fb = add_array(b, mo, "first_bad_index");
+        for (int d = 0; d < tr->shape.ndim; d++)
+            add_int(b, fb, NULL, idx[d]);
+    } else {
+        add_null(b, mo, "first_bad_index");
+    }
+    cJSON *nan = add_object(b, mo, "nan");
+    add_int(b, nan, "a", m->nan_a);
+    add_int(b, nan, "ref", m->nan_ref);
+    cJSON *inf = add_object(b, mo, "inf");
+    add_int(b, inf, "a", m->inf_a);
+    add_int(b, inf, "ref", m->inf_ref);
+}
+
+static void add_tensors(builder *b, cJSON *root, const ck_result *r)
+{
+    cJSON *arr = add_array(b, root, "tensors");
+    for (int i = 0; i < r->n_tensors && r->tensors; i++) {
+        const ck_tensor_result *tr = &r->tensors[i];
+        cJSON *t = add_object(b, arr, NULL);
+        add_string(b, t, "name", tr->name);
+        add_string(b, t, "kind", ck_tensor_kind_name(tr->kind));
+        add_int(b, t, "step", tr->step);
+        add_string(b, t, "dtype", ck_dtype_name(tr->dtype));
+        cJSON *shape = add_array(b, t, "shape");
+        for (int d = 0; d < tr->shape.ndim && d < CK_MAX_DIMS; d++)
+            add_int(b, shape, NULL, tr->shape.dim[d]);
+        add_string(b, t, "verdict", ck_verdict_name(tr->verdict));
+        add_metrics(b, t, tr);
+    }
+}
+
+static void add_outcome(builder *b, cJSON *root, const ck_result *r)
+{
+    if (r->first_divergence >= 0 && r->first_divergence < r->n_tensors && r->tensors) {
+        const ck_tensor_result *tr = &r->tensors[r->first_divergence];
+        cJSON *fd = add_object(b, root, "first_divergence");
+        add_int(b, fd, "tensor_index", r->first_divergence);
+        add_int(b, fd, "step", tr->step);
+        add_string(b, fd, "name", tr->name);
+        add_string(b, fd, "kind", ck_tensor_kind_name(tr->kind));
+        add_string(b, fd, "verdict", ck_verdict_name(tr->verdict));
+    } else {
+        add_null(b, root, "first_divergence");
+    }
+
+    int counts[3] = {0, 0, 0};
+    for (int i = 0; i < r->n_tensors && r->tensors; i++)
+        if ((unsigned)r->tensors[i].verdict < 3)
+            counts[r->tensors[i].verdict]++;
+    cJSON *sum = add_object(b, root, "summary");
+    add_int(b, sum, "tensors", r->n_tensors);
+    add_int(b, sum, "identical", counts[CK_VERDICT_IDENTICAL]);
+    add_int(b, sum, "close", counts[CK_VERDICT_CLOSE]);
+    add_int(b, sum, "mismatch", counts[CK_VERDICT_MISMATCH]);
+
+    add_string(b, root, "verdict", ck_verdict_name(r->verdict));
+    add_bool(b, root, "expect_met", r->expect_met);
+    add_bool(b, root, "memory_met", r->memory_met);
+    add_bool(b, root, "memory_expectation_met", r->memory_expectation_met);
+    add_string(b, root, "status", r->pass ? "pass" : "fail");
+
+    char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
+    int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
+    cJSON *fl = add_array(b, root, "failures");
+    for (int i = 0; i < nf; i++)
+        add_string(b, fl, NULL, lines[i]);
+}
+
+cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
+{
+    builder b = {false};
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+
+    add_string(&b, root, "schema", CK_REPORT_SCHEMA);
+    add_int(&b, root, "schema_version", CK_REPORT_SCHEMA_VERSION);
+    cJSON *tool = add_object(&b, root, "tool");
+    add_string(&b, tool, "name", "ckpt-harness");
+    add_string(&b, tool, "version", meta && meta->tool_version ? meta->tool_version : "unknown");
+    add_case(&b, root, r, meta);
+    cJSON *backend = add_object(&b, root, "backend");
+    add_string(&b, backend, "name", r->backend);
+    add_string(&b, backend, "device", r->backend_device);
+    add_string(&b, backend, "versions", r->backend_versions);
+    add_string(&b, root, "dtype", ck_dtype_name(r->dtype));
+    add_config(&b, root, r);
+    cJSON *runs = add_object(&b, root, "runs");
+    add_run(&b, runs, "plain", &r->plain, meta);
+    add_run(&b, runs, "checkpointed", &r->ckpt, meta);
+    add_memory(&b, root, r);
+    add_tensors(&b, root, r);
+    add_outcome(&b, root, r);
+
+    if (b.failed) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+char *ck_report_json_string(const ck_result *r, const ck_report_meta *meta)
+{
+    char *out = NULL, *printed = NULL;
+    cJSON *root = ck_report_to_json(r, meta);
+    if (!root)
+        goto done;
+    printed = cJSON_Print(root);
+    if (!printed)
+        goto done;
+    /* Copied so that the caller frees with free(), whatever hooks cJSON was given. */
+    out = strdup(printed);
+done:
+    cJSON_free(printed);
+    cJSON_Delete(root);
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Atomic write                                                                        */
+/* ---------------------------------------------------------------------------------- */
+
+ck_status ck_report_write_json(const ck_result *r, const ck_report_meta *meta, const char *path,
+                               ck_error *err)
+{
+    ck_status st = CK_OK;
+    char *text = NULL, *tmp = NULL;
+    FILE *f = NULL;
+    int fd = -1;
+    bool created = false;
+
+    text = ck_report_json_string(r, meta);
+    if (!text) {
+        st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory while building the report", path);
+        goto cleanup;
+    }
+    size_t tmp_len = strlen(path) + 32;
+    tmp = malloc(tmp_len);
+    if (!tmp) {
+        st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", path);
+        goto cleanup;
+    }
+    /* Same directory as path, so the rename cannot cross file systems; the pid keeps two
+     * processes writing the same report from sharing a temporary file. */
+    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
+
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot create temporary file %s: %s", path, tmp,
+                     strerror(errno));
+        goto cleanup;
+    }
+    created = true;
+    f = fdopen(fd, "w");
+    if (!f) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
+        goto cleanup;
+    }
+    fd = -1; /* owned by f now */
+
+    size_t len = strlen(text);
+    if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
+        goto cleanup;
+    }
+    if (fsync(fileno(f)) != 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot sync %s: %s", path, tmp, strerror(errno));
+        goto cleanup;
+    }
+    int rc = fclose(f);
+    f = NULL;
+    if (rc != 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
+        goto cleanup;
+    }
+    if (rename(tmp, path) != 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp,
+                     strerror(errno));
+        goto cleanup;
+    }
+    created = false; /* the temporary file is the report now */
+
+cleanup:
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    if (created)
+        unlink(tmp);
+    free(tmp);
+    free(text);
+    return st;
+}

@@ -1,0 +1,370 @@
+/*
+ * Human-readable report text: the summary table, the --quiet line, and the failure and
+ * memory sentences that the JSON report embeds verbatim (so both say the same thing).
+ *
+ * Everything printed is a function of the result alone: no addresses, times or locale
+ * dependent spellings (non-finite numbers are spelled by hand, since printf may write
+ * "-nan").
+ */
+#include "report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------- */
+/* Small formatters                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+char *ck_format_bytes(int64_t bytes, char *buf, size_t n)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes > -1024 && bytes < 1024) {
+        snprintf(buf, n, "%" PRId64 " B", bytes);
+        return buf;
+    }
+    double v = (double)bytes / 1024.0;
+    size_t u = 0;
+    while (fabs(v) >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, n, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+/* A short number for prose and tables; fmt is a printf conversion for one double. */
+static char *fmt_num(double x, const char *fmt, char *buf, size_t n)
+{
+    if (isnan(x))
+        snprintf(buf, n, "nan");
+    else if (isinf(x))
+        snprintf(buf, n, "%s", x > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, n, fmt, x);
+    return buf;
+}
+
+/* A fraction as a percentage, "35.0%"; "n/a" when it is not a number (no plain peak). */
+static char *fmt_pct(double frac, char *buf, size_t n)
+{
+    if (!isfinite(frac))
+        snprintf(buf, n, "n/a");
+    else
+        snprintf(buf, n, "%.1f%%", frac * 100.0 + 0.0);
+    return buf;
+}
+
+static char *fmt_ulp(uint64_t u, char *buf, size_t n)
+{
+    if (u == UINT64_MAX)
+        snprintf(buf, n, "inf"); /* an unmatched NaN or infinity */
+    else
+        snprintf(buf, n, "%" PRIu64, u);
+    return buf;
+}
+
+static const char *case_name(const ck_result *r)
+{
+    return r->cs && r->cs->name ? r->cs->name : "?";
+}
+
+static const char *tensor_name(const ck_tensor_result *t)
+{
+    return t->name ? t->name : "?";
+}
+
+/* Appends printf-formatted text at *used, never past n; keeps buf terminated. */
+static void append(char *buf, size_t n, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void append(char *buf, size_t n, size_t *used, const char *fmt, ...)
+{
+    if (*used >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *used, n - *used, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        *used = *used + (size_t)w < n ? *used + (size_t)w : n;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Failure sentences                                                                   */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    int identical, close, mismatch;
+} verdict_counts;
+
+static verdict_counts count_verdicts(const ck_result *r)
+{
+    verdict_counts c = {0, 0, 0};
+    for (int i = 0; i < r->n_tensors; i++) {
+        switch (r->tensors[i].verdict) {
+        case CK_VERDICT_IDENTICAL: c.identical++; break;
+        case CK_VERDICT_CLOSE: c.close++; break;
+        case CK_VERDICT_MISMATCH: c.mismatch++; break;
+        }
+    }
+    return c;
+}
+
+static const ck_tensor_result *first_with_verdict(const ck_result *r, ck_verdict v)
+{
+    for (int i = 0; i < r->n_tensors; i++)
+        if (r->tensors[i].verdict == v)
+            return &r->tensors[i];
+    return NULL;
+}
+
+static const ck_tensor_result *first_divergent(const ck_result *r)
+{
+    if (r->first_divergence >= 0 && r->first_divergence < r->n_tensors)
+        return &r->tensors[r->first_divergence];
+    for (int i = 0; i < r->n_tensors; i++)
+        if (r->tensors[i].verdict != CK_VERDICT_IDENTICAL)
+            return &r->tensors[i];
+    return NULL;
+}
+
+/* "step 0: grad fc1.weight (max_abs 0.031, 5 of 100 elements outside, first at [0, 3])" */
+static void describe_tensor(const ck_tensor_result *t, char *buf, size_t n, size_t *used)
+{
+    char a[32], u[32];
+    append(buf, n, used, "step %d: %s %s (max_abs %s", t->step, ck_tensor_kind_name(t->kind),
+           tensor_name(t), fmt_num(t->m.max_abs, "%.3g", a, sizeof a));
+    if (t->verdict != CK_VERDICT_MISMATCH) {
+        append(buf, n, used, ", max_ulp %s)", fmt_ulp(t->m.max_ulp, u, sizeof u));
+        return;
+    }
+    append(buf, n, used, ", %" PRId64 " of %" PRId64 " elements outside", t->m.n_outside,
+           t->m.numel);
+    if (t->m.first_bad >= 0 && t->m.first_bad < t->m.numel && t->shape.ndim > 0 &&
+        t->shape.ndim <= CK_MAX_DIMS) {
+        int64_t idx[CK_MAX_DIMS];
+        ck_shape_unflatten(&t->shape, t->m.first_bad, idx);
+        append(buf, n, used, ", first at [");
+        for (int d = 0; d < t->shape.ndim; d++)
+            append(buf, n, used, "%s%" PRId64, d ? ", " : "", idx[d]);
+        append(buf, n, used, "]");
+    }
+    if (t->m.max_ulp == UINT64_MAX && ck_dtype_is_float(t->dtype))
+        append(buf, n, used,
+               ", NaN/Inf checkpointed %" PRId64 "/%" PRId64 " vs plain %" PRId64 "/%" PRId64,
+               t->m.nan_a, t->m.inf_a, t->m.nan_ref, t->m.inf_ref);
+    append(buf, n, used, ")");
+}
+
+static void verdict_failure(const ck_result *r, char *buf, size_t n)
+{
+    size_t used = 0;
+    verdict_counts c = count_verdicts(r);
+    int differ = c.close + c.mismatch;
+    const ck_tensor_result *first = first_divergent(r);
+    bool has_expect = r->cs != NULL;
+    ck_expect e = has_expect ? r->cs->expect : CK_EXPECT_CLOSE;
+
+    if (r->verdict == CK_VERDICT_MISMATCH && (!has_expect || e != CK_EXPECT_MISMATCH)) {
+        append(buf, n, &used, "mismatch: %d of %d tensors outside tolerance", c.mismatch,
+               r->n_tensors);
+        if (first) {
+            append(buf, n, &used, "; first divergence at ");
+            describe_tensor(first, buf, n, &used);
+        }
+        const ck_tensor_result *mis = first_with_verdict(r, CK_VERDICT_MISMATCH);
+        if (mis && mis != first) {
+            append(buf, n, &used, "; first mismatch at ");
+            describe_tensor(mis, buf, n, &used);
+        }
+    } else if (r->verdict == CK_VERDICT_CLOSE && has_expect && e == CK_EXPECT_IDENTICAL) {
+        append(buf, n, &used,
+               "close but expected identical: %d of %d tensors differ bitwise, all within "
+               "tolerance",
+               differ, r->n_tensors);
+        if (first) {
+            append(buf, n, &used, "; first divergence at ");
+            describe_tensor(first, buf, n, &used);
+        }
+    } else if (has_expect && e == CK_EXPECT_MISMATCH && r->verdict == CK_VERDICT_IDENTICAL) {
+        append(buf, n, &used, "expected mismatch but runs were identical");
+    } else if (has_expect && e == CK_EXPECT_MISMATCH && r->verdict == CK_VERDICT_CLOSE) {
+        append(buf, n, &used,
+               "expected mismatch but all tensors were within tolerance (%d of %d differ "
+               "bitwise)",
+               differ, r->n_tensors);
+    } else {
+        append(buf, n, &used, "verdict %s does not meet expect %s", ck_verdict_name(r->verdict),
+               has_expect ? ck_expect_name(e) : "?");
+    }
+}
+
+void ck_report_memory_message(const ck_result *r, char *buf, size_t n)
+{
+    char saved[32], plain[32], ckpt[32], min[32];
+    size_t used = 0;
+    fmt_pct(r->memory_saving, saved, sizeof saved);
+    ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain);
+    ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt);
+    append(buf, n, &used,
+           "checkpointing saved %s of peak activation memory (plain %s, checkpointed %s)", saved,
+           plain, ckpt);
+    if (r->cs && r->cs->has_min_memory_saving)
+        append(buf, n, &used, "; the case requires at least %s",
+               fmt_pct(r->cs->min_memory_saving, min, sizeof min));
+    else
+        append(buf, n, &used, "; the case sets no minimum");
+}
+
+static void memory_failure(const ck_result *r, char *buf, size_t n)
+{
+    size_t used = 0;
+    char msg[CK_REPORT_LINE_MAX];
+    ck_report_memory_message(r, msg, sizeof msg);
+    if (!r->memory_met)
+        append(buf, n, &used, "memory: %s", msg);
+    else
+        /* A canary of useless checkpointing (expect_memory unmet) that saved enough: the
+         * thing the canary plants was not there. */
+        append(buf, n, &used, "memory: expected the saving to fall short, but %s", msg);
+}
+
+int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines)
+{
+    int count = 0;
+    if (r->pass || max_lines <= 0)
+        return 0;
+    if (!r->expect_met && count < max_lines)
+        verdict_failure(r, lines[count++], CK_REPORT_LINE_MAX);
+    if (!r->memory_expectation_met && count < max_lines)
+        memory_failure(r, lines[count++], CK_REPORT_LINE_MAX);
+    if (count == 0)
+        /* pass is false yet neither reason holds: say so rather than print nothing. */
+        snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                 "fail: the result is marked failed with verdict and memory expectations met");
+    return count;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Summary table                                                                       */
+/* ---------------------------------------------------------------------------------- */
+
+static int verdict_rank(ck_verdict v)
+{
+    switch (v) {
+    case CK_VERDICT_MISMATCH: return 2;
+    case CK_VERDICT_CLOSE: return 1;
+    case CK_VERDICT_IDENTICAL: return 0;
+    }
+    return 3; /* an unknown verdict is the most alarming */
+}
+
+/* qsort is not stable, so the position in r->tensors is the last key (the pointers all
+ * point into that one array): the order is total and the table the same on every libc. */
+static int worse_first(const void *pa, const void *pb)
+{
+    const ck_tensor_result *a = *(const ck_tensor_result *const *)pa;
+    const ck_tensor_result *b = *(const ck_tensor_result *const *)pb;
+    int ra = verdict_rank(a->verdict), rb = verdict_rank(b->verdict);
+    if (ra != rb)
+        return ra > rb ? -1 : 1;
+    if (a->m.n_outside != b->m.n_outside)
+        return a->m.n_outside > b->m.n_outside ? -1 : 1;
+    /* NaN sorts as the largest max_abs. */
+    double xa = isnan(a->m.max_abs) ? INFINITY : a->m.max_abs;
+    double xb = isnan(b->m.max_abs) ? INFINITY : b->m.max_abs;
+    if (xa != xb)
+        return xa > xb ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+static void print_header(FILE *f, const ck_result *r)
+{
+    char plain[32], ckpt[32], saved[32];
+    fprintf(f, "case %s | backend %s | dtype %s | verdict %s | %s | memory %s -> %s (saving %s)\n",
+            case_name(r), r->backend[0] ? r->backend : "?", ck_dtype_name(r->dtype),
+            ck_verdict_name(r->verdict), r->pass ? "PASS" : "FAIL",
+            ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
+            ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt),
+            fmt_pct(r->memory_saving, saved, sizeof saved));
+    verdict_counts c = count_verdicts(r);
+    fprintf(f, "tensors %d: identical %d, close %d, mismatch %d\n", r->n_tensors, c.identical,
+            c.close, c.mismatch);
+}
+
+static void print_row(FILE *f, const ck_tensor_result *t, int name_w, int ulp_w)
+{
+    char a[32], rel[32], u[32];
+    fprintf(f, "%4d  %-6s  %-*s  %-9s  %10s  %10s  %*s  %" PRId64 "/%" PRId64 "\n", t->step,
+            ck_tensor_kind_name(t->kind), name_w, tensor_name(t), ck_verdict_name(t->verdict),
+            fmt_num(t->m.max_abs, "%.3e", a, sizeof a),
+            fmt_num(t->m.max_rel, "%.3e", rel, sizeof rel), ulp_w,
+            fmt_ulp(t->m.max_ulp, u, sizeof u), t->m.n_outside, t->m.numel);
+}
+
+void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows)
+{
+    const ck_tensor_result **order = NULL;
+    print_header(f, r);
+
+    int rows = max_rows < 0 || max_rows > r->n_tensors ? r->n_tensors : max_rows;
+    if (rows > 0) {
+        order = malloc((size_t)r->n_tensors * sizeof *order);
+        if (!order) {
+            fprintf(f, "(tensor table left out: out of memory)\n");
+            goto failures;
+        }
+        for (int i = 0; i < r->n_tensors; i++)
+            order[i] = &r->tensors[i];
+        qsort(order, (size_t)r->n_tensors, sizeof *order, worse_first);
+
+        /* Columns as wide as the rows shown need (names capped at 40, longer ones just
+         * push their row out), so a small table stays compact. */
+        int name_w = 4, ulp_w = 7;
+        for (int i = 0; i < rows; i++) {
+            char u[32];
+            int len = (int)strlen(tensor_name(order[i]));
+            if (len > name_w)
+                name_w = len < 40 ? len : 40;
+            len = (int)strlen(fmt_ulp(order[i]->m.max_ulp, u, sizeof u));
+            if (len > ulp_w)
+                ulp_w = len;
+        }
+        fprintf(f, "%4s  %-6s  %-*s  %-9s  %10s  %10s  %*s  %s\n", "step", "kind", name_w, "name",
+                "verdict", "max_abs", "max_rel", ulp_w, "max_ulp", "outside/numel");
+        for (int i = 0; i < rows; i++)
+            print_row(f, order[i], name_w, ulp_w);
+        if (rows < r->n_tensors)
+            fprintf(f, "... %d more tensors\n", r->n_tensors - rows);
+    }
+
+failures:;
+    char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
+    int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
+    for (int i = 0; i < nf; i++)
+        fprintf(f, "FAIL %s\n", lines[i]);
+    if (!r->memory_met && r->memory_expectation_met) {
+        /* A canary of useless checkpointing: not a failure, but the reader should see
+         * that the planted problem was what made the saving fall short. */
+        char msg[CK_REPORT_LINE_MAX];
+        ck_report_memory_message(r, msg, sizeof msg);
+        fprintf(f, "note memory: %s (as the case expects)\n", msg);
+    }
+    free(order);
+}
+
+void ck_report_print_oneline(FILE *f, const ck_result *r)
+{
+    char plain[32], ckpt[32], change[32];
+    if (isfinite(r->memory_saving))
+        snprintf(change, sizeof change, "%+.1f%%", -r->memory_saving * 100.0 + 0.0);
+    else
+        snprintf(change, sizeof change, "n/a");
+    fprintf(f, "%s %s  %s  memory %s -> %s (%s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
+            ck_verdict_name(r->verdict),
+            ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
+            ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
+}
