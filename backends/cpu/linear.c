@@ -1,0 +1,191 @@
+/*
+ * CPU linear layer (CK_OP_LINEAR): y = x W^T + b over the last dimension, in fp32 and fp64.
+ *
+ * x (..., in) is treated as M = numel / in rows. The kernels are written once as a macro
+ * and instantiated for float and double; the weight gradient is reduced over the rows in
+ * a double scratch buffer so fp32 runs lose little to the order of the sum.
+ */
+#include "cpu_ops.h"
+
+#include <stdlib.h>
+
+// ----------------------------------------------------------------------------
+// kernels, one instantiation per element type
+
+#define LINEAR_KERNELS(T, SFX)                                                                 \
+    static void linear_forward_##SFX(T *out, const T *inp, const T *weight, const T *bias,     \
+                                     int64_t M, int64_t in, int64_t units)                     \
+    {                                                                                          \
+        /* out (M, units), inp (M, in), weight (units, in), bias (units) or NULL */            \
+        for (int64_t m = 0; m < M; m++) {                                                      \
+            const T *x = inp + m * in;                                                         \
+            T *y = out + m * units;                                                            \
+            for (int64_t u = 0; u < units; u++) {                                              \
+                const T *w = weight + u * in;                                                  \
+                T acc = bias ? bias[u] : (T)0;                                                 \
+                for (int64_t i = 0; i < in; i++)                                               \
+                    acc += x[i] * w[i];                                                        \
+                y[u] = acc;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    static void linear_backward_##SFX(T *dinp, T *dweight, T *dbias, double *dw_acc,           \
+                                      const T *dout, const T *inp, const T *weight,            \
+                                      int64_t M, int64_t in, int64_t units)                    \
+    {                                                                                          \
+        /* dinp (M, in), dweight (units, in), dbias (units), each NULL when not wanted;        \
+         * dw_acc (units, in) zeroed double scratch when dweight is wanted */                  \
+        for (int64_t m = 0; m < M; m++) {                                                      \
+            const T *dy = dout + m * units;                                                    \
+            const T *x = inp + m * in;                                                         \
+            T *dx = dinp ? dinp + m * in : NULL;                                               \
+            for (int64_t u = 0; u < units; u++) {                                              \
+                T d = dy[u];                                                                   \
+                if (dx) {                                                                      \
+                    const T *w = weight + u * in;                                              \
+                    for (int64_t i = 0; i < in; i++)                                           \
+                        dx[i] += d * w[i];                                                     \
+                }                                                                              \
+                if (dw_acc) {                                                                  \
+                    double *dw = dw_acc + u * in;                                              \
+                    for (int64_t i = 0; i < in; i++)                                           \
+                        dw[i] += (double)d * (double)x[i];                                     \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        if (dweight)                                                                           \
+            for (int64_t j = 0; j < units * in; j++)                                           \
+                dweight[j] += (T)dw_acc[j];                                                    \
+        if (dbias)                                                                             \
+            for (int64_t u = 0; u < units; u++) {                                              \
+                double acc = 0.0;                                                              \
+                for (int64_t m = 0; m < M; m++)                                                \
+                    acc += (double)dout[m * units + u];                                        \
+                dbias[u] += (T)acc;                                                            \
+            }                                                                                  \
+    }
+
+LINEAR_KERNELS(float, f32)
+LINEAR_KERNELS(double, f64)
+
+#undef LINEAR_KERNELS
+
+// ----------------------------------------------------------------------------
+// checks shared by forward and backward
+
+static const char *tname(const ck_tensor *t)
+{
+    return t->name ? t->name : "(unnamed)";
+}
+
+/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
+static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
+                                    ck_error *err)
+{
+    *dt = t[0]->dtype;
+    if (*dt != CK_F32 && *dt != CK_F64)
+        return ck_fail(err, CK_ERR_UNSUPPORTED,
+                       "linear: dtype %s of '%s' is not supported by the cpu backend "
+                       "(fp32 and fp64 only)", ck_dtype_name(*dt), tname(t[0]));
+    for (int i = 1; i < n; i++)
+        if (t[i] && t[i]->dtype != *dt)
+            return ck_fail(err, CK_ERR_INTERNAL, "linear: '%s' is %s but '%s' is %s",
+                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
+                           ck_dtype_name(*dt));
+    return CK_OK;
+}
+
+typedef struct {
+    int64_t M, in, units;
+} linear_dims;
+
+/* Checks x (..., in), W (units, in), b (units), y (..., units) and returns M, in, units. */
+static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_tensor *b,
+                               const ck_tensor *y, linear_dims *d, ck_error *err)
+{
+    char s1[96], s2[96];
+    if (!w)
+        return ck_fail(err, CK_ERR_INTERNAL, "linear on '%s': no weight tensor", tname(x));
+    if (x->shape.ndim < 1 || w->shape.ndim != 2 ||
+        w->shape.dim[1] != x->shape.dim[x->shape.ndim - 1])
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "linear: input '%s' %s does not match weight '%s' %s",
+                       tname(x), ck_shape_str(&x->shape, s1, sizeof s1), tname(w),
+                       ck_shape_str(&w->shape, s2, sizeof s2));
+    d->in = w->shape.dim[1];
+    d->units = w->shape.dim[0];
+    d->M = ck_shape_numel(&x->shape) / d->in;
+    if (y->shape.ndim != x->shape.ndim || y->shape.dim[y->shape.ndim - 1] != d->units ||
+        ck_shape_numel(&y->shape) != d->M * d->units)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "linear: output '%s' %s does not match input '%s' %s",
+                       tname(y), ck_shape_str(&y->shape, s1, sizeof s1), tname(x),
+                       ck_shape_str(&x->shape, s2, sizeof s2));
+    if (b && ck_shape_numel(&b->shape) != d->units)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "linear: bias '%s' %s does not have %lld entries",
+                       tname(b), ck_shape_str(&b->shape, s1, sizeof s1), (long long)d->units);
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cpu_ops.h)
+
+ck_status cpu_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                             ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *b = op->bias ? io->bias : NULL;
+    const ck_tensor *all[] = {x, io->weight, b, io->out};
+    ck_dtype dt;
+    ck_status st = common_float_dtype(all, 4, &dt, err);
+    if (st != CK_OK)
+        return st;
+    linear_dims d;
+    if ((st = linear_shapes(x, io->weight, b, io->out, &d, err)) != CK_OK)
+        return st;
+    if (dt == CK_F32)
+        linear_forward_f32(io->out->data, x->data, io->weight->data, b ? b->data : NULL, d.M,
+                           d.in, d.units);
+    else
+        linear_forward_f64(io->out->data, x->data, io->weight->data, b ? b->data : NULL, d.M,
+                           d.in, d.units);
+    return CK_OK;
+}
+
+ck_status cpu_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    ck_tensor *db = op->bias ? g->dbias : NULL;
+    const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
+    ck_dtype dt;
+    ck_status st = common_float_dtype(all, 6, &dt, err);
+    if (st != CK_OK)
+        return st;
+    linear_dims d;
+    if ((st = linear_shapes(x, io->weight, db, g->dout, &d, err)) != CK_OK)
+        return st;
+    double *dw_acc = NULL;
+    if (g->dweight) {
+        dw_acc = calloc((size_t)(d.units * d.in), sizeof *dw_acc);
+        if (!dw_acc)
+            return ck_fail(err, CK_ERR_NOMEM, "linear: no memory for the weight gradient "
+                           "scratch of '%s' (%lld x %lld doubles)", tname(io->weight),
+                           (long long)d.units, (long long)d.in);
+    }
+    void *dx = g->din[0] ? g->din[0]->data : NULL;
+    void *dw = g->dweight ? g->dweight->data : NULL;
+    void *dbias = db ? db->data : NULL;
+    if (dt == CK_F32)
+        linear_backward_f32(dx, dw, dbias, dw_acc, g->dout->data, x->data, io->weight->data,
+                            d.M, d.in, d.units);
+    else
+        linear_backward_f64(dx, dw, dbias, dw_acc, g->dout->data, x->data, io->weight->data,
+                            d.M, d.in, d.units);
+    free(dw_acc);
+    return CK_OK;
+}

@@ -1,0 +1,235 @@
+/*
+ * CPU pooling (CK_OP_MAXPOOL, CK_OP_AVGPOOL) over 1 to 3 spatial dims, in fp32 and fp64.
+ *
+ * Windows are kernel[] wide, step stride[], never padded, and the output size is floored
+ * (the graph builder computed it; it is taken from the output tensor). Max pooling keeps
+ * the first maximum in the window's row-major scan; a NaN in the window wins over any
+ * number (the first NaN, as scanned), so NaN propagates as in PyTorch. Backward recomputes
+ * the winner from the input: nothing is saved. Every call is brought to three spatial
+ * dims (missing leading dims have size 1); the kernels are written once as a macro and
+ * instantiated for float and double.
+ */
+#include "cpu_ops.h"
+
+#include <math.h>
+
+// ----------------------------------------------------------------------------
+// geometry
+
+typedef struct {
+    int64_t planes;        /* N * C */
+    int64_t in[3], out[3]; /* spatial sizes (D, H, W) of x and y, leading dims 1 */
+    int64_t kernel[3], stride[3];
+} pool_geom;
+
+/* Offset in an input plane of the window of output (o0, o1, o2). */
+static inline int64_t window_origin(const pool_geom *g, int64_t o0, int64_t o1, int64_t o2)
+{
+    return (o0 * g->stride[0] * g->in[1] + o1 * g->stride[1]) * g->in[2] + o2 * g->stride[2];
+}
+
+// ----------------------------------------------------------------------------
+// kernels, one instantiation per element type
+
+#define POOL_KERNELS(T, SFX)                                                                   \
+    /* Offset (from the window origin xw) of the first maximum, or of the first NaN. */        \
+    static int64_t max_window_##SFX(const T *xw, const pool_geom *g)                           \
+    {                                                                                          \
+        int64_t best_off = 0;                                                                  \
+        T best = xw[0];                                                                        \
+        for (int64_t k0 = 0; k0 < g->kernel[0]; k0++) {                                        \
+            for (int64_t k1 = 0; k1 < g->kernel[1]; k1++) {                                    \
+                for (int64_t k2 = 0; k2 < g->kernel[2]; k2++) {                                \
+                    const int64_t off = (k0 * g->in[1] + k1) * g->in[2] + k2;                  \
+                    const T v = xw[off];                                                       \
+                    if (!isnan(best) && (v > best || isnan(v))) {                              \
+                        best = v;                                                              \
+                        best_off = off;                                                        \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        return best_off;                                                                       \
+    }                                                                                          \
+                                                                                               \
+    /* Sum over the window at xw, in the element type, row-major. */                           \
+    static T sum_window_##SFX(const T *xw, const pool_geom *g)                                 \
+    {                                                                                          \
+        T acc = 0;                                                                             \
+        for (int64_t k0 = 0; k0 < g->kernel[0]; k0++)                                          \
+            for (int64_t k1 = 0; k1 < g->kernel[1]; k1++)                                      \
+                for (int64_t k2 = 0; k2 < g->kernel[2]; k2++)                                  \
+                    acc += xw[(k0 * g->in[1] + k1) * g->in[2] + k2];                           \
+        return acc;                                                                            \
+    }                                                                                          \
+                                                                                               \
+    static void pool_forward_##SFX(T *out, const T *inp, bool is_max, const pool_geom *g)      \
+    {                                                                                          \
+        /* out (N, C, O0, O1, O2), inp (N, C, I0, I1, I2) */                                   \
+        const int64_t in_plane = g->in[0] * g->in[1] * g->in[2];                               \
+        const int64_t out_plane = g->out[0] * g->out[1] * g->out[2];                           \
+        const T kvol = (T)(g->kernel[0] * g->kernel[1] * g->kernel[2]);                        \
+        for (int64_t p = 0; p < g->planes; p++) {                                              \
+            const T *x = inp + p * in_plane;                                                   \
+            T *y = out + p * out_plane;                                                        \
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                       \
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                   \
+                    T *yr = y + (o0 * g->out[1] + o1) * g->out[2];                             \
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++) {                               \
+                        const T *xw = x + window_origin(g, o0, o1, o2);                        \
+                        yr[o2] = is_max ? xw[max_window_##SFX(xw, g)]                          \
+                                        : sum_window_##SFX(xw, g) / kvol;                      \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    static void pool_backward_##SFX(T *dinp, const T *dout, const T *inp, bool is_max,         \
+                                    const pool_geom *g)                                        \
+    {                                                                                          \
+        /* dinp (N, C, I0, I1, I2) accumulated, dout (N, C, O0, O1, O2), inp like dinp */      \
+        const int64_t in_plane = g->in[0] * g->in[1] * g->in[2];                               \
+        const int64_t out_plane = g->out[0] * g->out[1] * g->out[2];                           \
+        const T kvol = (T)(g->kernel[0] * g->kernel[1] * g->kernel[2]);                        \
+        for (int64_t p = 0; p < g->planes; p++) {                                              \
+            const T *x = inp + p * in_plane;                                                   \
+            T *dx = dinp + p * in_plane;                                                       \
+            const T *dy = dout + p * out_plane;                                                \
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                       \
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                   \
+                    const T *dyr = dy + (o0 * g->out[1] + o1) * g->out[2];                     \
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++) {                               \
+                        const int64_t origin = window_origin(g, o0, o1, o2);                   \
+                        if (is_max) {                                                          \
+                            dx[origin + max_window_##SFX(x + origin, g)] += dyr[o2];           \
+                            continue;                                                          \
+                        }                                                                      \
+                        const T d = dyr[o2] / kvol;                                            \
+                        T *dxw = dx + origin;                                                  \
+                        for (int64_t k0 = 0; k0 < g->kernel[0]; k0++)                          \
+                            for (int64_t k1 = 0; k1 < g->kernel[1]; k1++)                      \
+                                for (int64_t k2 = 0; k2 < g->kernel[2]; k2++)                  \
+                                    dxw[(k0 * g->in[1] + k1) * g->in[2] + k2] += d;            \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+POOL_KERNELS(float, f32)
+POOL_KERNELS(double, f64)
+
+#undef POOL_KERNELS
+
+// ----------------------------------------------------------------------------
+// checks and setup shared by forward and backward
+
+static const char *tname(const ck_tensor *t)
+{
+    return t->name ? t->name : "(unnamed)";
+}
+
+static const char *pool_name(const ck_op_params *op)
+{
+    return op->kind == CK_OP_MAXPOOL ? "maxpool" : "avgpool";
+}
+
+/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
+static ck_status common_float_dtype(const char *what, const ck_tensor *const *t, int n,
+                                    ck_dtype *dt, ck_error *err)
+{
+    *dt = t[0]->dtype;
+    if (*dt != CK_F32 && *dt != CK_F64)
+        return ck_fail(err, CK_ERR_UNSUPPORTED,
+                       "%s: dtype %s of '%s' is not supported by the cpu backend "
+                       "(fp32 and fp64 only)", what, ck_dtype_name(*dt), tname(t[0]));
+    for (int i = 1; i < n; i++)
+        if (t[i] && t[i]->dtype != *dt)
+            return ck_fail(err, CK_ERR_INTERNAL, "%s: '%s' is %s but '%s' is %s", what,
+                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
+                           ck_dtype_name(*dt));
+    return CK_OK;
+}
+
+/* Checks the op kind and x (N, C, s...), y (N, C, o...) against the windows and fills g:
+ * every window of y must lie inside x. */
+static ck_status pool_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *y,
+                            bool *is_max, pool_geom *g, ck_error *err)
+{
+    if (op->kind != CK_OP_MAXPOOL && op->kind != CK_OP_AVGPOOL)
+        return ck_fail(err, CK_ERR_INTERNAL, "pool: op kind %s is not a pooling op",
+                       ck_op_kind_name(op->kind));
+    *is_max = op->kind == CK_OP_MAXPOOL;
+    const char *what = pool_name(op);
+    const int nsp = op->nsp;
+    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %d spatial dims (1 to 3 supported)", what,
+                       nsp);
+    char sx[96], sy[96];
+    bool ok = x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
+              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
+    g->planes = x->shape.dim[0] * x->shape.dim[1];
+    for (int a = 0; ok && a < 3; a++) {
+        int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
+        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
+        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
+        g->kernel[a] = s < 0 ? 1 : op->kernel[s];
+        g->stride[a] = s < 0 ? 1 : op->stride[s];
+        ok = g->kernel[a] >= 1 && g->stride[a] >= 1 && g->out[a] >= 1 &&
+             (g->out[a] - 1) * g->stride[a] + g->kernel[a] <= g->in[a];
+    }
+    if (!ok)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "%s%dd: output '%s' %s does not fit input '%s' %s with its windows",
+                       what, nsp, tname(y), ck_shape_str(&y->shape, sy, sizeof sy), tname(x),
+                       ck_shape_str(&x->shape, sx, sizeof sx));
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cpu_ops.h)
+
+ck_status cpu_pool_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                           ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *all[] = {x, io->out};
+    ck_dtype dt;
+    ck_status st = common_float_dtype(pool_name(op), all, 2, &dt, err);
+    if (st != CK_OK)
+        return st;
+    bool is_max;
+    pool_geom g;
+    if ((st = pool_setup(op, x, io->out, &is_max, &g, err)) != CK_OK)
+        return st;
+    if (dt == CK_F32)
+        pool_forward_f32(io->out->data, x->data, is_max, &g);
+    else
+        pool_forward_f64(io->out->data, x->data, is_max, &g);
+    return CK_OK;
+}
+
+ck_status cpu_pool_backward(const ck_op_params *op, const ck_fwd_args *args,
+                            const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *all[] = {x, g->dout, g->din[0]};
+    ck_dtype dt;
+    ck_status st = common_float_dtype(pool_name(op), all, 3, &dt, err);
+    if (st != CK_OK)
+        return st;
+    bool is_max;
+    pool_geom geom;
+    if ((st = pool_setup(op, x, g->dout, &is_max, &geom, err)) != CK_OK)
+        return st;
+    if (!g->din[0])
+        return CK_OK;
+    if (dt == CK_F32)
+        pool_backward_f32(g->din[0]->data, g->dout->data, x->data, is_max, &geom);
+    else
+        pool_backward_f64(g->din[0]->data, g->dout->data, x->data, is_max, &geom);
+    return CK_OK;
+}

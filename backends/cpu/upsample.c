@@ -1,0 +1,177 @@
+/*
+ * CPU nearest-neighbour upsampling (CK_OP_UPSAMPLE) by integer scale[] per spatial dim,
+ * 1 to 3 spatial dims, in fp32 and fp64.
+ *
+ *   y[n, c, o...] = x[n, c, o / scale...]
+ *
+ * Backward sums dout over each scale0 x scale1 x scale2 block (in double). Every call is
+ * brought to three spatial dims (missing leading dims have size 1); the kernels are
+ * written once as a macro and instantiated for float and double.
+ */
+#include "cpu_ops.h"
+
+// ----------------------------------------------------------------------------
+// geometry
+
+typedef struct {
+    int64_t planes;        /* N * C */
+    int64_t in[3], out[3]; /* spatial sizes (D, H, W) of x and y, leading dims 1 */
+    int64_t scale[3];
+} upsample_geom;
+
+// ----------------------------------------------------------------------------
+// kernels, one instantiation per element type
+
+#define UPSAMPLE_KERNELS(T, SFX)                                                               \
+    static void upsample_forward_##SFX(T *out, const T *inp, const upsample_geom *g)           \
+    {                                                                                          \
+        /* out (N, C, I0*s0, I1*s1, I2*s2), inp (N, C, I0, I1, I2) */                          \
+        const int64_t in_plane = g->in[0] * g->in[1] * g->in[2];                               \
+        const int64_t out_plane = g->out[0] * g->out[1] * g->out[2];                           \
+        const int64_t s2 = g->scale[2];                                                        \
+        for (int64_t p = 0; p < g->planes; p++) {                                              \
+            const T *x = inp + p * in_plane;                                                   \
+            T *y = out + p * out_plane;                                                        \
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                       \
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                   \
+                    const T *xr = x + ((o0 / g->scale[0]) * g->in[1] + o1 / g->scale[1]) *     \
+                                          g->in[2];                                            \
+                    T *yr = y + (o0 * g->out[1] + o1) * g->out[2];                             \
+                    for (int64_t i2 = 0; i2 < g->in[2]; i2++)                                  \
+                        for (int64_t r = 0; r < s2; r++)                                       \
+                            yr[i2 * s2 + r] = xr[i2];                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    static void upsample_backward_##SFX(T *dinp, const T *dout, const upsample_geom *g)        \
+    {                                                                                          \
+        /* dinp (N, C, I0, I1, I2) accumulated, dout (N, C, I0*s0, I1*s1, I2*s2) */            \
+        const int64_t in_plane = g->in[0] * g->in[1] * g->in[2];                               \
+        const int64_t out_plane = g->out[0] * g->out[1] * g->out[2];                           \
+        for (int64_t p = 0; p < g->planes; p++) {                                              \
+            T *dx = dinp + p * in_plane;                                                       \
+            const T *dy = dout + p * out_plane;                                                \
+            for (int64_t i0 = 0; i0 < g->in[0]; i0++) {                                        \
+                for (int64_t i1 = 0; i1 < g->in[1]; i1++) {                                    \
+                    T *dxr = dx + (i0 * g->in[1] + i1) * g->in[2];                             \
+                    for (int64_t i2 = 0; i2 < g->in[2]; i2++) {                                \
+                        double acc = 0.0;                                                      \
+                        for (int64_t r0 = 0; r0 < g->scale[0]; r0++) {                         \
+                            for (int64_t r1 = 0; r1 < g->scale[1]; r1++) {                     \
+                                const T *dyb = dy + ((i0 * g->scale[0] + r0) * g->out[1] +     \
+                                                     i1 * g->scale[1] + r1) * g->out[2] +      \
+                                               i2 * g->scale[2];                               \
+                                for (int64_t r2 = 0; r2 < g->scale[2]; r2++)                   \
+                                    acc += (double)dyb[r2];                                    \
+                            }                                                                  \
+                        }                                                                      \
+                        dxr[i2] += (T)acc;                                                     \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+UPSAMPLE_KERNELS(float, f32)
+UPSAMPLE_KERNELS(double, f64)
+
+#undef UPSAMPLE_KERNELS
+
+// ----------------------------------------------------------------------------
+// checks and setup shared by forward and backward
+
+static const char *tname(const ck_tensor *t)
+{
+    return t->name ? t->name : "(unnamed)";
+}
+
+/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
+static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
+                                    ck_error *err)
+{
+    *dt = t[0]->dtype;
+    if (*dt != CK_F32 && *dt != CK_F64)
+        return ck_fail(err, CK_ERR_UNSUPPORTED,
+                       "upsample: dtype %s of '%s' is not supported by the cpu backend "
+                       "(fp32 and fp64 only)", ck_dtype_name(*dt), tname(t[0]));
+    for (int i = 1; i < n; i++)
+        if (t[i] && t[i]->dtype != *dt)
+            return ck_fail(err, CK_ERR_INTERNAL, "upsample: '%s' is %s but '%s' is %s",
+                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
+                           ck_dtype_name(*dt));
+    return CK_OK;
+}
+
+/* Checks x (N, C, s...) and y (N, C, s * scale...) and fills g. */
+static ck_status upsample_setup(const ck_op_params *op, const ck_tensor *x,
+                                const ck_tensor *y, upsample_geom *g, ck_error *err)
+{
+    const int nsp = op->nsp;
+    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
+        return ck_fail(err, CK_ERR_INTERNAL, "upsample: %d spatial dims (1 to 3 supported)",
+                       nsp);
+    char sx[96], sy[96];
+    bool ok = x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
+              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
+    g->planes = x->shape.dim[0] * x->shape.dim[1];
+    for (int a = 0; ok && a < 3; a++) {
+        int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
+        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
+        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
+        g->scale[a] = s < 0 ? 1 : op->scale[s];
+        ok = g->scale[a] >= 1 && g->out[a] == g->in[a] * g->scale[a];
+    }
+    if (!ok)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "upsample%dd: output '%s' %s is not input '%s' %s times scale", nsp,
+                       tname(y), ck_shape_str(&y->shape, sy, sizeof sy), tname(x),
+                       ck_shape_str(&x->shape, sx, sizeof sx));
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cpu_ops.h)
+
+ck_status cpu_upsample_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                               ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *all[] = {x, io->out};
+    ck_dtype dt;
+    ck_status st = common_float_dtype(all, 2, &dt, err);
+    if (st != CK_OK)
+        return st;
+    upsample_geom g;
+    if ((st = upsample_setup(op, x, io->out, &g, err)) != CK_OK)
+        return st;
+    if (dt == CK_F32)
+        upsample_forward_f32(io->out->data, x->data, &g);
+    else
+        upsample_forward_f64(io->out->data, x->data, &g);
+    return CK_OK;
+}
+
+ck_status cpu_upsample_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *all[] = {x, g->dout, g->din[0]};
+    ck_dtype dt;
+    ck_status st = common_float_dtype(all, 3, &dt, err);
+    if (st != CK_OK)
+        return st;
+    upsample_geom geom;
+    if ((st = upsample_setup(op, x, g->dout, &geom, err)) != CK_OK)
+        return st;
+    if (!g->din[0])
+        return CK_OK;
+    if (dt == CK_F32)
+        upsample_backward_f32(g->din[0]->data, g->dout->data, &geom);
+    else
+        upsample_backward_f64(g->din[0]->data, g->dout->data, &geom);
+    return CK_OK;
+}
