@@ -5,9 +5,10 @@
  * Counter = (block low 32, block high 32, c2, c3) where, for a keyed stream,
  *           c2 = layer index (CK_RNG_NO_LAYER for the model input and targets),
  *           c3 = purpose << 24 | (step & 0xFFFFFF).
- * Element i of a uniform draw uses word (offset + i) % 4 of block (offset + i) / 4.
- * Element i of a normal draw uses the whole block offset / 4 + i (Box-Muller on its first
- * two words), so it consumes 4 words.
+ * Backend draws (dropout masks, class targets): element i of a uniform word draw uses
+ * word (offset + i) % 4 of block (offset + i) / 4. Element i of a normal draw (noise) uses
+ * the whole block offset / 4 + i (Box-Muller on its first two words): 4 words.
+ * Host draws in double (init, input, mse targets): element i uses the whole block i.
  *
  * Under the `counter` RNG policy a draw's offset is 0 and its key depends only on
  * (seed, step, layer, purpose): recomputation replays it. Under `stateful` and `stash` the
