@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "../reports/report.h"
+#include "bisect.h"
 #include "gradcheck.h"
 #include "runner.h"
 
@@ -254,16 +255,29 @@ int ck_cmd_run(const ck_run_opts *o)
             fprintf(stderr, "[%d/%d] %s (%s)\n", i + 1, n, c->name, c->path);
         ck_result res;
         ck_status st = ck_run_case(b, &lc[i].g, dtype, &res, &err);
+        if (st == CK_OK && o->verify_recompute)
+            st = ck_verify_recompute(b, &lc[i].g, dtype, &res, &err);
+        bool mismatching = res.verdict == CK_VERDICT_MISMATCH ||
+                           (c->expect == CK_EXPECT_IDENTICAL && res.verdict != CK_VERDICT_IDENTICAL);
+        if (st == CK_OK && (o->force_bisect || o->noise_floor || (o->bisect && mismatching))) {
+            if (!o->quiet && (o->force_bisect || o->bisect))
+                fprintf(stderr, "[%d/%d] %s: bisecting\n", i + 1, n, c->name);
+            ck_bisect_opts bo = {.noise_floor = true,
+                                 .localise = o->force_bisect || (o->bisect && mismatching)};
+            st = ck_bisect(b, &lc[i].g, dtype, &bo, &res, &err);
+        }
         if (st != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s\n", err.msg);
             ck_result_free(&res);
             errors++;
             continue;
         }
-        if (o->quiet)
+        if (o->quiet) {
             ck_report_print_oneline(stdout, &res);
-        else
+        } else {
             ck_report_print_summary(stdout, &res, o->max_rows);
+            ck_bisect_print_story(stdout, &res);
+        }
         if (o->report) {
             char *path = report_path(o->report, as_dir, c->name);
             ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
@@ -289,6 +303,13 @@ int ck_cmd_run(const ck_run_opts *o)
     b->destroy(b);
     free_loaded(lc, n);
     return errors ? CK_EXIT_USAGE : failed ? CK_EXIT_FAIL : CK_EXIT_PASS;
+}
+
+int ck_cmd_bisect(const ck_run_opts *o)
+{
+    ck_run_opts bo = *o;
+    bo.force_bisect = true;
+    return ck_cmd_run(&bo);
 }
 
 /* ---------------------------------------------------------------------------------------

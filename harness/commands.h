@@ -29,6 +29,10 @@ typedef struct {
     const char *dtype;   /* "fp32" */
     bool quiet;
     int max_rows; /* summary rows per case */
+    bool bisect;           /* bisect whenever a case mismatches */
+    bool force_bisect;     /* the `bisect` command: always bisect */
+    bool noise_floor;      /* run plain twice and judge against the floor */
+    bool verify_recompute; /* compare every recomputed output with its original */
 } ck_run_opts;
 
 typedef struct {
@@ -41,6 +45,8 @@ typedef struct {
 } ck_gradcheck_cmd_opts;
 
 int ck_cmd_run(const ck_run_opts *o);
+/* `bisect`: run, then noise floor, segment search, layer localisation and causes. */
+int ck_cmd_bisect(const ck_run_opts *o);
 int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o);
 /* Lists ops and their options, and the cases found under cases_dir. */
 int ck_cmd_list(const char *cases_dir);

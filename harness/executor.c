@@ -140,8 +140,13 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
 
     if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK)
         goto fail;
-    if (e->cfg.observer)
-        e->cfg.observer(e->cfg.observer_user, CK_EVENT_FORWARD, i, recompute, &e->out[i]);
+    if (e->cfg.observer) {
+        ck_exec_event_info ev = {.ev = CK_EVENT_FORWARD, .layer = i, .step = step,
+                                 .recompute = recompute, .tensor = &e->out[i], .io = &io,
+                                 .args = a};
+        if ((st = e->cfg.observer(e->cfg.observer_user, &ev, err)) != CK_OK)
+            goto fail;
+    }
     return CK_OK;
 fail:
     ck_error_prefix(err, "layer %s (%s)%s", nd->spec->name, nd->spec->op_name,
@@ -193,14 +198,19 @@ static ck_status ensure_grad(ck_exec *e, int i, ck_error *err)
     return st;
 }
 
-static ck_status backward_layer(ck_exec *e, int i, const ck_tensor *input, ck_error *err)
+static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
+                                ck_error *err)
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
     ck_status st = CK_OK;
     if (!e->dout[i].data) /* the output does not reach the loss: nothing flows back */
         goto done;
-    if (e->cfg.observer)
-        e->cfg.observer(e->cfg.observer_user, CK_EVENT_BACKWARD, i, false, &e->dout[i]);
+    if (e->cfg.observer) {
+        ck_exec_event_info ev = {.ev = CK_EVENT_BACKWARD, .layer = i, .step = step,
+                                 .tensor = &e->dout[i]};
+        if ((st = e->cfg.observer(e->cfg.observer_user, &ev, err)) != CK_OK)
+            goto fail;
+    }
 
     ck_op_io io;
     ck_op_grads g;
@@ -276,7 +286,7 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
         if (s >= 0 && plan->segments[s].last == i &&
             (st = recompute_segment(e, s, step, input, err)) != CK_OK)
             goto out;
-        if ((st = backward_layer(e, i, input, err)) != CK_OK)
+        if ((st = backward_layer(e, i, step, input, err)) != CK_OK)
             goto out;
     }
 out:

@@ -21,12 +21,22 @@
 
 typedef struct ck_exec ck_exec;
 
-/* Observer for layer events (used by tests and bisect); may be NULL. `t` is the layer's
- * output after a forward (recompute tells which kind) or its output gradient before its
- * backward. The tensor lives in backend memory and is valid only during the call. */
+/* Observer for layer events (bisect, --verify-recompute, activation dumps); may be NULL.
+ * Everything it is given lives in backend memory and is valid only during the call. */
 typedef enum { CK_EVENT_FORWARD = 0, CK_EVENT_BACKWARD } ck_exec_event;
-typedef void (*ck_exec_observer)(void *user, ck_exec_event ev, int layer, bool recompute,
-                                 const ck_tensor *t);
+
+typedef struct {
+    ck_exec_event ev;
+    int layer;
+    int step;
+    bool recompute;           /* FORWARD: this forward recomputes a segment */
+    const ck_tensor *tensor;  /* FORWARD: the layer's output; BACKWARD: its output gradient */
+    const ck_op_io *io;       /* FORWARD: the op's tensors, buffers included; else NULL */
+    const ck_fwd_args *args;  /* FORWARD: the args it ran with (RNG stream); else NULL */
+} ck_exec_event_info;
+
+/* Returns CK_OK to continue; anything else aborts the step with that status (err filled). */
+typedef ck_status (*ck_exec_observer)(void *user, const ck_exec_event_info *ev, ck_error *err);
 
 typedef struct {
     ck_backend *b;

@@ -20,6 +20,7 @@ static const char *usage_main =
     "\n"
     "commands:\n"
     "  run CASE|DIR...        run cases plain and checkpointed, compare, report\n"
+    "  bisect CASE|DIR...     run, then find the segment, layer and cause where they part\n"
     "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
     "\n"
@@ -46,11 +47,31 @@ static const char *usage_run =
     "  --dtype D          compute dtype (fp32)\n"
     "  --backend B        backend (cpu)\n"
     "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
+    "  --bisect           when a case mismatches, find the segment, layer and cause\n"
+    "  --noise-floor      run plain twice; differences no larger than plain-vs-plain are\n"
+    "                     reported as within the noise floor, not blamed on checkpointing\n"
+    "  --verify-recompute keep the originals of recomputed activations and compare them\n"
+    "                     value by value with the recomputed ones (a difference fails)\n"
     "  --quiet            one line per case\n"
     "  -h, --help         this help\n"
     "\n"
     "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
     "expect, unmet min_memory_saving), 2 bad input or usage.\n";
+
+static const char *usage_bisect =
+    "usage: ckpt-harness bisect CASE|DIR... [options]\n"
+    "\n"
+    "Runs each case like `run`, then explains where and why the plain and checkpointed\n"
+    "runs part: the noise floor (plain run twice), the smallest set of segments whose\n"
+    "checkpointing alone causes the divergence, the first layer whose recomputed output\n"
+    "differs from its original, the first output gradient that differs (backward order),\n"
+    "buffers changed by recomputation, RNG draws, and a readable cause with the evidence.\n"
+    "The JSON report gains a `bisect` section (reports/SCHEMA.md).\n"
+    "\n"
+    "options: as `run` (--rng, --bn-recompute, --steps, --seed, --report, --rows, --quiet,\n"
+    "--verify-recompute)\n"
+    "\n"
+    "exit codes: as `run`.\n";
 
 static const char *usage_gradcheck =
     "usage: ckpt-harness gradcheck CASE|DIR... [options]\n"
@@ -121,17 +142,19 @@ static bool parse_double(const char *s, double *out)
 }
 
 enum { OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
-       OPT_ROWS, OPT_QUIET, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
 
-static int main_run(int argc, char **argv)
+static int main_run(int argc, char **argv, bool bisect_cmd)
 {
+    const char *cmd = bisect_cmd ? "bisect" : "run";
     static const struct option longopts[] = {
         {"rng", required_argument, 0, OPT_RNG},       {"bn-recompute", required_argument, 0, OPT_BN},
         {"steps", required_argument, 0, OPT_STEPS},   {"seed", required_argument, 0, OPT_SEED},
         {"report", required_argument, 0, OPT_REPORT}, {"dtype", required_argument, 0, OPT_DTYPE},
         {"backend", required_argument, 0, OPT_BACKEND}, {"rows", required_argument, 0, OPT_ROWS},
         {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"bisect", no_argument, 0, OPT_BISECT},       {"noise-floor", no_argument, 0, OPT_NOISE},
+        {"verify-recompute", no_argument, 0, OPT_VERIFY}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -141,24 +164,24 @@ static int main_run(int argc, char **argv)
         switch (c) {
         case OPT_RNG:
             if (!ck_rng_policy_parse(optarg, &o.rng))
-                return usage_error("run", "--rng %s: expected counter, stateful or stash", optarg);
+                return usage_error(cmd, "--rng %s: expected counter, stateful or stash", optarg);
             o.has_rng = true;
             break;
         case OPT_BN:
             if (!ck_bn_policy_parse(optarg, &o.bn))
-                return usage_error("run", "--bn-recompute %s: expected skip or update", optarg);
+                return usage_error(cmd, "--bn-recompute %s: expected skip or update", optarg);
             o.has_bn = true;
             break;
         case OPT_STEPS:
             if (!parse_int(optarg, 1, 1000000, &v))
-                return usage_error("run", "--steps %s: expected an integer from 1 to 1000000",
+                return usage_error(cmd, "--steps %s: expected an integer from 1 to 1000000",
                                    optarg);
             o.steps = (int)v;
             o.has_steps = true;
             break;
         case OPT_SEED:
             if (!parse_u64(optarg, &o.seed))
-                return usage_error("run", "--seed %s: expected an unsigned 64-bit integer", optarg);
+                return usage_error(cmd, "--seed %s: expected an unsigned 64-bit integer", optarg);
             o.has_seed = true;
             break;
         case OPT_REPORT: o.report = optarg; break;
@@ -166,20 +189,23 @@ static int main_run(int argc, char **argv)
         case OPT_BACKEND: o.backend = optarg; break;
         case OPT_ROWS:
             if (!parse_int(optarg, -1, 1000000, &v))
-                return usage_error("run", "--rows %s: expected an integer >= -1", optarg);
+                return usage_error(cmd, "--rows %s: expected an integer >= -1", optarg);
             o.max_rows = (int)v;
             break;
         case OPT_QUIET: o.quiet = true; break;
-        case 'h': fputs(usage_run, stdout); return CK_EXIT_PASS;
-        case ':': return usage_error("run", "%s needs a value", argv[optind - 1]);
-        default: return usage_error("run", "unknown option %s", argv[optind - 1]);
+        case OPT_BISECT: o.bisect = true; break;
+        case OPT_NOISE: o.noise_floor = true; break;
+        case OPT_VERIFY: o.verify_recompute = true; break;
+        case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return usage_error("run", "%s", "no case given");
+        return usage_error(cmd, "%s", "no case given");
     o.paths = (const char **)argv + optind;
     o.n_paths = argc - optind;
-    return ck_cmd_run(&o);
+    return bisect_cmd ? ck_cmd_bisect(&o) : ck_cmd_run(&o);
 }
 
 static int main_gradcheck(int argc, char **argv)
@@ -252,7 +278,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--version") == 0)
         return printf("ckpt-harness %s\n", CK_VERSION), CK_EXIT_PASS;
     if (strcmp(cmd, "run") == 0)
-        return main_run(argc - 1, argv + 1);
+        return main_run(argc - 1, argv + 1, false);
+    if (strcmp(cmd, "bisect") == 0)
+        return main_run(argc - 1, argv + 1, true);
     if (strcmp(cmd, "gradcheck") == 0)
         return main_gradcheck(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)

@@ -51,6 +51,40 @@ static ck_status resolve_segments(const ck_graph *g, ck_plan *p, ck_error *err)
     return CK_OK;
 }
 
+/* Marks segment membership and the outputs each segment may drop. */
+static void mark_segments(const ck_graph *g, ck_plan *p)
+{
+    for (int i = 0; i < g->n; i++) {
+        p->segment_of[i] = -1;
+        p->dropped[i] = false;
+    }
+    p->n_dropped = 0;
+    for (int s = 0; s < p->n_segments; s++) {
+        const ck_segment *seg = &p->segments[s];
+        for (int k = seg->first; k <= seg->last; k++) {
+            p->segment_of[k] = s;
+            /* last_consumer == n is the loss: the model output is always kept */
+            p->dropped[k] = g->nodes[k].last_consumer <= seg->last && g->nodes[k].n_consumers > 0;
+            p->n_dropped += p->dropped[k];
+        }
+    }
+}
+
+ck_status ck_plan_build_subset(const ck_graph *g, const bool *enabled, ck_plan *p,
+                               ck_error *err)
+{
+    ck_status st = ck_plan_build(g, p, err);
+    if (st != CK_OK)
+        return st;
+    int kept = 0;
+    for (int s = 0; s < p->n_segments; s++)
+        if (enabled[s])
+            p->segments[kept++] = p->segments[s];
+    p->n_segments = kept;
+    mark_segments(g, p);
+    return CK_OK;
+}
+
 ck_status ck_plan_build(const ck_graph *g, ck_plan *p, ck_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -64,17 +98,7 @@ ck_status ck_plan_build(const ck_graph *g, ck_plan *p, ck_error *err)
     }
     if ((st = resolve_segments(g, p, err)) != CK_OK)
         goto fail;
-    for (int i = 0; i < n; i++)
-        p->segment_of[i] = -1;
-    for (int s = 0; s < p->n_segments; s++) {
-        const ck_segment *seg = &p->segments[s];
-        for (int k = seg->first; k <= seg->last; k++) {
-            p->segment_of[k] = s;
-            /* last_consumer == n is the loss: the model output is always kept */
-            p->dropped[k] = g->nodes[k].last_consumer <= seg->last && g->nodes[k].n_consumers > 0;
-            p->n_dropped += p->dropped[k];
-        }
-    }
+    mark_segments(g, p);
     return CK_OK;
 fail:
     ck_plan_free(p);

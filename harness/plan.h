@@ -24,6 +24,10 @@ typedef struct {
 
 /* Resolves the case's checkpoint spec (segments / every k / sqrt) against the graph. */
 ck_status ck_plan_build(const ck_graph *g, ck_plan *p, ck_error *err);
+/* The same, keeping only the segments whose `enabled` entry is true (bisect's search over
+ * which segments are checkpointed); enabled has one entry per segment of the full plan. */
+ck_status ck_plan_build_subset(const ck_graph *g, const bool *enabled, ck_plan *p,
+                               ck_error *err);
 void ck_plan_free(ck_plan *p);
 
 #endif

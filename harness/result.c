@@ -4,6 +4,8 @@
  */
 #include "result.h"
 
+#include "bisect.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +30,11 @@ void ck_result_free(ck_result *r)
     free(r->segments);
     free(r->plain.losses);
     free(r->ckpt.losses);
+    if (r->bisect) {
+        ck_bisect_result_free(r->bisect);
+        free(r->bisect);
+    }
+    free(r->recompute_checks);
     /* Zeroed so that a second free, or a reuse by mistake, finds nothing to follow. */
     memset(r, 0, sizeof *r);
     r->first_divergence = -1;

@@ -40,6 +40,9 @@ typedef struct {
     int first, last; /* inclusive layer indices */
 } ck_segment;
 
+typedef struct ck_bisect_result ck_bisect_result; /* bisect.h */
+struct ck_recompute_check;
+
 typedef struct {
     const ck_case *cs;
     const ck_graph *g;
@@ -63,7 +66,13 @@ typedef struct {
     ck_verdict verdict;        /* worst tensor verdict */
     bool expect_met;           /* verdict agrees with the case's expect */
     bool memory_expectation_met; /* memory_met == cs->expect_memory_met */
-    bool pass;                 /* expect_met && memory_expectation_met */
+    bool pass;                 /* expect_met && memory_expectation_met && recompute_ok */
+
+    ck_bisect_result *bisect;  /* owned; NULL unless bisect or a noise floor ran */
+    bool verified_recompute;   /* --verify-recompute ran */
+    int n_recompute_checks;
+    struct ck_recompute_check *recompute_checks; /* owned; every recomputed layer output */
+    int recompute_mismatches;  /* checks whose recomputed output differs from the original */
 } ck_result;
 
 void ck_result_free(ck_result *r);

@@ -239,7 +239,7 @@ out:
  * Comparison
  * --------------------------------------------------------------------------------------- */
 
-static bool expectation_met(ck_expect e, ck_verdict v)
+bool ck_expectation_met(ck_expect e, ck_verdict v)
 {
     switch (e) {
     case CK_EXPECT_IDENTICAL: return v == CK_VERDICT_IDENTICAL;
@@ -296,6 +296,18 @@ ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck
     return CK_OK;
 }
 
+void ck_result_judge(ck_result *res)
+{
+    const ck_case *c = res->cs;
+    /* a recomputed output that differs from its original is a difference in its own right,
+     * even when every gradient happens to agree */
+    if (res->recompute_mismatches > 0)
+        res->verdict = CK_VERDICT_MISMATCH;
+    res->expect_met = ck_expectation_met(c->expect, res->verdict);
+    res->memory_expectation_met = res->memory_met == c->expect_memory_met;
+    res->pass = res->expect_met && res->memory_expectation_met;
+}
+
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                       ck_error *err)
 {
@@ -336,9 +348,7 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
     int64_t pp = res->plain.peak_activation_bytes, cp = res->ckpt.peak_activation_bytes;
     res->memory_saving = pp > 0 ? 1.0 - (double)cp / (double)pp : 0.0;
     res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;
-    res->expect_met = expectation_met(c->expect, res->verdict);
-    res->memory_expectation_met = res->memory_met == c->expect_memory_met;
-    res->pass = res->expect_met && res->memory_expectation_met;
+    ck_result_judge(res);
 out:
     ck_record_free(&plain);
     ck_record_free(&ckpt);

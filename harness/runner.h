@@ -52,6 +52,13 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err);
 
+/* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
+ * tolerance; mismatch: something outside). */
+bool ck_expectation_met(ck_expect e, ck_verdict v);
+/* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met and any
+ * recompute mismatches (which make the verdict a mismatch). */
+void ck_result_judge(ck_result *res);
+
 /* Draws a step's model input and loss target on the host and uploads them into tensors
  * allocated here (free with ck_free_data). */
 ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int step,

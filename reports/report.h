@@ -68,6 +68,10 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
  * 1.20 MiB); the case requires at least 30.0%". */
 void ck_report_memory_message(const ck_result *r, char *buf, size_t n);
 
+/* "recomputation: 3 of 12 recomputed layer outputs differ from their originals; first:
+ * `noise` (gaussian_noise) at step 0, max_abs 0.12". */
+void ck_report_recompute_failure(const ck_result *r, char *buf, size_t n);
+
 /* "512 B", "1.50 KiB", "1.23 MiB", ... (binary units, two decimals). */
 char *ck_format_bytes(int64_t bytes, char *buf, size_t n);
 

@@ -10,6 +10,8 @@
  */
 #include "report.h"
 
+#include "harness/bisect.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -324,6 +326,117 @@ static void add_outcome(builder *b, cJSON *root, const ck_result *r)
         add_string(b, fl, NULL, lines[i]);
 }
 
+static void add_finding(builder *b, cJSON *parent, const char *key, const ck_result *r,
+                        const ck_layer_finding *f)
+{
+    if (f->layer < 0) {
+        add_null(b, parent, key);
+        return;
+    }
+    cJSON *o = add_object(b, parent, key);
+    add_string(b, o, "layer", layer_name(r, f->layer));
+    add_int(b, o, "step", f->step);
+    add_string(b, o, "verdict", ck_verdict_name(f->verdict));
+    add_real(b, o, "max_abs", f->m.max_abs);
+    add_int(b, o, "n_outside", f->m.n_outside);
+    add_int(b, o, "numel", f->m.numel);
+}
+
+/* The `bisect` section: noise floor, segment search, layer localisation, causes. */
+static void add_bisect(builder *b, cJSON *root, const ck_result *r)
+{
+    const ck_bisect_result *br = r->bisect;
+    if (!br)
+        return;
+    cJSON *bs = add_object(b, root, "bisect");
+    cJSON *nf = add_object(b, bs, "noise_floor");
+    add_bool(b, nf, "measured", br->noise_floor_measured);
+    if (br->noise_floor_measured) {
+        add_string(b, nf, "verdict", ck_verdict_name(br->floor_verdict));
+        add_bool(b, nf, "within_noise_floor", br->within_noise_floor);
+        add_finding(b, nf, "nondeterministic_layer", r, &br->nondet);
+        if (br->nondet.layer >= 0)
+            add_string(b, nf, "nondeterministic_in", br->nondet_in_backward ? "backward" : "forward");
+        cJSON *diff = add_array(b, nf, "differing_tensors");
+        for (int k = 0; k < br->n_floor; k++) {
+            const ck_tensor_result *t = &br->floor[k];
+            if (t->verdict == CK_VERDICT_IDENTICAL)
+                continue;
+            cJSON *o = add_object(b, diff, NULL);
+            add_string(b, o, "name", t->name);
+            add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
+            add_int(b, o, "step", t->step);
+            add_string(b, o, "verdict", ck_verdict_name(t->verdict));
+            add_real(b, o, "max_abs", t->m.max_abs);
+        }
+    }
+    cJSON *ss = add_object(b, bs, "segment_search");
+    add_bool(b, ss, "searched", br->searched);
+    add_int(b, ss, "runs", br->search_runs);
+    cJSON *cul = add_array(b, ss, "culprit_segments");
+    for (int s = 0; br->searched && s < br->n_segments && s < r->n_segments; s++) {
+        if (!br->culprit[s])
+            continue;
+        cJSON *o = add_object(b, cul, NULL);
+        add_int(b, o, "index", s);
+        add_string(b, o, "first", layer_name(r, r->segments[s].first));
+        add_string(b, o, "last", layer_name(r, r->segments[s].last));
+    }
+    if (br->step >= 0)
+        add_int(b, bs, "step", br->step);
+    else
+        add_null(b, bs, "step");
+    add_finding(b, bs, "forward", r, &br->forward);
+    add_finding(b, bs, "backward", r, &br->backward);
+    if (br->state_layer >= 0) {
+        cJSON *st = add_object(b, bs, "state");
+        add_string(b, st, "layer", layer_name(r, br->state_layer));
+        add_string(b, st, "buffer", br->state_buffer);
+        add_real(b, st, "max_abs", br->state_m.max_abs);
+        if (br->nbt_orig >= 0)
+            add_int(b, st, "num_batches_tracked_original", br->nbt_orig);
+        if (br->nbt_recomp >= 0)
+            add_int(b, st, "num_batches_tracked_recomputed", br->nbt_recomp);
+    } else {
+        add_null(b, bs, "state");
+    }
+    if (br->rng.layer >= 0) {
+        cJSON *rg = add_object(b, bs, "rng");
+        add_string(b, rg, "layer", layer_name(r, br->rng.layer));
+        add_int(b, rg, "differing_draws", br->rng.rng_differs);
+        add_int(b, rg, "numel", br->rng.m.numel);
+    } else {
+        add_null(b, bs, "rng");
+    }
+    cJSON *causes = add_array(b, bs, "causes");
+    for (int i = 0; i < br->n_causes; i++)
+        add_string(b, causes, NULL, br->causes[i]);
+}
+
+/* The `recompute_check` section of --verify-recompute: every recomputed layer output. */
+static void add_recompute_check(builder *b, cJSON *root, const ck_result *r)
+{
+    if (!r->verified_recompute)
+        return;
+    cJSON *rc = add_object(b, root, "recompute_check");
+    add_int(b, rc, "checked", r->n_recompute_checks);
+    add_int(b, rc, "differing", r->recompute_mismatches);
+    cJSON *arr = add_array(b, rc, "layers");
+    for (int k = 0; k < r->n_recompute_checks; k++) {
+        const ck_recompute_check *c = &r->recompute_checks[k];
+        cJSON *o = add_object(b, arr, NULL);
+        add_string(b, o, "layer", layer_name(r, c->layer));
+        add_int(b, o, "step", c->step);
+        add_string(b, o, "original_dtype", ck_dtype_name(c->orig_dtype));
+        add_string(b, o, "recomputed_dtype", ck_dtype_name(c->recomp_dtype));
+        add_string(b, o, "verdict", ck_verdict_name(c->verdict));
+        add_real(b, o, "max_abs", c->m.max_abs);
+        add_int(b, o, "n_outside", c->m.n_outside);
+        if (c->rng_differs >= 0)
+            add_int(b, o, "differing_draws", c->rng_differs);
+    }
+}
+
 cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
 {
     builder b = {false};
@@ -349,6 +462,8 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     add_memory(&b, root, r);
     add_tensors(&b, root, r);
     add_outcome(&b, root, r);
+    add_bisect(&b, root, r);
+    add_recompute_check(&b, root, r);
 
     if (b.failed) {
         cJSON_Delete(root);

@@ -8,6 +8,8 @@
  */
 #include "report.h"
 
+#include "harness/bisect.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -232,6 +234,26 @@ static void memory_failure(const ck_result *r, char *buf, size_t n)
         append(buf, n, &used, "memory: expected the saving to fall short, but %s", msg);
 }
 
+void ck_report_recompute_failure(const ck_result *r, char *buf, size_t n)
+{
+    const ck_recompute_check *first = NULL;
+    for (int k = 0; k < r->n_recompute_checks && !first; k++)
+        if (r->recompute_checks[k].verdict != CK_VERDICT_IDENTICAL)
+            first = &r->recompute_checks[k];
+    if (!first) {
+        snprintf(buf, n, "recomputation: every recomputed output equals its original");
+        return;
+    }
+    const ck_node *nd = &r->g->nodes[first->layer];
+    snprintf(buf, n,
+             "recomputation: %d of %d recomputed layer outputs differ from their originals; "
+             "first: `%s` (%s) at step %d, max_abs %.3g, %lld of %lld elements",
+             r->recompute_mismatches, r->n_recompute_checks, nd->spec->name, nd->spec->op_name,
+             first->step, first->m.max_abs,
+             (long long)(first->m.n_outside ? first->m.n_outside : first->m.numel),
+             (long long)first->m.numel);
+}
+
 int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines)
 {
     int count = 0;
@@ -241,6 +263,8 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
         verdict_failure(r, lines[count++], CK_REPORT_LINE_MAX);
     if (!r->memory_expectation_met && count < max_lines)
         memory_failure(r, lines[count++], CK_REPORT_LINE_MAX);
+    if (r->recompute_mismatches > 0 && count < max_lines)
+        ck_report_recompute_failure(r, lines[count++], CK_REPORT_LINE_MAX);
     if (count == 0)
         /* pass is false yet neither reason holds: say so rather than print nothing. */
         snprintf(lines[count++], CK_REPORT_LINE_MAX,

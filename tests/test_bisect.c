@@ -1,0 +1,363 @@
+/*
+ * Bisect: each canary localised to its layer and cause, the segment search finding the one
+ * segment at fault among several that mismatch, a noise floor that explains a whole
+ * difference (a test-only backend whose add reduces in an order that changes from call to
+ * call), and --verify-recompute catching a recomputation that differs while every gradient
+ * agrees.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "harness/bisect.h"
+
+typedef struct {
+    ck_case cs;
+    ck_graph g;
+} built_case;
+
+static void build_text(built_case *bc, const char *json)
+{
+    ck_error err;
+    ck_assert_msg(ck_case_parse(json, strlen(json), "inline.json", &bc->cs, &err) == CK_OK, "%s",
+                  err.msg);
+    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
+}
+
+static void build_file(built_case *bc, const char *name)
+{
+    const char *root = getenv("CK_ROOT") ? getenv("CK_ROOT") : ".";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cases/%s", root, name);
+    ck_error err;
+    ck_assert_msg(ck_case_load(path, &bc->cs, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
+}
+
+static void free_built(built_case *bc)
+{
+    ck_graph_free(&bc->g);
+    ck_case_free(&bc->cs);
+}
+
+static void run_and_bisect(ck_backend *b, built_case *bc, ck_result *r)
+{
+    ck_error err;
+    ck_assert_msg(ck_run_case(b, &bc->g, CK_F32, r, &err) == CK_OK, "%s", err.msg);
+    ck_bisect_opts o = {.noise_floor = true, .localise = true};
+    ck_assert_msg(ck_bisect(b, &bc->g, CK_F32, &o, r, &err) == CK_OK, "%s", err.msg);
+    ck_assert(r->bisect != NULL);
+}
+
+static const char *name_of(const built_case *bc, int layer)
+{
+    return layer >= 0 ? bc->g.nodes[layer].spec->name : "(none)";
+}
+
+static bool has_cause(const ck_bisect_result *br, const char *a, const char *b)
+{
+    for (int i = 0; i < br->n_causes; i++)
+        if (strstr(br->causes[i], a) && (!b || strstr(br->causes[i], b)))
+            return true;
+    return false;
+}
+
+static void dump_causes(const ck_bisect_result *br)
+{
+    for (int i = 0; i < br->n_causes; i++)
+        fprintf(stderr, "cause: %s\n", br->causes[i]);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Canaries
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(dropout_canary_is_bisected_to_the_dropout_and_its_mask)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    built_case bc;
+    build_file(&bc, "canary_dropout_stateful.json");
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert(br->noise_floor_measured && br->floor_verdict == CK_VERDICT_IDENTICAL);
+    ck_assert_int_eq(br->step, 0);
+    ck_assert_msg(br->forward.layer >= 0 &&
+                      bc.g.nodes[br->forward.layer].op.kind == CK_OP_DROPOUT,
+                  "forward culprit %s", name_of(&bc, br->forward.layer));
+    ck_assert_int_eq(br->rng.layer, br->forward.layer);
+    ck_assert_int_gt(br->rng.rng_differs, 0);
+    char want[128];
+    snprintf(want, sizeof want, "dropout `%s` drew a different mask on recomputation",
+             name_of(&bc, br->forward.layer));
+    if (!has_cause(br, want, "rng policy `stateful`"))
+        dump_causes(br);
+    ck_assert(has_cause(br, want, "rng policy `stateful`"));
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+START_TEST(batchnorm_canary_is_bisected_to_the_running_statistics)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    built_case bc;
+    build_file(&bc, "canary_bn_update.json");
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert_int_eq(br->step, 0);
+    ck_assert_int_eq(br->forward.layer, -1); /* every recomputed output equals its original */
+    ck_assert_msg(br->state_layer >= 0 && bc.g.nodes[br->state_layer].op.kind == CK_OP_BATCHNORM,
+                  "state culprit %s", name_of(&bc, br->state_layer));
+    ck_assert_str_eq(br->state_buffer, "running_mean");
+    ck_assert_int_eq(br->nbt_orig, 1);
+    ck_assert_int_eq(br->nbt_recomp, 2);
+    char want[160];
+    snprintf(want, sizeof want, "`%s` running_mean updated during recomputation",
+             name_of(&bc, br->state_layer));
+    if (!has_cause(br, want, "num_batches_tracked 2 vs 1"))
+        dump_causes(br);
+    ck_assert(has_cause(br, want, "num_batches_tracked 2 vs 1"));
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+START_TEST(identical_case_has_nothing_to_explain)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    built_case bc;
+    build_file(&bc, "unet3d_bn.json");
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    ck_assert_int_eq(r.bisect->step, -1);
+    ck_assert(!r.bisect->searched);
+    ck_assert_int_eq(r.bisect->n_causes, 0);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Segment search: four segments, all mismatching in their gradients, one at fault
+ * --------------------------------------------------------------------------------------- */
+
+static const char *four_segments =
+    "{\"name\": \"four\", \"seed\": 3, \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+    "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"a0\", \"op\": \"tanh\"},"
+    "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"a1\", \"op\": \"tanh\"},"
+    "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"d2\", \"op\": \"dropout\", \"rate\": 0.5},"
+    "{\"name\": \"l3\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"a3\", \"op\": \"tanh\"},"
+    "{\"name\": \"out\", \"op\": \"linear\", \"units\": 2}],"
+    "\"loss\": {\"op\": \"mse\"},"
+    "\"checkpoint\": {\"segments\": [[\"l0\", \"a0\"], [\"l1\", \"a1\"], [\"l2\", \"d2\"], [\"l3\", \"a3\"]]},"
+    "\"policies\": {\"rng\": \"stateful\"}, \"expect\": \"identical\"}";
+
+START_TEST(segment_search_finds_the_one_segment_at_fault)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    built_case bc;
+    build_text(&bc, four_segments);
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    /* the gradients of layers in segments 0, 1 and 2 all mismatch ... */
+    int mismatching_segments = 0;
+    for (int s = 0; s < r.n_segments; s++) {
+        bool any = false;
+        for (int k = 0; k < r.n_tensors; k++) {
+            const ck_tensor_result *t = &r.tensors[k];
+            if (t->kind != CK_KIND_GRAD || t->verdict != CK_VERDICT_MISMATCH)
+                continue;
+            for (int l = r.segments[s].first; l <= r.segments[s].last; l++) {
+                size_t n = strlen(bc.g.nodes[l].spec->name);
+                any = any || (strncmp(t->name, bc.g.nodes[l].spec->name, n) == 0 && t->name[n] == '.');
+            }
+        }
+        mismatching_segments += any;
+    }
+    ck_assert_int_ge(mismatching_segments, 2);
+    /* ... but only segment 2 (the dropout's) is at fault */
+    const ck_bisect_result *br = r.bisect;
+    ck_assert(br->searched);
+    ck_assert_int_eq(br->n_segments, 4);
+    for (int s = 0; s < 4; s++)
+        ck_assert_msg(br->culprit[s] == (s == 2), "segment %d culprit %d", s, br->culprit[s]);
+    ck_assert_int_ge(br->search_runs, 3); /* narrowing, minimisation, confirmation */
+    ck_assert_str_eq(name_of(&bc, br->forward.layer), "d2");
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Noise floor: a test-only backend whose three-way add changes its summation order on
+ * every call, as a GPU reduction with atomics would
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct {
+    ck_backend *cpu;
+    unsigned calls;
+} flaky_state;
+
+static ck_status flaky_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                               ck_op_io *io, ck_error *err)
+{
+    flaky_state *fs = b->impl;
+    if (op->kind != CK_OP_ADD || io->n_in != 3 || io->out->dtype != CK_F32)
+        return fs->cpu->forward(fs->cpu, op, args, io, err);
+    bool reversed = (fs->calls++ & 1) != 0;
+    const float *x0 = io->in[0]->data, *x1 = io->in[1]->data, *x2 = io->in[2]->data;
+    float *y = io->out->data;
+    int64_t n = ck_shape_numel(&io->out->shape);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = reversed ? (x2[i] + x1[i]) + x0[i] : (x0[i] + x1[i]) + x2[i];
+    return CK_OK;
+}
+
+#define FORWARD_TO_CPU(fn, ...) ((flaky_state *)b->impl)->cpu->fn(((flaky_state *)b->impl)->cpu, __VA_ARGS__)
+
+static ck_status f_alloc(ck_backend *b, size_t n, void **p, ck_error *e) { return FORWARD_TO_CPU(alloc, n, p, e); }
+static void f_free(ck_backend *b, void *p) { FORWARD_TO_CPU(free, p); }
+static ck_status f_upload(ck_backend *b, ck_tensor *t, const void *h, ck_error *e) { return FORWARD_TO_CPU(upload, t, h, e); }
+static ck_status f_download(ck_backend *b, const ck_tensor *t, void *h, ck_error *e) { return FORWARD_TO_CPU(download, t, h, e); }
+static ck_status f_zero(ck_backend *b, ck_tensor *t, ck_error *e) { return FORWARD_TO_CPU(zero, t, e); }
+static ck_status f_copy(ck_backend *b, ck_tensor *d, const ck_tensor *s, ck_error *e) { return FORWARD_TO_CPU(copy, d, s, e); }
+static bool f_supports(ck_backend *b, const ck_op_params *op, ck_dtype dt) { return FORWARD_TO_CPU(supports, op, dt); }
+static ck_status f_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *a, const ck_op_io *io, ck_op_grads *g, ck_error *e) { return FORWARD_TO_CPU(backward, op, a, io, g, e); }
+static ck_status f_loss_fwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double *l, ck_error *e) { return FORWARD_TO_CPU(loss_forward, k, y, t, l, e); }
+static ck_status f_loss_bwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double s, ck_tensor *dy, ck_error *e) { return FORWARD_TO_CPU(loss_backward, k, y, t, s, dy, e); }
+static ck_status f_optim(ck_backend *b, const ck_optimizer *o, int64_t st, double gs, ck_tensor *p, const ck_tensor *g, ck_tensor *s0, ck_tensor *s1, ck_error *e) { return FORWARD_TO_CPU(optimizer_step, o, st, gs, p, g, s0, s1, e); }
+static void f_info(ck_backend *b, ck_backend_info *i) { FORWARD_TO_CPU(info, i); snprintf(i->name, sizeof i->name, "flaky-test"); }
+static void f_destroy(ck_backend *b) { flaky_state *fs = b->impl; fs->cpu->destroy(fs->cpu); free(fs); free(b); }
+
+static ck_backend *flaky_backend(void)
+{
+    ck_error err;
+    flaky_state *fs = calloc(1, sizeof *fs);
+    ck_backend *b = calloc(1, sizeof *b);
+    ck_assert(fs && b && ck_backend_cpu_create(&fs->cpu, &err) == CK_OK);
+    *b = (ck_backend){.name = "flaky-test", .impl = fs, .alloc = f_alloc, .free = f_free,
+                      .upload = f_upload, .download = f_download, .zero = f_zero, .copy = f_copy,
+                      .supports = f_supports, .forward = flaky_forward, .backward = f_backward,
+                      .loss_forward = f_loss_fwd, .loss_backward = f_loss_bwd,
+                      .optimizer_step = f_optim, .info = f_info, .destroy = f_destroy};
+    return b;
+}
+
+static const char *three_way_add =
+    "{\"name\": \"noisy\", \"seed\": 9, \"input\": {\"shape\": [4, 8], \"dist\": \"normal\"}, \"layers\": ["
+    "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16},"
+    "{\"name\": \"t\", \"op\": \"tanh\"},"
+    "{\"name\": \"s\", \"op\": \"sigmoid\", \"inputs\": [\"l0\"]},"
+    "{\"name\": \"sum\", \"op\": \"add\", \"inputs\": [\"l0\", \"t\", \"s\"]},"
+    "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 3}],"
+    "\"loss\": {\"op\": \"mse\"},"
+    "\"checkpoint\": {\"segments\": [[\"l0\", \"sum\"]]}, \"expect\": \"close\"}";
+
+START_TEST(noise_floor_explains_the_whole_difference)
+{
+    ck_backend *b = flaky_backend();
+    built_case bc;
+    build_text(&bc, three_way_add);
+    ck_result r;
+    ck_error err;
+    ck_assert_msg(ck_run_case(b, &bc.g, CK_F32, &r, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(r.verdict != CK_VERDICT_IDENTICAL, "the flaky add made no difference");
+    ck_bisect_opts o = {.noise_floor = true, .localise = true};
+    ck_assert_msg(ck_bisect(b, &bc.g, CK_F32, &o, &r, &err) == CK_OK, "%s", err.msg);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert(br->noise_floor_measured);
+    ck_assert(br->floor_verdict != CK_VERDICT_IDENTICAL);
+    ck_assert_str_eq(name_of(&bc, br->nondet.layer), "sum");
+    ck_assert(!br->nondet_in_backward);
+    ck_assert(br->within_noise_floor);
+    ck_assert(!br->searched); /* nothing left to blame on checkpointing */
+    ck_assert(has_cause(br, "`sum` is nondeterministic", "two plain runs"));
+    ck_assert(has_cause(br, "within the noise floor", "not caused by checkpointing"));
+    ck_assert(r.verdict == CK_VERDICT_CLOSE);
+    ck_assert(r.pass);
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * --verify-recompute: noise on the model output under the stateful policy. The mean loss
+ * gives a constant output gradient and noise passes it through, so every gradient and
+ * parameter agrees bitwise; only the recomputed output itself differs.
+ * --------------------------------------------------------------------------------------- */
+
+static const char *noise_at_output =
+    "{\"name\": \"quiet_noise\", \"seed\": 4, \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+    "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 8},"
+    "{\"name\": \"noise\", \"op\": \"gaussian_noise\", \"stddev\": 0.1}],"
+    "\"loss\": {\"op\": \"mean\"},"
+    "\"checkpoint\": {\"segments\": [[\"l0\", \"noise\"]]},"
+    "\"policies\": {\"rng\": \"%s\"}, \"expect\": \"identical\"}";
+
+START_TEST(verify_recompute_catches_a_difference_gradients_miss)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    const char *policies[] = {"stateful", "counter"};
+    for (int k = 0; k < 2; k++) {
+        char text[1024];
+        snprintf(text, sizeof text, noise_at_output, policies[k]);
+        built_case bc;
+        build_text(&bc, text);
+        ck_result r;
+        ck_assert(ck_run_case(b, &bc.g, CK_F32, &r, &err) == CK_OK);
+        ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "%s: gradients differ", policies[k]);
+        ck_assert_msg(ck_verify_recompute(b, &bc.g, CK_F32, &r, &err) == CK_OK, "%s", err.msg);
+        ck_assert_int_eq(r.n_recompute_checks, 2);
+        if (k == 0) {
+            ck_assert_int_eq(r.recompute_mismatches, 1);
+            const ck_recompute_check *c = &r.recompute_checks[1];
+            ck_assert_str_eq(name_of(&bc, c->layer), "noise");
+            ck_assert(c->verdict == CK_VERDICT_MISMATCH);
+            ck_assert_int_eq(c->rng_differs, 32);
+            ck_assert(r.verdict == CK_VERDICT_MISMATCH);
+            ck_assert(!r.pass);
+        } else {
+            ck_assert_int_eq(r.recompute_mismatches, 0);
+            ck_assert(r.pass);
+        }
+        ck_result_free(&r);
+        free_built(&bc);
+    }
+    b->destroy(b);
+}
+END_TEST
+
+Suite *suite_bisect(void)
+{
+    Suite *s = suite_create("bisect");
+    TCase *tc = tcase_create("bisect");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, dropout_canary_is_bisected_to_the_dropout_and_its_mask);
+    tcase_add_test(tc, batchnorm_canary_is_bisected_to_the_running_statistics);
+    tcase_add_test(tc, identical_case_has_nothing_to_explain);
+    tcase_add_test(tc, segment_search_finds_the_one_segment_at_fault);
+    tcase_add_test(tc, noise_floor_explains_the_whole_difference);
+    tcase_add_test(tc, verify_recompute_catches_a_difference_gradients_miss);
+    suite_add_tcase(s, tc);
+    return s;
+}
