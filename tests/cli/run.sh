@@ -104,5 +104,20 @@ grep -q "^PASS cnn_bn" "$TMP/out" && ok || bad "gradcheck prints PASS"
 expect_exit 0 "list" -- "$PROG" list "$ROOT/cases"
 grep -q "conv3d" "$TMP/out" && grep -q "unet3d_bn" "$TMP/out" && ok || bad "list shows ops and cases"
 
+# ---- bisect ------------------------------------------------------------------------------
+expect_exit 0 "bisect the dropout canary" -- "$PROG" bisect "$ROOT/cases/canary_dropout_stateful.json" --report "$TMP/bisect.json"
+grep -q "cause: dropout \`drop1\` drew a different mask on recomputation (rng policy \`stateful\`)" "$TMP/out" && ok || bad "bisect story names the dropout and the policy"
+grep -q '"culprit_segments"' "$TMP/bisect.json" && ok || bad "the report has a bisect section"
+expect_exit 1 "run --bisect on a mismatching case" -- "$PROG" run --bisect --rng stateful "$ROOT/cases/mlp_dropout.json"
+grep -q "^bisect mlp_dropout:" "$TMP/out" && grep -q "cause: dropout" "$TMP/out" && ok || bad "run --bisect tells the story"
+expect_exit 0 "run --bisect on an identical case does not bisect" -- "$PROG" run --bisect "$ROOT/cases/unet3d_bn.json"
+grep -q "^bisect" "$TMP/out" && bad "bisected an identical case" || ok
+expect_exit 0 "run --noise-floor" -- "$PROG" run --noise-floor "$ROOT/cases/cnn_bn.json" --report "$TMP/nf.json"
+grep -q "noise floor: two plain runs are bitwise identical" "$TMP/out" && ok || bad "noise floor printed"
+grep -q '"noise_floor"' "$TMP/nf.json" && ok || bad "noise floor in the report"
+expect_exit 0 "run --verify-recompute" -- "$PROG" run --verify-recompute "$ROOT/cases/unet3d_bn.json" --report "$TMP/vr.json"
+grep -q '"recompute_check"' "$TMP/vr.json" && grep -q '"differing":[[:space:]]*0' "$TMP/vr.json" && ok || bad "recompute check in the report"
+expect_exit 0 "bisect --help" -- "$PROG" bisect --help
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
