@@ -95,6 +95,13 @@ struct ck_backend {
                                 double grad_scale, ck_tensor *param, const ck_tensor *grad,
                                 ck_tensor *state0, ck_tensor *state1, ck_error *err);
 
+    /* ---- precision ---- */
+    /* dst = (accumulate ? dst : 0) + src * scale, computed in double and rounded once to
+     * dst's dtype (round to nearest even). Same shape; any float dtypes; dst may be src.
+     * Casts master weights to the low dtype and unscales low-precision gradients. */
+    ck_status (*convert)(ck_backend *b, ck_tensor *dst, const ck_tensor *src, double scale,
+                         bool accumulate, ck_error *err);
+
     void (*info)(ck_backend *b, ck_backend_info *out);
     void (*destroy)(ck_backend *b);
 };

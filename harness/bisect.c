@@ -4,6 +4,8 @@
  */
 #include "bisect.h"
 
+#include "half.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -77,6 +79,17 @@ static ck_status copy_tensor(ck_backend *b, const ck_tensor *t, host_copy *c, ck
     return b->download(b, t, c->data, err);
 }
 
+static double load_double(ck_dtype dt, const void *data, int64_t i)
+{
+    switch (dt) {
+    case CK_F64: return ((const double *)data)[i];
+    case CK_F32: return ((const float *)data)[i];
+    case CK_F16: return ck_f16_to_f32(((const uint16_t *)data)[i]);
+    case CK_BF16: return ck_bf16_to_f32(((const uint16_t *)data)[i]);
+    default: return NAN;
+    }
+}
+
 /* Compares a live tensor with a host copy (the copy is the reference). */
 static ck_status compare_live(recorder *r, const ck_tensor *t, const host_copy *ref,
                               ck_metrics *m, ck_verdict *v, ck_error *err)
@@ -101,10 +114,8 @@ static ck_status compare_live(recorder *r, const ck_tensor *t, const host_copy *
             double *a = malloc((size_t)n * sizeof *a), *bb = malloc((size_t)n * sizeof *bb);
             if (a && bb) {
                 for (int64_t i = 0; i < n; i++) {
-                    a[i] = cur.dtype == CK_F64 ? ((double *)cur.data)[i]
-                           : cur.dtype == CK_F32 ? ((float *)cur.data)[i] : NAN;
-                    bb[i] = ref->dtype == CK_F64 ? ((double *)ref->data)[i]
-                            : ref->dtype == CK_F32 ? ((float *)ref->data)[i] : NAN;
+                    a[i] = load_double(cur.dtype, cur.data, i);
+                    bb[i] = load_double(ref->dtype, ref->data, i);
                 }
                 ck_compare(CK_F64, n, a, bb, 0.0, 0.0, m);
                 m->bitwise = false;
@@ -326,7 +337,7 @@ static bool diverges(const ck_case *c, const ck_result *cmp, const ck_bisect_res
 {
     for (int k = 0; k < cmp->n_tensors; k++) {
         const ck_tensor_result *t = &cmp->tensors[k];
-        bool counts = c->expect == CK_EXPECT_IDENTICAL ? t->verdict != CK_VERDICT_IDENTICAL
+        bool counts = ck_case_expect(c, cmp->dtype) == CK_EXPECT_IDENTICAL ? t->verdict != CK_VERDICT_IDENTICAL
                                                        : t->verdict == CK_VERDICT_MISMATCH;
         if (!counts)
             continue;
@@ -345,7 +356,7 @@ static int first_divergent_step(const ck_case *c, const ck_result *cmp, const ck
         const ck_tensor_result *t = &cmp->tensors[k];
         if (t->verdict == CK_VERDICT_IDENTICAL)
             continue;
-        if (c->expect != CK_EXPECT_IDENTICAL && t->verdict != CK_VERDICT_MISMATCH)
+        if (ck_case_expect(c, cmp->dtype) != CK_EXPECT_IDENTICAL && t->verdict != CK_VERDICT_MISMATCH)
             continue;
         const ck_tensor_result *f = br && br->noise_floor_measured && k < br->n_floor
                                         ? &br->floor[k]
@@ -357,12 +368,13 @@ static int first_divergent_step(const ck_case *c, const ck_result *cmp, const ck
 }
 
 /* Compares two records (b against the reference a) into a scratch result. */
-static ck_status compare_runs(const ck_graph *g, const ck_record *ref, const ck_record *other,
-                              ck_result *out, ck_error *err)
+static ck_status compare_runs(const ck_graph *g, ck_dtype dtype, const ck_record *ref,
+                              const ck_record *other, ck_result *out, ck_error *err)
 {
     memset(out, 0, sizeof *out);
     out->cs = g->cs;
     out->g = g;
+    out->dtype = dtype;
     return ck_compare_records(g, ref, other, out, err);
 }
 
@@ -378,7 +390,7 @@ static ck_status measure_noise_floor(ck_backend *b, const ck_graph *g, ck_dtype 
     memset(&cmp, 0, sizeof cmp);
     ck_status st = train_observed(b, g, NULL, dtype, NULL, &again, err);
     if (st == CK_OK)
-        st = compare_runs(g, plain, &again, &cmp, err);
+        st = compare_runs(g, dtype, plain, &again, &cmp, err);
     ck_record_free(&again);
     if (st != CK_OK) {
         ck_result_free(&cmp);
@@ -449,7 +461,7 @@ static ck_status subset_diverges(search_ctx *s, const bool *enabled, bool *out, 
         return st;
     s->runs++;
     if ((st = train_observed(s->b, s->g, &plan, s->dtype, NULL, &rec, err)) == CK_OK &&
-        (st = compare_runs(s->g, s->plain, &rec, &cmp, err)) == CK_OK)
+        (st = compare_runs(s->g, s->dtype, s->plain, &rec, &cmp, err)) == CK_OK)
         *out = diverges(s->g->cs, &cmp, s->br);
     ck_result_free(&cmp);
     ck_record_free(&rec);
@@ -745,7 +757,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         memset(&cmp, 0, sizeof cmp);
         st = train_observed(b, g, &culprit_plan, dtype, NULL, &rec, err);
         if (st == CK_OK)
-            st = compare_runs(g, &plain, &rec, &cmp, err);
+            st = compare_runs(g, dtype, &plain, &rec, &cmp, err);
         ck_record_free(&rec);
         if (st == CK_OK)
             br->step = first_divergent_step(g->cs, &cmp, br);

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -213,6 +214,10 @@ static const char *const expect_memory_names[] = {"met", "unmet"};
 static const char *const dist_names[] = {"uniform", "normal"};
 static const char *const loss_names[] = {"mean", "sum", "mse", "cross_entropy"};
 static const char *const optimizer_names[] = {"sgd", "momentum", "adam"};
+static const char *const loss_scale_names[] = {"none", "static", "dynamic"};
+static const char *const autocast_names[] = {"restore", "drop"};
+static const char *const precision_names[] = {"fp32", "fp16", "bf16"};
+static const ck_dtype precision_dtypes[] = {CK_F32, CK_F16, CK_BF16};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static int find_name(const char *const *names, int n, const char *s)
@@ -1088,8 +1093,9 @@ static ck_status parse_checkpoint(const parse_ctx *cx, const cJSON *v, ck_case *
 
 static ck_status parse_train(const parse_ctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"steps", "optimizer", "lr",    "weight_decay",
-                                       "momentum", "beta1",   "beta2", "eps"};
+    static const char *const keys[] = {"steps",    "optimizer", "lr",         "weight_decay",
+                                       "momentum", "beta1",     "beta2",      "eps",
+                                       "loss_scale", "loss_scale_value", "growth_interval"};
     static const real_range positive = POSITIVE, non_negative = NON_NEGATIVE,
                             unit_closed = UNIT_CLOSED, unit_half_open = UNIT_HALF_OPEN;
     /* Optimizer-specific keys and the optimizer each belongs to. */
@@ -1149,12 +1155,36 @@ static ck_status parse_train(const parse_ctx *cx, const cJSON *v, ck_case *c)
                            (double *)((char *)&c->optimizer + specific[i].offset))) != CK_OK)
             return st;
     }
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "loss_scale"))) {
+        if ((st = get_choice(cx, item, "train.loss_scale", loss_scale_names,
+                             COUNT(loss_scale_names), &choice)) != CK_OK)
+            return st;
+        c->loss_scale = (ck_loss_scale_kind)choice;
+    }
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "loss_scale_value"))) {
+        static const real_range scale_range = {0.0, 1e30, false, true};
+        if (c->loss_scale == CK_SCALE_NONE)
+            return fail_at(cx, "train.loss_scale_value",
+                           "applies only with train.loss_scale \"static\" or \"dynamic\"");
+        if ((st = get_real(cx, item, "train.loss_scale_value", &scale_range,
+                           &c->loss_scale_value)) != CK_OK)
+            return st;
+    }
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "growth_interval"))) {
+        int64_t gi;
+        if (c->loss_scale != CK_SCALE_DYNAMIC)
+            return fail_at(cx, "train.growth_interval",
+                           "applies only with train.loss_scale \"dynamic\"");
+        if ((st = get_int(cx, item, "train.growth_interval", 1, 1000000000, &gi)) != CK_OK)
+            return st;
+        c->growth_interval = (int)gi;
+    }
     return CK_OK;
 }
 
 static ck_status parse_policies(const parse_ctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"rng", "batchnorm_recompute"};
+    static const char *const keys[] = {"rng", "batchnorm_recompute", "autocast_recompute"};
     ck_status st;
     int choice;
     const cJSON *item;
@@ -1176,12 +1206,47 @@ static ck_status parse_policies(const parse_ctx *cx, const cJSON *v, ck_case *c)
             return st;
         c->bn = (ck_bn_policy)choice;
     }
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "autocast_recompute"))) {
+        if ((st = get_choice(cx, item, "policies.autocast_recompute", autocast_names,
+                             COUNT(autocast_names), &choice)) != CK_OK)
+            return st;
+        c->autocast = (ck_autocast_policy)choice;
+    }
+    return CK_OK;
+}
+
+/* {"rtol": r, "atol": a, "rel_l2": l} (all optional) at jpath. rel_l2 (NULL: not
+ * accepted) is the norm criterion of low-precision judgements. */
+static ck_status parse_rtol_atol(const parse_ctx *cx, const cJSON *v, const char *jpath,
+                                 double *rtol, double *atol, double *rel_l2)
+{
+    static const char *const keys[] = {"rtol", "atol", "rel_l2"};
+    static const real_range non_negative = NON_NEGATIVE;
+    char kpath[JPATH_MAX];
+    ck_status st;
+    const cJSON *item;
+    if ((st = get_object(cx, v, jpath)) != CK_OK)
+        return st;
+    if ((st = check_keys(cx, v, jpath, keys, COUNT(keys) - (rel_l2 ? 0 : 1), NULL)) != CK_OK)
+        return st;
+    key_path(kpath, sizeof kpath, jpath, "rel_l2");
+    if (rel_l2 && (item = cJSON_GetObjectItemCaseSensitive(v, "rel_l2")) &&
+        (st = get_real(cx, item, kpath, &non_negative, rel_l2)) != CK_OK)
+        return st;
+    key_path(kpath, sizeof kpath, jpath, "rtol");
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "rtol")) &&
+        (st = get_real(cx, item, kpath, &non_negative, rtol)) != CK_OK)
+        return st;
+    key_path(kpath, sizeof kpath, jpath, "atol");
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "atol")) &&
+        (st = get_real(cx, item, kpath, &non_negative, atol)) != CK_OK)
+        return st;
     return CK_OK;
 }
 
 static ck_status parse_tolerance(const parse_ctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"rtol", "atol"};
+    static const char *const keys[] = {"rtol", "atol", "fp16", "bf16", "tensors"};
     static const real_range non_negative = NON_NEGATIVE;
     ck_status st;
     const cJSON *item;
@@ -1197,6 +1262,76 @@ static ck_status parse_tolerance(const parse_ctx *cx, const cJSON *v, ck_case *c
     if ((item = cJSON_GetObjectItemCaseSensitive(v, "atol")) &&
         (st = get_real(cx, item, "tolerance.atol", &non_negative, &c->atol)) != CK_OK)
         return st;
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "fp16")) &&
+        (st = parse_rtol_atol(cx, item, "tolerance.fp16", &c->fp16_rtol, &c->fp16_atol,
+                               &c->fp16_rel_l2)) != CK_OK)
+        return st;
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "bf16")) &&
+        (st = parse_rtol_atol(cx, item, "tolerance.bf16", &c->bf16_rtol, &c->bf16_atol,
+                               &c->bf16_rel_l2)) != CK_OK)
+        return st;
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "tensors"))) {
+        if ((st = get_object(cx, item, "tolerance.tensors")) != CK_OK)
+            return st;
+        int n = cJSON_GetArraySize(item);
+        c->tol_patterns = calloc((size_t)n + 1, sizeof *c->tol_patterns);
+        if (!c->tol_patterns)
+            return ck_fail(cx->err, CK_ERR_NOMEM, "%s: out of memory", cx->path);
+        const cJSON *pat;
+        cJSON_ArrayForEach(pat, item)
+        {
+            char kpath[JPATH_MAX];
+            key_path(kpath, sizeof kpath, "tolerance.tensors", pat->string);
+            ck_tol_pattern *tp = &c->tol_patterns[c->n_tol_patterns];
+            if (!pat->string || !pat->string[0])
+                return fail_at(cx, kpath, "a tensor name pattern must not be empty");
+            tp->rtol = c->rtol;
+            tp->atol = c->atol;
+            tp->rel_l2 = -1.0;
+            if (!(tp->pattern = strdup(pat->string)))
+                return ck_fail(cx->err, CK_ERR_NOMEM, "%s: out of memory", cx->path);
+            c->n_tol_patterns++;
+            if ((st = parse_rtol_atol(cx, pat, kpath, &tp->rtol, &tp->atol, &tp->rel_l2)) != CK_OK)
+                return st;
+        }
+    }
+    return CK_OK;
+}
+
+static ck_status parse_precision(const parse_ctx *cx, const cJSON *v, ck_case *c)
+{
+    ck_status st;
+    int choice;
+    if (!v)
+        return CK_OK;
+    if (cJSON_IsString(v)) {
+        if ((st = get_choice(cx, v, "precision", precision_names, COUNT(precision_names),
+                             &choice)) != CK_OK)
+            return st;
+        c->precisions[0] = precision_dtypes[choice];
+        c->n_precisions = 1;
+        return CK_OK;
+    }
+    if (!cJSON_IsArray(v))
+        return fail_at(cx, "precision", "must be \"fp32\", \"fp16\", \"bf16\" or a list of them, got %s",
+                       json_type_name(v));
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > CK_MAX_PRECISIONS)
+        return fail_at(cx, "precision", "must list 1 to %d precisions, got %d", CK_MAX_PRECISIONS, n);
+    c->n_precisions = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, v)
+    {
+        char ipath[JPATH_MAX];
+        index_path(ipath, sizeof ipath, "precision", c->n_precisions);
+        if ((st = get_choice(cx, item, ipath, precision_names, COUNT(precision_names),
+                             &choice)) != CK_OK)
+            return st;
+        for (int k = 0; k < c->n_precisions; k++)
+            if (c->precisions[k] == precision_dtypes[choice])
+                return fail_at(cx, ipath, "\"%s\" is listed twice", precision_names[choice]);
+        c->precisions[c->n_precisions++] = precision_dtypes[choice];
+    }
     return CK_OK;
 }
 
@@ -1222,7 +1357,8 @@ static ck_status parse_case_object(const parse_ctx *cx, const cJSON *root, ck_ca
     static const char *const keys[] = {
         "name",   "description", "seed",     "input",     "layers",
         "loss",   "checkpoint",  "train",    "policies",  "tolerance",
-        "min_memory_saving",     "expect",   "expect_memory",
+        "min_memory_saving",     "expect",   "expect_memory", "precision",
+        "expect_precision",
     };
     static const real_range saving_range = UNIT_HALF_OPEN;
     ck_status st;
@@ -1273,7 +1409,24 @@ static ck_status parse_case_object(const parse_ctx *cx, const cJSON *root, ck_ca
             return st;
         c->has_min_memory_saving = true;
     }
-    if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect"))) {
+    if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect")) && cJSON_IsObject(item)) {
+        /* per dtype: a canary of a low-precision bug is identical in fp32 */
+        if ((st = check_keys(cx, item, "expect", precision_names, COUNT(precision_names), NULL)) !=
+            CK_OK)
+            return st;
+        for (int k = 0; k < COUNT(precision_names); k++) {
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(item, precision_names[k]);
+            char kpath[JPATH_MAX];
+            key_path(kpath, sizeof kpath, "expect", precision_names[k]);
+            if (!e)
+                continue;
+            if ((st = get_choice(cx, e, kpath, expect_names, COUNT(expect_names), &choice)) !=
+                CK_OK)
+                return st;
+            c->has_expect_dtype[k] = true;
+            c->expect_dtype[k] = (ck_expect)choice;
+        }
+    } else if (item) {
         if ((st = get_choice(cx, item, "expect", expect_names, COUNT(expect_names), &choice)) !=
             CK_OK)
             return st;
@@ -1284,6 +1437,37 @@ static ck_status parse_case_object(const parse_ctx *cx, const cJSON *root, ck_ca
                              COUNT(expect_memory_names), &choice)) != CK_OK)
             return st;
         c->expect_memory_met = choice == 0;
+    }
+    if ((st = parse_precision(cx, cJSON_GetObjectItemCaseSensitive(root, "precision"), c)) != CK_OK)
+        return st;
+    if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_precision"))) {
+        /* the low-precision run against fp32 is never expected to be bitwise identical:
+         * "close" or "mismatch", for every low dtype or per dtype {"fp16": ..., "bf16": ...} */
+        static const char *const names[] = {"close", "mismatch"};
+        static const char *const dtype_keys[] = {"fp16", "bf16"};
+        if (cJSON_IsObject(item)) {
+            if ((st = check_keys(cx, item, "expect_precision", dtype_keys, COUNT(dtype_keys), NULL)) != CK_OK)
+                return st;
+            const cJSON *e16 = cJSON_GetObjectItemCaseSensitive(item, "fp16");
+            const cJSON *eb16 = cJSON_GetObjectItemCaseSensitive(item, "bf16");
+            if (e16) {
+                if ((st = get_choice(cx, e16, "expect_precision.fp16", names, COUNT(names),
+                                     &choice)) != CK_OK)
+                    return st;
+                c->expect_fp16 = choice == 0 ? CK_EXPECT_CLOSE : CK_EXPECT_MISMATCH;
+            }
+            if (eb16) {
+                if ((st = get_choice(cx, eb16, "expect_precision.bf16", names, COUNT(names),
+                                     &choice)) != CK_OK)
+                    return st;
+                c->expect_bf16 = choice == 0 ? CK_EXPECT_CLOSE : CK_EXPECT_MISMATCH;
+            }
+        } else {
+            if ((st = get_choice(cx, item, "expect_precision", names, COUNT(names), &choice)) !=
+                CK_OK)
+                return st;
+            c->expect_fp16 = c->expect_bf16 = choice == 0 ? CK_EXPECT_CLOSE : CK_EXPECT_MISMATCH;
+        }
     }
     return CK_OK;
 }
@@ -1309,6 +1493,20 @@ static void set_case_defaults(ck_case *c)
     c->atol = 1e-5;
     c->expect = CK_EXPECT_CLOSE;
     c->expect_memory_met = true;
+    c->n_precisions = 1;
+    c->precisions[0] = CK_F32;
+    c->loss_scale = CK_SCALE_NONE;
+    c->loss_scale_value = 65536.0;
+    c->growth_interval = 2000;
+    c->autocast = CK_AUTOCAST_RESTORE;
+    c->fp16_rtol = 1e-3;
+    c->fp16_atol = 1e-5;
+    c->bf16_rtol = 1.6e-2;
+    c->bf16_atol = 1e-5;
+    c->fp16_rel_l2 = -1.0;
+    c->bf16_rel_l2 = -1.0;
+    c->expect_fp16 = CK_EXPECT_CLOSE;
+    c->expect_bf16 = CK_EXPECT_CLOSE;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1415,8 +1613,81 @@ void ck_case_free(ck_case *c)
     }
     free(c->layers);
     free(c->segments);
+    for (int i = 0; c->tol_patterns && i < c->n_tol_patterns; i++)
+        free(c->tol_patterns[i].pattern);
+    free(c->tol_patterns);
     free(c->path);
     free(c->name);
     free(c->description);
     memset(c, 0, sizeof *c);
+}
+
+const char *ck_loss_scale_name(ck_loss_scale_kind k)
+{
+    return (unsigned)k < COUNT(loss_scale_names) ? loss_scale_names[k] : "?";
+}
+
+const char *ck_autocast_name(ck_autocast_policy p)
+{
+    return (unsigned)p < COUNT(autocast_names) ? autocast_names[p] : "?";
+}
+
+bool ck_autocast_parse(const char *s, ck_autocast_policy *out)
+{
+    int i = find_name(autocast_names, COUNT(autocast_names), s);
+    if (i < 0)
+        return false;
+    *out = (ck_autocast_policy)i;
+    return true;
+}
+
+bool ck_loss_scale_parse(const char *s, ck_loss_scale_kind *out)
+{
+    int i = find_name(loss_scale_names, COUNT(loss_scale_names), s);
+    if (i < 0)
+        return false;
+    *out = (ck_loss_scale_kind)i;
+    return true;
+}
+
+void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
+                                 const char *name, double *rtol, double *atol, double *rel_l2)
+{
+    char qualified[256];
+    snprintf(qualified, sizeof qualified, "%s:%s", kind, name);
+    for (int i = 0; i < c->n_tol_patterns; i++) {
+        if (fnmatch(c->tol_patterns[i].pattern, qualified, 0) == 0 ||
+            fnmatch(c->tol_patterns[i].pattern, name, 0) == 0) {
+            *rtol = c->tol_patterns[i].rtol;
+            *atol = c->tol_patterns[i].atol;
+            *rel_l2 = c->tol_patterns[i].rel_l2;
+            return;
+        }
+    }
+    *rel_l2 = -1.0;
+    if (dt == CK_BF16) {
+        *rtol = c->bf16_rtol;
+        *atol = c->bf16_atol;
+        *rel_l2 = c->bf16_rel_l2;
+    } else if (dt == CK_F16) {
+        *rtol = c->fp16_rtol;
+        *atol = c->fp16_atol;
+        *rel_l2 = c->fp16_rel_l2;
+    } else {
+        *rtol = c->rtol;
+        *atol = c->atol;
+    }
+}
+
+ck_expect ck_case_expect_vs_fp32(const ck_case *c, ck_dtype dt)
+{
+    return dt == CK_BF16 ? c->expect_bf16 : c->expect_fp16;
+}
+
+ck_expect ck_case_expect(const ck_case *c, ck_dtype dt)
+{
+    for (int k = 0; k < COUNT(precision_dtypes); k++)
+        if (precision_dtypes[k] == dt && c->has_expect_dtype[k])
+            return c->expect_dtype[k];
+    return c->expect;
 }

@@ -18,6 +18,16 @@ typedef enum { CK_CKPT_SQRT = 0, CK_CKPT_EVERY, CK_CKPT_SEGMENTS } ck_ckpt_kind;
 typedef enum { CK_RNG_COUNTER = 0, CK_RNG_STATEFUL, CK_RNG_STASH } ck_rng_policy;
 typedef enum { CK_BN_SKIP = 0, CK_BN_UPDATE } ck_bn_policy;
 typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH } ck_expect;
+typedef enum { CK_SCALE_NONE = 0, CK_SCALE_STATIC, CK_SCALE_DYNAMIC } ck_loss_scale_kind;
+typedef enum { CK_AUTOCAST_RESTORE = 0, CK_AUTOCAST_DROP } ck_autocast_policy;
+
+#define CK_MAX_PRECISIONS 3
+
+typedef struct {
+    char *pattern; /* fnmatch pattern over tensor names, e.g. "dec*.weight" */
+    double rtol, atol;
+    double rel_l2; /* < 0: unset; else the tensor is close when ||a - ref|| / ||ref|| <= it */
+} ck_tol_pattern;
 
 typedef struct {
     char *name;          /* unique within the case */
@@ -56,8 +66,24 @@ typedef struct {
     bool has_min_memory_saving;
     double min_memory_saving; /* fraction in [0, 1) */
 
-    ck_expect expect;          /* default close */
+    ck_expect expect;          /* default close; with per-dtype overrides below */
+    bool has_expect_dtype[3];  /* expect given per dtype: fp32, fp16, bf16 */
+    ck_expect expect_dtype[3];
     bool expect_memory_met;    /* default true; false for canaries of useless checkpointing */
+
+    /* ---- mixed precision (harness/precision.md) ---- */
+    int n_precisions;                      /* default 1: {fp32} */
+    ck_dtype precisions[CK_MAX_PRECISIONS]; /* fp32, fp16, bf16, in the order written */
+    ck_loss_scale_kind loss_scale;         /* train.loss_scale, default none */
+    double loss_scale_value;               /* static: the scale; dynamic: initial; 65536 */
+    int growth_interval;                   /* dynamic: clean steps before x2, default 2000 */
+    ck_autocast_policy autocast;           /* policies.autocast_recompute, default restore */
+    double fp16_rtol, fp16_atol;           /* low vs fp32: tolerance.fp16, default 1e-3, 1e-5 */
+    double bf16_rtol, bf16_atol;           /* tolerance.bf16, default 1.6e-2, 1e-5 */
+    double fp16_rel_l2, bf16_rel_l2;       /* optional norm criterion, < 0 when unset */
+    int n_tol_patterns;                    /* tolerance.tensors: first match wins */
+    ck_tol_pattern *tol_patterns;
+    ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default) or mismatch */
 } ck_case;
 
 /* Parses text (len bytes, need not be NUL-terminated). `path` is used in messages. */
@@ -72,6 +98,21 @@ bool ck_rng_policy_parse(const char *s, ck_rng_policy *out);
 const char *ck_bn_policy_name(ck_bn_policy p);
 bool ck_bn_policy_parse(const char *s, ck_bn_policy *out);
 const char *ck_expect_name(ck_expect e);
+const char *ck_loss_scale_name(ck_loss_scale_kind k);
+/* The case's expectation for plain vs checkpointed in dtype dt (`expect`, a string or an
+ * object {"fp32": ..., "fp16": ..., "bf16": ...}). */
+ck_expect ck_case_expect(const ck_case *c, ck_dtype dt);
+/* The case's expectation for a low-precision run against fp32 (expect_precision). */
+ck_expect ck_case_expect_vs_fp32(const ck_case *c, ck_dtype dt);
+const char *ck_autocast_name(ck_autocast_policy p);
+bool ck_autocast_parse(const char *s, ck_autocast_policy *out);
+bool ck_loss_scale_parse(const char *s, ck_loss_scale_kind *out);
+/* The tolerance for comparing a low-precision run's tensor with the fp32 run's: the first
+ * tolerance.tensors pattern that matches "<kind>:<name>" or "<name>" (so "grad:fc*.weight"
+ * selects gradients only, "fc*.weight" gradients and parameters), else the dtype's
+ * default. kind is "loss", "grad", "param" or "buffer". */
+void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
+                                 const char *name, double *rtol, double *atol, double *rel_l2);
 
 /* ---- the op catalogue (for the parser and `ckpt-harness list`) ---- */
 typedef struct {

@@ -193,28 +193,100 @@ static int mkdir_p(const char *path, ck_error *err)
     return CK_OK;
 }
 
-/* Where a case's report goes: the file itself, or <dir>/<case name>.json. */
-static char *report_path(const char *report, bool as_dir, const char *case_name)
+/* Where a run's report goes: the file itself, or <dir>/<case name>[.<dtype>].json (the
+ * dtype is added when the case runs in more than one). */
+static char *report_path(const char *report, bool as_dir, const char *case_name,
+                         const char *dtype_suffix)
 {
     if (!as_dir)
         return strdup(report);
-    size_t n = strlen(report) + strlen(case_name) + 8;
+    size_t n = strlen(report) + strlen(case_name) + (dtype_suffix ? strlen(dtype_suffix) : 0) + 9;
     char *p = malloc(n);
     if (p)
-        snprintf(p, n, "%s%s%s.json", report, ends_with(report, "/") ? "" : "/", case_name);
+        snprintf(p, n, "%s%s%s%s%s.json", report, ends_with(report, "/") ? "" : "/", case_name,
+                 dtype_suffix ? "." : "", dtype_suffix ? dtype_suffix : "");
     return p;
+}
+
+/* "--dtype fp32,fp16,bf16" */
+static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
+{
+    char buf[128];
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
+        return false;
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        ck_dtype dt;
+        if (!ck_dtype_parse(tok, &dt) || (dt != CK_F32 && dt != CK_F16 && dt != CK_BF16) ||
+            *n == CK_MAX_PRECISIONS)
+            return false;
+        for (int k = 0; k < *n; k++)
+            if (out[k] == dt)
+                return false;
+        out[(*n)++] = dt;
+    }
+    return *n > 0;
+}
+
+/* One (case, dtype): run, optional checks, print, write the report. Returns 0 passed,
+ * 1 failed, 2 error (printed). */
+static int run_one(const ck_run_opts *o, ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                   const char *progress, bool as_dir, bool several_dtypes)
+{
+    const ck_case *c = g->cs;
+    ck_error err;
+    ck_result res;
+    if (!o->quiet)
+        fprintf(stderr, "%s %s (%s, %s)\n", progress, c->name, c->path, ck_dtype_name(dtype));
+    ck_status st = ck_run_case(b, g, dtype, &res, &err);
+    if (st == CK_OK && o->verify_recompute)
+        st = ck_verify_recompute(b, g, dtype, &res, &err);
+    bool mismatching = res.verdict == CK_VERDICT_MISMATCH ||
+                       (ck_case_expect(c, dtype) == CK_EXPECT_IDENTICAL && res.verdict != CK_VERDICT_IDENTICAL);
+    if (st == CK_OK && (o->force_bisect || o->noise_floor || (o->bisect && mismatching))) {
+        if (!o->quiet && (o->force_bisect || o->bisect))
+            fprintf(stderr, "%s %s: bisecting\n", progress, c->name);
+        ck_bisect_opts bo = {.noise_floor = true,
+                             .localise = o->force_bisect || (o->bisect && mismatching)};
+        st = ck_bisect(b, g, dtype, &bo, &res, &err);
+    }
+    if (st != CK_OK) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_result_free(&res);
+        return CK_EXIT_USAGE;
+    }
+    if (o->quiet) {
+        ck_report_print_oneline(stdout, &res);
+    } else {
+        ck_report_print_summary(stdout, &res, o->max_rows);
+        ck_bisect_print_story(stdout, &res);
+    }
+    int rc = res.pass ? CK_EXIT_PASS : CK_EXIT_FAIL;
+    if (o->report) {
+        char *path = report_path(o->report, as_dir, c->name,
+                                 several_dtypes ? ck_dtype_name(dtype) : NULL);
+        ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
+                               .include_wall_time = true};
+        if (!path || ck_report_write_json(&res, &meta, path, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", path ? err.msg : "out of memory");
+            rc = CK_EXIT_USAGE;
+        } else if (!o->quiet) {
+            printf("report: %s\n", path);
+        }
+        free(path);
+    }
+    ck_result_free(&res);
+    return rc;
 }
 
 int ck_cmd_run(const ck_run_opts *o)
 {
     ck_error err;
-    ck_dtype dtype;
-    if (!ck_dtype_parse(o->dtype ? o->dtype : "fp32", &dtype)) {
-        fprintf(stderr, "ckpt-harness: --dtype %s: unknown dtype (fp32)\n", o->dtype);
-        return CK_EXIT_USAGE;
-    }
-    if (dtype != CK_F32) {
-        fprintf(stderr, "ckpt-harness: --dtype %s: only fp32 runs are implemented\n", o->dtype);
+    ck_dtype cli_dtypes[CK_MAX_PRECISIONS];
+    int n_cli_dtypes = 0;
+    if (o->dtype && !parse_dtype_list(o->dtype, cli_dtypes, &n_cli_dtypes)) {
+        fprintf(stderr, "ckpt-harness: --dtype %s: expected a comma-separated list of fp32, fp16, "
+                        "bf16 (each once)\n", o->dtype);
         return CK_EXIT_USAGE;
     }
     if (o->backend && strcmp(o->backend, "cpu") != 0) {
@@ -229,10 +301,13 @@ int ck_cmd_run(const ck_run_opts *o)
     if (rc != CK_EXIT_PASS)
         return rc;
 
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions;
     bool as_dir = false;
     if (o->report) {
         struct stat sb;
-        as_dir = n > 1 || ends_with(o->report, "/") || !ends_with(o->report, ".json") ||
+        as_dir = total > 1 || ends_with(o->report, "/") || !ends_with(o->report, ".json") ||
                  (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
         if (as_dir && mkdir_p(o->report, &err) != CK_OK) {
             fprintf(stderr, "ckpt-harness: --report: %s\n", err.msg);
@@ -248,57 +323,22 @@ int ck_cmd_run(const ck_run_opts *o)
         return CK_EXIT_USAGE;
     }
 
-    int passed = 0, failed = 0, errors = 0;
+    int passed = 0, failed = 0, errors = 0, k = 0;
     for (int i = 0; i < n; i++) {
-        const ck_case *c = &lc[i].cs;
-        if (!o->quiet)
-            fprintf(stderr, "[%d/%d] %s (%s)\n", i + 1, n, c->name, c->path);
-        ck_result res;
-        ck_status st = ck_run_case(b, &lc[i].g, dtype, &res, &err);
-        if (st == CK_OK && o->verify_recompute)
-            st = ck_verify_recompute(b, &lc[i].g, dtype, &res, &err);
-        bool mismatching = res.verdict == CK_VERDICT_MISMATCH ||
-                           (c->expect == CK_EXPECT_IDENTICAL && res.verdict != CK_VERDICT_IDENTICAL);
-        if (st == CK_OK && (o->force_bisect || o->noise_floor || (o->bisect && mismatching))) {
-            if (!o->quiet && (o->force_bisect || o->bisect))
-                fprintf(stderr, "[%d/%d] %s: bisecting\n", i + 1, n, c->name);
-            ck_bisect_opts bo = {.noise_floor = true,
-                                 .localise = o->force_bisect || (o->bisect && mismatching)};
-            st = ck_bisect(b, &lc[i].g, dtype, &bo, &res, &err);
+        const ck_dtype *dts = n_cli_dtypes ? cli_dtypes : lc[i].cs.precisions;
+        int nd = n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions;
+        for (int d = 0; d < nd; d++) {
+            char progress[32];
+            snprintf(progress, sizeof progress, "[%d/%d]", ++k, total);
+            if (!o->quiet && k > 1)
+                printf("\n");
+            int r = run_one(o, b, &lc[i].g, dts[d], progress, as_dir, nd > 1);
+            passed += r == CK_EXIT_PASS;
+            failed += r == CK_EXIT_FAIL;
+            errors += r == CK_EXIT_USAGE;
         }
-        if (st != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
-            ck_result_free(&res);
-            errors++;
-            continue;
-        }
-        if (o->quiet) {
-            ck_report_print_oneline(stdout, &res);
-        } else {
-            ck_report_print_summary(stdout, &res, o->max_rows);
-            ck_bisect_print_story(stdout, &res);
-        }
-        if (o->report) {
-            char *path = report_path(o->report, as_dir, c->name);
-            ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
-                                   .include_wall_time = true};
-            if (!path || ck_report_write_json(&res, &meta, path, &err) != CK_OK) {
-                fprintf(stderr, "ckpt-harness: %s\n", path ? err.msg : "out of memory");
-                errors++;
-            } else if (!o->quiet) {
-                printf("report: %s\n", path);
-            }
-            free(path);
-        }
-        if (res.pass)
-            passed++;
-        else
-            failed++;
-        if (!o->quiet && i + 1 < n)
-            printf("\n");
-        ck_result_free(&res);
     }
-    if (n > 1 || !o->quiet)
+    if (total > 1 || !o->quiet)
         printf("%d passed, %d failed%s\n", passed, failed, errors ? " (and errors above)" : "");
     b->destroy(b);
     free_loaded(lc, n);

@@ -19,14 +19,16 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     memset(e, 0, sizeof *e);
     e->cfg = *cfg;
     e->dtype = cfg->model->dtype;
+    e->first_other_dtype_layer = -1;
     ck_act_alloc_init(&e->act, cfg->b);
     int n = cfg->g->n;
     e->out = calloc((size_t)n, sizeof *e->out);
     e->dout = calloc((size_t)n, sizeof *e->dout);
     e->saved = calloc((size_t)n, sizeof *e->saved);
     e->args = calloc((size_t)n, sizeof *e->args);
+    e->master_params = calloc((size_t)n, sizeof *e->master_params);
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
-    if (!e->out || !e->dout || !e->saved || !e->args || !e->stash)
+    if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params)
         goto nomem;
     for (int i = 0; i < n; i++) {
         const ck_node *nd = &cfg->g->nodes[i];
@@ -38,7 +40,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
         e->dout[i].dtype = e->dtype;
         e->dout[i].shape = nd->out_shape;
         e->saved[i].name = make_name(ln, "saved");
-        e->saved[i].dtype = e->dtype;
+        e->saved[i].dtype = cfg->model->master_dtype; /* statistics stay wide (precision.md) */
         e->saved[i].shape = nd->saved_shape;
         if (!e->out[i].name || !e->dout[i].name || !e->saved[i].name)
             goto nomem;
@@ -74,6 +76,7 @@ void ck_exec_free(ck_exec *e)
     free(e->dout);
     free(e->saved);
     free(e->args);
+    free(e->master_params);
     free(e->stash);
     memset(e, 0, sizeof *e);
 }
@@ -108,6 +111,14 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
     ck_status st;
+    /* autocast_recompute `drop`: the recomputation forgets the low dtype and runs in fp32 on
+     * the fp32 master weights, as a recompute that lost its autocast state does */
+    bool low = e->dtype == CK_F16 || e->dtype == CK_BF16;
+    bool drop = recompute && low && e->cfg.autocast == CK_AUTOCAST_DROP;
+    ck_dtype want = drop ? CK_F32 : e->dtype;
+    if (e->out[i].data && e->out[i].dtype != want)
+        ck_act_free_tensor(&e->act, &e->out[i]);
+    e->out[i].dtype = want;
     if (!e->out[i].data && (st = ck_act_alloc_tensor(&e->act, &e->out[i], err)) != CK_OK)
         goto fail;
     if (nd->has_saved && !e->saved[i].data &&
@@ -128,7 +139,13 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     }
     io.out = &e->out[i];
     io.saved = nd->has_saved ? &e->saved[i] : NULL;
-    ck_model_bind(e->cfg.model, i, &io, NULL);
+    e->master_params[i] = drop;
+    if (drop) {
+        e->recomputed_other_dtype++;
+        if (e->first_other_dtype_layer < 0)
+            e->first_other_dtype_layer = i;
+    }
+    ck_model_bind(e->cfg.model, i, drop, &io, NULL);
 
     ck_fwd_args *a = &e->args[i];
     memset(a, 0, sizeof *a);
@@ -229,7 +246,7 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     io.out = &e->out[i];
     io.saved = nd->has_saved ? &e->saved[i] : NULL;
     g.dout = &e->dout[i];
-    ck_model_bind(e->cfg.model, i, &io, &g);
+    ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
     if ((st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
         goto fail;
 done:

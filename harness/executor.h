@@ -46,6 +46,7 @@ typedef struct {
     uint64_t seed;
     ck_rng_policy rng;
     ck_bn_policy bn;
+    ck_autocast_policy autocast; /* low-precision runs: the dtype a recomputation runs in */
     bool freeze_buffers; /* never update batchnorm running statistics (gradcheck) */
     ck_exec_observer observer;
     void *observer_user;
@@ -57,9 +58,12 @@ struct ck_exec {
     ck_act_alloc act;
     ck_tensor *out, *dout, *saved; /* per layer; data NULL when not live */
     ck_fwd_args *args;             /* per layer: the args of its latest forward */
+    bool *master_params;           /* per layer: its latest forward ran on fp32 masters */
     uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */
     uint64_t *stash;               /* per segment: global_offset at segment entry */
     int64_t recomputed_layers;
+    int64_t recomputed_other_dtype; /* recomputations that ran in another dtype than the forward */
+    int first_other_dtype_layer;    /* the first such layer, or -1 */
 };
 
 ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_compare.h"
 #include "commands.h"
 
 static const char *usage_main =
@@ -23,6 +24,7 @@ static const char *usage_main =
     "  bisect CASE|DIR...     run, then find the segment, layer and cause where they part\n"
     "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
+    "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
     "\n"
     "  ckpt-harness <command> --help   options of one command\n"
     "  ckpt-harness --version\n"
@@ -44,7 +46,7 @@ static const char *usage_run =
     "  --seed S           seed (overrides the case)\n"
     "  --report PATH      write JSON reports: PATH.json for one case, or a directory\n"
     "                     (created if missing) holding <case name>.json per case\n"
-    "  --dtype D          compute dtype (fp32)\n"
+    "  --dtype LIST       dtypes to run, e.g. fp32,fp16,bf16 (default: the case's precision)\n"
     "  --backend B        backend (cpu)\n"
     "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
     "  --bisect           when a case mismatches, find the segment, layer and cause\n"
@@ -91,6 +93,35 @@ static const char *usage_gradcheck =
     "  -h, --help     this help\n"
     "\n"
     "exit codes: 0 all within tolerance, 1 some element outside, 2 bad input or usage.\n";
+
+static const char *usage_compare =
+    "usage: ckpt-harness compare A REF [options]\n"
+    "\n"
+    "Compares the tensors in A (under test) against REF (the reference), with the\n"
+    "metrics, verdicts and exit codes of `run`. A and REF are each a .safetensors, .npy\n"
+    "or .npz file, or a directory of them. Tensors are matched by name (a .npy file's\n"
+    "name is its stem, an .npz member's its name without .npy); names on one side\n"
+    "only, shape and dtype differences are reported. An element is close when\n"
+    "|a - ref| <= atol + rtol |ref|; integer and bool tensors must be equal.\n"
+    "\n"
+    "options:\n"
+    "  --rtol R           relative tolerance for every float dtype\n"
+    "  --atol A           absolute tolerance for every float dtype\n"
+    "                     (defaults per dtype as torch.testing: fp32 1.3e-6/1e-5,\n"
+    "                     fp16 1e-3/1e-5, bf16 1.6e-2/1e-5, fp64 1e-7/1e-7)\n"
+    "  --tolerances FILE  JSON: {\"default\": {\"rtol\", \"atol\"}, \"dtypes\": {\"F16\": {...}},\n"
+    "                     \"tensors\": {\"dec*.weight\": {...}}}; first matching pattern wins\n"
+    "  --map FILE         JSON: {\"rename\": {\"a\": \"b\"}, \"patterns\": [[\"^model\\\\.(.*)$\", \"\\\\1\"]]}\n"
+    "                     translates A's names into REF's (POSIX extended regex)\n"
+    "  --report FILE      write the JSON report (schema ckpt-harness/compare)\n"
+    "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
+    "  --quiet            only problems and the closing line\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "See docs/interop.md for the file formats and recipes.\n"
+    "\n"
+    "exit codes: 0 every tensor identical or close, 1 a mismatch, missing or extra name,\n"
+    "shape or dtype difference, 2 bad input or usage.\n";
 
 static const char *usage_list =
     "usage: ckpt-harness list [DIR]\n"
@@ -256,6 +287,54 @@ static int main_gradcheck(int argc, char **argv)
     return ck_cmd_gradcheck(&o);
 }
 
+enum { OPT_TOLERANCES = 512, OPT_MAP };
+
+static int main_compare(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"rtol", required_argument, 0, OPT_RTOL},     {"atol", required_argument, 0, OPT_ATOL},
+        {"tolerances", required_argument, 0, OPT_TOLERANCES},
+        {"map", required_argument, 0, OPT_MAP},       {"report", required_argument, 0, OPT_REPORT},
+        {"rows", required_argument, 0, OPT_ROWS},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    ck_compare_cmd_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_rows = 10;
+    long long v;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_RTOL:
+            if (!parse_double(optarg, &o.rtol))
+                return usage_error("compare", "--rtol %s: expected a number >= 0", optarg);
+            o.has_rtol = true;
+            break;
+        case OPT_ATOL:
+            if (!parse_double(optarg, &o.atol))
+                return usage_error("compare", "--atol %s: expected a number >= 0", optarg);
+            o.has_atol = true;
+            break;
+        case OPT_TOLERANCES: o.tolerances = optarg; break;
+        case OPT_MAP: o.map = optarg; break;
+        case OPT_REPORT: o.report = optarg; break;
+        case OPT_ROWS:
+            if (!parse_int(optarg, -1, 1000000, &v))
+                return usage_error("compare", "--rows %s: expected an integer >= -1", optarg);
+            o.max_rows = (int)v;
+            break;
+        case OPT_QUIET: o.quiet = true; break;
+        case 'h': fputs(usage_compare, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error("compare", "%s needs a value", argv[optind - 1]);
+        default: return usage_error("compare", "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return usage_error("compare", "%s", "expected two tensor files or directories: A REF");
+    o.a = argv[optind];
+    o.ref = argv[optind + 1];
+    return ck_cmd_compare(&o);
+}
+
 static int main_list(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -283,6 +362,8 @@ int main(int argc, char **argv)
         return main_run(argc - 1, argv + 1, true);
     if (strcmp(cmd, "gradcheck") == 0)
         return main_gradcheck(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0)
+        return main_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)
         return main_list(argc - 1, argv + 1);
     return usage_error(NULL, "unknown command '%s'", cmd);

@@ -1,6 +1,8 @@
 /* Parameter store: allocation, seeded initialisation, optimizer updates (see model.h). */
 #include "model.h"
 
+#include "half.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,14 @@ void ck_convert_from_f64(ck_dtype dt, void *dst, const double *src, int64_t n)
         break;
     case CK_F64:
         memcpy(dst, src, (size_t)n * sizeof(double));
+        break;
+    case CK_F16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ck_f64_to_f16(src[i]);
+        break;
+    case CK_BF16:
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = ck_f64_to_bf16(src[i]);
         break;
     case CK_I32:
         for (int64_t i = 0; i < n; i++)
@@ -74,6 +84,8 @@ ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtyp
     m->b = b;
     m->g = g;
     m->dtype = dtype;
+    m->master_dtype = dtype == CK_F64 ? CK_F64 : CK_F32;
+    bool low = dtype == CK_F16 || dtype == CK_BF16;
     m->layers = calloc((size_t)g->n, sizeof *m->layers);
     if (!m->layers)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the model");
@@ -88,17 +100,25 @@ ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtyp
             snprintf(gsfx, sizeof gsfx, "%s", ps->suffix);
             snprintf(s0, sizeof s0, "%s.opt_state0", ps->suffix);
             snprintf(s1, sizeof s1, "%s.opt_state1", ps->suffix);
-            st = alloc_state_tensor(m, &ls->param[p], ln, ps->suffix, dtype, &ps->shape, err);
+            ck_dtype md = m->master_dtype;
+            st = alloc_state_tensor(m, &ls->param[p], ln, ps->suffix, md, &ps->shape, err);
             if (st == CK_OK)
-                st = alloc_state_tensor(m, &ls->grad[p], ln, gsfx, dtype, &ps->shape, err);
+                st = alloc_state_tensor(m, &ls->grad[p], ln, gsfx, md, &ps->shape, err);
             if (st == CK_OK)
-                st = alloc_state_tensor(m, &ls->state0[p], ln, s0, dtype, &ps->shape, err);
+                st = alloc_state_tensor(m, &ls->state0[p], ln, s0, md, &ps->shape, err);
             if (st == CK_OK)
-                st = alloc_state_tensor(m, &ls->state1[p], ln, s1, dtype, &ps->shape, err);
+                st = alloc_state_tensor(m, &ls->state1[p], ln, s1, md, &ps->shape, err);
+            /* precision.md: linear/conv weights run in the low dtype, norms stay fp32 */
+            bool casts = low && (nd->op.kind == CK_OP_LINEAR || nd->op.kind == CK_OP_CONV);
+            if (st == CK_OK && casts)
+                st = alloc_state_tensor(m, &ls->low_param[p], ln, ps->suffix, dtype, &ps->shape,
+                                        err);
+            if (st == CK_OK && casts)
+                st = alloc_state_tensor(m, &ls->low_grad[p], ln, gsfx, dtype, &ps->shape, err);
         }
         for (int k = 0; k < nd->n_buffers && st == CK_OK; k++) {
             const ck_param_spec *bs = &nd->buffers[k];
-            ck_dtype dt = bs->dtype == CK_I64 ? CK_I64 : dtype;
+            ck_dtype dt = bs->dtype == CK_I64 ? CK_I64 : m->master_dtype;
             st = alloc_state_tensor(m, &ls->buffer[k], ln, bs->suffix, dt, &bs->shape, err);
         }
     }
@@ -151,9 +171,48 @@ ck_status ck_model_zero_grads(ck_model *m, ck_error *err)
 {
     for (int i = 0; i < m->g->n; i++)
         for (int p = 0; p < m->g->nodes[i].n_params; p++) {
-            ck_status st = m->b->zero(m->b, &m->layers[i].grad[p], err);
+            ck_layer_state *ls = &m->layers[i];
+            ck_status st = m->b->zero(m->b, &ls->grad[p], err);
+            if (st == CK_OK && ls->low_grad[p].data)
+                st = m->b->zero(m->b, &ls->low_grad[p], err);
             if (st != CK_OK)
                 return st;
+        }
+    return CK_OK;
+}
+
+ck_status ck_model_cast_params(ck_model *m, ck_error *err)
+{
+    for (int i = 0; i < m->g->n; i++)
+        for (int p = 0; p < m->g->nodes[i].n_params; p++) {
+            ck_layer_state *ls = &m->layers[i];
+            if (!ls->low_param[p].data)
+                continue;
+            ck_status st = m->b->convert(m->b, &ls->low_param[p], &ls->param[p], 1.0, false, err);
+            if (st != CK_OK) {
+                ck_error_prefix(err, "casting %s to %s", ls->param[p].name,
+                                ck_dtype_name(m->dtype));
+                return st;
+            }
+        }
+    return CK_OK;
+}
+
+ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err)
+{
+    double inv = 1.0 / scale;
+    for (int i = 0; i < m->g->n; i++)
+        for (int p = 0; p < m->g->nodes[i].n_params; p++) {
+            ck_layer_state *ls = &m->layers[i];
+            ck_status st = CK_OK;
+            if (scale != 1.0)
+                st = m->b->convert(m->b, &ls->grad[p], &ls->grad[p], inv, false, err);
+            if (st == CK_OK && ls->low_grad[p].data)
+                st = m->b->convert(m->b, &ls->grad[p], &ls->low_grad[p], inv, true, err);
+            if (st != CK_OK) {
+                ck_error_prefix(err, "unscaling the gradient of %s", ls->param[p].name);
+                return st;
+            }
         }
     return CK_OK;
 }
@@ -190,6 +249,8 @@ void ck_model_free(ck_model *m)
     for (int i = 0; i < m->g->n; i++) {
         ck_layer_state *ls = &m->layers[i];
         for (int p = 0; p < 2; p++) {
+            free_state_tensor(m, &ls->low_param[p]);
+            free_state_tensor(m, &ls->low_grad[p]);
             free_state_tensor(m, &ls->param[p]);
             free_state_tensor(m, &ls->grad[p]);
             free_state_tensor(m, &ls->state0[p]);
@@ -202,20 +263,22 @@ void ck_model_free(ck_model *m)
     m->layers = NULL;
 }
 
-void ck_model_bind(ck_model *m, int i, ck_op_io *io, ck_op_grads *g)
+void ck_model_bind(ck_model *m, int i, bool master, ck_op_io *io, ck_op_grads *g)
 {
     const ck_node *nd = &m->g->nodes[i];
     ck_layer_state *ls = &m->layers[i];
     for (int p = 0; p < nd->n_params; p++) {
-        bool is_bias = strcmp(nd->params[p].suffix, "bias") == 0;
-        if (is_bias) {
-            io->bias = &ls->param[p];
+        bool low = !master && ls->low_param[p].data;
+        ck_tensor *param = low ? &ls->low_param[p] : &ls->param[p];
+        ck_tensor *grad = low ? &ls->low_grad[p] : &ls->grad[p];
+        if (strcmp(nd->params[p].suffix, "bias") == 0) {
+            io->bias = param;
             if (g)
-                g->dbias = &ls->grad[p];
+                g->dbias = grad;
         } else {
-            io->weight = &ls->param[p];
+            io->weight = param;
             if (g)
-                g->dweight = &ls->grad[p];
+                g->dweight = grad;
         }
     }
     for (int k = 0; k < nd->n_buffers; k++) {

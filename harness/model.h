@@ -13,14 +13,20 @@
 #include "graph.h"
 
 typedef struct {
-    ck_tensor param[2], grad[2], state0[2], state1[2]; /* per params[] slot of the node */
-    ck_tensor buffer[3];                               /* per buffers[] slot */
+    /* per params[] slot of the node: the master copy (fp32; fp64 in gradient checks), its
+     * gradient and optimizer state */
+    ck_tensor param[2], grad[2], state0[2], state1[2];
+    /* low-precision runs, linear/conv only: the weights cast to the low dtype once per step
+     * and the low-dtype gradient backward accumulates into (data NULL otherwise) */
+    ck_tensor low_param[2], low_grad[2];
+    ck_tensor buffer[3]; /* per buffers[] slot: master dtype (num_batches_tracked i64) */
 } ck_layer_state;
 
 typedef struct {
     ck_backend *b;
     const ck_graph *g;
-    ck_dtype dtype; /* compute dtype of parameters, grads, float buffers */
+    ck_dtype dtype;        /* the run's compute dtype: fp32, fp64, fp16 or bf16 */
+    ck_dtype master_dtype; /* fp64 for fp64 runs, else fp32 */
     ck_layer_state *layers;
 } ck_model;
 
@@ -30,15 +36,22 @@ ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtyp
  * optimizer state. */
 ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err);
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err);
+/* Low-precision runs: casts the master weights of linear/conv layers to the low dtype. */
+ck_status ck_model_cast_params(ck_model *m, ck_error *err);
+/* After backward with loss scale S: master grad = (master grad + low grad) / S, rounded
+ * once to the master dtype. Nothing to do for S == 1 without low copies. */
+ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err);
 /* One optimizer update of every parameter (step is 1-based). */
 ck_status ck_model_update(ck_model *m, const ck_optimizer *opt, int64_t step, double grad_scale,
                           ck_error *err);
 void ck_model_free(ck_model *m);
 
-/* Fills io's weight/bias/buffers and g's dweight/dbias (g may be NULL) for layer i. */
-void ck_model_bind(ck_model *m, int i, ck_op_io *io, ck_op_grads *g);
+/* Fills io's weight/bias/buffers and g's dweight/dbias (g may be NULL) for layer i: the
+ * low-precision copies when the layer has them, unless `master` asks for the fp32 masters
+ * (a recomputation under autocast_recompute `drop`). */
+void ck_model_bind(ck_model *m, int i, bool master, ck_op_io *io, ck_op_grads *g);
 
-/* Converts n doubles to dtype dt (f32/f64/i32/i64) into dst. */
+/* Converts n doubles to dtype dt (f32/f64/f16/bf16/i32/i64) into dst, rounding once. */
 void ck_convert_from_f64(ck_dtype dt, void *dst, const double *src, int64_t n);
 /* Allocates host memory, converts, uploads into t (already allocated). */
 ck_status ck_upload_f64(ck_backend *b, ck_tensor *t, const double *src, ck_error *err);

@@ -30,6 +30,11 @@ void ck_result_free(ck_result *r)
     free(r->segments);
     free(r->plain.losses);
     free(r->ckpt.losses);
+    free(r->plain.scales);
+    free(r->ckpt.scales);
+    for (int i = 0; i < r->n_vs_fp32 && r->vs_fp32; i++)
+        free(r->vs_fp32[i].name);
+    free(r->vs_fp32);
     if (r->bisect) {
         ck_bisect_result_free(r->bisect);
         free(r->bisect);
@@ -38,4 +43,6 @@ void ck_result_free(ck_result *r)
     /* Zeroed so that a second free, or a reuse by mistake, finds nothing to follow. */
     memset(r, 0, sizeof *r);
     r->first_divergence = -1;
+    r->first_scale_mismatch = -1;
+    r->vs_fp32_first = -1;
 }

@@ -25,7 +25,17 @@ typedef struct {
     ck_shape shape;
     ck_metrics m;
     ck_verdict verdict;
+    /* low precision vs fp32 only (-1 where not applicable): the tolerance used, and how
+     * many values overflowed to inf, flushed to zero or were subnormal in the low dtype */
+    double rtol, atol;
+    double rel_l2_limit; /* < 0: elementwise verdict; else close iff rel_l2 <= it */
+    int64_t cast_overflow, cast_flushed, cast_subnormal;
 } ck_tensor_result;
+
+typedef struct {
+    double scale; /* the loss scale this step's backward used */
+    bool skipped; /* the optimizer step was skipped (non-finite gradients) */
+} ck_scale_step;
 
 typedef struct {
     const char *label;     /* "plain", "checkpointed" */
@@ -34,6 +44,9 @@ typedef struct {
     int64_t peak_activation_bytes;
     int64_t recomputed_layers; /* layer forwards run as recomputation, over all steps */
     double wall_time_s;    /* excluded from determinism checks */
+    ck_scale_step *scales; /* steps entries */
+    int64_t recomputed_other_dtype; /* recomputations run in fp32 while the forward ran low */
+    int first_other_dtype_layer;    /* the first such layer, or -1 */
 } ck_run_summary;
 
 typedef struct {
@@ -66,13 +79,23 @@ typedef struct {
     ck_verdict verdict;        /* worst tensor verdict */
     bool expect_met;           /* verdict agrees with the case's expect */
     bool memory_expectation_met; /* memory_met == cs->expect_memory_met */
-    bool pass;                 /* expect_met && memory_expectation_met && recompute_ok */
+    bool pass;                 /* expect_met && memory_expectation_met && vs_fp32_expect_met */
 
     ck_bisect_result *bisect;  /* owned; NULL unless bisect or a noise floor ran */
     bool verified_recompute;   /* --verify-recompute ran */
     int n_recompute_checks;
     struct ck_recompute_check *recompute_checks; /* owned; every recomputed layer output */
     int recompute_mismatches;  /* checks whose recomputed output differs from the original */
+
+    /* mixed precision (harness/precision.md) */
+    int scale_mismatches;      /* steps whose loss scale or skip decision differ between runs */
+    int first_scale_mismatch;  /* that step, or -1 */
+    bool has_vs_fp32;          /* a low-precision run judged against the fp32 plain run */
+    int n_vs_fp32;
+    ck_tensor_result *vs_fp32; /* low plain (a) vs fp32 plain (ref), record order */
+    ck_verdict vs_fp32_verdict;
+    int vs_fp32_first;         /* first tensor outside tolerance, or -1 */
+    bool vs_fp32_expect_met;   /* vs_fp32_verdict agrees with the case's expect_precision */
 } ck_result;
 
 void ck_result_free(ck_result *r);

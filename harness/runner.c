@@ -1,6 +1,10 @@
 /* Training runs, recording and the plain-vs-checkpointed comparison (see runner.h). */
 #include "runner.h"
 
+#include <math.h>
+
+#include "half.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,12 +169,25 @@ void ck_record_free(ck_record *rec)
     }
     free(rec->e);
     free(rec->losses);
+    free(rec->scales);
     memset(rec, 0, sizeof *rec);
 }
 
 /* ---------------------------------------------------------------------------------------
  * Training
  * --------------------------------------------------------------------------------------- */
+
+bool ck_all_finite(ck_dtype dt, int64_t n, const void *data)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double v = dt == CK_F32 ? ((const float *)data)[i]
+                   : dt == CK_F64 ? ((const double *)data)[i]
+                                  : 0.0;
+        if (!isfinite(v))
+            return false;
+    }
+    return true;
+}
 
 static double now_s(void)
 {
@@ -194,7 +211,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
 
     rec->steps = c->steps;
     rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
-    if (!rec->losses)
+    rec->scales = calloc((size_t)c->steps, sizeof *rec->scales);
+    if (!rec->losses || !rec->scales)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory");
     ck_status st = ck_model_create(&model, b, g, dtype, err);
     if (st != CK_OK)
@@ -203,28 +221,54 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         goto out;
     ck_exec_config cfg = {
         .b = b, .g = g, .model = &model, .plan = plan, .seed = c->seed, .rng = c->rng,
-        .bn = c->bn, .freeze_buffers = false,
+        .bn = c->bn, .autocast = c->autocast, .freeze_buffers = false,
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
     };
     if ((st = ck_exec_create(&ex, &cfg, err)) != CK_OK)
         goto out;
+    double scale = c->loss_scale == CK_SCALE_NONE ? 1.0 : c->loss_scale_value;
+    int clean_steps = 0;
     for (int step = 0; step < c->steps; step++) {
         double loss = 0.0;
         if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
             (st = ck_model_zero_grads(&model, err)) != CK_OK ||
-            (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, 1.0, true,
-                               &loss, err)) != CK_OK)
+            (st = ck_model_cast_params(&model, err)) != CK_OK ||
+            (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, scale,
+                               true, &loss, err)) != CK_OK ||
+            (st = ck_model_unscale_grads(&model, scale, err)) != CK_OK)
             goto out;
         ck_free_data(b, &input, &target);
         rec->losses[step] = loss;
-        if ((st = record_after_backward(rec, &model, step, loss, err)) != CK_OK ||
-            (st = ck_model_update(&model, &c->optimizer, step + 1, 1.0, err)) != CK_OK ||
-            (st = record_params(rec, &model, step, err)) != CK_OK)
+        int first_grad = rec->n;
+        if ((st = record_after_backward(rec, &model, step, loss, err)) != CK_OK)
+            goto out;
+        /* a loss scaler skips a step whose gradients hold inf or NaN (GradScaler) */
+        bool finite = true;
+        for (int k = first_grad; k < rec->n && finite; k++)
+            if (rec->e[k].kind == CK_KIND_GRAD)
+                finite = ck_all_finite(rec->e[k].dtype, ck_shape_numel(&rec->e[k].shape),
+                                       rec->e[k].data);
+        bool skip = c->loss_scale != CK_SCALE_NONE && !finite;
+        rec->scales[step] = (ck_scale_step){.scale = scale, .skipped = skip};
+        if (!skip && (st = ck_model_update(&model, &c->optimizer, step + 1, 1.0, err)) != CK_OK)
+            goto out;
+        if (c->loss_scale == CK_SCALE_DYNAMIC) {
+            if (!finite) {
+                scale *= 0.5;
+                clean_steps = 0;
+            } else if (++clean_steps == c->growth_interval) {
+                scale *= 2.0;
+                clean_steps = 0;
+            }
+        }
+        if ((st = record_params(rec, &model, step, err)) != CK_OK)
             goto out;
     }
     rec->peak_activation_bytes = ex.act.peak_bytes;
     rec->recomputed_layers = ex.recomputed_layers;
+    rec->recomputed_other_dtype = ex.recomputed_other_dtype;
+    rec->first_other_dtype_layer = ex.first_other_dtype_layer;
 out:
     ck_free_data(b, &input, &target);
     ck_exec_free(&ex);
@@ -255,43 +299,137 @@ static void fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
     s->steps = rec->steps;
     s->losses = rec->losses; /* ownership moves to the result */
     rec->losses = NULL;
+    s->scales = rec->scales;
+    rec->scales = NULL;
     s->peak_activation_bytes = rec->peak_activation_bytes;
     s->recomputed_layers = rec->recomputed_layers;
+    s->recomputed_other_dtype = rec->recomputed_other_dtype;
+    s->first_other_dtype_layer = rec->first_other_dtype_layer;
     s->wall_time_s = rec->wall_time_s;
+}
+
+/* Compares rec against ref entry by entry; low_vs_fp32 selects the precision tolerances
+ * (else the case's). */
+static ck_status compare_entries(const ck_graph *g, const ck_record *ref, const ck_record *rec,
+                                 ck_dtype low_vs_fp32, ck_tensor_result **out, int *n_out,
+                                 int *first, ck_verdict *worst, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    if (ref->n != rec->n)
+        return ck_fail(err, CK_ERR_INTERNAL, "runs recorded %d and %d tensors", ref->n, rec->n);
+    ck_tensor_result *t = calloc((size_t)(ref->n ? ref->n : 1), sizeof *t);
+    if (!t)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing runs");
+    *out = t;
+    *n_out = 0;
+    *first = -1;
+    *worst = CK_VERDICT_IDENTICAL;
+    for (int k = 0; k < ref->n; k++) {
+        const ck_record_entry *p = &ref->e[k], *q = &rec->e[k];
+        ck_tensor_result *tr = &t[k];
+        tr->name = strdup(p->name);
+        if (!tr->name)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing runs");
+        *n_out = k + 1;
+        tr->kind = p->kind;
+        tr->step = p->step;
+        tr->dtype = p->dtype;
+        tr->shape = p->shape;
+        tr->cast_overflow = tr->cast_flushed = tr->cast_subnormal = -1;
+        if (strcmp(p->name, q->name) != 0 || p->kind != q->kind || p->dtype != q->dtype ||
+            !ck_shape_equal(&p->shape, &q->shape))
+            return ck_fail(err, CK_ERR_INTERNAL, "runs recorded %s and %s at position %d", p->name,
+                           q->name, k);
+        tr->rel_l2_limit = -1.0;
+        if (low_vs_fp32 == CK_F16 || low_vs_fp32 == CK_BF16) {
+            ck_case_precision_tolerance(c, low_vs_fp32, ck_tensor_kind_name(p->kind), p->name,
+                                        &tr->rtol, &tr->atol, &tr->rel_l2_limit);
+        } else {
+            tr->rtol = c->rtol;
+            tr->atol = c->atol;
+        }
+        tr->verdict = ck_compare(p->dtype, ck_shape_numel(&p->shape), q->data, p->data, tr->rtol,
+                                 tr->atol, &tr->m);
+        if (tr->rel_l2_limit >= 0.0 && tr->verdict != CK_VERDICT_IDENTICAL) {
+            /* the norm criterion: the tensor as a whole within rel_l2 of the reference, every
+             * non-finite value matched */
+            bool ok = tr->m.rel_l2 <= tr->rel_l2_limit && tr->m.max_ulp != UINT64_MAX;
+            tr->verdict = ok ? CK_VERDICT_CLOSE : CK_VERDICT_MISMATCH;
+        }
+        if (tr->verdict != CK_VERDICT_IDENTICAL && *first < 0)
+            *first = k;
+        if (tr->verdict > *worst)
+            *worst = tr->verdict;
+    }
+    return CK_OK;
 }
 
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err)
 {
-    const ck_case *c = g->cs;
-    if (plain->n != ckpt->n)
-        return ck_fail(err, CK_ERR_INTERNAL, "runs recorded %d and %d tensors", plain->n, ckpt->n);
-    res->tensors = calloc((size_t)(plain->n ? plain->n : 1), sizeof *res->tensors);
-    if (!res->tensors)
-        return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing runs");
-    res->first_divergence = -1;
-    res->verdict = CK_VERDICT_IDENTICAL;
-    for (int k = 0; k < plain->n; k++) {
-        const ck_record_entry *p = &plain->e[k], *q = &ckpt->e[k];
-        ck_tensor_result *tr = &res->tensors[k];
-        tr->name = strdup(p->name);
-        if (!tr->name)
-            return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing runs");
-        res->n_tensors = k + 1;
-        tr->kind = p->kind;
-        tr->step = p->step;
-        tr->dtype = p->dtype;
-        tr->shape = p->shape;
-        if (strcmp(p->name, q->name) != 0 || p->dtype != q->dtype ||
-            !ck_shape_equal(&p->shape, &q->shape))
-            return ck_fail(err, CK_ERR_INTERNAL, "runs recorded %s and %s at position %d", p->name,
-                           q->name, k);
-        tr->verdict = ck_compare(p->dtype, ck_shape_numel(&p->shape), q->data, p->data, c->rtol,
-                                 c->atol, &tr->m);
-        if (tr->verdict != CK_VERDICT_IDENTICAL && res->first_divergence < 0)
-            res->first_divergence = k;
-        if (tr->verdict > res->verdict)
-            res->verdict = tr->verdict;
+    return compare_entries(g, plain, ckpt, CK_F32, &res->tensors, &res->n_tensors,
+                           &res->first_divergence, &res->verdict, err);
+}
+
+/* Whether layer `name`'s parameters are cast to the low dtype (linear/conv: precision.md). */
+static bool param_is_cast(const ck_graph *g, const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    size_t len = dot ? (size_t)(dot - name) : strlen(name);
+    for (int i = 0; i < g->n; i++)
+        if (strlen(g->nodes[i].spec->name) == len && strncmp(g->nodes[i].spec->name, name, len) == 0)
+            return g->nodes[i].op.kind == CK_OP_LINEAR || g->nodes[i].op.kind == CK_OP_CONV;
+    return false;
+}
+
+/* Where the low dtype went wrong, per tensor. Gradients: inf/NaN (overflow), zero where
+ * fp32 is not (flushed), and values that were subnormal in the low dtype before unscaling
+ * (|g * scale| below the smallest normal). Cast parameters: the master cast to the low
+ * dtype, classified exactly. */
+static void cast_stats(const ck_graph *g, ck_dtype low, const ck_record_entry *f32e,
+                       const ck_record_entry *lowe, double scale, ck_tensor_result *tr)
+{
+    if (lowe->dtype != CK_F32)
+        return;
+    const float *lv = lowe->data, *fv = f32e->data;
+    int64_t n = ck_shape_numel(&lowe->shape);
+    double min_normal = low == CK_F16 ? 6.103515625e-05 : 1.1754943508222875e-38;
+    if (lowe->kind == CK_KIND_GRAD) {
+        tr->cast_overflow = tr->cast_flushed = tr->cast_subnormal = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (!isfinite(lv[i]))
+                tr->cast_overflow++;
+            else if (lv[i] == 0.0f && fv[i] != 0.0f)
+                tr->cast_flushed++;
+            else if (lv[i] != 0.0f && fabs((double)lv[i] * scale) < min_normal)
+                tr->cast_subnormal++;
+        }
+    } else if (lowe->kind == CK_KIND_PARAM && param_is_cast(g, lowe->name)) {
+        tr->cast_overflow = tr->cast_flushed = tr->cast_subnormal = 0;
+        for (int64_t i = 0; i < n; i++) {
+            ck_cast_class k = low == CK_F16 ? ck_f16_classify(lv[i]) : ck_bf16_classify(lv[i]);
+            tr->cast_overflow += k == CK_CAST_OVERFLOW;
+            tr->cast_flushed += k == CK_CAST_FLUSHED;
+            tr->cast_subnormal += k == CK_CAST_SUBNORMAL;
+        }
+    }
+}
+
+ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *fp32,
+                             const ck_record *lowrec, ck_result *res, ck_error *err)
+{
+    ck_status st = compare_entries(g, fp32, lowrec, low, &res->vs_fp32, &res->n_vs_fp32,
+                                   &res->vs_fp32_first, &res->vs_fp32_verdict, err);
+    if (st != CK_OK)
+        return st;
+    res->has_vs_fp32 = true;
+    res->vs_fp32_first = -1;
+    for (int k = 0; k < res->n_vs_fp32; k++) {
+        ck_tensor_result *tr = &res->vs_fp32[k];
+        if (tr->verdict == CK_VERDICT_MISMATCH && res->vs_fp32_first < 0)
+            res->vs_fp32_first = k;
+        int step = tr->step < lowrec->steps ? tr->step : 0;
+        cast_stats(g, low, &fp32->e[k], &lowrec->e[k], lowrec->scales[step].scale, tr);
     }
     return CK_OK;
 }
@@ -301,11 +439,13 @@ void ck_result_judge(ck_result *res)
     const ck_case *c = res->cs;
     /* a recomputed output that differs from its original is a difference in its own right,
      * even when every gradient happens to agree */
-    if (res->recompute_mismatches > 0)
+    if (res->recompute_mismatches > 0 || res->scale_mismatches > 0)
         res->verdict = CK_VERDICT_MISMATCH;
-    res->expect_met = ck_expectation_met(c->expect, res->verdict);
+    res->expect_met = ck_expectation_met(ck_case_expect(c, res->dtype), res->verdict);
     res->memory_expectation_met = res->memory_met == c->expect_memory_met;
-    res->pass = res->expect_met && res->memory_expectation_met;
+    res->vs_fp32_expect_met = !res->has_vs_fp32 ||
+                              ck_expectation_met(ck_case_expect_vs_fp32(c, res->dtype), res->vs_fp32_verdict);
+    res->pass = res->expect_met && res->memory_expectation_met && res->vs_fp32_expect_met;
 }
 
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
@@ -340,11 +480,28 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
     if ((st = ck_train(b, g, NULL, dtype, NULL, &plain, err)) != CK_OK ||
         (st = ck_train(b, g, &plan, dtype, NULL, &ckpt, err)) != CK_OK)
         goto out;
-    fill_summary(&res->plain, "plain", &plain);
-    fill_summary(&res->ckpt, "checkpointed", &ckpt);
     if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
         goto out;
-
+    if (dtype == CK_F16 || dtype == CK_BF16) {
+        /* the second judgement: how far is low-precision training from fp32 at all? */
+        ck_record fp32;
+        if ((st = ck_train(b, g, NULL, CK_F32, NULL, &fp32, err)) == CK_OK)
+            st = ck_compare_vs_fp32(g, dtype, &fp32, &plain, res, err);
+        ck_record_free(&fp32);
+        if (st != CK_OK)
+            goto out;
+    }
+    fill_summary(&res->plain, "plain", &plain);
+    fill_summary(&res->ckpt, "checkpointed", &ckpt);
+    res->first_scale_mismatch = -1;
+    for (int s = 0; s < c->steps; s++) {
+        if (res->plain.scales[s].scale != res->ckpt.scales[s].scale ||
+            res->plain.scales[s].skipped != res->ckpt.scales[s].skipped) {
+            res->scale_mismatches++;
+            if (res->first_scale_mismatch < 0)
+                res->first_scale_mismatch = s;
+        }
+    }
     int64_t pp = res->plain.peak_activation_bytes, cp = res->ckpt.peak_activation_bytes;
     res->memory_saving = pp > 0 ? 1.0 - (double)cp / (double)pp : 0.0;
     res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;

@@ -26,9 +26,12 @@ typedef struct {
     int n, cap;
     ck_record_entry *e;
     double *losses;
+    ck_scale_step *scales; /* per step: loss scale and skip decision */
     int steps;
     int64_t peak_activation_bytes;
     int64_t recomputed_layers;
+    int64_t recomputed_other_dtype;
+    int first_other_dtype_layer;
     double wall_time_s;
 } ck_record;
 
@@ -48,9 +51,18 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
                       ck_error *err);
 
 /* Compares two records entry by entry (ckpt against the plain reference) into res's
- * tensors, first_divergence and verdict. */
+ * tensors, first_divergence and verdict, with the case's tolerance. */
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err);
+
+/* Compares a low-precision plain record (dtype `low`) with the fp32 plain record: the
+ * case's per-dtype and per-pattern tolerances, and per tensor how many values overflowed,
+ * flushed to zero or were subnormal in the low dtype. Fills res->vs_fp32*. */
+ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *fp32,
+                             const ck_record *lowrec, ck_result *res, ck_error *err);
+
+/* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */
+bool ck_all_finite(ck_dtype dt, int64_t n, const void *data);
 
 /* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
  * tolerance; mismatch: something outside). */

@@ -207,7 +207,7 @@ static void add_config(builder *b, cJSON *root, const ck_result *r)
         add_real(b, cfg, "min_memory_saving", cs->min_memory_saving);
     else
         add_null(b, cfg, "min_memory_saving");
-    add_string(b, cfg, "expect", ck_expect_name(cs->expect));
+    add_string(b, cfg, "expect", ck_expect_name(ck_case_expect(cs, r->dtype)));
     add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
 }
 
@@ -242,9 +242,8 @@ static void add_memory(builder *b, cJSON *root, const ck_result *r)
     }
 }
 
-static void add_metrics(builder *b, cJSON *t, const ck_tensor_result *tr)
+static void add_metrics(builder *b, cJSON *t, const ck_metrics *m, const ck_shape *shape)
 {
-    const ck_metrics *m = &tr->m;
     cJSON *mo = add_object(b, t, "metrics");
     add_bool(b, mo, "bitwise", m->bitwise);
     add_real(b, mo, "max_abs", m->max_abs);
@@ -253,12 +252,12 @@ static void add_metrics(builder *b, cJSON *t, const ck_tensor_result *tr)
     add_uint(b, mo, "max_ulp", m->max_ulp);
     add_int(b, mo, "n_outside", m->n_outside);
     add_int(b, mo, "numel", m->numel);
-    if (m->first_bad >= 0 && m->first_bad < m->numel && tr->shape.ndim >= 0 &&
-        tr->shape.ndim <= CK_MAX_DIMS) {
+    if (m->first_bad >= 0 && m->first_bad < m->numel && shape->ndim >= 0 &&
+        shape->ndim <= CK_MAX_DIMS) {
         int64_t idx[CK_MAX_DIMS];
-        ck_shape_unflatten(&tr->shape, m->first_bad, idx);
+        ck_shape_unflatten(shape, m->first_bad, idx);
         cJSON *fb = add_array(b, mo, "first_bad_index");
-        for (int d = 0; d < tr->shape.ndim; d++)
+        for (int d = 0; d < shape->ndim; d++)
             add_int(b, fb, NULL, idx[d]);
     } else {
         add_null(b, mo, "first_bad_index");
@@ -285,7 +284,7 @@ static void add_tensors(builder *b, cJSON *root, const ck_result *r)
         for (int d = 0; d < tr->shape.ndim && d < CK_MAX_DIMS; d++)
             add_int(b, shape, NULL, tr->shape.dim[d]);
         add_string(b, t, "verdict", ck_verdict_name(tr->verdict));
-        add_metrics(b, t, tr);
+        add_metrics(b, t, &tr->m, &tr->shape);
     }
 }
 
@@ -413,6 +412,79 @@ static void add_bisect(builder *b, cJSON *root, const ck_result *r)
         add_string(b, causes, NULL, br->causes[i]);
 }
 
+/* The `precision` section: loss scaling per step for both runs, the autocast policy, and the
+ * low-precision plain run judged against the fp32 plain run. */
+static void add_scales(builder *b, cJSON *parent, const char *key, const ck_run_summary *run)
+{
+    cJSON *arr = add_array(b, parent, key);
+    for (int s = 0; run->scales && s < run->steps; s++) {
+        cJSON *o = add_object(b, arr, NULL);
+        add_real(b, o, "scale", run->scales[s].scale);
+        add_bool(b, o, "skipped", run->scales[s].skipped);
+    }
+}
+
+static void add_precision(builder *b, cJSON *root, const ck_result *r)
+{
+    const ck_case *c = r->cs;
+    cJSON *pr = add_object(b, root, "precision");
+    add_string(b, pr, "dtype", ck_dtype_name(r->dtype));
+    add_string(b, pr, "master_dtype", r->dtype == CK_F64 ? "fp64" : "fp32");
+    add_string(b, pr, "autocast_recompute", ck_autocast_name(c->autocast));
+    cJSON *ls = add_object(b, pr, "loss_scale");
+    add_string(b, ls, "kind", ck_loss_scale_name(c->loss_scale));
+    if (c->loss_scale != CK_SCALE_NONE)
+        add_real(b, ls, "initial", c->loss_scale_value);
+    if (c->loss_scale == CK_SCALE_DYNAMIC)
+        add_int(b, ls, "growth_interval", c->growth_interval);
+    add_scales(b, ls, "plain", &r->plain);
+    add_scales(b, ls, "checkpointed", &r->ckpt);
+    cJSON *rd = add_object(b, pr, "recompute_dtype");
+    add_int(b, rd, "recomputations_in_other_dtype", r->ckpt.recomputed_other_dtype);
+    if (r->ckpt.first_other_dtype_layer >= 0) {
+        add_string(b, rd, "first_layer", layer_name(r, r->ckpt.first_other_dtype_layer));
+        add_string(b, rd, "original", ck_dtype_name(r->dtype));
+        add_string(b, rd, "recomputed", "fp32");
+    }
+    add_int(b, ls, "mismatches", r->scale_mismatches);
+    if (r->first_scale_mismatch >= 0)
+        add_int(b, ls, "first_mismatch_step", r->first_scale_mismatch);
+    else
+        add_null(b, ls, "first_mismatch_step");
+    if (!r->has_vs_fp32) {
+        add_null(b, pr, "vs_fp32");
+        return;
+    }
+    cJSON *vs = add_object(b, pr, "vs_fp32");
+    add_string(b, vs, "verdict", ck_verdict_name(r->vs_fp32_verdict));
+    add_string(b, vs, "expect", ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)));
+    add_bool(b, vs, "expect_met", r->vs_fp32_expect_met);
+    if (r->vs_fp32_first >= 0)
+        add_string(b, vs, "first_mismatch", r->vs_fp32[r->vs_fp32_first].name);
+    else
+        add_null(b, vs, "first_mismatch");
+    cJSON *arr = add_array(b, vs, "tensors");
+    for (int k = 0; k < r->n_vs_fp32; k++) {
+        const ck_tensor_result *t = &r->vs_fp32[k];
+        cJSON *o = add_object(b, arr, NULL);
+        add_string(b, o, "name", t->name);
+        add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
+        add_int(b, o, "step", t->step);
+        add_real(b, o, "rtol", t->rtol);
+        add_real(b, o, "atol", t->atol);
+        if (t->rel_l2_limit >= 0.0)
+            add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
+        add_string(b, o, "verdict", ck_verdict_name(t->verdict));
+        add_metrics(b, o, &t->m, &t->shape);
+        if (t->cast_overflow >= 0) {
+            cJSON *cs = add_object(b, o, "cast");
+            add_int(b, cs, "overflow", t->cast_overflow);
+            add_int(b, cs, "flushed_to_zero", t->cast_flushed);
+            add_int(b, cs, "subnormal", t->cast_subnormal);
+        }
+    }
+}
+
 /* The `recompute_check` section of --verify-recompute: every recomputed layer output. */
 static void add_recompute_check(builder *b, cJSON *root, const ck_result *r)
 {
@@ -462,6 +534,7 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     add_memory(&b, root, r);
     add_tensors(&b, root, r);
     add_outcome(&b, root, r);
+    add_precision(&b, root, r);
     add_bisect(&b, root, r);
     add_recompute_check(&b, root, r);
 
@@ -470,6 +543,18 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
         return NULL;
     }
     return root;
+}
+
+cJSON *ck_report_metrics_json(const ck_metrics *m, const ck_shape *shape)
+{
+    builder b = {false};
+    cJSON *holder = cJSON_CreateObject();
+    if (!holder)
+        return NULL;
+    add_metrics(&b, holder, m, shape);
+    cJSON *mo = b.failed ? NULL : cJSON_DetachItemFromObjectCaseSensitive(holder, "metrics");
+    cJSON_Delete(holder);
+    return mo;
 }
 
 char *ck_report_json_string(const ck_result *r, const ck_report_meta *meta)

@@ -168,7 +168,7 @@ static void verdict_failure(const ck_result *r, char *buf, size_t n)
     int differ = c.close + c.mismatch;
     const ck_tensor_result *first = first_divergent(r);
     bool has_expect = r->cs != NULL;
-    ck_expect e = has_expect ? r->cs->expect : CK_EXPECT_CLOSE;
+    ck_expect e = has_expect ? ck_case_expect(r->cs, r->dtype) : CK_EXPECT_CLOSE;
 
     if (r->verdict == CK_VERDICT_MISMATCH && (!has_expect || e != CK_EXPECT_MISMATCH)) {
         append(buf, n, &used, "mismatch: %d of %d tensors outside tolerance", c.mismatch,
@@ -265,6 +265,38 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
         memory_failure(r, lines[count++], CK_REPORT_LINE_MAX);
     if (r->recompute_mismatches > 0 && count < max_lines)
         ck_report_recompute_failure(r, lines[count++], CK_REPORT_LINE_MAX);
+    if (r->scale_mismatches > 0 && count < max_lines) {
+        int s = r->first_scale_mismatch;
+        snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                 "loss scale: %d step%s where the runs' scale or skip decision differ; first at "
+                 "step %d: plain %g%s, checkpointed %g%s",
+                 r->scale_mismatches, r->scale_mismatches == 1 ? "" : "s", s,
+                 r->plain.scales[s].scale, r->plain.scales[s].skipped ? " (skipped)" : "",
+                 r->ckpt.scales[s].scale, r->ckpt.scales[s].skipped ? " (skipped)" : "");
+    }
+    if (r->has_vs_fp32 && !r->vs_fp32_expect_met && count < max_lines) {
+        if (r->vs_fp32_first >= 0 && r->vs_fp32[r->vs_fp32_first].rel_l2_limit >= 0.0) {
+            const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
+            snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                     "vs fp32: the %s run is outside its tolerance of the fp32 run; first at step "
+                     "%d: %s %s (relative L2 error %.3g, allowed %g)",
+                     ck_dtype_name(r->dtype), t->step, ck_tensor_kind_name(t->kind), t->name,
+                     t->m.rel_l2, t->rel_l2_limit);
+        } else if (r->vs_fp32_first >= 0) {
+            const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
+            snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                     "vs fp32: the %s run is outside its tolerance of the fp32 run; first at step "
+                     "%d: %s %s (max_rel %.3g, %lld of %lld elements outside rtol %g atol %g)",
+                     ck_dtype_name(r->dtype), t->step, ck_tensor_kind_name(t->kind), t->name,
+                     t->m.max_rel, (long long)t->m.n_outside, (long long)t->m.numel, t->rtol,
+                     t->atol);
+        } else {
+            snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                     "vs fp32: expected the %s run to leave its tolerance of the fp32 run, but it "
+                     "stayed within (verdict %s)",
+                     ck_dtype_name(r->dtype), ck_verdict_name(r->vs_fp32_verdict));
+        }
+    }
     if (count == 0)
         /* pass is false yet neither reason holds: say so rather than print nothing. */
         snprintf(lines[count++], CK_REPORT_LINE_MAX,
@@ -329,10 +361,76 @@ static void print_row(FILE *f, const ck_tensor_result *t, int name_w, int ulp_w)
             fmt_ulp(t->m.max_ulp, u, sizeof u), t->m.n_outside, t->m.numel);
 }
 
+static void print_scales(FILE *f, const char *label, const ck_run_summary *run)
+{
+    fprintf(f, " %s", label);
+    for (int s = 0; run->scales && s < run->steps; s++)
+        fprintf(f, " %g%s", run->scales[s].scale, run->scales[s].skipped ? "(skipped)" : "");
+}
+
+/* Mixed precision: the loss scale per step and the judgement against fp32. */
+static void print_precision(FILE *f, const ck_result *r)
+{
+    const ck_case *c = r->cs;
+    bool low = r->dtype == CK_F16 || r->dtype == CK_BF16;
+    if (!low && c->loss_scale == CK_SCALE_NONE)
+        return;
+    fprintf(f, "precision %s (fp32 master weights, autocast_recompute %s) | loss scale %s:",
+            ck_dtype_name(r->dtype), ck_autocast_name(c->autocast),
+            ck_loss_scale_name(c->loss_scale));
+    print_scales(f, "plain", &r->plain);
+    fprintf(f, ";");
+    print_scales(f, "checkpointed", &r->ckpt);
+    fprintf(f, "\n");
+    if (r->ckpt.recomputed_other_dtype > 0)
+        fprintf(f, "note recomputation ran in fp32 while the original forward ran in %s: %lld "
+                   "recomputed layer outputs, first `%s` (autocast_recompute %s)\n",
+                ck_dtype_name(r->dtype), (long long)r->ckpt.recomputed_other_dtype,
+                r->g->nodes[r->ckpt.first_other_dtype_layer].spec->name,
+                ck_autocast_name(c->autocast));
+    if (!r->has_vs_fp32)
+        return;
+    int outside = 0;
+    int64_t flushed = 0, overflow = 0, subnormal = 0;
+    const ck_tensor_result *most_flushed = NULL;
+    for (int k = 0; k < r->n_vs_fp32; k++) {
+        const ck_tensor_result *t = &r->vs_fp32[k];
+        outside += t->verdict == CK_VERDICT_MISMATCH;
+        if (t->cast_overflow < 0)
+            continue;
+        flushed += t->cast_flushed;
+        overflow += t->cast_overflow;
+        subnormal += t->cast_subnormal;
+        if (t->cast_flushed > 0 && (!most_flushed || t->cast_flushed > most_flushed->cast_flushed))
+            most_flushed = t;
+    }
+    fprintf(f, "vs fp32: %s (expect %s) | %d of %d tensors outside tolerance", 
+            ck_verdict_name(r->vs_fp32_verdict), ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)), outside,
+            r->n_vs_fp32);
+    if (r->vs_fp32_first >= 0) {
+        const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
+        if (t->rel_l2_limit >= 0.0)
+            fprintf(f, "; first: step %d %s %s (rel_l2 %.3g > %g)", t->step,
+                    ck_tensor_kind_name(t->kind), t->name, t->m.rel_l2, t->rel_l2_limit);
+        else
+            fprintf(f, "; first: step %d %s %s (max_rel %.3g, rtol %g, atol %g)", t->step,
+                    ck_tensor_kind_name(t->kind), t->name, t->m.max_rel, t->rtol, t->atol);
+    }
+    fprintf(f, "\n");
+    fprintf(f, "%s values: %lld overflowed to inf, %lld flushed to zero, %lld subnormal",
+            ck_dtype_name(r->dtype), (long long)overflow, (long long)flushed, (long long)subnormal);
+    if (most_flushed)
+        fprintf(f, "; most flushed: step %d %s %s (%lld of %lld)", most_flushed->step,
+                ck_tensor_kind_name(most_flushed->kind), most_flushed->name,
+                (long long)most_flushed->cast_flushed, (long long)most_flushed->m.numel);
+    fprintf(f, "\n");
+}
+
 void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows)
 {
     const ck_tensor_result **order = NULL;
     print_header(f, r);
+    print_precision(f, r);
 
     int rows = max_rows < 0 || max_rows > r->n_tensors ? r->n_tensors : max_rows;
     if (rows > 0) {
@@ -387,8 +485,8 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
         snprintf(change, sizeof change, "%+.1f%%", -r->memory_saving * 100.0 + 0.0);
     else
         snprintf(change, sizeof change, "n/a");
-    fprintf(f, "%s %s  %s  memory %s -> %s (%s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
-            ck_verdict_name(r->verdict),
+    fprintf(f, "%s %s %s  %s  memory %s -> %s (%s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
+            ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
 }
