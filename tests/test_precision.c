@@ -1,0 +1,352 @@
+/*
+ * Mixed precision end to end: plain vs checkpointed bitwise identical in fp16 and bf16 for
+ * every shipped non-canary case, the autocast `drop` canary caught with its cause, dynamic
+ * loss scaling skipping exactly the steps whose gradients overflowed, fp16 underflow shown
+ * by the flushed-to-zero counts, loss-scale decisions that differ failing on their own, and
+ * the case-file keys of the precision features.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "harness/bisect.h"
+#include "reports/report.h"
+
+typedef struct {
+    ck_case cs;
+    ck_graph g;
+} built_case;
+
+static const char *root(void)
+{
+    return getenv("CK_ROOT") ? getenv("CK_ROOT") : ".";
+}
+
+static void build_text(built_case *bc, const char *json)
+{
+    ck_error err;
+    ck_assert_msg(ck_case_parse(json, strlen(json), "inline.json", &bc->cs, &err) == CK_OK, "%s",
+                  err.msg);
+    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
+}
+
+static void build_file(built_case *bc, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/cases/%s", root(), name);
+    ck_error err;
+    ck_assert_msg(ck_case_load(path, &bc->cs, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
+}
+
+static void free_built(built_case *bc)
+{
+    ck_graph_free(&bc->g);
+    ck_case_free(&bc->cs);
+}
+
+static ck_backend *cpu(void)
+{
+    ck_backend *b;
+    ck_error err;
+    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
+    return b;
+}
+
+static const ck_tensor_result *find(const ck_tensor_result *t, int n, const char *name,
+                                    ck_tensor_kind kind, int step)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0 && t[i].kind == kind && t[i].step == step)
+            return &t[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Invariant 2 in fp16 and bf16
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16)
+{
+    ck_backend *b = cpu();
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/cases", root());
+    DIR *d = opendir(dir);
+    ck_assert(d);
+    struct dirent *de;
+    int checked = 0;
+    const ck_dtype dts[] = {CK_F16, CK_BF16};
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0 ||
+            strncmp(de->d_name, "canary_", 7) == 0)
+            continue;
+        built_case bc;
+        build_file(&bc, de->d_name);
+        for (int k = 0; k < 2; k++) {
+            ck_result r;
+            ck_error err;
+            ck_assert_msg(ck_run_case(b, &bc.g, dts[k], &r, &err) == CK_OK, "%s", err.msg);
+            ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "%s in %s: plain and checkpointed "
+                          "differ (first divergence %d)", de->d_name, ck_dtype_name(dts[k]),
+                          r.first_divergence);
+            ck_assert_msg(r.scale_mismatches == 0, "%s: loss-scale decisions differ", de->d_name);
+            ck_assert(r.has_vs_fp32);
+            checked++;
+            ck_result_free(&r);
+        }
+        free_built(&bc);
+    }
+    closedir(d);
+    ck_assert_int_ge(checked, 14);
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * autocast_recompute drop
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(autocast_drop_canary_is_caught_with_its_cause)
+{
+    ck_backend *b = cpu();
+    built_case bc;
+    build_file(&bc, "canary_autocast_drop.json");
+    ck_assert(bc.cs.autocast == CK_AUTOCAST_DROP);
+    ck_result r;
+    ck_error err;
+    ck_assert(ck_run_case(b, &bc.g, CK_F16, &r, &err) == CK_OK);
+    ck_assert(r.verdict == CK_VERDICT_MISMATCH);
+    ck_assert(r.pass);
+    ck_assert_int_gt(r.ckpt.recomputed_other_dtype, 0);
+    ck_assert_int_eq(r.plain.recomputed_other_dtype, 0);
+    ck_bisect_opts o = {.noise_floor = true, .localise = true};
+    ck_assert_msg(ck_bisect(b, &bc.g, CK_F16, &o, &r, &err) == CK_OK, "%s", err.msg);
+    bool found = false;
+    for (int i = 0; i < r.bisect->n_causes; i++)
+        found = found || strstr(r.bisect->causes[i], "recomputed segment ran in fp32, original in fp16");
+    ck_assert_msg(found, "no dtype cause");
+    ck_result_free(&r);
+    /* in fp32 the policy has nothing to drop: identical, as the case expects there */
+    ck_assert(ck_run_case(b, &bc.g, CK_F32, &r, &err) == CK_OK);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL && r.pass);
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Dynamic loss scaling: sum loss, so dL/dy = 1 and the scaled gradient is the scale itself.
+ * 2^16 rounds to inf in fp16 (max 65504): step 0 overflows and is skipped, the scale halves;
+ * with growth_interval 2 it doubles back after two clean steps and overflows again.
+ * --------------------------------------------------------------------------------------- */
+
+static const char *overflow_case =
+    "{\"name\": \"overflow\", \"seed\": 2, \"precision\": \"fp16\","
+    " \"input\": {\"shape\": [2, 4]}, \"layers\": ["
+    "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 3}, {\"name\": \"t\", \"op\": \"tanh\"}],"
+    " \"loss\": {\"op\": \"sum\"},"
+    " \"train\": {\"steps\": 6, \"optimizer\": \"sgd\", \"lr\": 0.01, \"loss_scale\": \"dynamic\","
+    " \"growth_interval\": 2}}";
+
+START_TEST(dynamic_scaling_skips_exactly_the_overflowing_steps)
+{
+    ck_backend *b = cpu();
+    built_case bc;
+    build_text(&bc, overflow_case);
+    ck_record rec;
+    ck_error err;
+    ck_assert_msg(ck_train(b, &bc.g, NULL, CK_F16, NULL, &rec, &err) == CK_OK, "%s", err.msg);
+    const double want_scale[6] = {65536, 32768, 32768, 65536, 32768, 32768};
+    const bool want_skip[6] = {true, false, false, true, false, false};
+    for (int s = 0; s < 6; s++) {
+        ck_assert_msg(rec.scales[s].scale == want_scale[s], "step %d: scale %g, want %g", s,
+                      rec.scales[s].scale, want_scale[s]);
+        /* skipped iff some recorded gradient of that step is not finite */
+        bool finite = true;
+        for (int k = 0; k < rec.n; k++)
+            if (rec.e[k].step == s && rec.e[k].kind == CK_KIND_GRAD)
+                finite = finite && ck_all_finite(rec.e[k].dtype, ck_shape_numel(&rec.e[k].shape),
+                                                 rec.e[k].data);
+        ck_assert_msg(rec.scales[s].skipped == want_skip[s] && rec.scales[s].skipped == !finite,
+                      "step %d: skipped %d, finite %d", s, rec.scales[s].skipped, finite);
+    }
+    /* a skipped step leaves the parameters as they were */
+    const ck_record_entry *w0 = NULL, *w3 = NULL, *w2 = NULL;
+    for (int k = 0; k < rec.n; k++) {
+        if (rec.e[k].kind != CK_KIND_PARAM || strcmp(rec.e[k].name, "fc.weight") != 0)
+            continue;
+        if (rec.e[k].step == 0)
+            w0 = &rec.e[k];
+        if (rec.e[k].step == 2)
+            w2 = &rec.e[k];
+        if (rec.e[k].step == 3)
+            w3 = &rec.e[k];
+    }
+    ck_assert(w0 && w2 && w3);
+    ck_assert_int_eq(memcmp(w2->data, w3->data, 12 * sizeof(float)), 0);
+    ck_assert_int_ne(memcmp(w0->data, w2->data, 12 * sizeof(float)), 0);
+    ck_record_free(&rec);
+
+    /* the same skips in both runs: no loss-scale mismatch */
+    ck_result r;
+    ck_assert(ck_run_case(b, &bc.g, CK_F16, &r, &err) == CK_OK);
+    ck_assert_int_eq(r.scale_mismatches, 0);
+    ck_assert(r.plain.scales[0].skipped && r.ckpt.scales[0].skipped);
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+START_TEST(differing_scale_decisions_are_a_mismatch_of_their_own)
+{
+    ck_backend *b = cpu();
+    built_case bc;
+    build_text(&bc, overflow_case);
+    ck_result r;
+    ck_error err;
+    ck_assert(ck_run_case(b, &bc.g, CK_F16, &r, &err) == CK_OK);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL && r.expect_met);
+    /* as if the checkpointed run had not overflowed at step 0 */
+    r.ckpt.scales[0].skipped = false;
+    r.scale_mismatches = 1;
+    r.first_scale_mismatch = 0;
+    ck_result_judge(&r);
+    ck_assert(r.verdict == CK_VERDICT_MISMATCH);
+    ck_assert(!r.expect_met && !r.pass);
+    char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
+    int n = ck_report_failures(&r, lines, CK_REPORT_MAX_FAILURES);
+    bool found = false;
+    for (int i = 0; i < n; i++)
+        found = found || strncmp(lines[i], "loss scale: 1 step where", 24) == 0;
+    ck_assert_msg(found, "no loss-scale failure line");
+    ck_result_free(&r);
+    free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Underflow
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(fp16_underflow_shows_in_flushed_counts_and_dynamic_scaling_prevents_it)
+{
+    ck_backend *b = cpu();
+    const char *files[2] = {"fp16_underflow_noscale.json", "fp16_underflow_dynamic.json"};
+    for (int k = 0; k < 2; k++) {
+        built_case bc;
+        build_file(&bc, files[k]);
+        ck_result r;
+        ck_error err;
+        ck_assert(ck_run_case(b, &bc.g, CK_F16, &r, &err) == CK_OK);
+        ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+        ck_assert(r.pass);
+        const ck_tensor_result *g0 = find(r.vs_fp32, r.n_vs_fp32, "fc0.weight", CK_KIND_GRAD, 0);
+        ck_assert(g0 != NULL);
+        if (k == 0) {
+            ck_assert_int_eq(g0->cast_flushed, g0->m.numel); /* every gradient lost */
+            ck_assert(g0->verdict == CK_VERDICT_MISMATCH);
+            ck_assert(r.vs_fp32_verdict == CK_VERDICT_MISMATCH);
+        } else {
+            ck_assert_int_le(g0->cast_flushed, g0->m.numel / 100);
+            ck_assert(g0->verdict == CK_VERDICT_CLOSE);
+            ck_assert(r.vs_fp32_verdict != CK_VERDICT_MISMATCH);
+            ck_assert(r.plain.scales[0].scale == 65536.0);
+        }
+        ck_result_free(&r);
+        free_built(&bc);
+    }
+    b->destroy(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Case keys
+ * --------------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *desc, *extra, *want;
+} bad_rows[] = {
+    {"unknown precision", "\"precision\": \"fp8\"", "precision"},
+    {"precision listed twice", "\"precision\": [\"fp16\", \"fp16\"]", "precision[1]"},
+    {"scale value without scaling", "\"train\": {\"loss_scale_value\": 8}", "train.loss_scale_value"},
+    {"growth interval without dynamic", "\"train\": {\"loss_scale\": \"static\", \"growth_interval\": 3}",
+     "train.growth_interval"},
+    {"bad autocast policy", "\"policies\": {\"autocast_recompute\": \"keep\"}", "policies.autocast_recompute"},
+    {"bad per-dtype expect", "\"expect\": {\"fp64\": \"identical\"}", "expect"},
+    {"identical is no precision expectation", "\"expect_precision\": \"identical\"", "expect_precision"},
+    {"negative rel_l2", "\"tolerance\": {\"fp16\": {\"rel_l2\": -1}}", "tolerance.fp16.rel_l2"},
+    {"unknown tolerance key", "\"tolerance\": {\"fp16\": {\"rtl\": 1}}", "tolerance.fp16"},
+};
+
+START_TEST(bad_precision_keys_name_their_json_path)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"name\": \"x\", \"input\": {\"shape\": [2, 3]}, \"layers\": [{\"name\": \"a\", "
+             "\"op\": \"relu\"}], %s}",
+             bad_rows[_i].extra);
+    ck_case c;
+    ck_error err;
+    ck_assert_msg(ck_case_parse(text, strlen(text), "p.json", &c, &err) == CK_ERR_INPUT,
+                  "%s: accepted", bad_rows[_i].desc);
+    ck_assert_msg(strncmp(err.msg, "p.json: ", 8) == 0 && strstr(err.msg, bad_rows[_i].want),
+                  "%s: %s", bad_rows[_i].desc, err.msg);
+}
+END_TEST
+
+START_TEST(precision_keys_parse_with_defaults_and_patterns)
+{
+    const char *text =
+        "{\"name\": \"x\", \"input\": {\"shape\": [2, 3]}, \"layers\": [{\"name\": \"a\", "
+        "\"op\": \"linear\", \"units\": 2}], \"precision\": [\"fp32\", \"bf16\"],"
+        " \"train\": {\"loss_scale\": \"dynamic\"},"
+        " \"expect\": {\"bf16\": \"mismatch\"}, \"expect_precision\": {\"fp16\": \"mismatch\"},"
+        " \"tolerance\": {\"bf16\": {\"rel_l2\": 0.05}, \"tensors\": {\"grad:a.*\": {\"atol\": 0.5}}}}";
+    ck_case c;
+    ck_error err;
+    ck_assert_msg(ck_case_parse(text, strlen(text), "p.json", &c, &err) == CK_OK, "%s", err.msg);
+    ck_assert_int_eq(c.n_precisions, 2);
+    ck_assert(c.precisions[0] == CK_F32 && c.precisions[1] == CK_BF16);
+    ck_assert(c.loss_scale == CK_SCALE_DYNAMIC);
+    ck_assert(c.loss_scale_value == 65536.0 && c.growth_interval == 2000);
+    ck_assert(ck_case_expect(&c, CK_BF16) == CK_EXPECT_MISMATCH);
+    ck_assert(ck_case_expect(&c, CK_F32) == CK_EXPECT_CLOSE);
+    ck_assert(ck_case_expect_vs_fp32(&c, CK_F16) == CK_EXPECT_MISMATCH);
+    ck_assert(ck_case_expect_vs_fp32(&c, CK_BF16) == CK_EXPECT_CLOSE);
+    double rtol, atol, l2;
+    ck_case_precision_tolerance(&c, CK_BF16, "grad", "a.weight", &rtol, &atol, &l2);
+    ck_assert(atol == 0.5 && l2 < 0);
+    ck_case_precision_tolerance(&c, CK_BF16, "param", "a.weight", &rtol, &atol, &l2);
+    ck_assert(rtol == 1.6e-2 && atol == 1e-5 && l2 == 0.05);
+    ck_case_precision_tolerance(&c, CK_F16, "param", "a.weight", &rtol, &atol, &l2);
+    ck_assert(rtol == 1e-3 && atol == 1e-5 && l2 < 0);
+    ck_case_free(&c);
+}
+END_TEST
+
+Suite *suite_precision(void)
+{
+    Suite *s = suite_create("precision");
+    TCase *tc = tcase_create("runs");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16);
+    tcase_add_test(tc, autocast_drop_canary_is_caught_with_its_cause);
+    tcase_add_test(tc, dynamic_scaling_skips_exactly_the_overflowing_steps);
+    tcase_add_test(tc, differing_scale_decisions_are_a_mismatch_of_their_own);
+    tcase_add_test(tc, fp16_underflow_shows_in_flushed_counts_and_dynamic_scaling_prevents_it);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("case keys");
+    tcase_add_loop_test(tc, bad_precision_keys_name_their_json_path, 0,
+                        (int)(sizeof bad_rows / sizeof bad_rows[0]));
+    tcase_add_test(tc, precision_keys_parse_with_defaults_and_patterns);
+    suite_add_tcase(s, tc);
+    return s;
+}
