@@ -33,6 +33,7 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(SAN) -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
            -I. -MMD -MP
 LDLIBS  += $(CJSON_LIBS) -lm
+LDLIBS  += -lz
 LDFLAGS += $(SAN)
 
 LIB_SRC := $(sort $(wildcard harness/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c) \
@@ -43,6 +44,113 @@ TEST_SRC := $(sort $(wildcard tests/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(BUILD)/obj/harness/main.o
+
+# ---------------------------------------------------------------------------------------
+# CUDA backend (backends/cuda/, docs/cuda.md). Knobs: CUDA = auto | 1 | 0, CUDA_HOME, NVCC,
+# CUDNN_HOME, CUDA_ARCH. `auto` builds the backend wherever $(NVCC) and cuDNN are found
+# (so CI compiles and links it without a GPU) and the CPU-only program elsewhere, where
+# backends/cuda_absent.c answers `--backend cuda`. Sanitizer builds (SAN set, as
+# check-asan does) leave CUDA out: ASan's shadow-memory reservation collides with the CUDA
+# driver's address-space reservation, and nvcc's device code is not instrumented anyway.
+# Switching CUDA on or off needs a clean BUILD (or another one: BUILD=build/nocuda).
+#   make cuda-check       the GPU test program (skips, with a message, without a GPU)
+#   make check-cpu-only   make check of the CPU-only program, in $(BUILD)/nocuda
+#   make gpu-check        tests/gpu/run.sh (the GPU machine's script), reports in GPU_OUT
+# ---------------------------------------------------------------------------------------
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+CUDNN_HOME ?=
+CUDA       ?= auto
+CUDA_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+GPU_OUT    ?= $(BUILD)/gpu-report
+
+ifeq ($(filter auto 0 1,$(CUDA)),)
+  $(error CUDA=$(CUDA): use auto, 1 or 0)
+endif
+CUDA_NVCC_FOUND := $(if $(filter 0,$(CUDA)),,$(shell command -v $(NVCC) 2>/dev/null))
+CUDNN_INC := $(firstword $(foreach d,$(if $(CUDNN_HOME),$(CUDNN_HOME)/include) \
+    /usr/include/x86_64-linux-gnu $(CUDA_HOME)/include /usr/local/include /usr/include, \
+    $(if $(wildcard $(d)/cudnn.h),$(d))))
+CUDNN_LIBDIR := $(firstword $(foreach d,$(if $(CUDNN_HOME),$(CUDNN_HOME)/lib $(CUDNN_HOME)/lib64) \
+    /usr/lib/x86_64-linux-gnu $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib, \
+    $(if $(wildcard $(d)/libcudnn.so $(d)/libcudnn.so.9),$(d))))
+CUDA_LIBDIR := $(firstword $(foreach d,$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib, \
+    $(if $(wildcard $(d)/libcudart.so),$(d))))
+
+CUDA_OFF_WHY :=
+ifeq ($(CUDA),0)
+  CUDA_OFF_WHY := CUDA=0
+else ifneq ($(SAN),)
+  CUDA_OFF_WHY := sanitizer build (SAN is set)
+else ifeq ($(CUDA_NVCC_FOUND),)
+  CUDA_OFF_WHY := nvcc not found
+else ifeq ($(CUDNN_INC),)
+  CUDA_OFF_WHY := nvcc found but cudnn.h not found
+else ifeq ($(CUDNN_LIBDIR),)
+  CUDA_OFF_WHY := nvcc found but libcudnn not found
+else ifeq ($(CUDA_LIBDIR),)
+  CUDA_OFF_WHY := nvcc found but libcudart not found under $(CUDA_HOME)
+endif
+ifeq ($(CUDA)$(if $(CUDA_OFF_WHY),off),1off)
+  $(error CUDA=1 but $(CUDA_OFF_WHY) (set CUDA_HOME, NVCC or CUDNN_HOME))
+endif
+
+# the policy functions are plain C and always built (tests/test_cuda_cpu.c checks them)
+LIB_SRC += backends/cuda/algo_policy.c
+LIB_OBJ += $(BUILD)/obj/backends/cuda/algo_policy.o
+GPU_TEST := $(BUILD)/test_gpu
+
+ifeq ($(CUDA_OFF_WHY),)
+  CUDA_SRC := $(sort $(wildcard backends/cuda/*.cu))
+  CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
+  LIB_OBJ  := $(filter-out $(BUILD)/obj/backends/cuda_absent.o,$(LIB_OBJ)) $(CUDA_OBJ)
+  CFLAGS   += -DCK_HAVE_CUDA=1
+  SYS_LIBDIRS := /usr/lib/x86_64-linux-gnu /usr/lib /lib
+  CUDA_LDLIBS := -L$(CUDA_LIBDIR) $(if $(filter-out $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-L$(CUDNN_LIBDIR)) \
+                 $(if $(wildcard $(CUDNN_LIBDIR)/libcudnn.so),-lcudnn,-l:libcudnn.so.9) \
+                 -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_LIBDIR) \
+                 $(if $(filter-out $(SYS_LIBDIRS) $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-Wl,-rpath,$(CUDNN_LIBDIR))
+  NVCCFLAGS ?=
+  NVCCFLAGS += -std=c++17 $(OPT) -g $(CUDA_ARCH) -fmad=false --Werror all-warnings \
+               -Xcompiler -Wall,-Wextra,-Werror,-Wshadow,-Wno-unused-parameter \
+               -I. $(if $(filter /usr/include,$(CUDNN_INC)),,-I$(CUDNN_INC)) -MMD -MP
+
+  $(PROG) $(TESTS) $(GPU_TEST): LDLIBS += $(CUDA_LDLIBS)
+
+  $(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+  cuda-check: $(GPU_TEST)
+	$(GPU_TEST) --quick
+else
+  ifeq ($(CK_CUDA_NOTICE_SHOWN)$(filter-out clean deps,$(or $(MAKECMDGOALS),all)),)
+  else ifeq ($(CK_CUDA_NOTICE_SHOWN),)
+    ifeq ($(CUDA_OFF_WHY),nvcc not found)
+      $(info ckpt-harness: nvcc not found: building the CPU-only program (set CUDA_HOME to build the CUDA backend))
+    else
+      $(info ckpt-harness: $(CUDA_OFF_WHY): building the CPU-only program without the CUDA backend)
+    endif
+    export CK_CUDA_NOTICE_SHOWN := 1
+  endif
+
+  cuda-check:
+	@echo "ckpt-harness: GPU tests skipped: this is the CPU-only program ($(CUDA_OFF_WHY))"
+endif
+
+check-run: cuda-check
+
+check-cpu-only:
+	@$(MAKE) --no-print-directory check-run BUILD=$(BUILD)/nocuda CUDA=0
+
+gpu-check:
+	sh tests/gpu/run.sh $(GPU_OUT)
+
+.PHONY: cuda-check check-cpu-only gpu-check
+-include $(CUDA_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 
 PROG := $(BUILD)/ckpt-harness
 LIB  := $(BUILD)/libckpt.a
@@ -106,3 +214,44 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
+
+# ---------------------------------------------------------------------------------------
+# Fuzzing (libFuzzer; needs clang). Targets in fuzz/, seed corpora in fuzz/corpus/<name>/;
+# new inputs go to build/fuzz/corpus/<name>/, crashes to build/fuzz/crash-*.
+#   make fuzz                 every target for FUZZ_SECONDS (60) each
+#   make fuzz-smoke           every target for 10 s each (CI)
+#   make fuzz-safetensors     one target (also fuzz-npy, fuzz-case)
+# ---------------------------------------------------------------------------------------
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build/fuzz
+FUZZ_TARGETS := safetensors npy case
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
+                -D_DEFAULT_SOURCE -I. -MMD -MP $(FUZZ_SAN)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+
+.PHONY: fuzz fuzz-smoke fuzz-build $(FUZZ_TARGETS:%=fuzz-%)
+.SECONDARY: $(FUZZ_LIB_OBJ)
+
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+
+$(FUZZ_TARGETS:%=fuzz-%): fuzz-%: $(FUZZ_BUILD)/fuzz_%
+	@mkdir -p $(FUZZ_BUILD)/corpus/$*
+	$< -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$*- $(FUZZ_BUILD)/corpus/$* fuzz/corpus/$*
+
+fuzz: $(FUZZ_TARGETS:%=fuzz-%)
+
+fuzz-smoke:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
+
+-include $(FUZZ_LIB_OBJ:.o=.d)

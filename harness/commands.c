@@ -198,8 +198,15 @@ static int mkdir_p(const char *path, ck_error *err)
 static char *report_path(const char *report, bool as_dir, const char *case_name,
                          const char *dtype_suffix)
 {
-    if (!as_dir)
+    if (!as_dir && !dtype_suffix)
         return strdup(report);
+    if (!as_dir) { /* FILE.json for a case run in several dtypes: FILE.<dtype>.json */
+        size_t stem = strlen(report) - 5, n = strlen(report) + strlen(dtype_suffix) + 2;
+        char *p = malloc(n);
+        if (p)
+            snprintf(p, n, "%.*s.%s.json", (int)stem, report, dtype_suffix);
+        return p;
+    }
     size_t n = strlen(report) + strlen(case_name) + (dtype_suffix ? strlen(dtype_suffix) : 0) + 9;
     char *p = malloc(n);
     if (p)
@@ -307,8 +314,14 @@ int ck_cmd_run(const ck_run_opts *o)
     bool as_dir = false;
     if (o->report) {
         struct stat sb;
-        as_dir = total > 1 || ends_with(o->report, "/") || !ends_with(o->report, ".json") ||
+        as_dir = ends_with(o->report, "/") || !ends_with(o->report, ".json") ||
                  (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
+        if (!as_dir && n > 1) {
+            fprintf(stderr, "ckpt-harness: --report %s: a .json file takes one case; give a "
+                            "directory for %d cases\n", o->report, n);
+            free_loaded(lc, n);
+            return CK_EXIT_USAGE;
+        }
         if (as_dir && mkdir_p(o->report, &err) != CK_OK) {
             fprintf(stderr, "ckpt-harness: --report: %s\n", err.msg);
             free_loaded(lc, n);

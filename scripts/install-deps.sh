@@ -1,6 +1,6 @@
 #!/bin/sh
 # Makes sure the build dependencies are present: a C compiler, make, pkg-config, Debian's
-# libcjson-dev and check. Installs what is missing with apt-get when it can (as root, or
+# libcjson-dev, check and zlib1g-dev. Installs what is missing with apt-get when it can (as root, or
 # through password-less sudo); otherwise says exactly what to install and exits 1.
 set -u
 missing=""
@@ -9,8 +9,9 @@ command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 if command -v pkg-config >/dev/null 2>&1; then
     pkg-config --exists libcjson || missing="$missing libcjson-dev"
     pkg-config --exists check || missing="$missing check"
+    pkg-config --exists zlib || missing="$missing zlib1g-dev"
 else
-    missing="$missing libcjson-dev check"
+    missing="$missing libcjson-dev check zlib1g-dev"
 fi
 [ -z "$missing" ] && exit 0
 
@@ -29,5 +30,5 @@ if command -v apt-get >/dev/null 2>&1; then
     exit $?
 fi
 echo "ckpt-harness: no apt-get here; install these with your package manager:$missing"
-echo "              (a C11 compiler, make, pkg-config, cJSON >= 1.7 and Check >= 0.15 with .pc files)"
+echo "              (a C11 compiler, make, pkg-config, cJSON >= 1.7, Check >= 0.15 and zlib with .pc files)"
 exit 1

@@ -312,10 +312,11 @@ START_TEST(loss_rejects_unsupported_dtypes)
 {
     ck_error err = {{0}};
     double L;
-    ck_tensor *h = tensor_new("h", CK_F16, SHAPE(2, 3));
+    /* fp16/bf16 and per-tensor dtypes are accepted (test_ops_lowp.c); integers are not */
+    ck_tensor *h = tensor_new("h", CK_I32, SHAPE(2, 3));
     ck_assert_int_eq(cpu->loss_forward(cpu, CK_LOSS_MEAN, h, NULL, &L, &err), CK_ERR_UNSUPPORTED);
     ck_tensor *y = tensor_new("y", CK_F32, SHAPE(2, 3));
-    ck_tensor *t64 = tensor_new("t64", CK_F64, SHAPE(2, 3));
+    ck_tensor *t64 = tensor_new("t_i64", CK_I64, SHAPE(2, 3));
     ck_assert_int_eq(cpu->loss_forward(cpu, CK_LOSS_MSE, y, t64, &L, &err), CK_ERR_UNSUPPORTED);
     ck_tensor *tf = tensor_new("tf", CK_F32, SHAPE(2));
     ck_assert_int_eq(cpu->loss_forward(cpu, CK_LOSS_CROSS_ENTROPY, y, tf, &L, &err),
@@ -405,7 +406,7 @@ START_TEST(optimizer_rejects_bad_arguments)
 {
     ck_tensor *p = tensor_of("enc.weight", CK_F32, SHAPE(2), opt_p0);
     ck_tensor *g = tensor_new("g", CK_F32, SHAPE(2));
-    ck_tensor *g64 = tensor_new("g64", CK_F64, SHAPE(2));
+    ck_tensor *g64 = tensor_new("g_i64", CK_I64, SHAPE(2));
     ck_tensor *s0 = tensor_new("s0", CK_F32, SHAPE(2));
     ck_optimizer adam = {.kind = CK_OPT_ADAM, .lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
     ck_optimizer sgd = {.kind = CK_OPT_SGD, .lr = 0.1};
@@ -415,7 +416,7 @@ START_TEST(optimizer_rejects_bad_arguments)
     ck_assert_msg(strstr(err.msg, "enc.weight") != NULL, "message: %s", err.msg);
     /* step 0 */
     ck_assert_int_ne(cpu->optimizer_step(cpu, &sgd, 0, 1.0, p, g, NULL, NULL, &err), CK_OK);
-    /* a gradient of another dtype */
+    /* a gradient of a non-float dtype */
     ck_assert_int_eq(cpu->optimizer_step(cpu, &sgd, 1, 1.0, p, g64, NULL, NULL, &err),
                      CK_ERR_UNSUPPORTED);
     assert_values("untouched", p, opt_p0, 0.0, 0.0);

@@ -1,51 +1,30 @@
 /*
  * CPU pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
  *
- * Every kernel computes in double and rounds once on store, for fp32 and fp64 tensors
- * alike. The backward pass differentiates at the input x (io->in[0]), so relu'(0) = 0 and
+ * Every kernel loads each tensor in its own dtype (fp32, fp64, fp16 or bf16; x, y, dy and
+ * dx need not share one), computes in double and rounds once on store; the backward adds
+ * its double contribution to dx with one rounding (cpu_elem.h, harness/precision.md).
+ * The backward pass differentiates at the input x (io->in[0]), so relu'(0) = 0 and
  * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do.
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <math.h>
 
-/* ---- element access (double in registers, tensor dtype in memory) ---- */
-
-static inline double ld(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static inline void st(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
-
-/* The input's dtype must be fp32/fp64 and every other non-NULL tensor must share it and
- * its element count. */
+/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
 static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
                                  int n, ck_error *err)
 {
-    if (x->dtype != CK_F32 && x->dtype != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    const ck_tensor *xs[] = {x};
+    ck_status rc = cpu_check_float_dtypes(fn, xs, 1, err);
+    if (rc != CK_OK || (rc = cpu_check_float_dtypes(fn, ts, n, err)) != CK_OK)
+        return rc;
     int64_t numel = ck_shape_numel(&x->shape);
     for (int i = 0; i < n; i++) {
         const ck_tensor *t = ts[i];
-        if (!t)
-            continue;
-        if (t->dtype != x->dtype)
-            return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn, tname(t),
-                           ck_dtype_name(t->dtype), tname(x), ck_dtype_name(x->dtype));
-        if (ck_shape_numel(&t->shape) != numel)
+        if (t && ck_shape_numel(&t->shape) != numel)
             return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
-                           tname(t), (long long)ck_shape_numel(&t->shape), tname(x),
+                           cpu_tname(t), (long long)ck_shape_numel(&t->shape), cpu_tname(x),
                            (long long)numel);
     }
     return CK_OK;
@@ -111,7 +90,7 @@ static void activation_forward(ck_tensor *out, const ck_tensor *inp, ck_op_kind 
                                double slope, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++)
-        st(out, i, act(kind, slope, ld(inp, i)));
+        cpu_st(out, i, act(kind, slope, cpu_ld(inp, i)));
 }
 
 /* dinp += dout * act'(inp); all (numel) */
@@ -119,7 +98,7 @@ static void activation_backward(ck_tensor *dinp, const ck_tensor *dout, const ck
                                 ck_op_kind kind, double slope, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++)
-        st(dinp, i, ld(dinp, i) + ld(dout, i) * dact(kind, slope, ld(inp, i)));
+        cpu_acc(dinp, i, cpu_ld(dout, i) * dact(kind, slope, cpu_ld(inp, i)));
 }
 
 ck_status cpu_activation_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,

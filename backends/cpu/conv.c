@@ -1,6 +1,6 @@
 /*
  * CPU convolution (CK_OP_CONV): conv1d/2d/3d as PyTorch computes it (cross-correlation,
- * groups 1), in fp32 and fp64.
+ * groups 1).
  *
  *   y[n,f,o...] = b[f] + sum_{c,k...} W[f,c,k...] * x[n,c, o*stride - pad_lo + k*dilation]
  *
@@ -11,8 +11,18 @@
  * the output (and in the input when the last stride is 1). The kernels are written once
  * as a macro and instantiated for float and double; weight and bias gradients are reduced
  * in double.
+ *
+ * When every tensor of a call is fp32 (or every one fp64) the matching instantiation runs
+ * on the tensors themselves: the fp32 path is the fast one the U-Net and benchmark cases
+ * use. Otherwise (fp16/bf16 tensors, or dtypes mixed per tensor) input, weight, bias and
+ * dout are widened to double scratch once per call, the fp64 kernel runs, and each output
+ * element is rounded once into its tensor's dtype: products are never rounded to the low
+ * dtype and the sums are accumulated in double. Gradients are computed from zero in
+ * double and then added to the existing values with one rounding (cpu_elem.h,
+ * harness/precision.md). So a low-dtype y is exactly the fp64 result on the same inputs,
+ * rounded once.
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <stdlib.h>
 
@@ -198,28 +208,6 @@ CONV_KERNELS(double, f64)
 // ----------------------------------------------------------------------------
 // checks and setup shared by forward and backward
 
-static const char *tname(const ck_tensor *t)
-{
-    return t->name ? t->name : "(unnamed)";
-}
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
-static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
-                                    ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (*dt != CK_F32 && *dt != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "conv: dtype %s of '%s' is not supported by the cpu backend "
-                       "(fp32 and fp64 only)", ck_dtype_name(*dt), tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "conv: '%s' is %s but '%s' is %s",
-                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
-                           ck_dtype_name(*dt));
-    return CK_OK;
-}
-
 /* Checks x (N, C, s...), W (F, C, k...), b (F), y (N, F, o...) against op and fills the
  * geometry and the taps (*taps is malloc'd; free it). */
 static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
@@ -232,7 +220,7 @@ static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck
         return ck_fail(err, CK_ERR_INTERNAL, "conv: %d spatial dims (1 to 3 supported)", nsp);
     if (!w)
         return ck_fail(err, CK_ERR_INTERNAL, "conv%dd on '%s': no weight tensor", nsp,
-                       tname(x));
+                       cpu_tname(x));
     ck_shape_str(&x->shape, sx, sizeof sx);
     ck_shape_str(&w->shape, sw, sizeof sw);
     ck_shape_str(&y->shape, sy, sizeof sy);
@@ -244,10 +232,10 @@ static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck
     if (!ok)
         return ck_fail(err, CK_ERR_INTERNAL,
                        "conv%dd: input '%s' %s, weight '%s' %s and output '%s' %s do not fit",
-                       nsp, tname(x), sx, tname(w), sw, tname(y), sy);
+                       nsp, cpu_tname(x), sx, cpu_tname(w), sw, cpu_tname(y), sy);
     if (b && ck_shape_numel(&b->shape) != w->shape.dim[0])
         return ck_fail(err, CK_ERR_INTERNAL, "conv%dd: bias '%s' does not have %lld entries",
-                       nsp, tname(b), (long long)w->shape.dim[0]);
+                       nsp, cpu_tname(b), (long long)w->shape.dim[0]);
 
     g->N = x->shape.dim[0];
     g->C = x->shape.dim[1];
@@ -298,6 +286,55 @@ static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck
 }
 
 // ----------------------------------------------------------------------------
+// fp16/bf16 and mixed dtypes: the fp64 kernels on wide views (kept out of the entry points
+// so that their fp32 path compiles as tightly as it always did)
+
+static ck_status conv_forward_wide(ck_op_io *io, const ck_tensor *b, const conv_geom *g,
+                                   const conv_tap *taps, int64_t ntaps, ck_error *err)
+{
+    cpu_wide wx = {NULL, NULL}, ww = {NULL, NULL}, wb = {NULL, NULL}, wy = {NULL, NULL};
+    ck_status st;
+    if ((st = cpu_wide_in("conv", io->in[0], &wx, err)) == CK_OK &&
+        (st = cpu_wide_in("conv", io->weight, &ww, err)) == CK_OK &&
+        (st = cpu_wide_in("conv", b, &wb, err)) == CK_OK &&
+        (st = cpu_wide_out("conv", io->out, false, &wy, err)) == CK_OK) {
+        conv_forward_f64(wy.data, wx.data, ww.data, wb.data, g, taps, ntaps);
+        cpu_wide_store(io->out, &wy);
+    }
+    cpu_wide_free(&wx);
+    cpu_wide_free(&ww);
+    cpu_wide_free(&wb);
+    cpu_wide_free(&wy);
+    return st;
+}
+
+/* gradients computed from zero in double, then added with one rounding each */
+static ck_status conv_backward_wide(const ck_op_io *io, ck_op_grads *g, ck_tensor *db,
+                                    double *row_acc, const conv_geom *geom,
+                                    const conv_tap *taps, int64_t ntaps, ck_error *err)
+{
+    cpu_wide wx = {NULL, NULL}, ww = {NULL, NULL}, wdy = {NULL, NULL};
+    cpu_wide wdx = {NULL, NULL}, wdw = {NULL, NULL}, wdb = {NULL, NULL};
+    ck_status st;
+    if ((st = cpu_wide_in("conv", io->in[0], &wx, err)) == CK_OK &&
+        (st = cpu_wide_in("conv", io->weight, &ww, err)) == CK_OK &&
+        (st = cpu_wide_in("conv", g->dout, &wdy, err)) == CK_OK &&
+        (st = cpu_wide_out("conv", g->din[0], true, &wdx, err)) == CK_OK &&
+        (st = cpu_wide_out("conv", g->dweight, true, &wdw, err)) == CK_OK &&
+        (st = cpu_wide_out("conv", db, true, &wdb, err)) == CK_OK) {
+        conv_backward_f64(wdx.data, wdw.data, wdb.data, row_acc, wdy.data, wx.data, ww.data,
+                          geom, taps, ntaps);
+        cpu_wide_accumulate(g->din[0], &wdx);
+        cpu_wide_accumulate(g->dweight, &wdw);
+        cpu_wide_accumulate(db, &wdb);
+    }
+    cpu_wide *wide[] = {&wx, &ww, &wdy, &wdx, &wdw, &wdb};
+    for (int i = 0; i < 6; i++)
+        cpu_wide_free(wide[i]);
+    return st;
+}
+
+// ----------------------------------------------------------------------------
 // entry points (cpu_ops.h)
 
 ck_status cpu_conv_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
@@ -307,10 +344,10 @@ ck_status cpu_conv_forward(const ck_op_params *op, const ck_fwd_args *args, ck_o
     const ck_tensor *x = io->in[0];
     const ck_tensor *b = op->bias ? io->bias : NULL;
     const ck_tensor *all[] = {x, io->weight, b, io->out};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(all, 4, &dt, err);
+    ck_status st = cpu_check_float_dtypes("conv", all, 4, err);
     if (st != CK_OK)
         return st;
+    const ck_dtype dt = cpu_common_dtype(all, 4);
     conv_geom g;
     conv_tap *taps = NULL;
     int64_t ntaps = 0;
@@ -319,9 +356,11 @@ ck_status cpu_conv_forward(const ck_op_params *op, const ck_fwd_args *args, ck_o
     if (dt == CK_F32)
         conv_forward_f32(io->out->data, x->data, io->weight->data, b ? b->data : NULL, &g,
                          taps, ntaps);
-    else
+    else if (dt == CK_F64)
         conv_forward_f64(io->out->data, x->data, io->weight->data, b ? b->data : NULL, &g,
                          taps, ntaps);
+    else
+        st = conv_forward_wide(io, b, &g, taps, ntaps, err);
 done:
     free(taps);
     return st;
@@ -334,10 +373,10 @@ ck_status cpu_conv_backward(const ck_op_params *op, const ck_fwd_args *args,
     const ck_tensor *x = io->in[0];
     ck_tensor *db = op->bias ? g->dbias : NULL;
     const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(all, 6, &dt, err);
+    ck_status st = cpu_check_float_dtypes("conv", all, 6, err);
     if (st != CK_OK)
         return st;
+    const ck_dtype dt = cpu_common_dtype(all, 6);
     conv_geom geom;
     conv_tap *taps = NULL;
     int64_t ntaps = 0;
@@ -355,9 +394,11 @@ ck_status cpu_conv_backward(const ck_op_params *op, const ck_fwd_args *args,
     if (dt == CK_F32)
         conv_backward_f32(dx, dw, dbias, row_acc, g->dout->data, x->data, io->weight->data,
                           &geom, taps, ntaps);
-    else
+    else if (dt == CK_F64)
         conv_backward_f64(dx, dw, dbias, row_acc, g->dout->data, x->data, io->weight->data,
                           &geom, taps, ntaps);
+    else
+        st = conv_backward_wide(io, g, db, row_acc, &geom, taps, ntaps, err);
 done:
     free(row_acc);
     free(taps);

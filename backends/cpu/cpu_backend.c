@@ -2,8 +2,11 @@
  * The CPU reference backend: memory in host RAM, ops dispatched to one file per op family
  * (cpu_ops.h). Single-threaded and fixed-order by design: it is the reference every other
  * backend is judged against, and plain vs checkpointed must be bitwise identical on it.
+ * Compute dtypes: fp32, fp64, fp16 and bf16; every op loads each tensor in its own dtype
+ * and rounds each output once (cpu_elem.h, harness/precision.md). Memory is typeless:
+ * upload, download, zero and copy move ck_tensor_bytes of any dtype.
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +68,7 @@ static ck_status cpu_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, c
 static bool cpu_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
 {
     (void)b;
-    return (unsigned)op->kind < CK_OP_KIND_COUNT && (dtype == CK_F32 || dtype == CK_F64);
+    return (unsigned)op->kind < CK_OP_KIND_COUNT && cpu_is_float(dtype);
 }
 
 typedef ck_status (*cpu_fwd_fn)(const ck_op_params *, const ck_fwd_args *, ck_op_io *, ck_error *);
@@ -127,6 +130,13 @@ static ck_status cpu_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor 
     return cpu_loss_backward(kind, y, target, scale, dy, err);
 }
 
+static ck_status cpu_conv_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
+                                double scale, bool accumulate, ck_error *err)
+{
+    (void)b;
+    return cpu_convert(dst, src, scale, accumulate, err);
+}
+
 static ck_status cpu_optim(ck_backend *b, const ck_optimizer *opt, int64_t step,
                            double grad_scale, ck_tensor *param, const ck_tensor *grad,
                            ck_tensor *state0, ck_tensor *state1, ck_error *err)
@@ -176,6 +186,7 @@ ck_status ck_backend_cpu_create(ck_backend **out, ck_error *err)
     b->loss_forward = cpu_loss_fwd;
     b->loss_backward = cpu_loss_bwd;
     b->optimizer_step = cpu_optim;
+    b->convert = cpu_conv_dtype;
     b->info = cpu_info;
     b->destroy = cpu_destroy;
     *out = b;

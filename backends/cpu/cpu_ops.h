@@ -2,8 +2,11 @@
  * Private to the CPU backend: one forward/backward pair per op family, one file each
  * (linear.c, conv.c, pool.c, upsample.c, activation.c, norm.c, random_ops.c,
  * shape_ops.c), plus loss.c and optim.c. cpu_backend.c dispatches on ck_op_kind.
- * Every function handles CK_F32 and CK_F64 (the run's compute dtype) and returns
- * CK_ERR_UNSUPPORTED for anything else. Semantics: backends/backend.h and harness/ops.h.
+ * Every function takes tensors of CK_F32, CK_F64, CK_F16 and CK_BF16, each loaded in its
+ * own dtype (a low-precision run mixes fp16/bf16 activations with fp32 normalisation
+ * parameters and statistics, harness/precision.md), and returns CK_ERR_UNSUPPORTED naming
+ * the tensor for any other dtype. Semantics: backends/backend.h and harness/ops.h; element
+ * access and rounding: cpu_elem.h.
  */
 #ifndef CK_CPU_OPS_H
 #define CK_CPU_OPS_H
@@ -35,6 +38,8 @@ ck_status cpu_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tenso
                            double *loss, ck_error *err);
 ck_status cpu_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
                             double scale, ck_tensor *dy, ck_error *err);
+ck_status cpu_convert(ck_tensor *dst, const ck_tensor *src, double scale, bool accumulate,
+                      ck_error *err);
 ck_status cpu_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_scale,
                              ck_tensor *param, const ck_tensor *grad, ck_tensor *state0,
                              ck_tensor *state1, ck_error *err);

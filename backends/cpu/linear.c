@@ -1,11 +1,18 @@
 /*
- * CPU linear layer (CK_OP_LINEAR): y = x W^T + b over the last dimension, in fp32 and fp64.
+ * CPU linear layer (CK_OP_LINEAR): y = x W^T + b over the last dimension.
  *
  * x (..., in) is treated as M = numel / in rows. The kernels are written once as a macro
  * and instantiated for float and double; the weight gradient is reduced over the rows in
  * a double scratch buffer so fp32 runs lose little to the order of the sum.
+ *
+ * When every tensor of a call is fp32 (or every one fp64) the matching instantiation runs
+ * on the tensors themselves. Otherwise (fp16/bf16 tensors, or dtypes mixed per tensor) each
+ * tensor is widened to double once per call, the fp64 kernel runs, and each output element
+ * is rounded once into its tensor's dtype; gradients are computed from zero in double and
+ * then added to the existing values with one rounding (cpu_elem.h, harness/precision.md).
+ * So a low-dtype y is exactly the fp64 result on the same inputs, rounded once.
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <stdlib.h>
 
@@ -74,28 +81,6 @@ LINEAR_KERNELS(double, f64)
 // ----------------------------------------------------------------------------
 // checks shared by forward and backward
 
-static const char *tname(const ck_tensor *t)
-{
-    return t->name ? t->name : "(unnamed)";
-}
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
-static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
-                                    ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (*dt != CK_F32 && *dt != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "linear: dtype %s of '%s' is not supported by the cpu backend "
-                       "(fp32 and fp64 only)", ck_dtype_name(*dt), tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "linear: '%s' is %s but '%s' is %s",
-                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
-                           ck_dtype_name(*dt));
-    return CK_OK;
-}
-
 typedef struct {
     int64_t M, in, units;
 } linear_dims;
@@ -106,12 +91,12 @@ static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_
 {
     char s1[96], s2[96];
     if (!w)
-        return ck_fail(err, CK_ERR_INTERNAL, "linear on '%s': no weight tensor", tname(x));
+        return ck_fail(err, CK_ERR_INTERNAL, "linear on '%s': no weight tensor", cpu_tname(x));
     if (x->shape.ndim < 1 || w->shape.ndim != 2 ||
         w->shape.dim[1] != x->shape.dim[x->shape.ndim - 1])
         return ck_fail(err, CK_ERR_INTERNAL,
                        "linear: input '%s' %s does not match weight '%s' %s",
-                       tname(x), ck_shape_str(&x->shape, s1, sizeof s1), tname(w),
+                       cpu_tname(x), ck_shape_str(&x->shape, s1, sizeof s1), cpu_tname(w),
                        ck_shape_str(&w->shape, s2, sizeof s2));
     d->in = w->shape.dim[1];
     d->units = w->shape.dim[0];
@@ -120,12 +105,12 @@ static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_
         ck_shape_numel(&y->shape) != d->M * d->units)
         return ck_fail(err, CK_ERR_INTERNAL,
                        "linear: output '%s' %s does not match input '%s' %s",
-                       tname(y), ck_shape_str(&y->shape, s1, sizeof s1), tname(x),
+                       cpu_tname(y), ck_shape_str(&y->shape, s1, sizeof s1), cpu_tname(x),
                        ck_shape_str(&x->shape, s2, sizeof s2));
     if (b && ck_shape_numel(&b->shape) != d->units)
         return ck_fail(err, CK_ERR_INTERNAL,
                        "linear: bias '%s' %s does not have %lld entries",
-                       tname(b), ck_shape_str(&b->shape, s1, sizeof s1), (long long)d->units);
+                       cpu_tname(b), ck_shape_str(&b->shape, s1, sizeof s1), (long long)d->units);
     return CK_OK;
 }
 
@@ -139,20 +124,38 @@ ck_status cpu_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck
     const ck_tensor *x = io->in[0];
     const ck_tensor *b = op->bias ? io->bias : NULL;
     const ck_tensor *all[] = {x, io->weight, b, io->out};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(all, 4, &dt, err);
+    ck_status st = cpu_check_float_dtypes("linear", all, 4, err);
     if (st != CK_OK)
         return st;
     linear_dims d;
     if ((st = linear_shapes(x, io->weight, b, io->out, &d, err)) != CK_OK)
         return st;
-    if (dt == CK_F32)
+    switch (cpu_common_dtype(all, 4)) {
+    case CK_F32:
         linear_forward_f32(io->out->data, x->data, io->weight->data, b ? b->data : NULL, d.M,
                            d.in, d.units);
-    else
+        return CK_OK;
+    case CK_F64:
         linear_forward_f64(io->out->data, x->data, io->weight->data, b ? b->data : NULL, d.M,
                            d.in, d.units);
-    return CK_OK;
+        return CK_OK;
+    default:
+        break;
+    }
+    /* low or mixed dtypes: the fp64 kernel on wide views, each output rounded once */
+    cpu_wide wx = {NULL, NULL}, ww = {NULL, NULL}, wb = {NULL, NULL}, wy = {NULL, NULL};
+    if ((st = cpu_wide_in("linear", x, &wx, err)) == CK_OK &&
+        (st = cpu_wide_in("linear", io->weight, &ww, err)) == CK_OK &&
+        (st = cpu_wide_in("linear", b, &wb, err)) == CK_OK &&
+        (st = cpu_wide_out("linear", io->out, false, &wy, err)) == CK_OK) {
+        linear_forward_f64(wy.data, wx.data, ww.data, wb.data, d.M, d.in, d.units);
+        cpu_wide_store(io->out, &wy);
+    }
+    cpu_wide_free(&wx);
+    cpu_wide_free(&ww);
+    cpu_wide_free(&wb);
+    cpu_wide_free(&wy);
+    return st;
 }
 
 ck_status cpu_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
@@ -162,8 +165,7 @@ ck_status cpu_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
     const ck_tensor *x = io->in[0];
     ck_tensor *db = op->bias ? g->dbias : NULL;
     const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(all, 6, &dt, err);
+    ck_status st = cpu_check_float_dtypes("linear", all, 6, err);
     if (st != CK_OK)
         return st;
     linear_dims d;
@@ -174,18 +176,42 @@ ck_status cpu_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
         dw_acc = calloc((size_t)(d.units * d.in), sizeof *dw_acc);
         if (!dw_acc)
             return ck_fail(err, CK_ERR_NOMEM, "linear: no memory for the weight gradient "
-                           "scratch of '%s' (%lld x %lld doubles)", tname(io->weight),
+                           "scratch of '%s' (%lld x %lld doubles)", cpu_tname(io->weight),
                            (long long)d.units, (long long)d.in);
     }
-    void *dx = g->din[0] ? g->din[0]->data : NULL;
-    void *dw = g->dweight ? g->dweight->data : NULL;
-    void *dbias = db ? db->data : NULL;
-    if (dt == CK_F32)
-        linear_backward_f32(dx, dw, dbias, dw_acc, g->dout->data, x->data, io->weight->data,
+    const ck_dtype dt = cpu_common_dtype(all, 6);
+    if (dt == CK_F32 || dt == CK_F64) {
+        void *dx = g->din[0] ? g->din[0]->data : NULL;
+        void *dw = g->dweight ? g->dweight->data : NULL;
+        void *dbias = db ? db->data : NULL;
+        if (dt == CK_F32)
+            linear_backward_f32(dx, dw, dbias, dw_acc, g->dout->data, x->data,
+                                io->weight->data, d.M, d.in, d.units);
+        else
+            linear_backward_f64(dx, dw, dbias, dw_acc, g->dout->data, x->data,
+                                io->weight->data, d.M, d.in, d.units);
+        free(dw_acc);
+        return CK_OK;
+    }
+    /* low or mixed dtypes: gradients computed from zero in double, then added with one
+     * rounding each */
+    cpu_wide wx = {NULL, NULL}, ww = {NULL, NULL}, wdy = {NULL, NULL};
+    cpu_wide wdx = {NULL, NULL}, wdw = {NULL, NULL}, wdb = {NULL, NULL};
+    if ((st = cpu_wide_in("linear", x, &wx, err)) == CK_OK &&
+        (st = cpu_wide_in("linear", io->weight, &ww, err)) == CK_OK &&
+        (st = cpu_wide_in("linear", g->dout, &wdy, err)) == CK_OK &&
+        (st = cpu_wide_out("linear", g->din[0], true, &wdx, err)) == CK_OK &&
+        (st = cpu_wide_out("linear", g->dweight, true, &wdw, err)) == CK_OK &&
+        (st = cpu_wide_out("linear", db, true, &wdb, err)) == CK_OK) {
+        linear_backward_f64(wdx.data, wdw.data, wdb.data, dw_acc, wdy.data, wx.data, ww.data,
                             d.M, d.in, d.units);
-    else
-        linear_backward_f64(dx, dw, dbias, dw_acc, g->dout->data, x->data, io->weight->data,
-                            d.M, d.in, d.units);
+        cpu_wide_accumulate(g->din[0], &wdx);
+        cpu_wide_accumulate(g->dweight, &wdw);
+        cpu_wide_accumulate(db, &wdb);
+    }
+    cpu_wide *all_wide[] = {&wx, &ww, &wdy, &wdx, &wdw, &wdb};
+    for (int i = 0; i < 6; i++)
+        cpu_wide_free(all_wide[i]);
     free(dw_acc);
-    return CK_OK;
+    return st;
 }

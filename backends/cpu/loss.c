@@ -2,33 +2,18 @@
  * CPU losses: mean, sum, mse and cross-entropy, and their gradients.
  *
  * The loss is a double accumulated in a fixed order; the gradient dy = scale * dL/dy is
- * computed in double and rounded once into y's dtype. Cross-entropy takes logits
- * y (N, C, spatial...) and i32 class indices (N, spatial...), and averages
+ * computed in double and rounded once into dy's dtype. y, an mse target and dy are each
+ * loaded in their own dtype (fp32, fp64, fp16 or bf16: in a low-precision run all three
+ * are low, and the loss is still a double; cpu_elem.h, harness/precision.md).
+ * Cross-entropy takes logits y (N, C, spatial...) and i32 class indices (N, spatial...),
+ * and averages
  * logsumexp_c(y) - y[t] (max-subtracted) over the N * spatial positions, as PyTorch's
  * cross_entropy with reduction "mean" and no weights.
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <math.h>
 #include <stdio.h>
-
-/* ---- element access (double in registers, tensor dtype in memory) ---- */
-
-static inline double ld(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static inline void st(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
 
 #define TRY(expr)                                                                          \
     do {                                                                                   \
@@ -55,17 +40,17 @@ static ck_status ce_check(const ck_tensor *y, const ck_tensor *target, ce_dims *
     char a[128], b[128];
     if (y->shape.ndim < 2)
         return ck_fail(err, CK_ERR_INPUT, "cross_entropy: %s has shape %s, needs (N, C, ...)",
-                       tname(y), ck_shape_str(&y->shape, a, sizeof a));
+                       cpu_tname(y), ck_shape_str(&y->shape, a, sizeof a));
     if (target->dtype != CK_I32)
         return ck_fail(err, CK_ERR_UNSUPPORTED, "cross_entropy: target %s is %s, expected i32",
-                       tname(target), ck_dtype_name(target->dtype));
+                       cpu_tname(target), ck_dtype_name(target->dtype));
     bool ok = target->shape.ndim == y->shape.ndim - 1 && target->shape.dim[0] == y->shape.dim[0];
     for (int i = 1; ok && i < target->shape.ndim; i++)
         ok = target->shape.dim[i] == y->shape.dim[i + 1];
     if (!ok)
         return ck_fail(err, CK_ERR_INPUT, "cross_entropy: target %s has shape %s, expected %s "
-                       "without dim 1 (%s)", tname(target),
-                       ck_shape_str(&target->shape, a, sizeof a), tname(y),
+                       "without dim 1 (%s)", cpu_tname(target),
+                       ck_shape_str(&target->shape, a, sizeof a), cpu_tname(y),
                        ck_shape_str(&y->shape, b, sizeof b));
     d->N = y->shape.dim[0];
     d->C = y->shape.dim[1];
@@ -85,7 +70,7 @@ static ck_status ce_check(const ck_tensor *y, const ck_tensor *target, ce_dims *
                     used += (size_t)w;
             }
             return ck_fail(err, CK_ERR_INPUT, "cross_entropy: class index %s[%s] = %d is "
-                           "outside [0, %lld)", tname(target), where, t[i], (long long)d->C);
+                           "outside [0, %lld)", cpu_tname(target), where, t[i], (long long)d->C);
         }
     }
     return CK_OK;
@@ -97,10 +82,10 @@ static void ce_softmax_terms(const ck_tensor *y, const ce_dims *d, int64_t n, in
 {
     double m = -INFINITY;
     for (int64_t c = 0; c < d->C; c++)
-        m = fmax(m, ld(y, ce_index(d, n, c, s)));
+        m = fmax(m, cpu_ld(y, ce_index(d, n, c, s)));
     double se = 0.0;
     for (int64_t c = 0; c < d->C; c++)
-        se += exp(ld(y, ce_index(d, n, c, s)) - m);
+        se += exp(cpu_ld(y, ce_index(d, n, c, s)) - m);
     *max = m;
     *sumexp = se;
 }
@@ -112,9 +97,10 @@ static ck_status loss_check(ck_loss_kind kind, const ck_tensor *y, const ck_tens
                             ce_dims *d, ck_error *err)
 {
     const char *fn = ck_loss_kind_name(kind);
-    if (y->dtype != CK_F32 && y->dtype != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s loss: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(y), ck_dtype_name(y->dtype));
+    char what[64];
+    snprintf(what, sizeof what, "%s loss", fn);
+    const ck_tensor *ys[] = {y};
+    TRY(cpu_check_float_dtypes(what, ys, 1, err));
     switch (kind) {
     case CK_LOSS_MEAN:
     case CK_LOSS_SUM:
@@ -122,15 +108,14 @@ static ck_status loss_check(ck_loss_kind kind, const ck_tensor *y, const ck_tens
     case CK_LOSS_MSE:
         if (!target)
             return ck_fail(err, CK_ERR_INTERNAL, "mse loss: no target");
-        if (target->dtype != y->dtype)
-            return ck_fail(err, CK_ERR_UNSUPPORTED, "mse loss: target %s is %s but %s is %s",
-                           tname(target), ck_dtype_name(target->dtype), tname(y),
-                           ck_dtype_name(y->dtype));
+        if (!cpu_is_float(target->dtype))
+            return ck_fail(err, CK_ERR_UNSUPPORTED, "mse loss: target %s is %s, expected a "
+                           "float dtype", cpu_tname(target), ck_dtype_name(target->dtype));
         if (!ck_shape_equal(&target->shape, &y->shape)) {
             char a[128], b[128];
             return ck_fail(err, CK_ERR_INPUT, "mse loss: target %s has shape %s, %s has %s",
-                           tname(target), ck_shape_str(&target->shape, a, sizeof a), tname(y),
-                           ck_shape_str(&y->shape, b, sizeof b));
+                           cpu_tname(target), ck_shape_str(&target->shape, a, sizeof a),
+                           cpu_tname(y), ck_shape_str(&y->shape, b, sizeof b));
         }
         return CK_OK;
     case CK_LOSS_CROSS_ENTROPY:
@@ -155,12 +140,12 @@ ck_status cpu_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tenso
     case CK_LOSS_MEAN:
     case CK_LOSS_SUM:
         for (int64_t i = 0; i < numel; i++)
-            sum += ld(y, i);
+            sum += cpu_ld(y, i);
         *loss = kind == CK_LOSS_MEAN ? sum / (double)numel : sum;
         return CK_OK;
     case CK_LOSS_MSE:
         for (int64_t i = 0; i < numel; i++) {
-            double r = ld(y, i) - ld(target, i);
+            double r = cpu_ld(y, i) - cpu_ld(target, i);
             sum += r * r;
         }
         *loss = sum / (double)numel;
@@ -171,7 +156,7 @@ ck_status cpu_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tenso
             for (int64_t s = 0; s < d.S; s++) {
                 double max, sumexp;
                 ce_softmax_terms(y, &d, n, s, &max, &sumexp);
-                sum += max + log(sumexp) - ld(y, ce_index(&d, n, t[n * d.S + s], s));
+                sum += max + log(sumexp) - cpu_ld(y, ce_index(&d, n, t[n * d.S + s], s));
             }
         *loss = sum / (double)(d.N * d.S);
         return CK_OK;
@@ -188,22 +173,22 @@ ck_status cpu_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tens
 {
     ce_dims d;
     TRY(loss_check(kind, y, target, &d, err));
-    if (!dy || dy->dtype != y->dtype || !ck_shape_equal(&dy->shape, &y->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s loss backward: the gradient tensor must match "
-                       "%s in dtype and shape", ck_loss_kind_name(kind), tname(y));
+    if (!dy || !cpu_is_float(dy->dtype) || !ck_shape_equal(&dy->shape, &y->shape))
+        return ck_fail(err, CK_ERR_INTERNAL, "%s loss backward: the gradient tensor must have "
+                       "a float dtype and the shape of %s", ck_loss_kind_name(kind), cpu_tname(y));
     int64_t numel = ck_shape_numel(&y->shape);
     switch (kind) {
     case CK_LOSS_MEAN:
     case CK_LOSS_SUM: {
         double g = kind == CK_LOSS_MEAN ? scale / (double)numel : scale;
         for (int64_t i = 0; i < numel; i++)
-            st(dy, i, g);
+            cpu_st(dy, i, g);
         return CK_OK;
     }
     case CK_LOSS_MSE: {
         double g = 2.0 * scale / (double)numel;
         for (int64_t i = 0; i < numel; i++)
-            st(dy, i, g * (ld(y, i) - ld(target, i)));
+            cpu_st(dy, i, g * (cpu_ld(y, i) - cpu_ld(target, i)));
         return CK_OK;
     }
     case CK_LOSS_CROSS_ENTROPY: {
@@ -216,8 +201,8 @@ ck_status cpu_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tens
                 int32_t cls = t[n * d.S + s];
                 for (int64_t c = 0; c < d.C; c++) {
                     int64_t i = ce_index(&d, n, c, s);
-                    double p = exp(ld(y, i) - max) / sumexp;
-                    st(dy, i, g * (p - (c == cls ? 1.0 : 0.0)));
+                    double p = exp(cpu_ld(y, i) - max) / sumexp;
+                    cpu_st(dy, i, g * (p - (c == cls ? 1.0 : 0.0)));
                 }
             }
         return CK_OK;

@@ -8,66 +8,50 @@
  * updates running_mean, running_var (unbiased) and num_batches_tracked; eval normalises
  * with the running statistics and updates nothing. `saved` holds (mean, invstd) per
  * channel (batchnorm) or per sample (layernorm) for the backward pass.
+ *
+ * Every tensor is loaded in its own dtype. In an fp16/bf16 run x, y, dy and dx are low
+ * while weight, bias, their gradients, the running buffers and `saved` stay fp32
+ * (harness/precision.md): the statistics come from the low x in double, are stored once
+ * in fp32, and the backward adds each double gradient to its tensor with one rounding
+ * (cpu_elem.h).
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <math.h>
-
-/* ---- element access (double in registers, tensor dtype in memory) ---- */
-
-static inline double ld(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static inline void st(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static inline void acc(ck_tensor *t, int64_t i, double v) { st(t, i, ld(t, i) + v); }
 
 /* weight/bias may be absent: w = 1, b = 0 */
 static inline double ld_or(const ck_tensor *t, int64_t i, double dflt)
 {
-    return t ? ld(t, i) : dflt;
+    return t ? cpu_ld(t, i) : dflt;
 }
 
-static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
-
-static bool is_float(ck_dtype dt) { return dt == CK_F32 || dt == CK_F64; }
-
-/* t is NULL, or has the dtype of x and `numel` elements (numel < 0: any count). */
-static ck_status check_tensor(const char *fn, const ck_tensor *x, const ck_tensor *t,
-                              int64_t numel, ck_error *err)
+/* t is NULL, or has a float dtype and `numel` elements (numel < 0: any count). */
+static ck_status check_tensor(const char *fn, const ck_tensor *t, int64_t numel, ck_error *err)
 {
     if (!t)
         return CK_OK;
-    if (t->dtype != x->dtype)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn, tname(t),
-                       ck_dtype_name(t->dtype), tname(x), ck_dtype_name(x->dtype));
+    const ck_tensor *ts[] = {t};
+    ck_status rc = cpu_check_float_dtypes(fn, ts, 1, err);
+    if (rc != CK_OK)
+        return rc;
     if (numel >= 0 && ck_shape_numel(&t->shape) != numel)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, expected %lld", fn,
-                       tname(t), (long long)ck_shape_numel(&t->shape), (long long)numel);
+                       cpu_tname(t), (long long)ck_shape_numel(&t->shape), (long long)numel);
     return CK_OK;
 }
 
-/* `saved` has its own dtype (fp32 or fp64) and holds 2 x rows values. */
+/* `saved` has its own float dtype and holds 2 x rows values. */
 static ck_status check_saved(const char *fn, const ck_tensor *saved, int64_t rows,
                              ck_error *err)
 {
     if (!saved)
         return CK_OK;
-    if (!is_float(saved->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: saved tensor %s is %s, expected fp32 or "
-                       "fp64", fn, tname(saved), ck_dtype_name(saved->dtype));
+    if (!cpu_is_float(saved->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: saved tensor %s is %s, expected a float "
+                       "dtype", fn, cpu_tname(saved), ck_dtype_name(saved->dtype));
     if (ck_shape_numel(&saved->shape) != 2 * rows)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: saved tensor %s has %lld elements, "
-                       "expected 2 x %lld", fn, tname(saved),
+                       "expected 2 x %lld", fn, cpu_tname(saved),
                        (long long)ck_shape_numel(&saved->shape), (long long)rows);
     return CK_OK;
 }
@@ -88,12 +72,10 @@ typedef struct {
 
 static ck_status bn_check(const char *fn, const ck_tensor *x, bn_dims *d, ck_error *err)
 {
-    if (!is_float(x->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    TRY(check_tensor(fn, x, -1, err));
     if (x->shape.ndim < 2)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
-                       tname(x), x->shape.ndim);
+                       cpu_tname(x), x->shape.ndim);
     d->N = x->shape.dim[0];
     d->C = x->shape.dim[1];
     d->S = 1;
@@ -115,12 +97,12 @@ static void bn_channel_stats(const ck_tensor *x, const bn_dims *d, int64_t c, do
     double sum = 0.0;
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t s = 0; s < d->S; s++)
-            sum += ld(x, bn_index(d, n, c, s));
+            sum += cpu_ld(x, bn_index(d, n, c, s));
     double m = sum / cnt;
     double sq = 0.0;
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t s = 0; s < d->S; s++) {
-            double dx = ld(x, bn_index(d, n, c, s)) - m;
+            double dx = cpu_ld(x, bn_index(d, n, c, s)) - m;
             sq += dx * dx;
         }
     *mean = m;
@@ -140,8 +122,8 @@ static void batchnorm_forward(ck_tensor *out, ck_tensor *saved, ck_tensor *runni
     for (int64_t c = 0; c < d->C; c++) {
         double mean, invstd;
         if (eval) {
-            mean = ld(running_mean, c);
-            invstd = 1.0 / sqrt(ld(running_var, c) + eps);
+            mean = cpu_ld(running_mean, c);
+            invstd = 1.0 / sqrt(cpu_ld(running_var, c) + eps);
         } else {
             double var;
             bn_channel_stats(x, d, c, &mean, &var);
@@ -149,20 +131,22 @@ static void batchnorm_forward(ck_tensor *out, ck_tensor *saved, ck_tensor *runni
             if (update) {
                 double unbiased = var * (double)cnt / (double)(cnt - 1);
                 if (running_mean)
-                    st(running_mean, c, (1.0 - momentum) * ld(running_mean, c) + momentum * mean);
+                    cpu_st(running_mean, c,
+                           (1.0 - momentum) * cpu_ld(running_mean, c) + momentum * mean);
                 if (running_var)
-                    st(running_var, c, (1.0 - momentum) * ld(running_var, c) + momentum * unbiased);
+                    cpu_st(running_var, c,
+                           (1.0 - momentum) * cpu_ld(running_var, c) + momentum * unbiased);
             }
         }
         if (saved) {
-            st(saved, c, mean);
-            st(saved, d->C + c, invstd);
+            cpu_st(saved, c, mean);
+            cpu_st(saved, d->C + c, invstd);
         }
         double w = ld_or(weight, c, 1.0), b = ld_or(bias, c, 0.0);
         for (int64_t n = 0; n < d->N; n++)
             for (int64_t s = 0; s < d->S; s++) {
                 int64_t i = bn_index(d, n, c, s);
-                st(out, i, (ld(x, i) - mean) * invstd * w + b);
+                cpu_st(out, i, (cpu_ld(x, i) - mean) * invstd * w + b);
             }
     }
     if (!eval && update && num_batches_tracked)
@@ -178,31 +162,32 @@ static void batchnorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbi
 {
     double cnt = (double)(d->N * d->S);
     for (int64_t c = 0; c < d->C; c++) {
-        double mean = ld(saved, c), invstd = ld(saved, d->C + c);
+        double mean = cpu_ld(saved, c), invstd = cpu_ld(saved, d->C + c);
         double w = ld_or(weight, c, 1.0);
         double sum_dy = 0.0, sum_dy_xhat = 0.0;
         for (int64_t n = 0; n < d->N; n++)
             for (int64_t s = 0; s < d->S; s++) {
                 int64_t i = bn_index(d, n, c, s);
-                double dy = ld(dout, i);
+                double dy = cpu_ld(dout, i);
                 sum_dy += dy;
-                sum_dy_xhat += dy * (ld(x, i) - mean) * invstd;
+                sum_dy_xhat += dy * (cpu_ld(x, i) - mean) * invstd;
             }
         if (dweight)
-            acc(dweight, c, sum_dy_xhat);
+            cpu_acc(dweight, c, sum_dy_xhat);
         if (dbias)
-            acc(dbias, c, sum_dy);
+            cpu_acc(dbias, c, sum_dy);
         if (!dx)
             continue;
         for (int64_t n = 0; n < d->N; n++)
             for (int64_t s = 0; s < d->S; s++) {
                 int64_t i = bn_index(d, n, c, s);
-                double dy = ld(dout, i);
+                double dy = cpu_ld(dout, i);
                 if (eval) {
-                    acc(dx, i, dy * w * invstd);
+                    cpu_acc(dx, i, dy * w * invstd);
                 } else {
-                    double xhat = (ld(x, i) - mean) * invstd;
-                    acc(dx, i, invstd * w / cnt * (cnt * dy - sum_dy - xhat * sum_dy_xhat));
+                    double xhat = (cpu_ld(x, i) - mean) * invstd;
+                    cpu_acc(dx, i,
+                            invstd * w / cnt * (cnt * dy - sum_dy - xhat * sum_dy_xhat));
                 }
             }
     }
@@ -215,21 +200,22 @@ static ck_status bn_check_io(const char *fn, const ck_op_params *op, const ck_op
         return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
     const ck_tensor *x = io->in[0];
     TRY(bn_check(fn, x, d, err));
-    TRY(check_tensor(fn, x, io->weight, d->C, err));
-    TRY(check_tensor(fn, x, io->bias, d->C, err));
-    TRY(check_tensor(fn, x, io->running_mean, d->C, err));
-    TRY(check_tensor(fn, x, io->running_var, d->C, err));
+    TRY(check_tensor(fn, io->weight, d->C, err));
+    TRY(check_tensor(fn, io->bias, d->C, err));
+    TRY(check_tensor(fn, io->running_mean, d->C, err));
+    TRY(check_tensor(fn, io->running_var, d->C, err));
     TRY(check_saved(fn, io->saved, d->C, err));
     if (io->num_batches_tracked && (io->num_batches_tracked->dtype != CK_I64 ||
                                     ck_shape_numel(&io->num_batches_tracked->shape) != 1))
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s must be one i64", fn,
-                       tname(io->num_batches_tracked));
+                       cpu_tname(io->num_batches_tracked));
     if (op->eval && (!io->running_mean || !io->running_var))
         return ck_fail(err, CK_ERR_INTERNAL, "%s: eval mode needs running_mean and running_var",
                        fn);
     if (!op->eval && d->N * d->S < 2)
         return ck_fail(err, CK_ERR_INPUT, "%s: %s has %lld value per channel; training mode "
-                       "needs more than 1 (as PyTorch)", fn, tname(x), (long long)(d->N * d->S));
+                       "needs more than 1 (as PyTorch)", fn, cpu_tname(x),
+                       (long long)(d->N * d->S));
     return CK_OK;
 }
 
@@ -241,7 +227,7 @@ ck_status cpu_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args,
     TRY(bn_check_io(fn, op, io, &d, err));
     if (!io->out)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
-    TRY(check_tensor(fn, io->in[0], io->out, ck_shape_numel(&io->in[0]->shape), err));
+    TRY(check_tensor(fn, io->out, ck_shape_numel(&io->in[0]->shape), err));
     batchnorm_forward(io->out, io->saved, io->running_mean, io->running_var,
                       io->num_batches_tracked, io->in[0], io->weight, io->bias, &d, op->eps,
                       op->momentum, op->eval, args->update_running_stats);
@@ -259,10 +245,10 @@ ck_status cpu_batchnorm_backward(const ck_op_params *op, const ck_fwd_args *args
     if (!g->dout)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
     int64_t numel = ck_shape_numel(&io->in[0]->shape);
-    TRY(check_tensor(fn, io->in[0], g->dout, numel, err));
-    TRY(check_tensor(fn, io->in[0], g->din[0], numel, err));
-    TRY(check_tensor(fn, io->in[0], g->dweight, d.C, err));
-    TRY(check_tensor(fn, io->in[0], g->dbias, d.C, err));
+    TRY(check_tensor(fn, g->dout, numel, err));
+    TRY(check_tensor(fn, g->din[0], numel, err));
+    TRY(check_tensor(fn, g->dweight, d.C, err));
+    TRY(check_tensor(fn, g->dbias, d.C, err));
     batchnorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
                        io->saved, &d, op->eval);
     return CK_OK;
@@ -280,21 +266,21 @@ static void layernorm_forward(ck_tensor *out, ck_tensor *saved, const ck_tensor 
         const int64_t base = n * D;
         double sum = 0.0;
         for (int64_t j = 0; j < D; j++)
-            sum += ld(x, base + j);
+            sum += cpu_ld(x, base + j);
         double mean = sum / (double)D;
         double sq = 0.0;
         for (int64_t j = 0; j < D; j++) {
-            double dx = ld(x, base + j) - mean;
+            double dx = cpu_ld(x, base + j) - mean;
             sq += dx * dx;
         }
         double invstd = 1.0 / sqrt(sq / (double)D + eps);
         if (saved) {
-            st(saved, n, mean);
-            st(saved, N + n, invstd);
+            cpu_st(saved, n, mean);
+            cpu_st(saved, N + n, invstd);
         }
         for (int64_t j = 0; j < D; j++) {
-            double xhat = (ld(x, base + j) - mean) * invstd;
-            st(out, base + j, xhat * ld_or(weight, j, 1.0) + ld_or(bias, j, 0.0));
+            double xhat = (cpu_ld(x, base + j) - mean) * invstd;
+            cpu_st(out, base + j, xhat * ld_or(weight, j, 1.0) + ld_or(bias, j, 0.0));
         }
     }
 }
@@ -309,31 +295,33 @@ static void layernorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbi
         for (int64_t j = 0; j < D; j++) {
             double sum_dy = 0.0, sum_dy_xhat = 0.0;
             for (int64_t n = 0; n < N; n++) {
-                double dy = ld(dout, n * D + j);
+                double dy = cpu_ld(dout, n * D + j);
                 sum_dy += dy;
-                sum_dy_xhat += dy * (ld(x, n * D + j) - ld(saved, n)) * ld(saved, N + n);
+                sum_dy_xhat +=
+                    dy * (cpu_ld(x, n * D + j) - cpu_ld(saved, n)) * cpu_ld(saved, N + n);
             }
             if (dweight)
-                acc(dweight, j, sum_dy_xhat);
+                cpu_acc(dweight, j, sum_dy_xhat);
             if (dbias)
-                acc(dbias, j, sum_dy);
+                cpu_acc(dbias, j, sum_dy);
         }
     }
     if (!dx)
         return;
     for (int64_t n = 0; n < N; n++) {
         const int64_t base = n * D;
-        double mean = ld(saved, n), invstd = ld(saved, N + n);
+        double mean = cpu_ld(saved, n), invstd = cpu_ld(saved, N + n);
         double sum_g = 0.0, sum_g_xhat = 0.0;
         for (int64_t j = 0; j < D; j++) {
-            double gj = ld(dout, base + j) * ld_or(weight, j, 1.0);
+            double gj = cpu_ld(dout, base + j) * ld_or(weight, j, 1.0);
             sum_g += gj;
-            sum_g_xhat += gj * (ld(x, base + j) - mean) * invstd;
+            sum_g_xhat += gj * (cpu_ld(x, base + j) - mean) * invstd;
         }
         for (int64_t j = 0; j < D; j++) {
-            double xhat = (ld(x, base + j) - mean) * invstd;
-            double gj = ld(dout, base + j) * ld_or(weight, j, 1.0);
-            acc(dx, base + j, invstd / (double)D * ((double)D * gj - sum_g - xhat * sum_g_xhat));
+            double xhat = (cpu_ld(x, base + j) - mean) * invstd;
+            double gj = cpu_ld(dout, base + j) * ld_or(weight, j, 1.0);
+            cpu_acc(dx, base + j,
+                    invstd / (double)D * ((double)D * gj - sum_g - xhat * sum_g_xhat));
         }
     }
 }
@@ -344,16 +332,14 @@ static ck_status ln_check_io(const char *fn, const ck_op_io *io, int64_t *N, int
     if (io->n_in != 1 || !io->in[0])
         return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
     const ck_tensor *x = io->in[0];
-    if (!is_float(x->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    TRY(check_tensor(fn, x, -1, err));
     if (x->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, ...)", fn, tname(x),
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, ...)", fn, cpu_tname(x),
                        x->shape.ndim);
     *N = x->shape.dim[0];
     *D = ck_shape_numel(&x->shape) / *N;
-    TRY(check_tensor(fn, x, io->weight, *D, err));
-    TRY(check_tensor(fn, x, io->bias, *D, err));
+    TRY(check_tensor(fn, io->weight, *D, err));
+    TRY(check_tensor(fn, io->bias, *D, err));
     TRY(check_saved(fn, io->saved, *N, err));
     return CK_OK;
 }
@@ -366,7 +352,7 @@ ck_status cpu_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args,
     TRY(ln_check_io(fn, io, &N, &D, err));
     if (!io->out)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
-    TRY(check_tensor(fn, io->in[0], io->out, N * D, err));
+    TRY(check_tensor(fn, io->out, N * D, err));
     layernorm_forward(io->out, io->saved, io->in[0], io->weight, io->bias, N, D, op->eps);
     return CK_OK;
 }
@@ -381,10 +367,10 @@ ck_status cpu_layernorm_backward(const ck_op_params *op, const ck_fwd_args *args
         return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
     if (!g->dout)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
-    TRY(check_tensor(fn, io->in[0], g->dout, N * D, err));
-    TRY(check_tensor(fn, io->in[0], g->din[0], N * D, err));
-    TRY(check_tensor(fn, io->in[0], g->dweight, D, err));
-    TRY(check_tensor(fn, io->in[0], g->dbias, D, err));
+    TRY(check_tensor(fn, g->dout, N * D, err));
+    TRY(check_tensor(fn, g->din[0], N * D, err));
+    TRY(check_tensor(fn, g->dweight, D, err));
+    TRY(check_tensor(fn, g->dbias, D, err));
     layernorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
                        io->saved, N, D);
     return CK_OK;

@@ -4,45 +4,31 @@
  *
  * The gradient is first multiplied by grad_scale (the inverse loss scale under mixed
  * precision, 1 otherwise), then weight decay adds wd * p. Everything is computed in double
- * and stored once in the parameter's dtype. Step 1 starts from fresh state, as PyTorch
+ * and stored once in each tensor's dtype. Each tensor is loaded in its own dtype: under
+ * mixed precision param and state are the fp32 masters and the gradient is the fp32
+ * master gradient, but a low-dtype (fp16/bf16) gradient is read as well (cpu_elem.h,
+ * harness/precision.md). Step 1 starts from fresh state, as PyTorch
  * does: the momentum buffer becomes the first gradient, adam's moments start at zero.
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <math.h>
 
-/* ---- element access (double in registers, tensor dtype in memory) ---- */
-
-static inline double ld(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static inline void st(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
-
-/* t is present (when `required`) and matches the parameter's dtype and element count. */
+/* t is present (when `required`), has a float dtype and the parameter's element count. */
 static ck_status check_like_param(const char *fn, const ck_tensor *param, const ck_tensor *t,
                                   const char *role, bool required, ck_error *err)
 {
     if (!t)
         return required ? ck_fail(err, CK_ERR_INTERNAL, "%s: %s needs a %s tensor", fn,
-                                  tname(param), role)
+                                  cpu_tname(param), role)
                         : CK_OK;
-    if (t->dtype != param->dtype)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s %s is %s but the parameter is %s", fn,
-                       role, tname(t), ck_dtype_name(t->dtype), ck_dtype_name(param->dtype));
+    if (!cpu_is_float(t->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s %s of %s is %s; the cpu backend "
+                       "computes in fp32, fp64, fp16 and bf16", fn, role, cpu_tname(t),
+                       cpu_tname(param), ck_dtype_name(t->dtype));
     if (ck_shape_numel(&t->shape) != ck_shape_numel(&param->shape))
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s %s has %lld elements, %s has %lld", fn,
-                       role, tname(t), (long long)ck_shape_numel(&t->shape), tname(param),
+                       role, cpu_tname(t), (long long)ck_shape_numel(&t->shape), cpu_tname(param),
                        (long long)ck_shape_numel(&param->shape));
     return CK_OK;
 }
@@ -59,16 +45,16 @@ static ck_status check_like_param(const char *fn, const ck_tensor *param, const 
 /* p -= lr g */
 static void sgd_update(ck_tensor *param, int64_t i, double g, double lr)
 {
-    st(param, i, ld(param, i) - lr * g);
+    cpu_st(param, i, cpu_ld(param, i) - lr * g);
 }
 
 /* v = momentum v + g (v = g at step 1); p -= lr v */
 static void momentum_update(ck_tensor *param, ck_tensor *buf, int64_t i, double g,
                             const ck_optimizer *opt, int64_t step)
 {
-    double v = step == 1 ? g : opt->momentum * ld(buf, i) + g;
-    st(buf, i, v);
-    st(param, i, ld(param, i) - opt->lr * v);
+    double v = step == 1 ? g : opt->momentum * cpu_ld(buf, i) + g;
+    cpu_st(buf, i, v);
+    cpu_st(param, i, cpu_ld(param, i) - opt->lr * v);
 }
 
 /* m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr mhat / (sqrt(vhat) + eps) */
@@ -76,14 +62,14 @@ static void adam_update(ck_tensor *param, ck_tensor *m_buf, ck_tensor *v_buf, in
                         double g, const ck_optimizer *opt, double bias_corr1, double bias_corr2,
                         int64_t step)
 {
-    double m_prev = step == 1 ? 0.0 : ld(m_buf, i);
-    double v_prev = step == 1 ? 0.0 : ld(v_buf, i);
+    double m_prev = step == 1 ? 0.0 : cpu_ld(m_buf, i);
+    double v_prev = step == 1 ? 0.0 : cpu_ld(v_buf, i);
     double m = opt->beta1 * m_prev + (1.0 - opt->beta1) * g;
     double v = opt->beta2 * v_prev + (1.0 - opt->beta2) * g * g;
-    st(m_buf, i, m);
-    st(v_buf, i, v);
+    cpu_st(m_buf, i, m);
+    cpu_st(v_buf, i, v);
     double mhat = m / bias_corr1, vhat = v / bias_corr2;
-    st(param, i, ld(param, i) - opt->lr * mhat / (sqrt(vhat) + opt->eps));
+    cpu_st(param, i, cpu_ld(param, i) - opt->lr * mhat / (sqrt(vhat) + opt->eps));
 }
 
 ck_status cpu_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_scale,
@@ -94,9 +80,8 @@ ck_status cpu_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
         return ck_fail(err, CK_ERR_UNSUPPORTED, "optimizer kind %d is not implemented",
                        (int)opt->kind);
     const char *fn = ck_optimizer_kind_name(opt->kind);
-    if (param->dtype != CK_F32 && param->dtype != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(param), ck_dtype_name(param->dtype));
+    const ck_tensor *ps[] = {param};
+    TRY(cpu_check_float_dtypes(fn, ps, 1, err));
     if (step < 1)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: step %lld, steps count from 1", fn,
                        (long long)step);
@@ -111,7 +96,7 @@ ck_status cpu_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
     double bias_corr2 = 1.0 - pow(opt->beta2, (double)step);
     int64_t numel = ck_shape_numel(&param->shape);
     for (int64_t i = 0; i < numel; i++) {
-        double g = ld(grad, i) * grad_scale + opt->weight_decay * ld(param, i);
+        double g = cpu_ld(grad, i) * grad_scale + opt->weight_decay * cpu_ld(param, i);
         switch (opt->kind) {
         case CK_OPT_SGD: sgd_update(param, i, g, opt->lr); break;
         case CK_OPT_MOMENTUM: momentum_update(param, state0, i, g, opt, step); break;

@@ -1,5 +1,5 @@
 /*
- * CPU pooling (CK_OP_MAXPOOL, CK_OP_AVGPOOL) over 1 to 3 spatial dims, in fp32 and fp64.
+ * CPU pooling (CK_OP_MAXPOOL, CK_OP_AVGPOOL) over 1 to 3 spatial dims.
  *
  * Windows are kernel[] wide, step stride[], never padded, and the output size is floored
  * (the graph builder computed it; it is taken from the output tensor). Max pooling keeps
@@ -8,8 +8,15 @@
  * the winner from the input: nothing is saved. Every call is brought to three spatial
  * dims (missing leading dims have size 1); the kernels are written once as a macro and
  * instantiated for float and double.
+ *
+ * When x, y (and dout, dx) are all fp32 (or all fp64) the matching instantiation runs on
+ * the tensors themselves. Otherwise (fp16/bf16, or dtypes mixed per tensor) they are
+ * widened to double once per call and the fp64 kernel runs: a max pool output is the
+ * winning input value (exact in any dtype), an average is summed in double and rounded
+ * once; dx is computed from zero in double (overlapping windows add up there) and then
+ * added to the existing values with one rounding (cpu_elem.h, harness/precision.md).
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 #include <math.h>
 
@@ -125,31 +132,9 @@ POOL_KERNELS(double, f64)
 // ----------------------------------------------------------------------------
 // checks and setup shared by forward and backward
 
-static const char *tname(const ck_tensor *t)
-{
-    return t->name ? t->name : "(unnamed)";
-}
-
 static const char *pool_name(const ck_op_params *op)
 {
     return op->kind == CK_OP_MAXPOOL ? "maxpool" : "avgpool";
-}
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
-static ck_status common_float_dtype(const char *what, const ck_tensor *const *t, int n,
-                                    ck_dtype *dt, ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (*dt != CK_F32 && *dt != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "%s: dtype %s of '%s' is not supported by the cpu backend "
-                       "(fp32 and fp64 only)", what, ck_dtype_name(*dt), tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: '%s' is %s but '%s' is %s", what,
-                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
-                           ck_dtype_name(*dt));
-    return CK_OK;
 }
 
 /* Checks the op kind and x (N, C, s...), y (N, C, o...) against the windows and fills g:
@@ -182,8 +167,8 @@ static ck_status pool_setup(const ck_op_params *op, const ck_tensor *x, const ck
     if (!ok)
         return ck_fail(err, CK_ERR_INTERNAL,
                        "%s%dd: output '%s' %s does not fit input '%s' %s with its windows",
-                       what, nsp, tname(y), ck_shape_str(&y->shape, sy, sizeof sy), tname(x),
-                       ck_shape_str(&x->shape, sx, sizeof sx));
+                       what, nsp, cpu_tname(y), ck_shape_str(&y->shape, sy, sizeof sy),
+                       cpu_tname(x), ck_shape_str(&x->shape, sx, sizeof sx));
     return CK_OK;
 }
 
@@ -196,19 +181,29 @@ ck_status cpu_pool_forward(const ck_op_params *op, const ck_fwd_args *args, ck_o
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, io->out};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(pool_name(op), all, 2, &dt, err);
+    const char *what = pool_name(op);
+    ck_status st = cpu_check_float_dtypes(what, all, 2, err);
     if (st != CK_OK)
         return st;
     bool is_max;
     pool_geom g;
     if ((st = pool_setup(op, x, io->out, &is_max, &g, err)) != CK_OK)
         return st;
-    if (dt == CK_F32)
-        pool_forward_f32(io->out->data, x->data, is_max, &g);
-    else
-        pool_forward_f64(io->out->data, x->data, is_max, &g);
-    return CK_OK;
+    switch (cpu_common_dtype(all, 2)) {
+    case CK_F32: pool_forward_f32(io->out->data, x->data, is_max, &g); return CK_OK;
+    case CK_F64: pool_forward_f64(io->out->data, x->data, is_max, &g); return CK_OK;
+    default: break;
+    }
+    /* low or mixed dtypes: the fp64 kernel on wide views, each output rounded once */
+    cpu_wide wx = {NULL, NULL}, wy = {NULL, NULL};
+    if ((st = cpu_wide_in(what, x, &wx, err)) == CK_OK &&
+        (st = cpu_wide_out(what, io->out, false, &wy, err)) == CK_OK) {
+        pool_forward_f64(wy.data, wx.data, is_max, &g);
+        cpu_wide_store(io->out, &wy);
+    }
+    cpu_wide_free(&wx);
+    cpu_wide_free(&wy);
+    return st;
 }
 
 ck_status cpu_pool_backward(const ck_op_params *op, const ck_fwd_args *args,
@@ -217,8 +212,8 @@ ck_status cpu_pool_backward(const ck_op_params *op, const ck_fwd_args *args,
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, g->dout, g->din[0]};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(pool_name(op), all, 3, &dt, err);
+    const char *what = pool_name(op);
+    ck_status st = cpu_check_float_dtypes(what, all, 3, err);
     if (st != CK_OK)
         return st;
     bool is_max;
@@ -227,9 +222,26 @@ ck_status cpu_pool_backward(const ck_op_params *op, const ck_fwd_args *args,
         return st;
     if (!g->din[0])
         return CK_OK;
-    if (dt == CK_F32)
+    switch (cpu_common_dtype(all, 3)) {
+    case CK_F32:
         pool_backward_f32(g->din[0]->data, g->dout->data, x->data, is_max, &geom);
-    else
+        return CK_OK;
+    case CK_F64:
         pool_backward_f64(g->din[0]->data, g->dout->data, x->data, is_max, &geom);
-    return CK_OK;
+        return CK_OK;
+    default:
+        break;
+    }
+    /* low or mixed dtypes: dx computed from zero in double, then added with one rounding */
+    cpu_wide wx = {NULL, NULL}, wdy = {NULL, NULL}, wdx = {NULL, NULL};
+    if ((st = cpu_wide_in(what, x, &wx, err)) == CK_OK &&
+        (st = cpu_wide_in(what, g->dout, &wdy, err)) == CK_OK &&
+        (st = cpu_wide_out(what, g->din[0], true, &wdx, err)) == CK_OK) {
+        pool_backward_f64(wdx.data, wdy.data, wx.data, is_max, &geom);
+        cpu_wide_accumulate(g->din[0], &wdx);
+    }
+    cpu_wide_free(&wx);
+    cpu_wide_free(&wdy);
+    cpu_wide_free(&wdx);
+    return st;
 }

@@ -4,46 +4,27 @@
  * Both draw from args->rng through the shared formulas in harness/rng.h, so the CPU and
  * CUDA backends produce the same mask and the same noise, and a recomputed forward
  * replays its draw. Dropout keeps nothing for backward: it regenerates its mask from the
- * same stream. Values are computed in double and rounded once on store.
+ * same stream. The mask is an integer comparison of Philox words, so it is the same in
+ * every dtype. Each tensor is loaded in its own dtype (fp32, fp64, fp16 or bf16); values
+ * are computed in double and rounded once on store, and backward adds its double
+ * contribution to dx with one rounding (cpu_elem.h, harness/precision.md).
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
-/* ---- element access (double in registers, tensor dtype in memory) ---- */
-
-static inline double ld(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static inline void st(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
-
-/* x is fp32/fp64 and every non-NULL tensor of ts shares its dtype and element count. */
+/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
 static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
                                  int n, ck_error *err)
 {
-    if (x->dtype != CK_F32 && x->dtype != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(x), ck_dtype_name(x->dtype));
+    const ck_tensor *xs[] = {x};
+    ck_status rc = cpu_check_float_dtypes(fn, xs, 1, err);
+    if (rc != CK_OK || (rc = cpu_check_float_dtypes(fn, ts, n, err)) != CK_OK)
+        return rc;
     int64_t numel = ck_shape_numel(&x->shape);
     for (int i = 0; i < n; i++) {
         const ck_tensor *t = ts[i];
-        if (!t)
-            continue;
-        if (t->dtype != x->dtype)
-            return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn, tname(t),
-                           ck_dtype_name(t->dtype), tname(x), ck_dtype_name(x->dtype));
-        if (ck_shape_numel(&t->shape) != numel)
+        if (t && ck_shape_numel(&t->shape) != numel)
             return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
-                           tname(t), (long long)ck_shape_numel(&t->shape), tname(x),
+                           cpu_tname(t), (long long)ck_shape_numel(&t->shape), cpu_tname(x),
                            (long long)numel);
     }
     return CK_OK;
@@ -71,7 +52,7 @@ static void dropout_forward(ck_tensor *out, const ck_tensor *x, const ck_rng_str
     uint32_t threshold = ck_dropout_threshold(rate);
     double scale = 1.0 / (1.0 - rate);
     for (int64_t i = 0; i < numel; i++)
-        st(out, i, dropout_keep(rng, threshold, i) ? ld(x, i) * scale : 0.0);
+        cpu_st(out, i, dropout_keep(rng, threshold, i) ? cpu_ld(x, i) * scale : 0.0);
 }
 
 /* dx += keep ? dout / (1 - rate) : 0, with the mask regenerated from rng; all (numel) */
@@ -82,7 +63,7 @@ static void dropout_backward(ck_tensor *dx, const ck_tensor *dout, const ck_rng_
     double scale = 1.0 / (1.0 - rate);
     for (int64_t i = 0; i < numel; i++)
         if (dropout_keep(rng, threshold, i))
-            st(dx, i, ld(dx, i) + ld(dout, i) * scale);
+            cpu_acc(dx, i, cpu_ld(dout, i) * scale);
 }
 
 static ck_status dropout_check_rate(const char *fn, double rate, ck_error *err)
@@ -127,14 +108,14 @@ static void noise_forward(ck_tensor *out, const ck_tensor *x, const ck_rng_strea
                           double stddev, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++)
-        st(out, i, ld(x, i) + stddev * (double)ck_rng_normal_f32(rng, (uint64_t)i));
+        cpu_st(out, i, cpu_ld(x, i) + stddev * (double)ck_rng_normal_f32(rng, (uint64_t)i));
 }
 
 /* dx += dout; all (numel) */
 static void noise_backward(ck_tensor *dx, const ck_tensor *dout, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++)
-        st(dx, i, ld(dx, i) + ld(dout, i));
+        cpu_acc(dx, i, cpu_ld(dout, i));
 }
 
 ck_status cpu_noise_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,

@@ -3,46 +3,25 @@
  * flatten ((N, ...) -> (N, prod ...)), forward and backward.
  *
  * add sums its inputs in input order in double and rounds once; concat and flatten copy
- * values exactly. Backward passes accumulate (+=) into every gradient that is not NULL.
+ * values (exactly within one dtype, rounded once into another). Backward passes
+ * accumulate (+=) into every gradient that is not NULL, with one rounding each. Each
+ * tensor is loaded in its own dtype: fp32, fp64, fp16 or bf16 (cpu_elem.h,
+ * harness/precision.md).
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
-/* ---- element access (double in registers, tensor dtype in memory) ---- */
-
-static inline double ld(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static inline void st(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static inline void acc(ck_tensor *t, int64_t i, double v) { st(t, i, ld(t, i) + v); }
-
-static const char *tname(const ck_tensor *t) { return t->name ? t->name : "(unnamed)"; }
-
-/* ref is fp32/fp64; t is NULL or has ref's dtype (and, when `shape` is set, its shape). */
+/* ref and t (when not NULL) have float dtypes; with `shape` set, t has ref's shape. */
 static ck_status check_like(const char *fn, const ck_tensor *ref, const ck_tensor *t,
                             bool shape, ck_error *err)
 {
-    if (ref->dtype != CK_F32 && ref->dtype != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cpu backend computes in "
-                       "fp32 or fp64", fn, tname(ref), ck_dtype_name(ref->dtype));
-    if (!t)
-        return CK_OK;
-    if (t->dtype != ref->dtype)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn, tname(t),
-                       ck_dtype_name(t->dtype), tname(ref), ck_dtype_name(ref->dtype));
+    const ck_tensor *ts[] = {ref, t};
+    ck_status rc = cpu_check_float_dtypes(fn, ts, 2, err);
+    if (rc != CK_OK || !t)
+        return rc;
     if (shape && !ck_shape_equal(&t->shape, &ref->shape)) {
         char a[128], b[128];
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s", fn, tname(t),
-                       ck_shape_str(&t->shape, a, sizeof a), tname(ref),
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s", fn, cpu_tname(t),
+                       ck_shape_str(&t->shape, a, sizeof a), cpu_tname(ref),
                        ck_shape_str(&ref->shape, b, sizeof b));
     }
     return CK_OK;
@@ -74,8 +53,8 @@ static void add_forward(ck_tensor *out, const ck_tensor *const *in, int n_in, in
     for (int64_t i = 0; i < numel; i++) {
         double sum = 0.0;
         for (int k = 0; k < n_in; k++)
-            sum += ld(in[k], i);
-        st(out, i, sum);
+            sum += cpu_ld(in[k], i);
+        cpu_st(out, i, sum);
     }
 }
 
@@ -86,7 +65,7 @@ static void add_backward(ck_tensor *const *din, const ck_tensor *dout, int n_in,
         if (!din[k])
             continue;
         for (int64_t i = 0; i < numel; i++)
-            acc(din[k], i, ld(dout, i));
+            cpu_acc(din[k], i, cpu_ld(dout, i));
     }
 }
 
@@ -129,7 +108,7 @@ static ck_status concat_dims(const char *fn, const ck_op_io *io, const ck_tensor
     const ck_tensor *x0 = io->in[0];
     if (x0->shape.ndim < 2)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
-                       tname(x0), x0->shape.ndim);
+                       cpu_tname(x0), x0->shape.ndim);
     int64_t S = 1;
     for (int d = 2; d < x0->shape.ndim; d++)
         S *= x0->shape.dim[d];
@@ -143,8 +122,8 @@ static ck_status concat_dims(const char *fn, const ck_op_io *io, const ck_tensor
         if (!same) {
             char a[128], b[128];
             return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s; only dim 1 "
-                           "may differ", fn, tname(x), ck_shape_str(&x->shape, a, sizeof a),
-                           tname(x0), ck_shape_str(&x0->shape, b, sizeof b));
+                           "may differ", fn, cpu_tname(x), ck_shape_str(&x->shape, a, sizeof a),
+                           cpu_tname(x0), ck_shape_str(&x0->shape, b, sizeof b));
         }
         block[k] = x->shape.dim[1] * S;
         channels += x->shape.dim[1];
@@ -153,7 +132,7 @@ static ck_status concat_dims(const char *fn, const ck_op_io *io, const ck_tensor
     if (out->shape.ndim != x0->shape.ndim ||
         ck_shape_numel(&out->shape) != x0->shape.dim[0] * channels * S ||
         out->shape.dim[0] != x0->shape.dim[0] || out->shape.dim[1] != channels)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s is not (%lld, %lld, ...)", fn, tname(out),
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s is not (%lld, %lld, ...)", fn, cpu_tname(out),
                        (long long)x0->shape.dim[0], (long long)channels);
     *N = x0->shape.dim[0];
     *out_block = channels * S;
@@ -168,7 +147,7 @@ static void concat_forward(ck_tensor *out, const ck_tensor *const *in, int n_in,
         int64_t off = n * out_block;
         for (int k = 0; k < n_in; k++) {
             for (int64_t j = 0; j < block[k]; j++)
-                st(out, off + j, ld(in[k], n * block[k] + j));
+                cpu_st(out, off + j, cpu_ld(in[k], n * block[k] + j));
             off += block[k];
         }
     }
@@ -183,7 +162,7 @@ static void concat_backward(ck_tensor *const *din, const ck_tensor *dout, int n_
         for (int k = 0; k < n_in; k++) {
             if (din[k])
                 for (int64_t j = 0; j < block[k]; j++)
-                    acc(din[k], n * block[k] + j, ld(dout, off + j));
+                    cpu_acc(din[k], n * block[k] + j, cpu_ld(dout, off + j));
             off += block[k];
         }
     }
@@ -223,14 +202,14 @@ ck_status cpu_concat_backward(const ck_op_params *op, const ck_fwd_args *args,
 static void flatten_forward(ck_tensor *out, const ck_tensor *x, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++)
-        st(out, i, ld(x, i));
+        cpu_st(out, i, cpu_ld(x, i));
 }
 
 /* dx += dout; all (numel) */
 static void flatten_backward(ck_tensor *dx, const ck_tensor *dout, int64_t numel)
 {
     for (int64_t i = 0; i < numel; i++)
-        acc(dx, i, ld(dout, i));
+        cpu_acc(dx, i, cpu_ld(dout, i));
 }
 
 static ck_status flatten_check(const char *fn, const ck_tensor *x, const ck_tensor *flat,
@@ -241,7 +220,7 @@ static ck_status flatten_check(const char *fn, const ck_tensor *x, const ck_tens
         ck_shape_numel(&flat->shape) != ck_shape_numel(&x->shape)) {
         char a[128], b[128];
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, not the flattening of %s %s",
-                       fn, tname(flat), ck_shape_str(&flat->shape, a, sizeof a), tname(x),
+                       fn, cpu_tname(flat), ck_shape_str(&flat->shape, a, sizeof a), cpu_tname(x),
                        ck_shape_str(&x->shape, b, sizeof b));
     }
     return CK_OK;

@@ -1,14 +1,20 @@
 /*
  * CPU nearest-neighbour upsampling (CK_OP_UPSAMPLE) by integer scale[] per spatial dim,
- * 1 to 3 spatial dims, in fp32 and fp64.
+ * 1 to 3 spatial dims.
  *
  *   y[n, c, o...] = x[n, c, o / scale...]
  *
  * Backward sums dout over each scale0 x scale1 x scale2 block (in double). Every call is
  * brought to three spatial dims (missing leading dims have size 1); the kernels are
  * written once as a macro and instantiated for float and double.
+ *
+ * When x, y (and dout, dx) are all fp32 (or all fp64) the matching instantiation runs on
+ * the tensors themselves. Otherwise (fp16/bf16, or dtypes mixed per tensor) they are
+ * widened to double once per call and the fp64 kernel runs: forward copies values (exact
+ * in the same dtype, rounded once into another), backward sums each block in double and
+ * adds it to dx with one rounding (cpu_elem.h, harness/precision.md).
  */
-#include "cpu_ops.h"
+#include "cpu_elem.h"
 
 // ----------------------------------------------------------------------------
 // geometry
@@ -82,28 +88,6 @@ UPSAMPLE_KERNELS(double, f64)
 // ----------------------------------------------------------------------------
 // checks and setup shared by forward and backward
 
-static const char *tname(const ck_tensor *t)
-{
-    return t->name ? t->name : "(unnamed)";
-}
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], which must be fp32/fp64. */
-static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
-                                    ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (*dt != CK_F32 && *dt != CK_F64)
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "upsample: dtype %s of '%s' is not supported by the cpu backend "
-                       "(fp32 and fp64 only)", ck_dtype_name(*dt), tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "upsample: '%s' is %s but '%s' is %s",
-                           tname(t[i]), ck_dtype_name(t[i]->dtype), tname(t[0]),
-                           ck_dtype_name(*dt));
-    return CK_OK;
-}
-
 /* Checks x (N, C, s...) and y (N, C, s * scale...) and fills g. */
 static ck_status upsample_setup(const ck_op_params *op, const ck_tensor *x,
                                 const ck_tensor *y, upsample_geom *g, ck_error *err)
@@ -126,7 +110,7 @@ static ck_status upsample_setup(const ck_op_params *op, const ck_tensor *x,
     if (!ok)
         return ck_fail(err, CK_ERR_INTERNAL,
                        "upsample%dd: output '%s' %s is not input '%s' %s times scale", nsp,
-                       tname(y), ck_shape_str(&y->shape, sy, sizeof sy), tname(x),
+                       cpu_tname(y), ck_shape_str(&y->shape, sy, sizeof sy), cpu_tname(x),
                        ck_shape_str(&x->shape, sx, sizeof sx));
     return CK_OK;
 }
@@ -140,18 +124,27 @@ ck_status cpu_upsample_forward(const ck_op_params *op, const ck_fwd_args *args, 
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, io->out};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(all, 2, &dt, err);
+    ck_status st = cpu_check_float_dtypes("upsample", all, 2, err);
     if (st != CK_OK)
         return st;
     upsample_geom g;
     if ((st = upsample_setup(op, x, io->out, &g, err)) != CK_OK)
         return st;
-    if (dt == CK_F32)
-        upsample_forward_f32(io->out->data, x->data, &g);
-    else
-        upsample_forward_f64(io->out->data, x->data, &g);
-    return CK_OK;
+    switch (cpu_common_dtype(all, 2)) {
+    case CK_F32: upsample_forward_f32(io->out->data, x->data, &g); return CK_OK;
+    case CK_F64: upsample_forward_f64(io->out->data, x->data, &g); return CK_OK;
+    default: break;
+    }
+    /* low or mixed dtypes: the fp64 kernel on wide views, each output rounded once */
+    cpu_wide wx = {NULL, NULL}, wy = {NULL, NULL};
+    if ((st = cpu_wide_in("upsample", x, &wx, err)) == CK_OK &&
+        (st = cpu_wide_out("upsample", io->out, false, &wy, err)) == CK_OK) {
+        upsample_forward_f64(wy.data, wx.data, &g);
+        cpu_wide_store(io->out, &wy);
+    }
+    cpu_wide_free(&wx);
+    cpu_wide_free(&wy);
+    return st;
 }
 
 ck_status cpu_upsample_backward(const ck_op_params *op, const ck_fwd_args *args,
@@ -160,8 +153,7 @@ ck_status cpu_upsample_backward(const ck_op_params *op, const ck_fwd_args *args,
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, g->dout, g->din[0]};
-    ck_dtype dt;
-    ck_status st = common_float_dtype(all, 3, &dt, err);
+    ck_status st = cpu_check_float_dtypes("upsample", all, 3, err);
     if (st != CK_OK)
         return st;
     upsample_geom geom;
@@ -169,9 +161,19 @@ ck_status cpu_upsample_backward(const ck_op_params *op, const ck_fwd_args *args,
         return st;
     if (!g->din[0])
         return CK_OK;
-    if (dt == CK_F32)
-        upsample_backward_f32(g->din[0]->data, g->dout->data, &geom);
-    else
-        upsample_backward_f64(g->din[0]->data, g->dout->data, &geom);
-    return CK_OK;
+    switch (cpu_common_dtype(all, 3)) {
+    case CK_F32: upsample_backward_f32(g->din[0]->data, g->dout->data, &geom); return CK_OK;
+    case CK_F64: upsample_backward_f64(g->din[0]->data, g->dout->data, &geom); return CK_OK;
+    default: break;
+    }
+    /* low or mixed dtypes: dx computed from zero in double, then added with one rounding */
+    cpu_wide wdy = {NULL, NULL}, wdx = {NULL, NULL};
+    if ((st = cpu_wide_in("upsample", g->dout, &wdy, err)) == CK_OK &&
+        (st = cpu_wide_out("upsample", g->din[0], true, &wdx, err)) == CK_OK) {
+        upsample_backward_f64(wdx.data, wdy.data, &geom);
+        cpu_wide_accumulate(g->din[0], &wdx);
+    }
+    cpu_wide_free(&wdy);
+    cpu_wide_free(&wdx);
+    return st;
 }

@@ -79,12 +79,12 @@ bad_case "add shapes" "layers[2]" '{"name": "x", "input": {"shape": [2, 3]}, "la
 bad_case "kernel larger than valid input" "layers[0]" '{"name": "x", "input": {"shape": [1, 1, 4, 4]}, "layers": [{"name": "c", "op": "conv2d", "filters": 2, "kernel": 5}]}'
 
 # ---- running cases -----------------------------------------------------------------------
-expect_exit 0 "unet3d_bn passes" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --report "$TMP/unet.json"
+expect_exit 0 "unet3d_bn passes" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet.json"
 [ -f "$TMP/unet.json" ] && ok || bad "report file written"
 grep -q '"schema_version"' "$TMP/unet.json" && ok || bad "report has schema_version"
 [ -z "$(ls "$TMP" | grep '\.tmp\.')" ] && ok || bad "no temporary report file left behind"
 grep -q "report: $TMP/unet.json" "$TMP/out" && ok || bad "the report path is printed"
-expect_exit 0 "unet3d_bn again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --report "$TMP/unet2.json" --quiet
+expect_exit 0 "unet3d_bn again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet2.json" --quiet
 grep -v wall_time_s "$TMP/unet.json" >"$TMP/a"
 grep -v wall_time_s "$TMP/unet2.json" >"$TMP/b"
 cmp -s "$TMP/a" "$TMP/b" && ok || bad "two runs give byte-identical reports (wall times aside)"
@@ -96,13 +96,31 @@ expect_exit 1 "batchnorm update fails a case expecting identical" -- \
 grep -q 'running_mean' "$TMP/out" && ok || bad "the summary names running_mean"
 grep -q '"status":[[:space:]]*"fail"' "$TMP/bn.json" && ok || bad "the report says fail"
 expect_exit 0 "every shipped case meets its expectation" -- "$PROG" run "$ROOT/cases" --quiet --report "$TMP/all"
-n_cases=$(ls "$ROOT"/cases/*.json | wc -l)
-[ "$(ls "$TMP/all" | wc -l)" -eq "$n_cases" ] && ok || bad "one report per case"
+missing=""
+for f in "$ROOT"/cases/*.json; do
+    n=$(basename "$f" .json)
+    [ -f "$TMP/all/$n.json" ] || ls "$TMP/all" | grep -q "^$n\.[a-z0-9]*\.json$" || missing="$missing $n"
+done
+[ -z "$missing" ] && ok || bad "no report for:$missing"
+[ -f "$TMP/all/unet3d_bn.bf16.json" ] && ok || bad "a case in three precisions writes one report per dtype"
 grep -q "passed, 0 failed" "$TMP/out" && ok || bad "the run prints a closing count"
 expect_exit 0 "gradcheck on the CNN" -- "$PROG" gradcheck --samples 8 "$ROOT/cases/cnn_bn.json"
 grep -q "^PASS cnn_bn" "$TMP/out" && ok || bad "gradcheck prints PASS"
 expect_exit 0 "list" -- "$PROG" list "$ROOT/cases"
 grep -q "conv3d" "$TMP/out" && grep -q "unet3d_bn" "$TMP/out" && ok || bad "list shows ops and cases"
+
+# ---- precision ---------------------------------------------------------------------------
+expect_exit 0 "every case in every precision" -- "$PROG" run "$ROOT/cases" --dtype fp32,fp16,bf16 --quiet --report "$TMP/prec"
+[ -f "$TMP/prec/unet3d_bn.fp16.json" ] && [ -f "$TMP/prec/unet3d_bn.bf16.json" ] && ok || bad "one report per (case, dtype)"
+grep -q '"vs_fp32"' "$TMP/prec/unet3d_bn.fp16.json" && ok || bad "the fp16 report judges against fp32"
+expect_exit 2 "--dtype fp8" -- "$PROG" run --dtype fp8 "$ROOT/cases/mlp_dropout.json"
+expect_exit 2 "--dtype twice" -- "$PROG" run --dtype fp16,fp16 "$ROOT/cases/mlp_dropout.json"
+expect_exit 0 "the underflow case shows flushed gradients" -- "$PROG" run "$ROOT/cases/fp16_underflow_noscale.json"
+grep -q "most flushed: step 0 grad fc1.weight (4096 of 4096)" "$TMP/out" && ok || bad "flushed counts printed"
+
+expect_exit 0 "a .json report for a case in three dtypes" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --report "$TMP/mlp.json" --quiet
+[ -f "$TMP/mlp.fp32.json" ] && [ -f "$TMP/mlp.fp16.json" ] && [ -f "$TMP/mlp.bf16.json" ] && ok || bad "FILE.<dtype>.json per dtype"
+expect_exit 2 "a .json report for two cases" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" "$ROOT/cases/cnn_bn.json" --report "$TMP/two.json"
 
 # ---- bisect ------------------------------------------------------------------------------
 expect_exit 0 "bisect the dropout canary" -- "$PROG" bisect "$ROOT/cases/canary_dropout_stateful.json" --report "$TMP/bisect.json"
@@ -115,7 +133,7 @@ grep -q "^bisect" "$TMP/out" && bad "bisected an identical case" || ok
 expect_exit 0 "run --noise-floor" -- "$PROG" run --noise-floor "$ROOT/cases/cnn_bn.json" --report "$TMP/nf.json"
 grep -q "noise floor: two plain runs are bitwise identical" "$TMP/out" && ok || bad "noise floor printed"
 grep -q '"noise_floor"' "$TMP/nf.json" && ok || bad "noise floor in the report"
-expect_exit 0 "run --verify-recompute" -- "$PROG" run --verify-recompute "$ROOT/cases/unet3d_bn.json" --report "$TMP/vr.json"
+expect_exit 0 "run --verify-recompute" -- "$PROG" run --verify-recompute "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/vr.json"
 grep -q '"recompute_check"' "$TMP/vr.json" && grep -q '"differing":[[:space:]]*0' "$TMP/vr.json" && ok || bad "recompute check in the report"
 expect_exit 0 "bisect --help" -- "$PROG" bisect --help
 

@@ -1,0 +1,407 @@
+/*
+ * Private to the CUDA backend: the backend's state, the checked-call macros, element types
+ * and their conversions, device scratch memory, and the one deterministic reduction every
+ * op family uses. One forward/backward pair per op family lives in its own file, mirroring
+ * backends/cpu/ (linear_cublas.cu, conv_cudnn.cu, pool.cu, upsample.cu, activation.cu,
+ * norm.cu, random_ops.cu, shape_ops.cu, loss.cu, optim.cu); cuda_backend.cu dispatches.
+ *
+ * Numerics follow harness/precision.md and the CPU reference op by op: kernels load each
+ * tensor in its own dtype, compute in double where the CPU computes in double (pointwise,
+ * norms, dropout/noise, add, losses, optimizers) or in the element type where the CPU
+ * kernel computes in its element type (pooling, upsample sums: fp32 in fp32; fp16/bf16
+ * in fp32 and rounded once), and round once per element written. Device code is built
+ * with -fmad=false so a*b+c is two roundings, as on the CPU. No float atomics anywhere:
+ * every reduction is a fixed-order block tree over a launch shape that depends only on
+ * the tensor sizes, so results are bitwise repeatable run to run (and GPU to GPU for
+ * these kernels; cuDNN and cuBLAS are repeatable on one GPU model and library version).
+ */
+#ifndef CK_CUDA_COMMON_CUH
+#define CK_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
+
+// ----------------------------------------------------------------------------
+// the backend's state (ck_backend.impl)
+
+struct ck_cuda_conv_cache; /* conv_cudnn.cu */
+
+struct ck_cuda {
+    int device;
+    ck_cuda_algo_policy policy;
+    cudaStream_t stream;  /* every kernel, copy, cuBLAS and cuDNN call runs here */
+    cudaMemPool_t pool;   /* the device's default pool, behind cudaMallocAsync */
+    cublasHandle_t cublas; /* created on first use (linear_cublas.cu) */
+    cudnnHandle_t cudnn;   /* created on first use (conv_cudnn.cu) */
+    ck_cuda_conv_cache *conv_cache;
+
+    ck_cuda_algo_record *records;
+    int n_records, cap_records;
+
+    char deferred_error[256]; /* a failure where no ck_error was at hand (a free) */
+    ck_backend_info info;
+};
+
+/* Called by the backend's destroy: release what the op files created lazily. */
+void cuda_conv_release(ck_cuda *cu);
+void cuda_linear_release(ck_cuda *cu);
+
+/* Finds or adds the record of (layer named after `weight`, op, pass) and updates it with
+ * the engine that just ran. */
+ck_status cuda_record_algo(ck_cuda *cu, const ck_tensor *weight, const char *op,
+                           ck_cuda_pass pass, ck_dtype dtype, const char *engine, int algo,
+                           bool deterministic, const char *math, size_t workspace,
+                           float time_ms, const char *chosen_by, ck_error *err);
+
+// ----------------------------------------------------------------------------
+// checked calls: one macro family, "file:line: call: error string" as CK_ERR_BACKEND
+
+ck_status ck_gpu_status(cudaError_t rc, const char *file, int line, const char *call,
+                        ck_error *err);
+ck_status ck_gpu_status(cublasStatus_t rc, const char *file, int line, const char *call,
+                        ck_error *err);
+ck_status ck_gpu_status(cudnnStatus_t rc, const char *file, int line, const char *call,
+                        ck_error *err);
+
+/* The status of a call (CK_OK or a filled err), for cleanup paths:
+ *   if ((st = CK_GPU_CALL(cudaMemsetAsync(...))) != CK_OK) goto done; */
+#define CK_GPU_CALL(call) ck_gpu_status((call), __FILE__, __LINE__, #call, err)
+/* Returns from the enclosing function on failure. */
+#define CK_GPU_CHECK(call)                                                                 \
+    do {                                                                                   \
+        ck_status ck_check_st_ = CK_GPU_CALL(call);                                        \
+        if (ck_check_st_ != CK_OK)                                                         \
+            return ck_check_st_;                                                           \
+    } while (0)
+#define CK_CUDA_CHECK(call) CK_GPU_CHECK(call)   /* cudaError_t */
+#define CK_CUBLAS_CHECK(call) CK_GPU_CHECK(call) /* cublasStatus_t */
+#define CK_CUDNN_CHECK(call) CK_GPU_CHECK(call)  /* cudnnStatus_t */
+/* After a kernel launch: a bad launch configuration shows up here. */
+#define CK_LAUNCH_CHECK() CK_CUDA_CHECK(cudaGetLastError())
+
+#define CK_TRY(expr)                                                                       \
+    do {                                                                                   \
+        ck_status ck_try_st_ = (expr);                                                     \
+        if (ck_try_st_ != CK_OK)                                                           \
+            return ck_try_st_;                                                             \
+    } while (0)
+
+static inline const char *ck_cuda_tname(const ck_tensor *t)
+{
+    return t && t->name ? t->name : "(unnamed)";
+}
+
+// ----------------------------------------------------------------------------
+// device scratch: stream-ordered, freed on every path by the destructor
+
+struct ck_dev_buf {
+    ck_cuda *cu = nullptr;
+    void *p = nullptr;
+    ck_dev_buf() = default;
+    ck_dev_buf(const ck_dev_buf &) = delete;
+    ck_dev_buf &operator=(const ck_dev_buf &) = delete;
+    ~ck_dev_buf() { release(); }
+    /* `what` names the buffer in the out-of-memory message */
+    ck_status alloc(ck_cuda *c, size_t bytes, const char *what, ck_error *err);
+    void release();
+    template <typename T> T *as() const { return static_cast<T *>(p); }
+};
+
+/* cudaMallocAsync on the backend's stream; on out-of-memory, trims the pool and retries
+ * once, then fails with CK_ERR_NOMEM naming the bytes asked and the bytes free. */
+ck_status cuda_dev_alloc(ck_cuda *cu, size_t bytes, void **ptr, const char *what, ck_error *err);
+void cuda_dev_free(ck_cuda *cu, void *ptr);
+
+// ----------------------------------------------------------------------------
+// element types
+
+template <typename T> struct ck_elem;
+template <> struct ck_elem<float> {
+    static constexpr ck_dtype id = CK_F32;
+    typedef float acc; /* the type a CPU T-kernel computes in */
+};
+template <> struct ck_elem<double> {
+    static constexpr ck_dtype id = CK_F64;
+    typedef double acc;
+};
+template <> struct ck_elem<__half> {
+    static constexpr ck_dtype id = CK_F16;
+    typedef float acc;
+};
+template <> struct ck_elem<__nv_bfloat16> {
+    static constexpr ck_dtype id = CK_BF16;
+    typedef float acc;
+};
+
+__device__ __forceinline__ double ck_to_d(float x) { return (double)x; }
+__device__ __forceinline__ double ck_to_d(double x) { return x; }
+__device__ __forceinline__ double ck_to_d(__half x) { return (double)__half2float(x); }
+__device__ __forceinline__ double ck_to_d(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
+
+/* Round to nearest even, once, from double. */
+template <typename T> __device__ __forceinline__ T ck_from_d(double v);
+template <> __device__ __forceinline__ float ck_from_d<float>(double v) { return __double2float_rn(v); }
+template <> __device__ __forceinline__ double ck_from_d<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half ck_from_d<__half>(double v) { return __double2half(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 ck_from_d<__nv_bfloat16>(double v)
+{
+    return __double2bfloat16(v);
+}
+
+/* To and from the accumulation type of a CPU T-kernel (float for fp16/bf16). */
+__device__ __forceinline__ float ck_to_a(float x) { return x; }
+__device__ __forceinline__ double ck_to_a(double x) { return x; }
+__device__ __forceinline__ float ck_to_a(__half x) { return __half2float(x); }
+__device__ __forceinline__ float ck_to_a(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T ck_from_a(typename ck_elem<T>::acc v);
+template <> __device__ __forceinline__ float ck_from_a<float>(float v) { return v; }
+template <> __device__ __forceinline__ double ck_from_a<double>(double v) { return v; }
+template <> __device__ __forceinline__ __half ck_from_a<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 ck_from_a<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+/* The CPU's `st(t, i, ld(t, i) + v)`: the sum in double, one rounding. */
+template <typename T> __device__ __forceinline__ T ck_add_wide(T old, double v)
+{
+    return ck_from_d<T>(ck_to_d(old) + v);
+}
+
+/* The CPU T-kernel's `p[i] += (T)acc`: fp32/fp64 round acc to T and add in T, exactly as
+ * the CPU does; fp16/bf16 add in double and round once (harness/precision.md). */
+template <typename T> __device__ __forceinline__ T ck_add_rounded(T old, double v)
+{
+    return ck_add_wide(old, v);
+}
+template <> __device__ __forceinline__ float ck_add_rounded<float>(float old, double v)
+{
+    return __fadd_rn(old, __double2float_rn(v));
+}
+template <> __device__ __forceinline__ double ck_add_rounded<double>(double old, double v)
+{
+    return __dadd_rn(old, v);
+}
+
+/* Small tensors whose dtype may differ from the activations' (norm weights, running
+ * statistics, saved mean/invstd: fp32 masters in fp16/bf16 runs). */
+__device__ __forceinline__ double ck_ld_any(const void *p, int dt, int64_t i)
+{
+    switch (dt) {
+    case CK_F32: return (double)static_cast<const float *>(p)[i];
+    case CK_F64: return static_cast<const double *>(p)[i];
+    case CK_F16: return ck_to_d(static_cast<const __half *>(p)[i]);
+    case CK_BF16: return ck_to_d(static_cast<const __nv_bfloat16 *>(p)[i]);
+    default: return 0.0;
+    }
+}
+
+__device__ __forceinline__ void ck_st_any(void *p, int dt, int64_t i, double v)
+{
+    switch (dt) {
+    case CK_F32: static_cast<float *>(p)[i] = ck_from_d<float>(v); break;
+    case CK_F64: static_cast<double *>(p)[i] = v; break;
+    case CK_F16: static_cast<__half *>(p)[i] = ck_from_d<__half>(v); break;
+    case CK_BF16: static_cast<__nv_bfloat16 *>(p)[i] = ck_from_d<__nv_bfloat16>(v); break;
+    default: break;
+    }
+}
+
+/* A float dtype the kernels handle (fp32, fp64, fp16, bf16). */
+static inline bool ck_cuda_float_dtype(ck_dtype dt)
+{
+    return dt == CK_F32 || dt == CK_F64 || dt == CK_F16 || dt == CK_BF16;
+}
+
+/* Runs the statements with T bound to the element type of dt (a float dtype). */
+#define CK_CUDA_DISPATCH(dt, T, ...)                                                       \
+    switch (dt) {                                                                          \
+    case CK_F32: {                                                                         \
+        typedef float T;                                                                   \
+        __VA_ARGS__;                                                                       \
+    } break;                                                                               \
+    case CK_F64: {                                                                         \
+        typedef double T;                                                                  \
+        __VA_ARGS__;                                                                       \
+    } break;                                                                               \
+    case CK_F16: {                                                                         \
+        typedef __half T;                                                                  \
+        __VA_ARGS__;                                                                       \
+    } break;                                                                               \
+    case CK_BF16: {                                                                        \
+        typedef __nv_bfloat16 T;                                                           \
+        __VA_ARGS__;                                                                       \
+    } break;                                                                               \
+    default: break;                                                                        \
+    }
+
+// ----------------------------------------------------------------------------
+// launch shapes
+
+#define CK_THREADS 256
+
+/* Blocks for a grid-stride loop over n elements (at least 1, at most 2^20). */
+static inline unsigned ck_blocks(int64_t n)
+{
+    int64_t b = (n + CK_THREADS - 1) / CK_THREADS;
+    if (b < 1)
+        b = 1;
+    if (b > (int64_t)1 << 20)
+        b = (int64_t)1 << 20;
+    return (unsigned)b;
+}
+
+#define CK_GRID_STRIDE(i, n)                                                               \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+// ----------------------------------------------------------------------------
+// the deterministic reduction: out[row][k] = sum over m in [0, M) of f(row, m).v[k]
+
+template <int K> struct ck_dvec {
+    double v[K];
+};
+
+/* Stage 1: block b sums chunk (b % chunks) of row (b / chunks): each thread a strided
+ * subset in ascending order, then a fixed shared-memory tree. */
+template <int K, typename F>
+__global__ void ck_row_partial_kernel(F f, int64_t M, int chunks, int64_t chunk_len,
+                                      double *partial)
+{
+    __shared__ double sh[K][CK_THREADS];
+    const int64_t row = blockIdx.x / chunks;
+    const int64_t chunk = blockIdx.x % chunks;
+    const int64_t begin = chunk * chunk_len;
+    const int64_t end = begin + chunk_len < M ? begin + chunk_len : M;
+    double acc[K];
+    for (int k = 0; k < K; k++)
+        acc[k] = 0.0;
+    for (int64_t m = begin + threadIdx.x; m < end; m += CK_THREADS) {
+        ck_dvec<K> v = f(row, m);
+        for (int k = 0; k < K; k++)
+            acc[k] = __dadd_rn(acc[k], v.v[k]);
+    }
+    for (int k = 0; k < K; k++)
+        sh[k][threadIdx.x] = acc[k];
+    __syncthreads();
+    for (int s = CK_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s)
+            for (int k = 0; k < K; k++)
+                sh[k][threadIdx.x] = __dadd_rn(sh[k][threadIdx.x], sh[k][threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        for (int k = 0; k < K; k++)
+            partial[(size_t)blockIdx.x * K + k] = sh[k][0];
+}
+
+/* Stage 2: one block per row sums its chunks the same way. */
+template <int K>
+__global__ void ck_row_final_kernel(const double *partial, int64_t rows, int chunks, double *out)
+{
+    __shared__ double sh[K][CK_THREADS];
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+        double acc[K];
+        for (int k = 0; k < K; k++)
+            acc[k] = 0.0;
+        for (int c = threadIdx.x; c < chunks; c += CK_THREADS)
+            for (int k = 0; k < K; k++)
+                acc[k] = __dadd_rn(acc[k], partial[((size_t)row * chunks + c) * K + k]);
+        for (int k = 0; k < K; k++)
+            sh[k][threadIdx.x] = acc[k];
+        __syncthreads();
+        for (int s = CK_THREADS / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s)
+                for (int k = 0; k < K; k++)
+                    sh[k][threadIdx.x] = __dadd_rn(sh[k][threadIdx.x], sh[k][threadIdx.x + s]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0)
+            for (int k = 0; k < K; k++)
+                out[row * K + k] = sh[k][0];
+        __syncthreads(); /* sh is reused by the next row */
+    }
+}
+
+/* Chunks per row: about 4096 elements each, about 1024 blocks in all, at most 1024 per
+ * row. A function of the sizes only, so the summation order never depends on the GPU. */
+static inline int ck_row_chunks(int64_t rows, int64_t M)
+{
+    int64_t by_len = (M + 4095) / 4096;
+    int64_t by_blocks = (1024 + rows - 1) / rows;
+    int64_t c = by_len < by_blocks ? by_len : by_blocks;
+    if (c < 1)
+        c = 1;
+    if (c > 1024)
+        c = 1024;
+    return (int)c;
+}
+
+/* out: device, rows * K doubles. f: a __device__ functor, ck_dvec<K> f(row, m). */
+template <int K, typename F>
+ck_status ck_row_sums(ck_cuda *cu, F f, int64_t rows, int64_t M, double *out, ck_error *err)
+{
+    if (rows <= 0)
+        return CK_OK;
+    const int chunks = ck_row_chunks(rows, M);
+    if (rows > (int64_t)INT32_MAX / chunks)
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cuda reduction over %lld rows is too large",
+                       (long long)rows);
+    const int64_t chunk_len = (M + chunks - 1) / chunks;
+    ck_dev_buf partial;
+    CK_TRY(partial.alloc(cu, (size_t)rows * chunks * K * sizeof(double), "reduction scratch",
+                         err));
+    ck_row_partial_kernel<K, F><<<(unsigned)(rows * chunks), CK_THREADS, 0, cu->stream>>>(
+        f, M, chunks, chunk_len, partial.as<double>());
+    CK_LAUNCH_CHECK();
+    const unsigned fin = rows < 65536 ? (unsigned)rows : 65536u;
+    ck_row_final_kernel<K><<<fin, CK_THREADS, 0, cu->stream>>>(partial.as<double>(), rows,
+                                                               chunks, out);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// the op families (one file each), dispatched by cuda_backend.cu
+
+#define CUDA_OP_DECL(fam)                                                                  \
+    ck_status cuda_##fam##_forward(ck_cuda *cu, const ck_op_params *op,                    \
+                                   const ck_fwd_args *args, ck_op_io *io, ck_error *err);  \
+    ck_status cuda_##fam##_backward(ck_cuda *cu, const ck_op_params *op,                   \
+                                    const ck_fwd_args *args, const ck_op_io *io,           \
+                                    ck_op_grads *g, ck_error *err);
+
+CUDA_OP_DECL(linear)     /* CK_OP_LINEAR: cuBLAS (linear_cublas.cu) */
+CUDA_OP_DECL(conv)       /* CK_OP_CONV, 1-3 spatial dims: cuDNN (conv_cudnn.cu) */
+CUDA_OP_DECL(pool)       /* CK_OP_MAXPOOL, CK_OP_AVGPOOL */
+CUDA_OP_DECL(upsample)   /* CK_OP_UPSAMPLE */
+CUDA_OP_DECL(activation) /* CK_OP_RELU, LEAKY_RELU, GELU, TANH, SIGMOID */
+CUDA_OP_DECL(batchnorm)  /* CK_OP_BATCHNORM (norm.cu) */
+CUDA_OP_DECL(layernorm)  /* CK_OP_LAYERNORM (norm.cu) */
+CUDA_OP_DECL(dropout)    /* CK_OP_DROPOUT (random_ops.cu) */
+CUDA_OP_DECL(noise)      /* CK_OP_GAUSSIAN_NOISE (random_ops.cu) */
+CUDA_OP_DECL(add)        /* CK_OP_ADD (shape_ops.cu) */
+CUDA_OP_DECL(concat)     /* CK_OP_CONCAT (shape_ops.cu) */
+CUDA_OP_DECL(flatten)    /* CK_OP_FLATTEN (shape_ops.cu) */
+
+#undef CUDA_OP_DECL
+
+ck_status cuda_loss_forward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                            const ck_tensor *target, double *loss, ck_error *err);
+ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                             const ck_tensor *target, double scale, ck_tensor *dy,
+                             ck_error *err);
+ck_status cuda_optimizer_step(ck_cuda *cu, const ck_optimizer *opt, int64_t step,
+                              double grad_scale, ck_tensor *param, const ck_tensor *grad,
+                              ck_tensor *state0, ck_tensor *state1, ck_error *err);
+
+#endif

@@ -1,0 +1,241 @@
+/*
+ * CUDA linear layer (CK_OP_LINEAR) with cuBLAS: y = x W^T + b over the last dimension.
+ *
+ * x (..., in) is M = numel / in rows. Row-major (M, in) is column-major (in, M), so the
+ * three products are single column-major GEMMs without copies:
+ *   forward      y^T  (units, M) = W (units, in)      . x^T (in, M)      [T, N]
+ *   dx           dx^T (in, M)    = W^T (in, units)    . dy^T (units, M)  [N, N]
+ *   dW           dW^T (in, units) = x^T (in, M)       . dy (M, units)    [N, T]
+ * The bias is broadcast into y first and the GEMM adds to it (beta = 1), and backward
+ * GEMMs accumulate into dx and dW the same way, so every output element is rounded once
+ * from the fp32 (fp64) accumulator, as harness/precision.md asks. fp32 and fp64 use the
+ * PEDANTIC compute types (no TF32, no emulation); fp16/bf16 use tensor cores with fp32
+ * accumulation and reduced-precision split-K reductions disallowed. cuBLAS is bitwise
+ * repeatable on one GPU model with atomics off and one stream, both set here. The bias
+ * gradient is a fixed-order double reduction (cuda_common.cuh), like the CPU's.
+ */
+#include "cuda_common.cuh"
+
+// ----------------------------------------------------------------------------
+// cuBLAS handle and the one GEMM call
+
+static ck_status ensure_cublas(ck_cuda *cu, ck_error *err)
+{
+    if (cu->cublas)
+        return CK_OK;
+    CK_CUBLAS_CHECK(cublasCreate(&cu->cublas));
+    CK_CUBLAS_CHECK(cublasSetStream(cu->cublas, cu->stream));
+    CK_CUBLAS_CHECK(cublasSetAtomicsMode(cu->cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+    CK_CUBLAS_CHECK(cublasSetPointerMode(cu->cublas, CUBLAS_POINTER_MODE_HOST));
+    return CK_OK;
+}
+
+void cuda_linear_release(ck_cuda *cu)
+{
+    if (cu->cublas)
+        (void)cublasDestroy(cu->cublas);
+    cu->cublas = nullptr;
+}
+
+typedef struct {
+    cudaDataType_t data;
+    cublasComputeType_t compute;
+    int math; /* cublasMath_t flags */
+    const char *math_name;
+} gemm_types;
+
+static gemm_types gemm_types_for(ck_dtype dt)
+{
+    switch (dt) {
+    case CK_F64:
+        return {CUDA_R_64F, CUBLAS_COMPUTE_64F_PEDANTIC, CUBLAS_PEDANTIC_MATH,
+                "cuBLAS COMPUTE_64F_PEDANTIC"};
+    case CK_F16:
+        return {CUDA_R_16F, CUBLAS_COMPUTE_32F,
+                CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+                "cuBLAS COMPUTE_32F (fp32 accumulate)"};
+    case CK_BF16:
+        return {CUDA_R_16BF, CUBLAS_COMPUTE_32F,
+                CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+                "cuBLAS COMPUTE_32F (fp32 accumulate)"};
+    case CK_F32:
+    default:
+        return {CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_PEDANTIC_MATH,
+                "cuBLAS COMPUTE_32F_PEDANTIC (no TF32)"};
+    }
+}
+
+/* Column-major C (m, n) = op(A) op(B) (+ C when accumulate). */
+static ck_status gemm(ck_cuda *cu, ck_dtype dt, cublasOperation_t ta, cublasOperation_t tb,
+                      int64_t m, int64_t n, int64_t k, const void *A, int64_t lda,
+                      const void *B, int64_t ldb, bool accumulate, void *C, int64_t ldc,
+                      ck_error *err)
+{
+    const gemm_types t = gemm_types_for(dt);
+    CK_CUBLAS_CHECK(cublasSetMathMode(cu->cublas, static_cast<cublasMath_t>(t.math)));
+    if (dt == CK_F64) {
+        const double one = 1.0, beta = accumulate ? 1.0 : 0.0;
+        CK_CUBLAS_CHECK(cublasGemmEx_64(cu->cublas, ta, tb, m, n, k, &one, A, t.data, lda, B,
+                                        t.data, ldb, &beta, C, t.data, ldc, t.compute,
+                                        CUBLAS_GEMM_DEFAULT));
+    } else {
+        const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+        CK_CUBLAS_CHECK(cublasGemmEx_64(cu->cublas, ta, tb, m, n, k, &one, A, t.data, lda, B,
+                                        t.data, ldb, &beta, C, t.data, ldc, t.compute,
+                                        CUBLAS_GEMM_DEFAULT));
+    }
+    return CK_OK;
+}
+
+static ck_status record(ck_cuda *cu, const ck_tensor *weight, ck_cuda_pass pass, ck_dtype dt,
+                        ck_error *err)
+{
+    return cuda_record_algo(cu, weight, "linear", pass, dt, "cublasGemmEx DEFAULT", -1, true,
+                            gemm_types_for(dt).math_name, 0, -1.0f, "fixed", err);
+}
+
+// ----------------------------------------------------------------------------
+// kernels
+
+/* y[m, u] = b[u]; y (M, units) */
+template <typename T>
+__global__ void linear_bias_fill_kernel(T *y, const T *b, int64_t M, int64_t units)
+{
+    CK_GRID_STRIDE(i, M * units)
+    y[i] = b[i % units];
+}
+
+/* sum over rows m of dy[m, u] */
+template <typename T> struct linear_dbias_term {
+    const T *dy;
+    int64_t units;
+    __device__ ck_dvec<1> operator()(int64_t u, int64_t m) const
+    {
+        return {{ck_to_d(dy[m * units + u])}};
+    }
+};
+
+/* db[u] += (T)sum[u] (the CPU's `dbias[u] += (T)acc`) */
+template <typename T>
+__global__ void linear_dbias_apply_kernel(T *db, const double *sum, int64_t units)
+{
+    CK_GRID_STRIDE(u, units)
+    db[u] = ck_add_rounded(db[u], sum[u]);
+}
+
+// ----------------------------------------------------------------------------
+// checks shared by forward and backward (as backends/cpu/linear.c)
+
+/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], a float dtype. */
+static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
+                                    ck_error *err)
+{
+    *dt = t[0]->dtype;
+    if (!ck_cuda_float_dtype(*dt))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "linear: dtype %s of '%s' is not supported by "
+                       "the cuda backend", ck_dtype_name(*dt), ck_cuda_tname(t[0]));
+    for (int i = 1; i < n; i++)
+        if (t[i] && t[i]->dtype != *dt)
+            return ck_fail(err, CK_ERR_INTERNAL, "linear: '%s' is %s but '%s' is %s",
+                           ck_cuda_tname(t[i]), ck_dtype_name(t[i]->dtype),
+                           ck_cuda_tname(t[0]), ck_dtype_name(*dt));
+    return CK_OK;
+}
+
+typedef struct {
+    int64_t M, in, units;
+} linear_dims;
+
+/* Checks x (..., in), W (units, in), b (units), y (..., units) and returns M, in, units. */
+static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_tensor *b,
+                               const ck_tensor *y, linear_dims *d, ck_error *err)
+{
+    char s1[96], s2[96];
+    if (!w)
+        return ck_fail(err, CK_ERR_INTERNAL, "linear on '%s': no weight tensor",
+                       ck_cuda_tname(x));
+    if (x->shape.ndim < 1 || w->shape.ndim != 2 ||
+        w->shape.dim[1] != x->shape.dim[x->shape.ndim - 1])
+        return ck_fail(err, CK_ERR_INTERNAL, "linear: input '%s' %s does not match weight '%s' %s",
+                       ck_cuda_tname(x), ck_shape_str(&x->shape, s1, sizeof s1),
+                       ck_cuda_tname(w), ck_shape_str(&w->shape, s2, sizeof s2));
+    d->in = w->shape.dim[1];
+    d->units = w->shape.dim[0];
+    d->M = ck_shape_numel(&x->shape) / d->in;
+    if (y->shape.ndim != x->shape.ndim || y->shape.dim[y->shape.ndim - 1] != d->units ||
+        ck_shape_numel(&y->shape) != d->M * d->units)
+        return ck_fail(err, CK_ERR_INTERNAL, "linear: output '%s' %s does not match input '%s' %s",
+                       ck_cuda_tname(y), ck_shape_str(&y->shape, s1, sizeof s1),
+                       ck_cuda_tname(x), ck_shape_str(&x->shape, s2, sizeof s2));
+    if (b && ck_shape_numel(&b->shape) != d->units)
+        return ck_fail(err, CK_ERR_INTERNAL, "linear: bias '%s' %s does not have %lld entries",
+                       ck_cuda_tname(b), ck_shape_str(&b->shape, s1, sizeof s1),
+                       (long long)d->units);
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh)
+
+ck_status cuda_linear_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                              ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *b = op->bias ? io->bias : NULL;
+    const ck_tensor *all[] = {x, io->weight, b, io->out};
+    ck_dtype dt;
+    CK_TRY(common_float_dtype(all, 4, &dt, err));
+    linear_dims d;
+    CK_TRY(linear_shapes(x, io->weight, b, io->out, &d, err));
+    CK_TRY(ensure_cublas(cu, err));
+    if (b) {
+        CK_CUDA_DISPATCH(dt, T,
+                         linear_bias_fill_kernel<T><<<ck_blocks(d.M * d.units), CK_THREADS, 0,
+                                                      cu->stream>>>(
+                             static_cast<T *>(io->out->data), static_cast<const T *>(b->data),
+                             d.M, d.units));
+        CK_LAUNCH_CHECK();
+    }
+    CK_TRY(gemm(cu, dt, CUBLAS_OP_T, CUBLAS_OP_N, d.units, d.M, d.in, io->weight->data, d.in,
+                x->data, d.in, b != NULL, io->out->data, d.units, err));
+    return record(cu, io->weight, CK_CUDA_PASS_FORWARD, dt, err);
+}
+
+ck_status cuda_linear_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    ck_tensor *db = op->bias ? g->dbias : NULL;
+    const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
+    ck_dtype dt;
+    CK_TRY(common_float_dtype(all, 6, &dt, err));
+    linear_dims d;
+    CK_TRY(linear_shapes(x, io->weight, db, g->dout, &d, err));
+    CK_TRY(ensure_cublas(cu, err));
+    if (g->din[0]) {
+        CK_TRY(gemm(cu, dt, CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.M, d.units, io->weight->data,
+                    d.in, g->dout->data, d.units, true, g->din[0]->data, d.in, err));
+        CK_TRY(record(cu, io->weight, CK_CUDA_PASS_BACKWARD_DATA, dt, err));
+    }
+    if (g->dweight) {
+        CK_TRY(gemm(cu, dt, CUBLAS_OP_N, CUBLAS_OP_T, d.in, d.units, d.M, x->data, d.in,
+                    g->dout->data, d.units, true, g->dweight->data, d.in, err));
+        CK_TRY(record(cu, io->weight, CK_CUDA_PASS_BACKWARD_FILTER, dt, err));
+    }
+    if (db) {
+        ck_dev_buf sum;
+        CK_TRY(sum.alloc(cu, (size_t)d.units * sizeof(double), "linear bias gradient sums", err));
+        CK_CUDA_DISPATCH(dt, T,
+                         CK_TRY(ck_row_sums<1>(cu,
+                                               linear_dbias_term<T>{
+                                                   static_cast<const T *>(g->dout->data), d.units},
+                                               d.units, d.M, sum.as<double>(), err));
+                         linear_dbias_apply_kernel<T><<<ck_blocks(d.units), CK_THREADS, 0,
+                                                        cu->stream>>>(
+                             static_cast<T *>(db->data), sum.as<double>(), d.units));
+        CK_LAUNCH_CHECK();
+    }
+    return CK_OK;
+}

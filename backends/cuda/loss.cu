@@ -1,0 +1,279 @@
+/*
+ * CUDA losses: mean, sum, mse and cross-entropy, and their gradients.
+ *
+ * As backends/cpu/loss.c: the loss is a double (here a fixed-order block reduction instead
+ * of the CPU's left-to-right sum); the gradient dy = scale * dL/dy is computed in double
+ * and rounded once into y's dtype. Cross-entropy takes logits y (N, C, spatial...) and
+ * i32 class indices (N, spatial...) and averages logsumexp_c(y) - y[t] (max-subtracted)
+ * over the N * spatial positions. Class indices are checked on the host (a copy of the
+ * target), so a bad index gets the CPU backend's message, naming its position.
+ */
+#include "cuda_common.cuh"
+
+#include <math.h>
+#include <math_constants.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// ----------------------------------------------------------------------------
+// cross-entropy layout: y (N, C, S), target (N, S)
+
+typedef struct {
+    int64_t N, C, S;
+} ce_dims;
+
+__device__ __forceinline__ int64_t ce_index(const ce_dims &d, int64_t n, int64_t c, int64_t s)
+{
+    return (n * d.C + c) * d.S + s;
+}
+
+/* max_c y[n, c, s] and sum_c exp(y[n, c, s] - max) at one position */
+template <typename T>
+__device__ void ce_softmax_terms(const T *y, const ce_dims &d, int64_t n, int64_t s, double *max,
+                                 double *sumexp)
+{
+    double m = -CUDART_INF;
+    for (int64_t c = 0; c < d.C; c++)
+        m = fmax(m, ck_to_d(y[ce_index(d, n, c, s)]));
+    double se = 0.0;
+    for (int64_t c = 0; c < d.C; c++)
+        se = __dadd_rn(se, exp(ck_to_d(y[ce_index(d, n, c, s)]) - m));
+    *max = m;
+    *sumexp = se;
+}
+
+// ----------------------------------------------------------------------------
+// reduction terms and kernels
+
+template <typename T> struct loss_sum_term {
+    const T *y;
+    __device__ ck_dvec<1> operator()(int64_t, int64_t i) const { return {{ck_to_d(y[i])}}; }
+};
+
+template <typename T> struct loss_mse_term {
+    const T *y, *t;
+    __device__ ck_dvec<1> operator()(int64_t, int64_t i) const
+    {
+        const double r = ck_to_d(y[i]) - ck_to_d(t[i]);
+        return {{r * r}};
+    }
+};
+
+/* position m = n * S + s: max + log(sumexp) - y[t] */
+template <typename T> struct loss_ce_term {
+    const T *y;
+    const int32_t *t;
+    ce_dims d;
+    __device__ ck_dvec<1> operator()(int64_t, int64_t m) const
+    {
+        const int64_t n = m / d.S, s = m % d.S;
+        double max, sumexp;
+        ce_softmax_terms(y, d, n, s, &max, &sumexp);
+        return {{max + log(sumexp) - ck_to_d(y[ce_index(d, n, t[m], s)])}};
+    }
+};
+
+/* dy = g */
+template <typename T> __global__ void loss_fill_kernel(T *dy, double g, int64_t numel)
+{
+    CK_GRID_STRIDE(i, numel)
+    dy[i] = ck_from_d<T>(g);
+}
+
+/* dy = g (y - t) */
+template <typename T>
+__global__ void loss_mse_grad_kernel(T *dy, const T *y, const T *t, double g, int64_t numel)
+{
+    CK_GRID_STRIDE(i, numel)
+    dy[i] = ck_from_d<T>(g * (ck_to_d(y[i]) - ck_to_d(t[i])));
+}
+
+/* dy[n, c, s] = g (softmax_c - [c == t]), one thread per position */
+template <typename T>
+__global__ void loss_ce_grad_kernel(T *dy, const T *y, const int32_t *t, double g, ce_dims d)
+{
+    CK_GRID_STRIDE(m, d.N * d.S)
+    {
+        const int64_t n = m / d.S, s = m % d.S;
+        double max, sumexp;
+        ce_softmax_terms(y, d, n, s, &max, &sumexp);
+        const int32_t cls = t[m];
+        for (int64_t c = 0; c < d.C; c++) {
+            const int64_t i = ce_index(d, n, c, s);
+            const double p = exp(ck_to_d(y[i]) - max) / sumexp;
+            dy[i] = ck_from_d<T>(g * (p - (c == cls ? 1.0 : 0.0)));
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// checks (as the CPU's)
+
+/* The target's shape is y's without dim 1, its dtype i32 and every class in [0, C); the
+ * classes are read from a host copy. */
+static ck_status ce_check(ck_cuda *cu, const ck_tensor *y, const ck_tensor *target, ce_dims *d,
+                          ck_error *err)
+{
+    char a[128], b[128];
+    if (y->shape.ndim < 2)
+        return ck_fail(err, CK_ERR_INPUT, "cross_entropy: %s has shape %s, needs (N, C, ...)",
+                       ck_cuda_tname(y), ck_shape_str(&y->shape, a, sizeof a));
+    if (target->dtype != CK_I32)
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cross_entropy: target %s is %s, expected i32",
+                       ck_cuda_tname(target), ck_dtype_name(target->dtype));
+    bool ok = target->shape.ndim == y->shape.ndim - 1 && target->shape.dim[0] == y->shape.dim[0];
+    for (int i = 1; ok && i < target->shape.ndim; i++)
+        ok = target->shape.dim[i] == y->shape.dim[i + 1];
+    if (!ok)
+        return ck_fail(err, CK_ERR_INPUT, "cross_entropy: target %s has shape %s, expected %s "
+                       "without dim 1 (%s)", ck_cuda_tname(target),
+                       ck_shape_str(&target->shape, a, sizeof a), ck_cuda_tname(y),
+                       ck_shape_str(&y->shape, b, sizeof b));
+    d->N = y->shape.dim[0];
+    d->C = y->shape.dim[1];
+    d->S = ck_shape_numel(&y->shape) / (d->N * d->C);
+    const int64_t numel = d->N * d->S;
+    int32_t *t = static_cast<int32_t *>(malloc((size_t)numel * sizeof *t + 1));
+    if (!t)
+        return ck_fail(err, CK_ERR_NOMEM, "cross_entropy: no host memory to check %lld class "
+                       "indices", (long long)numel);
+    ck_status st = CK_GPU_CALL(cudaMemcpyAsync(t, target->data, (size_t)numel * sizeof *t,
+                                               cudaMemcpyDeviceToHost, cu->stream));
+    if (st == CK_OK)
+        st = CK_GPU_CALL(cudaStreamSynchronize(cu->stream));
+    for (int64_t i = 0; st == CK_OK && i < numel; i++) {
+        if (t[i] < 0 || t[i] >= d->C) {
+            int64_t idx[CK_MAX_DIMS];
+            ck_shape_unflatten(&target->shape, i, idx);
+            char where[160];
+            size_t used = 0;
+            for (int k = 0; k < target->shape.ndim && used < sizeof where; k++) {
+                int w = snprintf(where + used, sizeof where - used, "%s%lld", k ? ", " : "",
+                                 (long long)idx[k]);
+                if (w > 0)
+                    used += (size_t)w;
+            }
+            st = ck_fail(err, CK_ERR_INPUT, "cross_entropy: class index %s[%s] = %d is outside "
+                         "[0, %lld)", ck_cuda_tname(target), where, t[i], (long long)d->C);
+        }
+    }
+    free(t);
+    return st;
+}
+
+/* Validates y and target for `kind`; for cross-entropy also fills *d. */
+static ck_status loss_check(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                            const ck_tensor *target, ce_dims *d, ck_error *err)
+{
+    const char *fn = ck_loss_kind_name(kind);
+    if (!ck_cuda_float_dtype(y->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s loss: %s is %s; the cuda backend computes "
+                       "in fp32, fp64, fp16 or bf16", fn, ck_cuda_tname(y), ck_dtype_name(y->dtype));
+    switch (kind) {
+    case CK_LOSS_MEAN:
+    case CK_LOSS_SUM:
+        return CK_OK;
+    case CK_LOSS_MSE:
+        if (!target)
+            return ck_fail(err, CK_ERR_INTERNAL, "mse loss: no target");
+        if (target->dtype != y->dtype)
+            return ck_fail(err, CK_ERR_UNSUPPORTED, "mse loss: target %s is %s but %s is %s",
+                           ck_cuda_tname(target), ck_dtype_name(target->dtype), ck_cuda_tname(y),
+                           ck_dtype_name(y->dtype));
+        if (!ck_shape_equal(&target->shape, &y->shape)) {
+            char a[128], b[128];
+            return ck_fail(err, CK_ERR_INPUT, "mse loss: target %s has shape %s, %s has %s",
+                           ck_cuda_tname(target), ck_shape_str(&target->shape, a, sizeof a),
+                           ck_cuda_tname(y), ck_shape_str(&y->shape, b, sizeof b));
+        }
+        return CK_OK;
+    case CK_LOSS_CROSS_ENTROPY:
+        if (!target)
+            return ck_fail(err, CK_ERR_INTERNAL, "cross_entropy loss: no target");
+        return ce_check(cu, y, target, d, err);
+    default:
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "loss kind %d is not implemented", (int)kind);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh)
+
+ck_status cuda_loss_forward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                            const ck_tensor *target, double *loss, ck_error *err)
+{
+    ce_dims d = {0, 0, 0};
+    CK_TRY(loss_check(cu, kind, y, target, &d, err));
+    const int64_t numel = ck_shape_numel(&y->shape);
+    ck_dev_buf out;
+    CK_TRY(out.alloc(cu, sizeof(double), "the loss", err));
+    CK_CUDA_DISPATCH(y->dtype, T, {
+        const T *yp = static_cast<const T *>(y->data);
+        switch (kind) {
+        case CK_LOSS_MEAN:
+        case CK_LOSS_SUM:
+            CK_TRY(ck_row_sums<1>(cu, loss_sum_term<T>{yp}, 1, numel, out.as<double>(), err));
+            break;
+        case CK_LOSS_MSE:
+            CK_TRY(ck_row_sums<1>(cu, loss_mse_term<T>{yp, static_cast<const T *>(target->data)},
+                                  1, numel, out.as<double>(), err));
+            break;
+        case CK_LOSS_CROSS_ENTROPY:
+            CK_TRY(ck_row_sums<1>(cu,
+                                  loss_ce_term<T>{yp, static_cast<const int32_t *>(target->data), d},
+                                  1, d.N * d.S, out.as<double>(), err));
+            break;
+        default:
+            return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
+        }
+    });
+    double sum = 0.0;
+    CK_CUDA_CHECK(cudaMemcpyAsync(&sum, out.p, sizeof sum, cudaMemcpyDeviceToHost, cu->stream));
+    CK_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
+    switch (kind) {
+    case CK_LOSS_MEAN: *loss = sum / (double)numel; break;
+    case CK_LOSS_SUM: *loss = sum; break;
+    case CK_LOSS_MSE: *loss = sum / (double)numel; break;
+    default: *loss = sum / (double)(d.N * d.S); break;
+    }
+    return CK_OK;
+}
+
+ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                             const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err)
+{
+    ce_dims d = {0, 0, 0};
+    CK_TRY(loss_check(cu, kind, y, target, &d, err));
+    if (!dy || dy->dtype != y->dtype || !ck_shape_equal(&dy->shape, &y->shape))
+        return ck_fail(err, CK_ERR_INTERNAL, "%s loss backward: the gradient tensor must match "
+                       "%s in dtype and shape", ck_loss_kind_name(kind), ck_cuda_tname(y));
+    const int64_t numel = ck_shape_numel(&y->shape);
+    CK_CUDA_DISPATCH(y->dtype, T, {
+        T *dyp = static_cast<T *>(dy->data);
+        const T *yp = static_cast<const T *>(y->data);
+        switch (kind) {
+        case CK_LOSS_MEAN:
+        case CK_LOSS_SUM: {
+            const double g = kind == CK_LOSS_MEAN ? scale / (double)numel : scale;
+            loss_fill_kernel<T><<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(dyp, g, numel);
+            break;
+        }
+        case CK_LOSS_MSE: {
+            const double g = 2.0 * scale / (double)numel;
+            loss_mse_grad_kernel<T><<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(
+                dyp, yp, static_cast<const T *>(target->data), g, numel);
+            break;
+        }
+        case CK_LOSS_CROSS_ENTROPY: {
+            const double g = scale / (double)(d.N * d.S);
+            loss_ce_grad_kernel<T><<<ck_blocks(d.N * d.S), CK_THREADS, 0, cu->stream>>>(
+                dyp, yp, static_cast<const int32_t *>(target->data), g, d);
+            break;
+        }
+        default:
+            return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
+        }
+    });
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}

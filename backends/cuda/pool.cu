@@ -1,0 +1,236 @@
+/*
+ * CUDA pooling (CK_OP_MAXPOOL, CK_OP_AVGPOOL) over 1 to 3 spatial dims.
+ *
+ * As backends/cpu/pool.c: windows are kernel[] wide, step stride[], never padded, output
+ * size taken from the output tensor. Max pooling keeps the first maximum in the window's
+ * row-major scan and the first NaN wins over any number; backward recomputes the winner
+ * from the input (nothing is saved). The CPU kernel computes in its element type, so
+ * these do too (fp32 in fp32, fp64 in fp64; fp16/bf16 in fp32, rounded once).
+ *
+ * Forward: one thread per output element. Backward gathers instead of scattering, so it
+ * needs no atomics even when windows overlap: one thread per input element visits the
+ * windows that contain it in the CPU's order (output row-major) and adds each
+ * contribution in the element type, exactly the additions the CPU makes to that element.
+ * fp32 results are therefore bit-identical to the CPU's.
+ */
+#include "cuda_common.cuh"
+
+// ----------------------------------------------------------------------------
+// geometry
+
+typedef struct {
+    int64_t planes;        /* N * C */
+    int64_t in[3], out[3]; /* spatial sizes (D, H, W) of x and y, leading dims 1 */
+    int64_t kernel[3], stride[3];
+} pool_geom;
+
+/* Offset in an input plane of the window of output (o0, o1, o2). */
+__device__ __forceinline__ int64_t window_origin(const pool_geom &g, int64_t o0, int64_t o1,
+                                                 int64_t o2)
+{
+    return (o0 * g.stride[0] * g.in[1] + o1 * g.stride[1]) * g.in[2] + o2 * g.stride[2];
+}
+
+// ----------------------------------------------------------------------------
+// kernels
+
+/* Offset (from the window origin xw) of the first maximum, or of the first NaN. */
+template <typename T>
+__device__ int64_t max_window(const T *xw, const pool_geom &g)
+{
+    typedef typename ck_elem<T>::acc A;
+    int64_t best_off = 0;
+    A best = ck_to_a(xw[0]);
+    for (int64_t k0 = 0; k0 < g.kernel[0]; k0++)
+        for (int64_t k1 = 0; k1 < g.kernel[1]; k1++)
+            for (int64_t k2 = 0; k2 < g.kernel[2]; k2++) {
+                const int64_t off = (k0 * g.in[1] + k1) * g.in[2] + k2;
+                const A v = ck_to_a(xw[off]);
+                if (!isnan(best) && (v > best || isnan(v))) {
+                    best = v;
+                    best_off = off;
+                }
+            }
+    return best_off;
+}
+
+/* out (N, C, O0, O1, O2), inp (N, C, I0, I1, I2) */
+template <typename T>
+__global__ void pool_forward_kernel(T *out, const T *inp, bool is_max, pool_geom g)
+{
+    typedef typename ck_elem<T>::acc A;
+    const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+    const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
+    const A kvol = (A)(g.kernel[0] * g.kernel[1] * g.kernel[2]);
+    CK_GRID_STRIDE(i, g.planes * out_plane)
+    {
+        const int64_t p = i / out_plane, r = i % out_plane;
+        const int64_t o2 = r % g.out[2], o1 = (r / g.out[2]) % g.out[1],
+                      o0 = r / (g.out[2] * g.out[1]);
+        const T *xw = inp + p * in_plane + window_origin(g, o0, o1, o2);
+        if (is_max) {
+            out[i] = xw[max_window(xw, g)];
+        } else {
+            /* the window's sum in row-major order, then / kvol, in the element type */
+            A acc = 0;
+            for (int64_t k0 = 0; k0 < g.kernel[0]; k0++)
+                for (int64_t k1 = 0; k1 < g.kernel[1]; k1++)
+                    for (int64_t k2 = 0; k2 < g.kernel[2]; k2++)
+                        acc += ck_to_a(xw[(k0 * g.in[1] + k1) * g.in[2] + k2]);
+            out[i] = ck_from_a<T>(acc / kvol);
+        }
+    }
+}
+
+/* First and last (inclusive) output index on one axis whose window holds input index i. */
+__device__ __forceinline__ void covering(int64_t i, int64_t k, int64_t s, int64_t n_out,
+                                         int64_t *lo, int64_t *hi)
+{
+    const int64_t first = i - k + 1; /* o * s >= i - k + 1 */
+    *lo = first <= 0 ? 0 : (first + s - 1) / s;
+    const int64_t last = i / s; /* o * s <= i */
+    *hi = last < n_out - 1 ? last : n_out - 1;
+}
+
+/* dinp (N, C, I0, I1, I2) accumulated, dout (N, C, O0, O1, O2), inp like dinp */
+template <typename T>
+__global__ void pool_backward_kernel(T *dinp, const T *dout, const T *inp, bool is_max,
+                                     pool_geom g)
+{
+    typedef typename ck_elem<T>::acc A;
+    const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
+    const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
+    const A kvol = (A)(g.kernel[0] * g.kernel[1] * g.kernel[2]);
+    CK_GRID_STRIDE(e, g.planes * in_plane)
+    {
+        const int64_t p = e / in_plane, r = e % in_plane;
+        const int64_t i2 = r % g.in[2], i1 = (r / g.in[2]) % g.in[1], i0 = r / (g.in[2] * g.in[1]);
+        int64_t lo0, hi0, lo1, hi1, lo2, hi2;
+        covering(i0, g.kernel[0], g.stride[0], g.out[0], &lo0, &hi0);
+        covering(i1, g.kernel[1], g.stride[1], g.out[1], &lo1, &hi1);
+        covering(i2, g.kernel[2], g.stride[2], g.out[2], &lo2, &hi2);
+        const T *x = inp + p * in_plane;
+        const T *dy = dout + p * out_plane;
+        A acc = ck_to_a(dinp[e]);
+        bool touched = false;
+        for (int64_t o0 = lo0; o0 <= hi0; o0++)
+            for (int64_t o1 = lo1; o1 <= hi1; o1++)
+                for (int64_t o2 = lo2; o2 <= hi2; o2++) {
+                    const int64_t o = (o0 * g.out[1] + o1) * g.out[2] + o2;
+                    if (is_max) {
+                        const int64_t origin = window_origin(g, o0, o1, o2);
+                        if (origin + max_window(x + origin, g) != r)
+                            continue;
+                        acc += ck_to_a(dy[o]);
+                    } else {
+                        acc += ck_to_a(dy[o]) / kvol;
+                    }
+                    touched = true;
+                }
+        if (touched)
+            dinp[e] = ck_from_a<T>(acc);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// checks and setup (as the CPU's)
+
+static const char *pool_name(const ck_op_params *op)
+{
+    return op->kind == CK_OP_MAXPOOL ? "maxpool" : "avgpool";
+}
+
+/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], a float dtype. */
+static ck_status common_float_dtype(const char *what, const ck_tensor *const *t, int n,
+                                    ck_dtype *dt, ck_error *err)
+{
+    *dt = t[0]->dtype;
+    if (!ck_cuda_float_dtype(*dt))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: dtype %s of '%s' is not supported by the "
+                       "cuda backend", what, ck_dtype_name(*dt), ck_cuda_tname(t[0]));
+    for (int i = 1; i < n; i++)
+        if (t[i] && t[i]->dtype != *dt)
+            return ck_fail(err, CK_ERR_INTERNAL, "%s: '%s' is %s but '%s' is %s", what,
+                           ck_cuda_tname(t[i]), ck_dtype_name(t[i]->dtype), ck_cuda_tname(t[0]),
+                           ck_dtype_name(*dt));
+    return CK_OK;
+}
+
+/* Checks the op kind and x (N, C, s...), y (N, C, o...) against the windows and fills g:
+ * every window of y must lie inside x. */
+static ck_status pool_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *y,
+                            bool *is_max, pool_geom *g, ck_error *err)
+{
+    if (op->kind != CK_OP_MAXPOOL && op->kind != CK_OP_AVGPOOL)
+        return ck_fail(err, CK_ERR_INTERNAL, "pool: op kind %s is not a pooling op",
+                       ck_op_kind_name(op->kind));
+    *is_max = op->kind == CK_OP_MAXPOOL;
+    const char *what = pool_name(op);
+    const int nsp = op->nsp;
+    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %d spatial dims (1 to 3 supported)", what, nsp);
+    char sx[96], sy[96];
+    bool ok = x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
+              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
+    g->planes = x->shape.dim[0] * x->shape.dim[1];
+    for (int a = 0; ok && a < 3; a++) {
+        int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
+        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
+        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
+        g->kernel[a] = s < 0 ? 1 : op->kernel[s];
+        g->stride[a] = s < 0 ? 1 : op->stride[s];
+        ok = g->kernel[a] >= 1 && g->stride[a] >= 1 && g->out[a] >= 1 &&
+             (g->out[a] - 1) * g->stride[a] + g->kernel[a] <= g->in[a];
+    }
+    if (!ok)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "%s%dd: output '%s' %s does not fit input '%s' %s with its windows", what,
+                       nsp, ck_cuda_tname(y), ck_shape_str(&y->shape, sy, sizeof sy),
+                       ck_cuda_tname(x), ck_shape_str(&x->shape, sx, sizeof sx));
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh)
+
+ck_status cuda_pool_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                            ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *all[] = {x, io->out};
+    ck_dtype dt;
+    CK_TRY(common_float_dtype(pool_name(op), all, 2, &dt, err));
+    bool is_max;
+    pool_geom g;
+    CK_TRY(pool_setup(op, x, io->out, &is_max, &g, err));
+    const int64_t n = ck_shape_numel(&io->out->shape);
+    CK_CUDA_DISPATCH(dt, T,
+                     pool_forward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+                         static_cast<T *>(io->out->data), static_cast<const T *>(x->data),
+                         is_max, g));
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+ck_status cuda_pool_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                             const ck_op_io *io, ck_op_grads *gr, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *all[] = {x, gr->dout, gr->din[0]};
+    ck_dtype dt;
+    CK_TRY(common_float_dtype(pool_name(op), all, 3, &dt, err));
+    bool is_max;
+    pool_geom g;
+    CK_TRY(pool_setup(op, x, gr->dout, &is_max, &g, err));
+    if (!gr->din[0])
+        return CK_OK;
+    const int64_t n = ck_shape_numel(&x->shape);
+    CK_CUDA_DISPATCH(dt, T,
+                     pool_backward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+                         static_cast<T *>(gr->din[0]->data), static_cast<const T *>(gr->dout->data),
+                         static_cast<const T *>(x->data), is_max, g));
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}

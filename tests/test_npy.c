@@ -1,0 +1,337 @@
+/*
+ * .npy and .npz readers (and the .npy writer): files numpy wrote (every dtype, scalar,
+ * empty, big-endian, Fortran order, versions 2.0 and 3.0, np.savez and
+ * np.savez_compressed), round trips, and every malformed-file class refused with one line.
+ * Fixtures: tests/fixtures/make_fixtures.py.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/npy.h"
+#include "harness/npz.h"
+#include "harness/tensorfile.h"
+
+static void fixture_path(char *buf, size_t n, const char *rel)
+{
+    const char *r = getenv("CK_ROOT");
+    snprintf(buf, n, "%s/tests/fixtures/%s", r ? r : ".", rel);
+}
+
+/* The fixture value of element i (make_fixtures.py), as a double. */
+static double expected_value(ck_file_dtype dt, int i)
+{
+    if (ck_file_dtype_is_float(dt))
+        return (i - 2.5) * 0.5;
+    if (dt == CK_FT_BOOL)
+        return i % 2 == 0;
+    bool is_signed = dt == CK_FT_I64 || dt == CK_FT_I32 || dt == CK_FT_I16 || dt == CK_FT_I8;
+    if (i < 5)
+        return is_signed ? i * 7 - 20 : i * 40;
+    switch (dt) {
+    case CK_FT_I64: return (double)INT64_MIN;
+    case CK_FT_I32: return INT32_MIN;
+    case CK_FT_I16: return INT16_MIN;
+    case CK_FT_I8: return INT8_MIN;
+    case CK_FT_U64: return (double)UINT64_MAX;
+    case CK_FT_U32: return UINT32_MAX;
+    case CK_FT_U16: return UINT16_MAX;
+    default: return UINT8_MAX;
+    }
+}
+
+/* Element i of t as a double (exact for the fixture values). */
+static double element(const ck_named_tensor *t, int64_t i)
+{
+    const unsigned char *p = (const unsigned char *)t->data + (size_t)i * ck_file_dtype_size(t->dtype);
+    switch (t->dtype) {
+    case CK_FT_F64: { double v; memcpy(&v, p, 8); return v; }
+    case CK_FT_F32: { float v; memcpy(&v, p, 4); return v; }
+    case CK_FT_F16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        double v = e ? (1.0 + m / 1024.0) * ((e - 15) >= 0 ? (double)(1 << (e - 15)) : 1.0 / (1 << (15 - e))) : m / 16777216.0;
+        return (h & 0x8000) ? -v : v;
+    }
+    case CK_FT_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case CK_FT_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case CK_FT_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CK_FT_I8: return (int8_t)p[0];
+    case CK_FT_U64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
+    case CK_FT_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case CK_FT_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    default: return p[0];
+    }
+}
+
+static void assert_fixture_values(const ck_named_tensor *t, const char *what)
+{
+    ck_assert_msg(t->shape.ndim == 2 && t->shape.dim[0] == 2 && t->shape.dim[1] == 3,
+                  "%s: shape", what);
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(element(t, i) == expected_value(t->dtype, i), "%s[%d] = %g, want %g", what,
+                      i, element(t, i), expected_value(t->dtype, i));
+}
+
+static void load_ok(const char *rel, ck_tensorset *s)
+{
+    char path[512];
+    ck_error err;
+    fixture_path(path, sizeof path, rel);
+    ck_assert_msg(ck_tensorset_load(path, s, &err) == CK_OK, "%s: %s", rel, err.msg);
+}
+
+static void check_bad_fixtures(const char *prefix)
+{
+    char expect[512], line[512];
+    fixture_path(expect, sizeof expect, "bad/EXPECT");
+    FILE *f = fopen(expect, "r");
+    ck_assert_msg(f != NULL, "cannot open %s (set CK_ROOT)", expect);
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || strncmp(line, prefix, strlen(prefix)) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        char *tab = strchr(line, '\t');
+        ck_assert_ptr_nonnull(tab);
+        *tab = '\0';
+        char path[1200], rel[600];
+        snprintf(rel, sizeof rel, "bad/%s", line);
+        fixture_path(path, sizeof path, rel);
+        ck_tensorset s;
+        ck_error err = {{0}};
+        ck_status st = ck_tensorset_load(path, &s, &err);
+        ck_assert_msg(st == CK_ERR_INPUT, "%s: status %s (%s)", line, ck_status_str(st), err.msg);
+        ck_assert_msg(strstr(err.msg, path) != NULL, "%s: file not named: %s", line, err.msg);
+        ck_assert_msg(strstr(err.msg, tab + 1) != NULL, "%s: lacks \"%s\": %s", line, tab + 1,
+                      err.msg);
+        ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: not one line", line);
+        rows++;
+    }
+    fclose(f);
+    ck_assert_msg(rows >= 10, "only %d bad fixtures start with %s", rows, prefix);
+}
+
+/* ---- .npy ---- */
+
+START_TEST(numpy_files_of_every_dtype_read_exactly)
+{
+    static const char *names[] = {"f64", "f32", "f16", "i64", "i32", "i16", "i8",
+                                  "u64", "u32", "u16", "u8", "bool"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char rel[64], stem[64];
+        snprintf(rel, sizeof rel, "good/np_%s.npy", names[i]);
+        snprintf(stem, sizeof stem, "np_%s", names[i]);
+        ck_tensorset s;
+        load_ok(rel, &s);
+        ck_assert_int_eq(s.n, 1);
+        ck_assert_str_eq(s.t[0].name, stem); /* named after the file's stem */
+        assert_fixture_values(&s.t[0], rel);
+        ck_tensorset_free(&s);
+    }
+}
+END_TEST
+
+START_TEST(byte_order_fortran_order_and_versions_are_honoured)
+{
+    ck_tensorset s;
+    load_ok("good/np_big_endian.npy", &s);
+    ck_assert_int_eq(s.t[0].dtype, CK_FT_F32);
+    assert_fixture_values(&s.t[0], "big-endian f4");
+    ck_tensorset_free(&s);
+    load_ok("good/np_big_endian_i16.npy", &s);
+    assert_fixture_values(&s.t[0], "big-endian i2");
+    ck_tensorset_free(&s);
+
+    /* np.asfortranarray(arange(24).reshape(2, 3, 4)): C order reads 0, 1, 2, ... */
+    load_ok("good/np_fortran.npy", &s);
+    ck_assert_int_eq(s.t[0].shape.ndim, 3);
+    for (int i = 0; i < 24; i++)
+        ck_assert_msg(element(&s.t[0], i) == i, "fortran element %d = %g", i, element(&s.t[0], i));
+    ck_tensorset_free(&s);
+
+    load_ok("good/np_v2.npy", &s);
+    assert_fixture_values(&s.t[0], "version 2.0");
+    ck_tensorset_free(&s);
+    load_ok("good/np_v3.npy", &s);
+    assert_fixture_values(&s.t[0], "version 3.0");
+    ck_tensorset_free(&s);
+}
+END_TEST
+
+START_TEST(scalar_and_empty_arrays)
+{
+    ck_tensorset s;
+    load_ok("good/np_scalar.npy", &s);
+    ck_assert_int_eq(s.t[0].shape.ndim, 0);
+    ck_assert(element(&s.t[0], 0) == 1.5);
+    ck_tensorset_free(&s);
+    load_ok("good/np_empty.npy", &s);
+    ck_assert_int_eq(s.t[0].shape.ndim, 2);
+    ck_assert_int_eq(s.t[0].shape.dim[0], 0);
+    ck_assert_uint_eq(ck_named_tensor_bytes(&s.t[0]), 0);
+    ck_tensorset_free(&s);
+}
+END_TEST
+
+START_TEST(npy_writer_round_trips_and_refuses_bf16)
+{
+    char tmpl[] = "/tmp/ck_npy_XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    ck_assert_ptr_nonnull(dir);
+    int64_t dims[3] = {2, 1, 3};
+    static const ck_file_dtype dts[] = {CK_FT_F64, CK_FT_F32, CK_FT_F16, CK_FT_I64, CK_FT_I32,
+                                        CK_FT_I16, CK_FT_I8,  CK_FT_U64, CK_FT_U32, CK_FT_U16,
+                                        CK_FT_U8,  CK_FT_BOOL};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        unsigned char data[48];
+        for (int i = 0; i < 48; i++)
+            data[i] = (unsigned char)(i * 37 + (int)k);
+        if (dts[k] == CK_FT_BOOL)
+            for (int i = 0; i < 6; i++)
+                data[i] &= 1;
+        char path[256];
+        snprintf(path, sizeof path, "%s/t%zu.npy", dir, k);
+        ck_named_tensor t = {"t", dts[k], ck_shape_make(k % 2 ? 3 : 1, k % 2 ? dims : dims + 2), data};
+        ck_error err;
+        ck_assert_msg(ck_npy_write(path, &t, &err) == CK_OK, "%s", err.msg);
+        FILE *f = fopen(path, "rb");
+        unsigned char pre[10];
+        ck_assert_uint_eq(fread(pre, 1, 10, f), 10);
+        fclose(f);
+        ck_assert_uint_eq((10u + pre[8] + 256u * pre[9]) % 64, 0); /* numpy's alignment */
+        ck_tensorset s;
+        ck_assert_msg(ck_tensorset_load(path, &s, &err) == CK_OK, "%s", err.msg);
+        ck_assert_int_eq(s.t[0].dtype, dts[k]);
+        ck_assert(ck_shape_equal(&s.t[0].shape, &t.shape));
+        ck_assert(memcmp(s.t[0].data, data, ck_named_tensor_bytes(&t)) == 0);
+        ck_tensorset_free(&s);
+        unlink(path);
+    }
+    uint16_t h = 0;
+    ck_named_tensor bf = {"b", CK_FT_BF16, ck_shape_make(0, dims), &h};
+    char path[256];
+    snprintf(path, sizeof path, "%s/bf.npy", dir);
+    ck_error err;
+    ck_assert_int_eq(ck_npy_write(path, &bf, &err), CK_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "bf16"));
+    ck_assert_int_eq(access(path, F_OK), -1);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(every_malformed_npy_class_is_refused_with_one_line)
+{
+    check_bad_fixtures("np_");
+}
+END_TEST
+
+START_TEST(header_parser_accepts_what_numpy_and_python2_wrote)
+{
+    static const char *headers[] = {
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+        "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 3)}",
+        "{'shape': (2L, 3L), 'fortran_order': False, 'descr': '<f4'}",
+        "{'descr':'<f4','fortran_order':False,'shape':(2,3,)}   \n",
+    };
+    float data[6] = {0};
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+        size_t hl = strlen(headers[i]);
+        unsigned char *buf = malloc(10 + hl + sizeof data);
+        memcpy(buf, "\x93NUMPY\x01\x00", 8);
+        buf[8] = (unsigned char)hl;
+        buf[9] = 0;
+        memcpy(buf + 10, headers[i], hl);
+        memcpy(buf + 10 + hl, data, sizeof data);
+        ck_tensorset s;
+        ck_error err;
+        ck_tensorset_init(&s);
+        ck_assert_msg(ck_npy_parse_into(buf, 10 + hl + sizeof data, "mem.npy", "m", &s, &err) == CK_OK,
+                      "%s: %s", headers[i], err.msg);
+        ck_assert_int_eq(s.t[0].shape.dim[1], 3);
+        ck_tensorset_free(&s);
+        free(buf);
+    }
+}
+END_TEST
+
+/* ---- .npz ---- */
+
+START_TEST(savez_and_savez_compressed_read_exactly)
+{
+    static const char *files[] = {"good/np_stored.npz", "good/np_deflated.npz"};
+    for (int f = 0; f < 2; f++) {
+        ck_tensorset s;
+        load_ok(files[f], &s);
+        ck_assert_int_eq(s.n, 12);
+        for (int i = 0; i < s.n; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s: %s", files[f], s.t[i].name);
+            const char *nm = ck_file_dtype_name(s.t[i].dtype);
+            char want[16]; /* the fixture names f64, f32, f16, i64, ..., bool */
+            snprintf(want, sizeof want, "%s%s", strncmp(nm, "fp", 2) == 0 ? "f" : "",
+                     strncmp(nm, "fp", 2) == 0 ? nm + 2 : nm);
+            ck_assert_str_eq(s.t[i].name, want);
+            assert_fixture_values(&s.t[i], what);
+        }
+        ck_tensorset_free(&s);
+    }
+}
+END_TEST
+
+START_TEST(every_malformed_npz_class_is_refused_with_one_line)
+{
+    check_bad_fixtures("nz_");
+}
+END_TEST
+
+START_TEST(npz_parser_survives_truncation_at_every_length)
+{
+    char path[512];
+    fixture_path(path, sizeof path, "good/np_deflated.npz");
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    ck_assert_uint_gt(n, 100);
+    for (size_t len = 0; len < n; len++) {
+        unsigned char *copy = malloc(len ? len : 1); /* exact size: ASan sees any overread */
+        memcpy(copy, buf, len);
+        ck_tensorset s;
+        ck_error err;
+        ck_assert_int_eq(ck_npz_parse(copy, len, "cut.npz", &s, &err), CK_ERR_INPUT);
+        free(copy);
+    }
+}
+END_TEST
+
+Suite *suite_npy(void)
+{
+    Suite *s = suite_create("npy");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, numpy_files_of_every_dtype_read_exactly);
+    tcase_add_test(tc, byte_order_fortran_order_and_versions_are_honoured);
+    tcase_add_test(tc, scalar_and_empty_arrays);
+    tcase_add_test(tc, npy_writer_round_trips_and_refuses_bf16);
+    tcase_add_test(tc, every_malformed_npy_class_is_refused_with_one_line);
+    tcase_add_test(tc, header_parser_accepts_what_numpy_and_python2_wrote);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+Suite *suite_npz(void)
+{
+    Suite *s = suite_create("npz");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, savez_and_savez_compressed_read_exactly);
+    tcase_add_test(tc, every_malformed_npz_class_is_refused_with_one_line);
+    tcase_add_test(tc, npz_parser_survives_truncation_at_every_length);
+    suite_add_tcase(s, tc);
+    return s;
+}
