@@ -1298,6 +1298,34 @@ static ck_status parse_tolerance(const parse_ctx *cx, const cJSON *v, ck_case *c
     return CK_OK;
 }
 
+/* "init": {"from": "weights.safetensors"}; a relative path is relative to the case file. */
+static ck_status parse_init(const parse_ctx *cx, const cJSON *v, ck_case *c)
+{
+    static const char *const keys[] = {"from"};
+    ck_status st;
+    const char *from = NULL;
+    if (!v)
+        return CK_OK;
+    if ((st = get_object(cx, v, "init")) != CK_OK)
+        return st;
+    if ((st = check_keys(cx, v, "init", keys, COUNT(keys), NULL)) != CK_OK)
+        return st;
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(v, "from");
+    if (!item)
+        return fail_at(cx, "init.from", "required: a .safetensors, .npy or .npz file or a directory");
+    if ((st = get_string(cx, item, "init.from", &from)) != CK_OK)
+        return st;
+    if (!from[0])
+        return fail_at(cx, "init.from", "must not be empty");
+    const char *slash = strrchr(cx->path, '/');
+    size_t dir = from[0] == '/' || !slash ? 0 : (size_t)(slash - cx->path) + 1;
+    size_t n = dir + strlen(from) + 1;
+    if (!(c->init_from = malloc(n)))
+        return ck_fail(cx->err, CK_ERR_NOMEM, "%s: out of memory", cx->path);
+    snprintf(c->init_from, n, "%.*s%s", (int)dir, cx->path, from);
+    return CK_OK;
+}
+
 static ck_status parse_precision(const parse_ctx *cx, const cJSON *v, ck_case *c)
 {
     ck_status st;
@@ -1358,7 +1386,7 @@ static ck_status parse_case_object(const parse_ctx *cx, const cJSON *root, ck_ca
         "name",   "description", "seed",     "input",     "layers",
         "loss",   "checkpoint",  "train",    "policies",  "tolerance",
         "min_memory_saving",     "expect",   "expect_memory", "precision",
-        "expect_precision",
+        "expect_precision",      "init",
     };
     static const real_range saving_range = UNIT_HALF_OPEN;
     ck_status st;
@@ -1439,6 +1467,8 @@ static ck_status parse_case_object(const parse_ctx *cx, const cJSON *root, ck_ca
         c->expect_memory_met = choice == 0;
     }
     if ((st = parse_precision(cx, cJSON_GetObjectItemCaseSensitive(root, "precision"), c)) != CK_OK)
+        return st;
+    if ((st = parse_init(cx, cJSON_GetObjectItemCaseSensitive(root, "init"), c)) != CK_OK)
         return st;
     if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_precision"))) {
         /* the low-precision run against fp32 is never expected to be bitwise identical:
@@ -1619,6 +1649,7 @@ void ck_case_free(ck_case *c)
     free(c->path);
     free(c->name);
     free(c->description);
+    free(c->init_from);
     memset(c, 0, sizeof *c);
 }
 

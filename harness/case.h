@@ -71,6 +71,9 @@ typedef struct {
     ck_expect expect_dtype[3];
     bool expect_memory_met;    /* default true; false for canaries of useless checkpointing */
 
+    char *init_from; /* "init": {"from": FILE}: parameters and buffers loaded by name; a
+                        relative path is taken from the case file's directory; NULL: seeded */
+
     /* ---- mixed precision (harness/precision.md) ---- */
     int n_precisions;                      /* default 1: {fp32} */
     ck_dtype precisions[CK_MAX_PRECISIONS]; /* fp32, fp16, bf16, in the order written */

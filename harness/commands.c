@@ -10,7 +10,9 @@
 
 #include "../reports/report.h"
 #include "bisect.h"
+#include "fsutil.h"
 #include "gradcheck.h"
+#include "model.h"
 #include "runner.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -153,6 +155,14 @@ static int load_cases(const char **paths, int n_paths, const ck_run_opts *ov, lo
                 lc[i].cs.steps = ov->steps;
             if (ov->has_seed)
                 lc[i].cs.seed = ov->seed;
+            if (ov->init) {
+                free(lc[i].cs.init_from);
+                if (!(lc[i].cs.init_from = strdup(ov->init))) {
+                    fprintf(stderr, "ckpt-harness: out of memory\n");
+                    bad++;
+                    continue;
+                }
+            }
         }
         if (ck_graph_build(&lc[i].cs, &lc[i].g, &err) != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s\n", err.msg);
@@ -160,6 +170,10 @@ static int load_cases(const char **paths, int n_paths, const ck_run_opts *ov, lo
             continue;
         }
         lc[i].built = true;
+        if (lc[i].cs.init_from && ck_graph_check_weights(&lc[i].g, lc[i].cs.init_from, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s: %s\n", lc[i].cs.path, err.msg);
+            bad++;
+        }
     }
     ck_free_case_files(files, n);
     if (bad) {
@@ -175,23 +189,6 @@ static int load_cases(const char **paths, int n_paths, const ck_run_opts *ov, lo
  * run
  * --------------------------------------------------------------------------------------- */
 
-static int mkdir_p(const char *path, ck_error *err)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return ck_fail(err, CK_ERR_INPUT, "%s: path too long", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ck_fail(err, CK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return ck_fail(err, CK_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-    return CK_OK;
-}
 
 /* Where a run's report goes: the file itself, or <dir>/<case name>[.<dtype>].json (the
  * dtype is added when the case runs in more than one). */
@@ -245,7 +242,16 @@ static int run_one(const ck_run_opts *o, ck_backend *b, const ck_graph *g, ck_dt
     ck_result res;
     if (!o->quiet)
         fprintf(stderr, "%s %s (%s, %s)\n", progress, c->name, c->path, ck_dtype_name(dtype));
-    ck_status st = ck_run_case(b, g, dtype, &res, &err);
+    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations};
+    char dump_dir[4096];
+    if (o->dump) {
+        snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ends_with(o->dump, "/") ? "" : "/",
+                 c->name, several_dtypes ? "." : "", several_dtypes ? ck_dtype_name(dtype) : "");
+        ro.dump_dir = dump_dir;
+    }
+    ck_status st = ck_run_case_ex(b, g, dtype, &ro, &res, &err);
+    if (st == CK_OK && o->dump && !o->quiet)
+        printf("dump: %s/manifest.json\n", dump_dir);
     if (st == CK_OK && o->verify_recompute)
         st = ck_verify_recompute(b, g, dtype, &res, &err);
     bool mismatching = res.verdict == CK_VERDICT_MISMATCH ||
@@ -322,7 +328,7 @@ int ck_cmd_run(const ck_run_opts *o)
             free_loaded(lc, n);
             return CK_EXIT_USAGE;
         }
-        if (as_dir && mkdir_p(o->report, &err) != CK_OK) {
+        if (as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
             fprintf(stderr, "ckpt-harness: --report: %s\n", err.msg);
             free_loaded(lc, n);
             return CK_EXIT_USAGE;

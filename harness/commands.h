@@ -33,6 +33,9 @@ typedef struct {
     bool force_bisect;     /* the `bisect` command: always bisect */
     bool noise_floor;      /* run plain twice and judge against the floor */
     bool verify_recompute; /* compare every recomputed output with its original */
+    const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
+    bool dump_activations; /* --dump-activations: layer outputs too */
+    const char *init;      /* --init FILE: parameters and buffers from a file */
 } ck_run_opts;
 
 typedef struct {

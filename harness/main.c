@@ -55,6 +55,12 @@ static const char *usage_run =
     "                     reported as within the noise floor, not blamed on checkpointing\n"
     "  --verify-recompute keep the originals of recomputed activations and compare them\n"
     "                     value by value with the recomputed ones (a difference fails)\n"
+    "  --dump DIR         write every run's parameters, gradients, buffers and losses per\n"
+    "                     step as safetensors under DIR/<case>[.<dtype>]/, with a\n"
+    "                     manifest.json (docs/interop.md)\n"
+    "  --dump-activations with --dump: every layer's output per step too\n"
+    "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
+    "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
     "  --quiet            one line per case\n"
     "  -h, --help         this help\n"
     "\n"
@@ -174,7 +180,7 @@ static bool parse_double(const char *s, double *out)
 }
 
 enum { OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
-       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
 
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
@@ -186,7 +192,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"backend", required_argument, 0, OPT_BACKEND}, {"rows", required_argument, 0, OPT_ROWS},
         {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, 'h'},
         {"bisect", no_argument, 0, OPT_BISECT},       {"noise-floor", no_argument, 0, OPT_NOISE},
-        {"verify-recompute", no_argument, 0, OPT_VERIFY}, {0, 0, 0, 0}};
+        {"verify-recompute", no_argument, 0, OPT_VERIFY}, {"dump", required_argument, 0, OPT_DUMP},
+        {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
+        {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -228,6 +236,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         case OPT_BISECT: o.bisect = true; break;
         case OPT_NOISE: o.noise_floor = true; break;
         case OPT_VERIFY: o.verify_recompute = true; break;
+        case OPT_DUMP: o.dump = optarg; break;
+        case OPT_DUMP_ACT: o.dump_activations = true; break;
+        case OPT_INIT: o.init = optarg; break;
         case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
@@ -237,6 +248,8 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         return usage_error(cmd, "%s", "no case given");
     o.paths = (const char **)argv + optind;
     o.n_paths = argc - optind;
+    if (o.dump_activations && !o.dump)
+        return usage_error(cmd, "%s", "--dump-activations needs --dump DIR");
     return bisect_cmd ? ck_cmd_bisect(&o) : ck_cmd_run(&o);
 }
 

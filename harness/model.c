@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include "half.h"
+#include "tensorfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,7 +165,113 @@ ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err)
             st = fill_spec(m, &ls->buffer[k], &nd->buffers[k], seed, (uint32_t)i, 8u + (uint32_t)k,
                            err);
     }
+    if (st == CK_OK && m->g->cs->init_from)
+        st = ck_model_load(m, m->g->cs->init_from, err);
     return st;
+}
+
+/* Element i of a file tensor as a double (data may be unaligned). */
+static bool file_value(const ck_named_tensor *t, int64_t i, double *v)
+{
+    const unsigned char *p = (const unsigned char *)t->data;
+    switch (t->dtype) {
+    case CK_FT_F64: { double x; memcpy(&x, p + 8 * i, 8); *v = x; return true; }
+    case CK_FT_F32: { float x; memcpy(&x, p + 4 * i, 4); *v = x; return true; }
+    case CK_FT_F16: { uint16_t x; memcpy(&x, p + 2 * i, 2); *v = ck_f16_to_f32(x); return true; }
+    case CK_FT_BF16: { uint16_t x; memcpy(&x, p + 2 * i, 2); *v = ck_bf16_to_f32(x); return true; }
+    case CK_FT_I64: { int64_t x; memcpy(&x, p + 8 * i, 8); *v = (double)x; return true; }
+    case CK_FT_I32: { int32_t x; memcpy(&x, p + 4 * i, 4); *v = x; return true; }
+    default: return false;
+    }
+}
+
+/* Checks (and, with m, loads) one parameter or buffer t from set. */
+static ck_status load_one(ck_model *m, const ck_tensorset *set, const char *path, ck_tensor *t,
+                          bool *used, ck_error *err)
+{
+    int k = ck_tensorset_index(set, t->name);
+    char want[128], got[128];
+    if (k < 0)
+        return ck_fail(err, CK_ERR_INPUT, "%s: no tensor `%s` (the case's %s, shape %s)", path,
+                       t->name, ck_dtype_name(t->dtype), ck_shape_str(&t->shape, want, sizeof want));
+    const ck_named_tensor *ft = &set->t[k];
+    used[k] = true;
+    ck_shape fs = ft->shape;
+    /* a 0-d and a 1-element tensor are the same scalar (num_batches_tracked) */
+    bool scalar_ok = ck_shape_numel(&t->shape) == 1 && fs.ndim <= 1 &&
+                     (fs.ndim == 0 || fs.dim[0] == 1);
+    if (!scalar_ok && !ck_shape_equal(&fs, &t->shape))
+        return ck_fail(err, CK_ERR_INPUT, "%s: `%s` has shape %s, the case needs %s", set->file[k],
+                       t->name, ck_shape_str(&fs, got, sizeof got),
+                       ck_shape_str(&t->shape, want, sizeof want));
+    bool want_float = ck_dtype_is_float(t->dtype);
+    if (want_float != ck_file_dtype_is_float(ft->dtype) ||
+        (!want_float && ft->dtype != CK_FT_I64 && ft->dtype != CK_FT_I32))
+        return ck_fail(err, CK_ERR_INPUT, "%s: `%s` is %s, the case needs %s", set->file[k],
+                       t->name, ck_file_dtype_name(ft->dtype),
+                       want_float ? "a float dtype (F64, F32, F16, BF16)" : "an integer (I64, I32)");
+    if (!m)
+        return CK_OK;
+    int64_t n = ck_shape_numel(&t->shape);
+    double *v = malloc((size_t)n * sizeof *v + 1);
+    if (!v)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory loading %s", t->name);
+    for (int64_t i = 0; i < n; i++)
+        file_value(ft, i, &v[i]);
+    ck_status st = ck_upload_f64(m->b, t, v, err);
+    free(v);
+    return st;
+}
+
+/* Loads (m != NULL) or only checks the file against g's parameters and buffers. */
+static ck_status load_or_check(ck_model *m, const ck_graph *g, const char *path, ck_error *err)
+{
+    ck_tensorset set;
+    ck_status st = ck_tensorset_load(path, &set, err);
+    if (st != CK_OK)
+        return st;
+    bool *used = calloc((size_t)set.n + 1, sizeof *used);
+    if (!used) {
+        ck_tensorset_free(&set);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory loading %s", path);
+    }
+    for (int i = 0; i < g->n && st == CK_OK; i++) {
+        const ck_node *nd = &g->nodes[i];
+        for (int p = 0; p < nd->n_params + nd->n_buffers && st == CK_OK; p++) {
+            bool is_param = p < nd->n_params;
+            const ck_param_spec *ps = is_param ? &nd->params[p] : &nd->buffers[p - nd->n_params];
+            if (m) {
+                ck_layer_state *ls = &m->layers[i];
+                st = load_one(m, &set, path, is_param ? &ls->param[p] : &ls->buffer[p - nd->n_params],
+                              used, err);
+                continue;
+            }
+            char name[160];
+            snprintf(name, sizeof name, "%s.%s", nd->spec->name, ps->suffix);
+            ck_tensor t = {.name = name, .dtype = ps->dtype == CK_I64 ? CK_I64 : CK_F32,
+                           .shape = ps->shape};
+            st = load_one(NULL, &set, path, &t, used, err);
+        }
+    }
+    for (int k = 0; k < set.n && st == CK_OK; k++)
+        if (!used[k])
+            st = ck_fail(err, CK_ERR_INPUT,
+                         "%s: `%s` matches no parameter or buffer of case %s (names are "
+                         "<layer>.<weight|bias|running_mean|running_var|num_batches_tracked>)",
+                         set.file[k], set.t[k].name, g->cs->name);
+    free(used);
+    ck_tensorset_free(&set);
+    return st;
+}
+
+ck_status ck_model_load(ck_model *m, const char *path, ck_error *err)
+{
+    return load_or_check(m, m->g, path, err);
+}
+
+ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *err)
+{
+    return load_or_check(NULL, g, path, err);
 }
 
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err)

@@ -33,8 +33,16 @@ typedef struct {
 ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtype dtype,
                           ck_error *err);
 /* Draws parameters from the seed stream, sets buffers to their initial values and zeroes
- * optimizer state. */
+ * optimizer state; then, when the case says "init": {"from": FILE}, loads every parameter
+ * and buffer by name from FILE (ck_model_load). */
 ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err);
+/* Loads parameters and buffers by name ("enc1.weight", "bn.running_mean") from a
+ * safetensors/.npy/.npz file or directory, converting float dtypes to the master dtype.
+ * Every parameter and buffer must be there with its shape, and every tensor in the file
+ * must belong to one: each mismatch is an error naming the file and tensor. */
+ck_status ck_model_load(ck_model *m, const char *path, ck_error *err);
+/* The checks of ck_model_load without a model: used to refuse a bad file before any run. */
+ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *err);
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err);
 /* Low-precision runs: casts the master weights of linear/conv layers to the low dtype. */
 ck_status ck_model_cast_params(ck_model *m, ck_error *err);

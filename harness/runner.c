@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "dump.h"
+#include "fsutil.h"
 #include "half.h"
 
 #include <stdio.h>
@@ -174,6 +176,134 @@ void ck_record_free(ck_record *rec)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Dumps (run --dump)
+ * --------------------------------------------------------------------------------------- */
+
+static const char *kind_file(ck_tensor_kind k)
+{
+    switch (k) {
+    case CK_KIND_LOSS: return "loss";
+    case CK_KIND_GRAD: return "grads";
+    case CK_KIND_PARAM: return "params";
+    case CK_KIND_BUFFER: return "buffers";
+    }
+    return "other";
+}
+
+/* Writes n tensors as <dir>/<label>/<sub>/<file>.safetensors and records it. */
+static ck_status dump_file(const ck_dump_spec *d, const char *sub, int step, const char *file,
+                           const char *kind, int n, const ck_named_tensor *t, ck_error *err)
+{
+    if (n == 0)
+        return CK_OK;
+    char rel[512], dir[4096], path[4096];
+    snprintf(rel, sizeof rel, "%s/%s/%s.safetensors", d->label, sub, file);
+    snprintf(dir, sizeof dir, "%s/%s/%s", d->dir, d->label, sub);
+    snprintf(path, sizeof path, "%s/%s", d->dir, rel);
+    ck_status st = ck_mkdir_p(dir, err);
+    if (st == CK_OK)
+        st = ck_dump_tensors(path, n, t, err);
+    if (st == CK_OK)
+        st = ck_manifest_add(d->manifest, rel, d->label, step, kind, n, t, err);
+    return st;
+}
+
+/* The record entries [from, rec->n) of one step, one file per kind. */
+static ck_status dump_step(const ck_dump_spec *d, const ck_record *rec, int from, int step,
+                           ck_error *err)
+{
+    char sub[32];
+    snprintf(sub, sizeof sub, "step_%04d", step);
+    ck_named_tensor *t = calloc((size_t)(rec->n - from) + 1, sizeof *t);
+    if (!t)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory dumping step %d", step);
+    ck_status st = CK_OK;
+    for (int kind = CK_KIND_LOSS; kind <= CK_KIND_BUFFER && st == CK_OK; kind++) {
+        int n = 0;
+        for (int k = from; k < rec->n; k++) {
+            const ck_record_entry *e = &rec->e[k];
+            if ((int)e->kind != kind)
+                continue;
+            t[n].name = e->name;
+            t[n].dtype = ck_file_dtype_from_ck(e->dtype);
+            t[n].shape = e->shape;
+            t[n].data = e->data;
+            n++;
+        }
+        st = dump_file(d, sub, step, kind_file((ck_tensor_kind)kind),
+                       ck_tensor_kind_name((ck_tensor_kind)kind), n, t, err);
+    }
+    free(t);
+    return st;
+}
+
+/* Parameters and buffers right after initialisation: what `--init` reads back. */
+static ck_status dump_init(const ck_dump_spec *d, ck_model *m, ck_error *err)
+{
+    ck_record tmp;
+    memset(&tmp, 0, sizeof tmp);
+    ck_status st = CK_OK;
+    for (int i = 0; i < m->g->n && st == CK_OK; i++) {
+        for (int p = 0; p < m->g->nodes[i].n_params && st == CK_OK; p++)
+            st = record_tensor(&tmp, m->b, &m->layers[i].param[p], CK_KIND_PARAM, -1, err);
+        for (int k = 0; k < m->g->nodes[i].n_buffers && st == CK_OK; k++)
+            st = record_tensor(&tmp, m->b, &m->layers[i].buffer[k], CK_KIND_BUFFER, -1, err);
+    }
+    ck_named_tensor *t = calloc((size_t)tmp.n + 1, sizeof *t);
+    if (st == CK_OK && !t)
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory dumping the initial weights");
+    for (int k = 0; st == CK_OK && k < tmp.n; k++)
+        t[k] = (ck_named_tensor){.name = tmp.e[k].name, .dtype = ck_file_dtype_from_ck(tmp.e[k].dtype),
+                                 .shape = tmp.e[k].shape, .data = tmp.e[k].data};
+    /* one file: loading it with --init (or "init": {"from": ...}) restores both */
+    if (st == CK_OK)
+        st = dump_file(d, "init", -1, "weights", "param", tmp.n, t, err);
+    free(t);
+    ck_record_free(&tmp);
+    return st;
+}
+
+/* --dump-activations: an observer that keeps each original forward output of a step and
+ * writes them when the step ends; it forwards every event to the caller's observer. */
+typedef struct {
+    ck_exec_observer inner;
+    void *inner_user;
+    ck_backend *b;
+    const ck_graph *g;
+    ck_record acts; /* this step's outputs */
+} act_dumper;
+
+static ck_status act_observe(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    act_dumper *a = user;
+    if (ev->ev == CK_EVENT_FORWARD && !ev->recompute) {
+        ck_status st = record_add(&a->acts, a->g->nodes[ev->layer].spec->name, CK_KIND_PARAM,
+                                  ev->step, ev->tensor->dtype, &ev->tensor->shape, NULL, a->b,
+                                  ev->tensor, err);
+        if (st != CK_OK)
+            return st;
+    }
+    return a->inner ? a->inner(a->inner_user, ev, err) : CK_OK;
+}
+
+static ck_status dump_activations(const ck_dump_spec *d, act_dumper *a, int step, ck_error *err)
+{
+    ck_named_tensor *t = calloc((size_t)a->acts.n + 1, sizeof *t);
+    if (!t)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory dumping activations");
+    for (int k = 0; k < a->acts.n; k++)
+        t[k] = (ck_named_tensor){.name = a->acts.e[k].name,
+                                 .dtype = ck_file_dtype_from_ck(a->acts.e[k].dtype),
+                                 .shape = a->acts.e[k].shape, .data = a->acts.e[k].data};
+    char sub[32];
+    snprintf(sub, sizeof sub, "step_%04d", step);
+    ck_status st = dump_file(d, sub, step, "activations", "activation", a->acts.n, t, err);
+    free(t);
+    ck_record_free(&a->acts);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------
  * Training
  * --------------------------------------------------------------------------------------- */
 
@@ -217,7 +347,12 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     ck_status st = ck_model_create(&model, b, g, dtype, err);
     if (st != CK_OK)
         return st;
+    const ck_dump_spec *dump = hooks ? hooks->dump : NULL;
+    act_dumper acts = {.inner = hooks ? hooks->observer : NULL,
+                       .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g};
     if ((st = ck_model_init(&model, c->seed, err)) != CK_OK)
+        goto out;
+    if (dump && (st = dump_init(dump, &model, err)) != CK_OK)
         goto out;
     ck_exec_config cfg = {
         .b = b, .g = g, .model = &model, .plan = plan, .seed = c->seed, .rng = c->rng,
@@ -225,6 +360,10 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
     };
+    if (dump && dump->activations) {
+        cfg.observer = act_observe;
+        cfg.observer_user = &acts;
+    }
     if ((st = ck_exec_create(&ex, &cfg, err)) != CK_OK)
         goto out;
     double scale = c->loss_scale == CK_SCALE_NONE ? 1.0 : c->loss_scale_value;
@@ -264,12 +403,17 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         }
         if ((st = record_params(rec, &model, step, err)) != CK_OK)
             goto out;
+        if (dump && (st = dump_step(dump, rec, first_grad, step, err)) != CK_OK)
+            goto out;
+        if (dump && dump->activations && (st = dump_activations(dump, &acts, step, err)) != CK_OK)
+            goto out;
     }
     rec->peak_activation_bytes = ex.act.peak_bytes;
     rec->recomputed_layers = ex.recomputed_layers;
     rec->recomputed_other_dtype = ex.recomputed_other_dtype;
     rec->first_other_dtype_layer = ex.first_other_dtype_layer;
 out:
+    ck_record_free(&acts.acts);
     ck_free_data(b, &input, &target);
     ck_exec_free(&ex);
     ck_model_free(&model);
@@ -451,7 +595,16 @@ void ck_result_judge(ck_result *res)
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                       ck_error *err)
 {
+    return ck_run_case_ex(b, g, dtype, NULL, res, err);
+}
+
+ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                         const ck_case_run_opts *opts, ck_result *res, ck_error *err)
+{
     const ck_case *c = g->cs;
+    ck_manifest manifest;
+    bool dumping = opts && opts->dump_dir;
+    memset(&manifest, 0, sizeof manifest);
     ck_record plain, ckpt;
     ck_plan plan;
     memset(res, 0, sizeof *res);
@@ -477,9 +630,28 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
     }
     memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
 
-    if ((st = ck_train(b, g, NULL, dtype, NULL, &plain, err)) != CK_OK ||
-        (st = ck_train(b, g, &plan, dtype, NULL, &ckpt, err)) != CK_OK)
+    ck_dump_spec dplain = {0}, dckpt = {0};
+    ck_run_hooks hplain = {0}, hckpt = {0};
+    if (dumping) {
+        if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
+            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK)
+            goto out;
+        dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
+                                .activations = opts->dump_activations};
+        dckpt = dplain;
+        dckpt.label = "checkpointed";
+        hplain.dump = &dplain;
+        hckpt.dump = &dckpt;
+    }
+    if ((st = ck_train(b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK ||
+        (st = ck_train(b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
         goto out;
+    if (dumping) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
+        if ((st = ck_manifest_write(&manifest, path, err)) != CK_OK)
+            goto out;
+    }
     if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
         goto out;
     if (dtype == CK_F16 || dtype == CK_BF16) {
@@ -507,6 +679,8 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
     res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;
     ck_result_judge(res);
 out:
+    if (dumping)
+        ck_manifest_free(&manifest);
     ck_record_free(&plain);
     ck_record_free(&ckpt);
     ck_plan_free(&plan);

@@ -35,10 +35,26 @@ typedef struct {
     double wall_time_s;
 } ck_record;
 
+struct ck_manifest_s;
+
+/* `run --dump DIR`: what one run writes (see dump.h for the files and the manifest). */
+typedef struct {
+    const char *dir;   /* the (case, dtype) dump directory; created by the caller */
+    const char *label; /* "plain" or "checkpointed": the run's subdirectory */
+    void *manifest;    /* ck_manifest * the files are recorded in */
+    bool activations;  /* also every layer's output (original forwards) per step */
+} ck_dump_spec;
+
 typedef struct {
     ck_exec_observer observer; /* passed to the executor of every run; may be NULL */
     void *observer_user;
+    const ck_dump_spec *dump;  /* NULL: no dump */
 } ck_run_hooks;
+
+typedef struct {
+    const char *dump_dir;  /* write the plain and checkpointed runs' tensors here; NULL: no */
+    bool dump_activations;
+} ck_case_run_opts;
 
 /* Trains g's case once on b in dtype; plan NULL = plain. Fills rec (free with
  * ck_record_free). */
@@ -49,6 +65,9 @@ void ck_record_free(ck_record *rec);
 /* Plain and checkpointed runs of the case, compared into res (free with ck_result_free). */
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                       ck_error *err);
+/* The same, with dumps (opts may be NULL). */
+ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                         const ck_case_run_opts *opts, ck_result *res, ck_error *err);
 
 /* Compares two records entry by entry (ckpt against the plain reference) into res's
  * tensors, first_divergence and verdict, with the case's tolerance. */

@@ -122,6 +122,18 @@ expect_exit 0 "a .json report for a case in three dtypes" -- "$PROG" run "$ROOT/
 [ -f "$TMP/mlp.fp32.json" ] && [ -f "$TMP/mlp.fp16.json" ] && [ -f "$TMP/mlp.bf16.json" ] && ok || bad "FILE.<dtype>.json per dtype"
 expect_exit 2 "a .json report for two cases" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" "$ROOT/cases/cnn_bn.json" --report "$TMP/two.json"
 
+# ---- dump and init ----------------------------------------------------------------------
+expect_exit 0 "run --dump" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --dump "$TMP/dump" --report "$TMP/d0.json" --quiet
+[ -f "$TMP/dump/cnn_bn/manifest.json" ] && [ -f "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors" ] && ok || bad "dump files and manifest written"
+expect_exit 0 "compare the dumped plain and checkpointed gradients" -- "$PROG" compare "$TMP/dump/cnn_bn/plain/step_0001/grads.safetensors" "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors"
+expect_exit 0 "run --init from the dumped weights" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors" --report "$TMP/d1.json" --quiet
+grep -v wall_time_s "$TMP/d0.json" >"$TMP/a"
+grep -v wall_time_s "$TMP/d1.json" >"$TMP/b"
+cmp -s "$TMP/a" "$TMP/b" && ok || bad "--init reproduces the run bit for bit"
+expect_exit 2 "--init with another case's weights" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "no tensor" "$TMP/err" && ok || bad "one line naming the missing tensor"
+expect_exit 2 "--dump-activations without --dump" -- "$PROG" run --dump-activations "$ROOT/cases/cnn_bn.json"
+
 # ---- bisect ------------------------------------------------------------------------------
 expect_exit 0 "bisect the dropout canary" -- "$PROG" bisect "$ROOT/cases/canary_dropout_stateful.json" --report "$TMP/bisect.json"
 grep -q "cause: dropout \`drop1\` drew a different mask on recomputation (rng policy \`stateful\`)" "$TMP/out" && ok || bad "bisect story names the dropout and the policy"
