@@ -49,7 +49,8 @@ static void print_summary(const ck_set_comparison *c, const ck_tensorset *a,
                 rows[n_cmp++] = &c->p[i];
         qsort(rows, (size_t)n_cmp, sizeof *rows, worse_first);
     }
-    int shown = !rows || o->quiet ? 0 : (o->max_rows < 0 || o->max_rows > n_cmp ? n_cmp : o->max_rows);
+    int shown =
+        !rows || o->quiet ? 0 : (o->max_rows < 0 || o->max_rows > n_cmp ? n_cmp : o->max_rows);
     if (!o->quiet)
         printf("compare %s (a) against %s (ref): %d and %d tensors\n", o->a, o->ref, a->n, ref->n);
     if (shown > 0) {
@@ -130,7 +131,8 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
         goto fail;
     if (o->map && ck_name_map_load(&map, o->map, &err) != CK_OK)
         goto fail;
-    if (ck_tensorset_load(o->a, &a, &err) != CK_OK || ck_tensorset_load(o->ref, &ref, &err) != CK_OK)
+    if (ck_tensorset_load(o->a, &a, &err) != CK_OK ||
+        ck_tensorset_load(o->ref, &ref, &err) != CK_OK)
         goto fail;
     if (ck_compare_sets(&a, &ref, o->map ? &map : NULL, &tol, &cmp, &err) != CK_OK)
         goto fail;

@@ -44,7 +44,8 @@ ck_status ck_manifest_add(ck_manifest *m, const char *file, const char *run, int
     ok = ok && cJSON_AddStringToObject(e, "file", file);
     ok = ok && cJSON_AddStringToObject(e, "run", run);
     snprintf(num, sizeof num, "%d", step);
-    ok = ok && (step >= 0 ? cJSON_AddRawToObject(e, "step", num) : cJSON_AddNullToObject(e, "step"));
+    ok =
+        ok && (step >= 0 ? cJSON_AddRawToObject(e, "step", num) : cJSON_AddNullToObject(e, "step"));
     ok = ok && cJSON_AddStringToObject(e, "kind", kind);
     ok = ok && (list = cJSON_AddArrayToObject(e, "tensors"));
     for (int i = 0; ok && i < n; i++) {

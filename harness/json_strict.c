@@ -121,8 +121,9 @@ ck_status ck_json_parse_strict(const char *text, size_t len, const char *path, c
         if (!is_space(text[i])) {
             free(copy);
             cJSON_Delete(doc);
-            return ck_fail(err, CK_ERR_INPUT, "%s%s%s: unexpected text after the JSON value at byte %zu",
-                           path, sep, what, i);
+            return ck_fail(err, CK_ERR_INPUT,
+                           "%s%s%s: unexpected text after the JSON value at byte %zu", path, sep,
+                           what, i);
         }
     }
     free(copy);

@@ -47,8 +47,8 @@ static bool replacement_ok(const char *r, size_t groups)
 static ck_status parse_patterns(ck_name_map *m, const cJSON *arr, const char *path, ck_error *err)
 {
     if (!cJSON_IsArray(arr))
-        return ck_fail(err, CK_ERR_INPUT, "%s: patterns: must be a list of [regex, replacement] pairs",
-                       path);
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: patterns: must be a list of [regex, replacement] pairs", path);
     int n = cJSON_GetArraySize(arr);
     m->patterns = calloc((size_t)n + 1, sizeof *m->patterns);
     if (!m->patterns)
@@ -58,7 +58,8 @@ static ck_status parse_patterns(ck_name_map *m, const cJSON *arr, const char *pa
         if (!cJSON_IsArray(c) || cJSON_GetArraySize(c) != 2 || !cJSON_IsString(c->child) ||
             !cJSON_IsString(c->child->next))
             return ck_fail(err, CK_ERR_INPUT,
-                           "%s: patterns[%d]: must be a pair of strings [regex, replacement]", path, i);
+                           "%s: patterns[%d]: must be a pair of strings [regex, replacement]", path,
+                           i);
         ck_pattern_rule *r = &m->patterns[i];
         int rc = regcomp(&r->re, c->child->valuestring, REG_EXTENDED);
         if (rc != 0) {

@@ -112,7 +112,8 @@ static ck_status parse_shape(hparser *p, ck_shape *shape)
             return hfail(p, "shape must hold non-negative integers");
         int64_t v = 0;
         while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
-            if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, p->s[p->i] - '0', &v))
+            if (__builtin_mul_overflow(v, 10, &v) ||
+                __builtin_add_overflow(v, p->s[p->i] - '0', &v))
                 return hfail(p, "shape dimension too large");
             p->i++;
         }
@@ -262,8 +263,8 @@ static void to_c_order(unsigned char *dst, const unsigned char *src, const ck_sh
     }
 }
 
-static ck_status npy_parse_into_impl(const void *buf, size_t len, const char *path, const char *name,
-                            ck_tensorset *set, ck_error *err)
+static ck_status npy_parse_into_impl(const void *buf, size_t len, const char *path,
+                                     const char *name, ck_tensorset *set, ck_error *err)
 {
     const unsigned char *b = buf;
     ck_status st;
@@ -287,8 +288,9 @@ static ck_status npy_parse_into_impl(const void *buf, size_t len, const char *pa
         return ck_fail(err, CK_ERR_INPUT, "%s: header length %zu exceeds the limit of %u bytes",
                        path, hl, CK_NPY_MAX_HEADER);
     if (hl > len - off)
-        return ck_fail(err, CK_ERR_INPUT, "%s: header length %zu runs past the end of the file (%zu bytes)",
-                       path, hl, len);
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: header length %zu runs past the end of the file (%zu bytes)", path, hl,
+                       len);
     const char *text = (const char *)b + off;
     if (major == 3 && !ck_utf8_valid(text, hl))
         return ck_fail(err, CK_ERR_INPUT, "%s: header: not valid UTF-8", path);
@@ -393,8 +395,9 @@ ck_status ck_npy_write(const char *path, const ck_named_tensor *t, ck_error *err
     const char *descr = npy_descr(t->dtype);
     size_t nbytes;
     if (!descr)
-        return ck_fail(err, CK_ERR_INPUT, "%s: tensor \"%s\": %s has no .npy dtype (use safetensors)",
-                       path, t->name ? t->name : "", ck_file_dtype_name(t->dtype));
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: tensor \"%s\": %s has no .npy dtype (use safetensors)", path,
+                       t->name ? t->name : "", ck_file_dtype_name(t->dtype));
     if (!ck_file_shape_size(&t->shape, t->dtype, NULL, &nbytes))
         return ck_fail(err, CK_ERR_INPUT, "%s: invalid shape", path);
 

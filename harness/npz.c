@@ -88,10 +88,12 @@ static ck_status find_directory(const zip *z, directory *d)
                        "%s: not a zip archive (no end-of-central-directory record at its end)",
                        z->path);
     const unsigned char *e = z->b + pos;
-    uint16_t disk = rd16(e + 4), cd_disk = rd16(e + 6), n_disk = rd16(e + 8), n_total = rd16(e + 10);
+    uint16_t disk = rd16(e + 4), cd_disk = rd16(e + 6), n_disk = rd16(e + 8),
+             n_total = rd16(e + 10);
     uint32_t cd_size = rd32(e + 12), cd_off = rd32(e + 16);
     if (disk != 0 || cd_disk != 0 || n_disk != n_total)
-        return ck_fail(z->err, CK_ERR_INPUT, "%s: multi-disk zip archives are not supported", z->path);
+        return ck_fail(z->err, CK_ERR_INPUT, "%s: multi-disk zip archives are not supported",
+                       z->path);
     d->entries = n_total;
     d->cd_size = cd_size;
     d->cd_off = cd_off;
@@ -105,12 +107,15 @@ static ck_status find_directory(const zip *z, directory *d)
     const unsigned char *l = z->b + pos - LOCATOR64_LEN;
     uint64_t rec = rd64(l + 8);
     if (rd32(l + 4) != 0 || rd32(l + 16) != 1)
-        return ck_fail(z->err, CK_ERR_INPUT, "%s: multi-disk zip archives are not supported", z->path);
+        return ck_fail(z->err, CK_ERR_INPUT, "%s: multi-disk zip archives are not supported",
+                       z->path);
     if (!within(rec, EOCD64_LEN, pos - LOCATOR64_LEN) || rd32(z->b + rec) != SIG_EOCD64)
-        return ck_fail(z->err, CK_ERR_INPUT, "%s: zip64 locator points outside the archive", z->path);
+        return ck_fail(z->err, CK_ERR_INPUT, "%s: zip64 locator points outside the archive",
+                       z->path);
     const unsigned char *r = z->b + rec;
     if (rd32(r + 16) != 0 || rd32(r + 20) != 0 || rd64(r + 24) != rd64(r + 32))
-        return ck_fail(z->err, CK_ERR_INPUT, "%s: multi-disk zip archives are not supported", z->path);
+        return ck_fail(z->err, CK_ERR_INPUT, "%s: multi-disk zip archives are not supported",
+                       z->path);
     d->entries = rd64(r + 32);
     d->cd_size = rd64(r + 40);
     d->cd_off = rd64(r + 48);
@@ -164,8 +169,8 @@ static ck_status read_directory(const zip *z, const directory *d, member **out, 
     uint64_t p = d->cd_off, end = d->cd_off + d->cd_size;
     for (uint64_t k = 0; k < d->entries; k++) {
         if (!within(p, CENTRAL_LEN, end) || rd32(z->b + p) != SIG_CENTRAL) {
-            st = ck_fail(z->err, CK_ERR_INPUT, "%s: central directory entry %" PRIu64 " is malformed",
-                         z->path, k);
+            st = ck_fail(z->err, CK_ERR_INPUT,
+                         "%s: central directory entry %" PRIu64 " is malformed", z->path, k);
             goto fail;
         }
         const unsigned char *c = z->b + p;
@@ -179,8 +184,8 @@ static ck_status read_directory(const zip *z, const directory *d, member **out, 
         member *m = &ms[n];
         const char *nm = (const char *)c + CENTRAL_LEN;
         if (nl == 0 || memchr(nm, '\0', nl) || !ck_utf8_valid(nm, nl)) {
-            st = ck_fail(z->err, CK_ERR_INPUT, "%s: entry %" PRIu64 ": empty or invalid member name",
-                         z->path, k);
+            st = ck_fail(z->err, CK_ERR_INPUT,
+                         "%s: entry %" PRIu64 ": empty or invalid member name", z->path, k);
             goto fail;
         }
         if (!(m->name = strndup(nm, nl))) {
@@ -202,8 +207,9 @@ static ck_status read_directory(const zip *z, const directory *d, member **out, 
         p += rec_len;
     }
     if (p != end) {
-        st = ck_fail(z->err, CK_ERR_INPUT, "%s: %" PRIu64 " unexplained bytes in the central directory",
-                     z->path, end - p);
+        st =
+            ck_fail(z->err, CK_ERR_INPUT,
+                    "%s: %" PRIu64 " unexplained bytes in the central directory", z->path, end - p);
         goto fail;
     }
     *out = ms;
@@ -226,7 +232,8 @@ static ck_status inflate_member(const zip *z, const member *m, const unsigned ch
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit2(&zs, -MAX_WBITS) != Z_OK)
-        return ck_fail(z->err, CK_ERR_NOMEM, "%s: member %.200s: cannot start zlib", z->path, m->name);
+        return ck_fail(z->err, CK_ERR_NOMEM, "%s: member %.200s: cannot start zlib", z->path,
+                       m->name);
     uint64_t in_left = m->csize, out_left = m->usize;
     unsigned char probe;
     ck_status st = CK_OK;
@@ -300,9 +307,10 @@ static ck_status load_member(const zip *z, const member *m, uint64_t data_limit,
     if (m->flags & 1)
         return ck_fail(z->err, CK_ERR_INPUT, "%s: member %.200s is encrypted", z->path, m->name);
     if (m->method != 0 && m->method != 8)
-        return ck_fail(z->err, CK_ERR_INPUT,
-                       "%s: member %.200s: compression method %u is not supported (stored or deflate)",
-                       z->path, m->name, m->method);
+        return ck_fail(
+            z->err, CK_ERR_INPUT,
+            "%s: member %.200s: compression method %u is not supported (stored or deflate)",
+            z->path, m->name, m->method);
     size_t nl = strlen(m->name);
     if (nl <= 4 || strcmp(m->name + nl - 4, ".npy") != 0)
         return ck_fail(z->err, CK_ERR_INPUT, "%s: member %.200s is not a .npy file", z->path,
@@ -342,8 +350,9 @@ static ck_status load_member(const zip *z, const member *m, uint64_t data_limit,
     if (m->method == 8) {
         unsigned char *buf = malloc(m->usize ? (size_t)m->usize : 1);
         if (!buf)
-            return ck_fail(z->err, CK_ERR_NOMEM, "%s: member %.200s: out of memory (%" PRIu64 " bytes)",
-                           z->path, m->name, m->usize);
+            return ck_fail(z->err, CK_ERR_NOMEM,
+                           "%s: member %.200s: out of memory (%" PRIu64 " bytes)", z->path, m->name,
+                           m->usize);
         if ((st = inflate_member(z, m, bytes, buf)) != CK_OK) {
             free(buf);
             return st;
@@ -353,7 +362,8 @@ static ck_status load_member(const zip *z, const member *m, uint64_t data_limit,
         bytes = buf;
     }
     if (crc_of(bytes, m->usize) != m->crc)
-        return ck_fail(z->err, CK_ERR_INPUT, "%s: member %.200s: CRC-32 mismatch", z->path, m->name);
+        return ck_fail(z->err, CK_ERR_INPUT, "%s: member %.200s: CRC-32 mismatch", z->path,
+                       m->name);
 
     size_t plen = strlen(z->path) + nl + 3;
     char *where = malloc(plen);
@@ -402,7 +412,8 @@ static ck_status npz_parse_impl(const void *buf, size_t len, const char *path, c
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_name);
     for (int i = 1; i < n; i++) {
         if (strcmp(sorted[i - 1].name, sorted[i].name) == 0) {
-            st = ck_fail(err, CK_ERR_INPUT, "%s: member %.200s appears twice", path, sorted[i].name);
+            st =
+                ck_fail(err, CK_ERR_INPUT, "%s: member %.200s appears twice", path, sorted[i].name);
             goto cleanup;
         }
     }

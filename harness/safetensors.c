@@ -84,18 +84,20 @@ static ck_status parse_entry(const cJSON *item, const char *path, st_entry *e, c
                      strncmp(dtype->valuestring, "F4", 2) == 0 ||
                      strncmp(dtype->valuestring, "F6", 2) == 0 ||
                      strcmp(dtype->valuestring, "C64") == 0;
-        return ck_fail(err, CK_ERR_INPUT,
-                       "%s: tensor \"%.200s\": dtype \"%.40s\" is %s (expected F64, F32, F16, BF16, "
-                       "I64, I32, I16, I8, U64, U32, U16, U8 or BOOL)",
-                       path, nm, dtype->valuestring, known ? "not supported" : "unknown");
+        return ck_fail(
+            err, CK_ERR_INPUT,
+            "%s: tensor \"%.200s\": dtype \"%.40s\" is %s (expected F64, F32, F16, BF16, "
+            "I64, I32, I16, I8, U64, U32, U16, U8 or BOOL)",
+            path, nm, dtype->valuestring, known ? "not supported" : "unknown");
     }
 
     if (!cJSON_IsArray(shape))
         return ck_fail(err, CK_ERR_INPUT, "%s: tensor \"%.200s\": shape must be a list", path, nm);
     int nd = cJSON_GetArraySize(shape);
     if (nd > CK_MAX_DIMS)
-        return ck_fail(err, CK_ERR_INPUT, "%s: tensor \"%.200s\": %d dimensions; at most %d are supported",
-                       path, nm, nd, CK_MAX_DIMS);
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: tensor \"%.200s\": %d dimensions; at most %d are supported", path, nm,
+                       nd, CK_MAX_DIMS);
     memset(&e->shape, 0, sizeof e->shape);
     e->shape.ndim = nd;
     int d = 0;
@@ -111,12 +113,14 @@ static ck_status parse_entry(const cJSON *item, const char *path, st_entry *e, c
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
         !ck_json_uint(offs->child, MAX_EXACT, &e->begin) ||
         !ck_json_uint(offs->child->next, MAX_EXACT, &e->end))
-        return ck_fail(err, CK_ERR_INPUT,
-                       "%s: tensor \"%.200s\": data_offsets must be [begin, end], integers from 0 to 2^53",
-                       path, nm);
+        return ck_fail(
+            err, CK_ERR_INPUT,
+            "%s: tensor \"%.200s\": data_offsets must be [begin, end], integers from 0 to 2^53",
+            path, nm);
     if (e->end < e->begin)
         return ck_fail(err, CK_ERR_INPUT,
-                       "%s: tensor \"%.200s\": data_offsets [%" PRIu64 ", %" PRIu64 "] end before they begin",
+                       "%s: tensor \"%.200s\": data_offsets [%" PRIu64 ", %" PRIu64
+                       "] end before they begin",
                        path, nm, e->begin, e->end);
 
     size_t nbytes;
@@ -126,15 +130,15 @@ static ck_status parse_entry(const cJSON *item, const char *path, st_entry *e, c
                        nm, ck_shape_str(&e->shape, sh, sizeof sh), dtype->valuestring);
     if (e->end - e->begin != (uint64_t)nbytes)
         return ck_fail(err, CK_ERR_INPUT,
-                       "%s: tensor \"%.200s\": data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
-                       " bytes but shape %s of %s needs %zu",
+                       "%s: tensor \"%.200s\": data_offsets [%" PRIu64 ", %" PRIu64
+                       "] hold %" PRIu64 " bytes but shape %s of %s needs %zu",
                        path, nm, e->begin, e->end, e->end - e->begin,
                        ck_shape_str(&e->shape, sh, sizeof sh), dtype->valuestring, nbytes);
     return CK_OK;
 }
 
-static ck_status safetensors_parse_impl(const void *buf, size_t len, const char *path, ck_tensorset *out,
-                               ck_error *err)
+static ck_status safetensors_parse_impl(const void *buf, size_t len, const char *path,
+                                        ck_tensorset *out, ck_error *err)
 {
     const unsigned char *b = buf;
     ck_status st = CK_OK;
@@ -331,7 +335,8 @@ ck_status ck_safetensors_header(int n, const ck_named_tensor *t, char **hdr, siz
         if (!ck_file_shape_size(&t[i].shape, t[i].dtype, NULL, &nbytes) ||
             __builtin_add_overflow(offset, (uint64_t)nbytes, &offset) || offset > MAX_EXACT) {
             free(sb.s);
-            return ck_fail(err, CK_ERR_INPUT, "tensor \"%.200s\": invalid shape or dtype", t[i].name);
+            return ck_fail(err, CK_ERR_INPUT, "tensor \"%.200s\": invalid shape or dtype",
+                           t[i].name);
         }
         char *q = ck_json_quote(t[i].name);
         if (!q) {

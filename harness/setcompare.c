@@ -110,8 +110,9 @@ static int lookup(const name_index *sorted, int n, const char *name)
     return -1;
 }
 
-static ck_status compare_sets_impl(const ck_tensorset *a, const ck_tensorset *ref, const ck_name_map *map,
-                          const ck_tolerances *tol, ck_set_comparison *out, ck_error *err)
+static ck_status compare_sets_impl(const ck_tensorset *a, const ck_tensorset *ref,
+                                   const ck_name_map *map, const ck_tolerances *tol,
+                                   ck_set_comparison *out, ck_error *err)
 {
     ck_status st = CK_OK;
     char **mapped = calloc((size_t)a->n + 1, sizeof *mapped);
@@ -259,7 +260,8 @@ void ck_pair_describe(const ck_pair *p, const ck_tensorset *a, const ck_tensorse
         }
         return;
     case CK_PAIR_MISSING:
-        snprintf(buf, n, "missing: %s (in %s) has no counterpart in a", p->name, ref->file[p->index_ref]);
+        snprintf(buf, n, "missing: %s (in %s) has no counterpart in a", p->name,
+                 ref->file[p->index_ref]);
         return;
     case CK_PAIR_EXTRA:
         if (strcmp(p->name, p->name_a) != 0)

@@ -26,7 +26,8 @@ typedef enum {
     CK_PAIR_DTYPE         /* dtypes differ (shapes may too) */
 } ck_pair_kind;
 
-const char *ck_pair_kind_name(ck_pair_kind k); /* "compared", "missing", "extra", "shape", "dtype" */
+const char *
+ck_pair_kind_name(ck_pair_kind k); /* "compared", "missing", "extra", "shape", "dtype" */
 
 typedef struct {
     ck_pair_kind kind;

@@ -300,7 +300,8 @@ static ck_status copy_into(const ck_tensorset *s, const char *name, ck_file_dtyp
     if (!ck_shape_equal(&t->shape, shape)) {
         char a[160], b[160];
         return ck_fail(err, CK_ERR_INPUT, "%s: tensor \"%s\": shape %s, expected %s", s->file[i],
-                       name, ck_shape_str(&t->shape, a, sizeof a), ck_shape_str(shape, b, sizeof b));
+                       name, ck_shape_str(&t->shape, a, sizeof a),
+                       ck_shape_str(shape, b, sizeof b));
     }
     size_t nb = ck_named_tensor_bytes(t);
     if (nb)
@@ -562,8 +563,8 @@ static ck_status load_dir(const char *dir, ck_tensorset *out, ck_error *err)
         n++;
     }
     if (n == 0) {
-        st = ck_fail(err, CK_ERR_INPUT, "%s: no *.safetensors, *.npy or *.npz files in this directory",
-                     dir);
+        st = ck_fail(err, CK_ERR_INPUT,
+                     "%s: no *.safetensors, *.npy or *.npz files in this directory", dir);
         goto cleanup;
     }
     qsort(names, (size_t)n, sizeof *names, cmp_str);

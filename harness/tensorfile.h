@@ -98,8 +98,8 @@ const ck_named_tensor *ck_tensorset_find(const ck_tensorset *s, const char *name
 /* Index of the tensor named name, or -1. */
 int ck_tensorset_index(const ck_tensorset *s, const char *name);
 
-/* Loads path into out, which is initialised here and left empty on failure. path is a .safetensors, .npy or .npz file
- * (by extension), or a directory: every *.safetensors, *.npy and *.npz in it (not
+/* Loads path into out, which is initialised here and left empty on failure. path is a .safetensors,
+ * .npy or .npz file (by extension), or a directory: every *.safetensors, *.npy and *.npz in it (not
  * recursive, in name order). A .npy file's tensor is named after the file's stem; a
  * .npz member after the member name without ".npy". Two tensors with one name are an
  * error naming both files. */

@@ -70,8 +70,9 @@ static ck_status parse_spec(const cJSON *o, const char *path, const char *where,
                             ck_error *err)
 {
     if (!cJSON_IsObject(o))
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s: must be an object like {\"rtol\": 1e-5, \"atol\": 1e-8}",
-                       path, where);
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: %s: must be an object like {\"rtol\": 1e-5, \"atol\": 1e-8}", path,
+                       where);
     for (const cJSON *c = o->child; c; c = c->next) {
         bool r = strcmp(c->string, "rtol") == 0, a = strcmp(c->string, "atol") == 0;
         if (!r && !a)
@@ -88,8 +89,8 @@ static ck_status parse_spec(const cJSON *o, const char *path, const char *where,
     return CK_OK;
 }
 
-static ck_status tolerances_parse_impl(ck_tolerances *t, const char *text, size_t len, const char *path,
-                              ck_error *err)
+static ck_status tolerances_parse_impl(ck_tolerances *t, const char *text, size_t len,
+                                       const char *path, ck_error *err)
 {
     cJSON *root = NULL;
     char where[160];
@@ -123,7 +124,8 @@ static ck_status tolerances_parse_impl(ck_tolerances *t, const char *text, size_
                 break;
             }
             int n = cJSON_GetArraySize(c);
-            ck_tol_rule *rules = realloc(t->rules, ((size_t)t->n_rules + (size_t)n + 1) * sizeof *rules);
+            ck_tol_rule *rules =
+                realloc(t->rules, ((size_t)t->n_rules + (size_t)n + 1) * sizeof *rules);
             if (!rules) {
                 st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", path);
                 break;
@@ -142,8 +144,9 @@ static ck_status tolerances_parse_impl(ck_tolerances *t, const char *text, size_
                 t->n_rules++;
             }
         } else {
-            st = ck_fail(err, CK_ERR_INPUT, "%s: %.100s: unknown key (expected default, dtypes, tensors)",
-                         path, c->string);
+            st = ck_fail(err, CK_ERR_INPUT,
+                         "%s: %.100s: unknown key (expected default, dtypes, tensors)", path,
+                         c->string);
         }
     }
 done:
