@@ -13,8 +13,11 @@
  *  - backward ACCUMULATES (+=) into every non-NULL `g->din[i]`, `g->dweight`, `g->dbias`,
  *    because a tensor can feed several layers. It receives the same ck_fwd_args as the
  *    forward that produced `io->out` (dropout regenerates its mask from args->rng).
- *  - all tensors of one call share one dtype (the run's compute dtype), except `saved`
- *    and batchnorm's num_batches_tracked (i64), and cross-entropy targets (i32).
+ *  - every tensor is read and written in its own dtype (harness/precision.md): in a
+ *    low-precision run activations and their gradients are fp16/bf16, linear/conv
+ *    weights fp16/bf16, batchnorm/layernorm parameters, statistics and running buffers
+ *    fp32; num_batches_tracked is i64 and cross-entropy targets i32. Ops compute wide and
+ *    round each output element once.
  */
 #ifndef CK_BACKEND_H
 #define CK_BACKEND_H

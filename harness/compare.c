@@ -9,6 +9,8 @@
  */
 #include "compare.h"
 
+#include "half.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -38,31 +40,6 @@ static uint64_t ord_distance(int64_t ia, int64_t ib)
     return ia >= ib ? (uint64_t)ia - (uint64_t)ib : (uint64_t)ib - (uint64_t)ia;
 }
 
-/* IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. Every fp16 value is
- * exactly representable as a double, and ldexp on these small integers is exact. */
-static double f16_to_double(uint16_t h)
-{
-    int sign = h >> 15;
-    int exp = (h >> 10) & 0x1f;
-    int mant = h & 0x3ff;
-    double v;
-    if (exp == 0)
-        v = ldexp((double)mant, -24); /* zero or subnormal */
-    else if (exp == 0x1f)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexp((double)(mant | 0x400), exp - 25);
-    return sign ? -v : v;
-}
-
-/* bfloat16 is the upper half of an fp32 bit pattern. */
-static double bf16_to_double(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return (double)f;
-}
 
 static elem load_float(ck_dtype dt, const void *base, int64_t i)
 {
@@ -88,7 +65,7 @@ static elem load_float(ck_dtype dt, const void *base, int64_t i)
     case CK_BF16: {
         uint16_t bits;
         memcpy(&bits, (const unsigned char *)base + (size_t)i * 2, 2);
-        e.v = dt == CK_F16 ? f16_to_double(bits) : bf16_to_double(bits);
+        e.v = dt == CK_F16 ? (double)ck_f16_to_f32(bits) : (double)ck_bf16_to_f32(bits);
         e.ord = ordinal(bits, UINT64_C(1) << 15);
         break;
     }

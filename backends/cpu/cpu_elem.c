@@ -4,6 +4,56 @@
 #include "cpu_elem.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#include "../../harness/half.h"
+
+// ----------------------------------------------------------------------------
+// fp16/bf16 elements
+
+double cpu_ld_low(const ck_tensor *t, int64_t i)
+{
+    switch (t->dtype) {
+    case CK_F16: return (double)ck_f16_to_f32(((const uint16_t *)t->data)[i]);
+    case CK_BF16: return (double)ck_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    default: return 0.0; /* unreachable: every op checks its dtypes first */
+    }
+}
+
+void cpu_st_low(ck_tensor *t, int64_t i, double v)
+{
+    switch (t->dtype) {
+    case CK_F16: ((uint16_t *)t->data)[i] = ck_f64_to_f16(v); break;
+    case CK_BF16: ((uint16_t *)t->data)[i] = ck_f64_to_bf16(v); break;
+    default: break; /* unreachable: every op checks its dtypes first */
+    }
+}
+
+double cpu_sum_round_odd(double a, double b)
+{
+    const double s = a + b;
+    const double bv = s - a;
+    const double e = (a - (s - bv)) + (b - bv); /* exact: a + b = s + e (TwoSum) */
+    if (e == 0.0 || s - s != 0.0)               /* exact, or overflowed */
+        return s;
+    uint64_t u;
+    memcpy(&u, &s, sizeof u);
+    if (u & 1)
+        return s;
+    /* toward the exact sum: away from zero when e has s's sign */
+    u = (e > 0.0) == (s > 0.0) ? u + 1 : u - 1;
+    double r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+void cpu_acc_low(ck_tensor *t, int64_t i, double v)
+{
+    cpu_st_low(t, i, cpu_sum_round_odd(cpu_ld_low(t, i), v));
+}
+
+// ----------------------------------------------------------------------------
+// dtype checks
 
 ck_status cpu_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
                                  ck_error *err)
@@ -30,6 +80,9 @@ ck_dtype cpu_common_dtype(const ck_tensor *const *t, int n)
     }
     return dt;
 }
+
+// ----------------------------------------------------------------------------
+// wide views
 
 static ck_status wide_alloc(const char *op, const ck_tensor *t, bool zero, cpu_wide *w,
                             ck_error *err)

@@ -7,7 +7,7 @@
  * stored by rounding a double once into its dtype. Accumulation (backward's +=):
  *  - fp32/fp64: (T)(old + v) with the sum formed in double, as the kernels always did;
  *  - fp16/bf16: the exact sum old + v rounded once. The double sum alone could round
- *    twice (old + v -> double -> low dtype; e.g. fp16 1 + (2^-11 + 2^-70) would become the
+ *    twice (old + v -> double -> low dtype; e.g. fp16 1 + (2^-11 + 2^-60) would become the
  *    tie 1 + 2^-11 and then 1.0 instead of 1 + 2^-10), so the sum is formed in double
  *    rounded to odd (TwoSum; Boldo & Melquiond), which then rounds to the low dtype
  *    exactly as the exact sum would: 53 >= 11 + 2 and 8 + 2 bits.
@@ -15,9 +15,6 @@
 #ifndef CK_CPU_ELEM_H
 #define CK_CPU_ELEM_H
 
-#include <string.h>
-
-#include "../../harness/half.h"
 #include "cpu_ops.h"
 
 static inline bool cpu_is_float(ck_dtype dt)
@@ -30,59 +27,47 @@ static inline const char *cpu_tname(const ck_tensor *t)
     return t->name ? t->name : "(unnamed)";
 }
 
+/* fp16/bf16 element access, out of line (cpu_elem.c) so that the fp32/fp64 paths below
+ * stay as small as the kernels' hot loops need them */
+double cpu_ld_low(const ck_tensor *t, int64_t i);
+void cpu_st_low(ck_tensor *t, int64_t i, double v);
+void cpu_acc_low(ck_tensor *t, int64_t i, double v);
+
+/* a + b rounded to odd in double: the double nearest a + b, except that when the sum is
+ * inexact and that double is even, its odd neighbour on the side of the exact sum. A
+ * later rounding to a format with at most 51 significant bits is then correct. */
+double cpu_sum_round_odd(double a, double b);
+
 /* t[i] as a double (exact for every float dtype) */
 static inline double cpu_ld(const ck_tensor *t, int64_t i)
 {
-    switch (t->dtype) {
-    case CK_F32: return (double)((const float *)t->data)[i];
-    case CK_F64: return ((const double *)t->data)[i];
-    case CK_F16: return (double)ck_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case CK_BF16: return (double)ck_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    default: return 0.0; /* unreachable: every op checks its dtypes first */
-    }
+    if (t->dtype == CK_F32)
+        return (double)((const float *)t->data)[i];
+    if (t->dtype == CK_F64)
+        return ((const double *)t->data)[i];
+    return cpu_ld_low(t, i);
 }
 
 /* t[i] = v rounded once to t's dtype */
 static inline void cpu_st(ck_tensor *t, int64_t i, double v)
 {
-    switch (t->dtype) {
-    case CK_F32: ((float *)t->data)[i] = (float)v; break;
-    case CK_F64: ((double *)t->data)[i] = v; break;
-    case CK_F16: ((uint16_t *)t->data)[i] = ck_f64_to_f16(v); break;
-    case CK_BF16: ((uint16_t *)t->data)[i] = ck_f64_to_bf16(v); break;
-    default: break;
-    }
+    if (t->dtype == CK_F32)
+        ((float *)t->data)[i] = (float)v;
+    else if (t->dtype == CK_F64)
+        ((double *)t->data)[i] = v;
+    else
+        cpu_st_low(t, i, v);
 }
 
-/* a + b rounded to odd in double: the double nearest a + b, except that when the sum is
- * inexact and that double is even, its odd neighbour on the side of the exact sum. A
- * later rounding to a format with at most 51 significant bits is then correct. */
-static inline double cpu_sum_round_odd(double a, double b)
-{
-    const double s = a + b;
-    const double bv = s - a;
-    const double e = (a - (s - bv)) + (b - bv); /* exact: a + b = s + e (TwoSum) */
-    if (e == 0.0 || s - s != 0.0)               /* exact, or overflowed */
-        return s;
-    uint64_t u;
-    memcpy(&u, &s, sizeof u);
-    if (u & 1)
-        return s;
-    /* toward the exact sum: away from zero when e has s's sign */
-    u = (e > 0.0) == (s > 0.0) ? u + 1 : u - 1;
-    double r;
-    memcpy(&r, &u, sizeof r);
-    return r;
-}
-
-/* t[i] += v: rounded once into t's dtype (see the file comment) */
+/* t[i] += v, rounded once into t's dtype (see the file comment) */
 static inline void cpu_acc(ck_tensor *t, int64_t i, double v)
 {
-    const double old = cpu_ld(t, i);
-    if (t->dtype == CK_F16 || t->dtype == CK_BF16)
-        cpu_st(t, i, cpu_sum_round_odd(old, v));
+    if (t->dtype == CK_F32)
+        ((float *)t->data)[i] = (float)((double)((const float *)t->data)[i] + v);
+    else if (t->dtype == CK_F64)
+        ((double *)t->data)[i] += v;
     else
-        cpu_st(t, i, old + v);
+        cpu_acc_low(t, i, v);
 }
 
 /* Every non-NULL t[0..n) must have a float dtype (fp32, fp64, fp16, bf16); otherwise
