@@ -45,6 +45,14 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 MAIN_OBJ := $(BUILD)/obj/harness/main.o
 
+PROG := $(BUILD)/ckpt-harness
+LIB  := $(BUILD)/libckpt.a
+TESTS := $(BUILD)/check_runner
+
+.PHONY: all deps check check-run check-asan run-cases run-cases-run bench bench-run clean
+
+all: $(PROG)
+
 # ---------------------------------------------------------------------------------------
 # CUDA backend (backends/cuda/, docs/cuda.md). Knobs: CUDA = auto | 1 | 0, CUDA_HOME, NVCC,
 # CUDNN_HOME, CUDA_ARCH. `auto` builds the backend wherever $(NVCC) and cuDNN are found
@@ -53,7 +61,8 @@ MAIN_OBJ := $(BUILD)/obj/harness/main.o
 # check-asan does) leave CUDA out: ASan's shadow-memory reservation collides with the CUDA
 # driver's address-space reservation, and nvcc's device code is not instrumented anyway.
 # Switching CUDA on or off needs a clean BUILD (or another one: BUILD=build/nocuda).
-#   make cuda-check       the GPU test program (skips, with a message, without a GPU)
+#   make cuda-check       the GPU test program: its self-test on two CPU backends, then the
+#                         GPU run (skipped, with a message, without a GPU); part of check
 #   make check-cpu-only   make check of the CPU-only program, in $(BUILD)/nocuda
 #   make gpu-check        tests/gpu/run.sh (the GPU machine's script), reports in GPU_OUT
 # ---------------------------------------------------------------------------------------
@@ -106,10 +115,11 @@ ifeq ($(CUDA_OFF_WHY),)
   LIB_OBJ  := $(filter-out $(BUILD)/obj/backends/cuda_absent.o,$(LIB_OBJ)) $(CUDA_OBJ)
   CFLAGS   += -DCK_HAVE_CUDA=1
   SYS_LIBDIRS := /usr/lib/x86_64-linux-gnu /usr/lib /lib
+  CK_COMMA := ,
   CUDA_LDLIBS := -L$(CUDA_LIBDIR) $(if $(filter-out $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-L$(CUDNN_LIBDIR)) \
                  $(if $(wildcard $(CUDNN_LIBDIR)/libcudnn.so),-lcudnn,-l:libcudnn.so.9) \
                  -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_LIBDIR) \
-                 $(if $(filter-out $(SYS_LIBDIRS) $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-Wl,-rpath,$(CUDNN_LIBDIR))
+                 $(if $(filter-out $(SYS_LIBDIRS) $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-Wl$(CK_COMMA)-rpath$(CK_COMMA)$(CUDNN_LIBDIR))
   NVCCFLAGS ?=
   NVCCFLAGS += -std=c++17 $(OPT) -g $(CUDA_ARCH) -fmad=false --Werror all-warnings \
                -Xcompiler -Wall,-Wextra,-Werror,-Wshadow,-Wno-unused-parameter \
@@ -124,17 +134,23 @@ ifeq ($(CUDA_OFF_WHY),)
   $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+  # the GPU test program checks itself with a second CPU backend, then runs on the GPU
   cuda-check: $(GPU_TEST)
+	@$(GPU_TEST) --cpu-as-gpu --quick >$(BUILD)/test_gpu_selftest.log 2>&1 || \
+	    { cat $(BUILD)/test_gpu_selftest.log; exit 1; }
+	@echo "test_gpu --cpu-as-gpu: $$(tail -n 1 $(BUILD)/test_gpu_selftest.log)"
 	$(GPU_TEST) --quick
 else
-  ifeq ($(CK_CUDA_NOTICE_SHOWN)$(filter-out clean deps,$(or $(MAKECMDGOALS),all)),)
-  else ifeq ($(CK_CUDA_NOTICE_SHOWN),)
-    ifeq ($(CUDA_OFF_WHY),nvcc not found)
-      $(info ckpt-harness: nvcc not found: building the CPU-only program (set CUDA_HOME to build the CUDA backend))
-    else
-      $(info ckpt-harness: $(CUDA_OFF_WHY): building the CPU-only program without the CUDA backend)
+  # one notice per make invocation tree (sub-makes inherit CK_CUDA_NOTICE_SHOWN)
+  ifeq ($(CK_CUDA_NOTICE_SHOWN),)
+    ifneq ($(filter-out clean deps,$(or $(MAKECMDGOALS),all)),)
+      ifeq ($(CUDA_OFF_WHY),nvcc not found)
+        $(info ckpt-harness: nvcc not found: building the CPU-only program (set CUDA_HOME to build the CUDA backend))
+      else
+        $(info ckpt-harness: $(CUDA_OFF_WHY): building the CPU-only program without the CUDA backend)
+      endif
+      export CK_CUDA_NOTICE_SHOWN := 1
     endif
-    export CK_CUDA_NOTICE_SHOWN := 1
   endif
 
   cuda-check:
@@ -143,22 +159,15 @@ endif
 
 check-run: cuda-check
 
-check-cpu-only:
+check-cpu-only: deps
 	@$(MAKE) --no-print-directory check-run BUILD=$(BUILD)/nocuda CUDA=0
 
 gpu-check:
-	sh tests/gpu/run.sh $(GPU_OUT)
+	bash tests/gpu/run.sh $(GPU_OUT)
 
 .PHONY: cuda-check check-cpu-only gpu-check
 -include $(CUDA_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
-
-PROG := $(BUILD)/ckpt-harness
-LIB  := $(BUILD)/libckpt.a
-TESTS := $(BUILD)/check_runner
-
-.PHONY: all deps check check-run check-asan run-cases run-cases-run bench bench-run clean
-
-all: $(PROG)
+# --------------------------------------------------------------- end of the CUDA block ---
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

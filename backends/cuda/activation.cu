@@ -1,11 +1,12 @@
 /*
  * CUDA pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
  *
- * As backends/cpu/activation.c: every kernel computes in double and rounds once on store,
- * and backward differentiates at the input x (io->in[0]), so relu'(0) = 0 and
- * leaky_relu'(0) = slope. relu and leaky_relu match the CPU bit for bit; gelu, tanh and
- * sigmoid use CUDA's double erf/exp/tanh (within 2 ulp in double), so after rounding to
- * fp32 they almost always match the CPU's glibc results too.
+ * As backends/cpu/activation.c: every kernel loads each tensor in its own dtype (x, y, dy
+ * and dx need not share one), computes in double and rounds once on store; backward adds
+ * its double contribution to dx with one rounding (ck_acc). Backward differentiates at the
+ * input x (io->in[0]), so relu'(0) = 0 and leaky_relu'(0) = slope. relu and leaky_relu
+ * match the CPU bit for bit; gelu, tanh and sigmoid use CUDA's double erf/exp/tanh (within
+ * 2 ulp in double), so after rounding to fp32 or lower they almost always match glibc's.
  */
 #include "cuda_common.cuh"
 
@@ -71,43 +72,35 @@ static bool is_activation(ck_op_kind k)
 // kernels
 
 /* out = act(inp); all (numel) */
-template <typename T>
-__global__ void activation_forward_kernel(T *out, const T *inp, int kind, double slope,
+__global__ void activation_forward_kernel(ck_dv out, ck_dv inp, int kind, double slope,
                                           int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
-    out[i] = ck_from_d<T>(ck_act(kind, slope, ck_to_d(inp[i])));
+    ck_st(out, i, ck_act(kind, slope, ck_ld(inp, i)));
 }
 
 /* dinp += dout * act'(inp); all (numel) */
-template <typename T>
-__global__ void activation_backward_kernel(T *dinp, const T *dout, const T *inp, int kind,
+__global__ void activation_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, int kind,
                                            double slope, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
-    dinp[i] = ck_add_wide(dinp[i], ck_to_d(dout[i]) * ck_dact(kind, slope, ck_to_d(inp[i])));
+    ck_acc(dinp, i, ck_ld(dout, i) * ck_dact(kind, slope, ck_ld(inp, i)));
 }
 
 // ----------------------------------------------------------------------------
 // checks (as the CPU's check_pointwise)
 
-/* x has a float dtype and every other non-NULL tensor shares it and its element count. */
+/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
 static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
                                  int n, ck_error *err)
 {
-    if (!ck_cuda_float_dtype(x->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cuda backend computes in "
-                       "fp32, fp64, fp16 or bf16", fn, ck_cuda_tname(x), ck_dtype_name(x->dtype));
+    const ck_tensor *xs[] = {x};
+    CK_TRY(ck_cuda_check_float_dtypes(fn, xs, 1, err));
+    CK_TRY(ck_cuda_check_float_dtypes(fn, ts, n, err));
     int64_t numel = ck_shape_numel(&x->shape);
     for (int i = 0; i < n; i++) {
         const ck_tensor *t = ts[i];
-        if (!t)
-            continue;
-        if (t->dtype != x->dtype)
-            return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn,
-                           ck_cuda_tname(t), ck_dtype_name(t->dtype), ck_cuda_tname(x),
-                           ck_dtype_name(x->dtype));
-        if (ck_shape_numel(&t->shape) != numel)
+        if (t && ck_shape_numel(&t->shape) != numel)
             return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
                            ck_cuda_tname(t), (long long)ck_shape_numel(&t->shape),
                            ck_cuda_tname(x), (long long)numel);
@@ -131,10 +124,8 @@ ck_status cuda_activation_forward(ck_cuda *cu, const ck_op_params *op, const ck_
     const ck_tensor *ts[] = {io->out};
     CK_TRY(check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 1, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
-    CK_CUDA_DISPATCH(io->in[0]->dtype, T,
-                     activation_forward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(io->out->data), static_cast<const T *>(io->in[0]->data),
-                         (int)op->kind, op->slope, n));
+    activation_forward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+        ck_view(io->out), ck_view(io->in[0]), (int)op->kind, op->slope, n);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -154,10 +145,8 @@ ck_status cuda_activation_backward(ck_cuda *cu, const ck_op_params *op, const ck
     const ck_tensor *ts[] = {g->dout, g->din[0]};
     CK_TRY(check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 2, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
-    CK_CUDA_DISPATCH(io->in[0]->dtype, T,
-                     activation_backward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(g->din[0]->data), static_cast<const T *>(g->dout->data),
-                         static_cast<const T *>(io->in[0]->data), (int)op->kind, op->slope, n));
+    activation_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+        ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), (int)op->kind, op->slope, n);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }

@@ -17,7 +17,10 @@
  * compute), bf16 (BFLOAT16 with FLOAT compute). The bias is broadcast into y and the
  * convolution adds to it (beta = 1); backward data and filter accumulate into dx and dW
  * (beta = 1); so each element is rounded once. The bias gradient is a fixed-order double
- * reduction (cuda_common.cuh), as the CPU computes it.
+ * reduction (cuda_common.cuh), as the CPU computes it. All tensors of a call share one
+ * dtype on this path; when they do not (a recomputation in another dtype) the layer runs
+ * on fp64 copies with its results rounded once into their tensors, as the CPU's wide
+ * views do (cuda_forward_wide / cuda_backward_wide).
  *
  * Algorithms (ck_cuda_algo_policy, filtered by algo_policy.c):
  *  - deterministic: cuDNN's heuristic ranking (cudnnGet*_v7), keeping only algorithms
@@ -137,22 +140,6 @@ static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck
                        "conv%dd: input '%s' %s or output '%s' %s has more than 2^31 - 1 "
                        "elements, the most cuDNN's convolution descriptors take", nsp,
                        ck_cuda_tname(x), sx, ck_cuda_tname(y), sy);
-    return CK_OK;
-}
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], a float dtype. */
-static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
-                                    ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (!ck_cuda_float_dtype(*dt))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "conv: dtype %s of '%s' is not supported by the "
-                       "cuda backend", ck_dtype_name(*dt), ck_cuda_tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "conv: '%s' is %s but '%s' is %s",
-                           ck_cuda_tname(t[i]), ck_dtype_name(t[i]->dtype), ck_cuda_tname(t[0]),
-                           ck_dtype_name(*dt));
     return CK_OK;
 }
 
@@ -530,9 +517,8 @@ static conv_box make_box(int64_t planes, const int64_t *sp, int ncd)
     return b;
 }
 
-/* dst (padded box) = src (inner box) placed at offset lo, zeros around it */
-template <typename T>
-__global__ void conv_pad_kernel(T *dst, const T *src, conv_box outer, conv_box inner, int64_t lo0,
+/* dst (padded box) = src (inner box) placed at offset lo, zeros around it; one dtype */
+__global__ void conv_pad_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box inner, int64_t lo0,
                                 int64_t lo1, int64_t lo2)
 {
     CK_GRID_STRIDE(i, outer.planes * outer.d[0] * outer.d[1] * outer.d[2])
@@ -544,14 +530,14 @@ __global__ void conv_pad_kernel(T *dst, const T *src, conv_box outer, conv_box i
         int64_t a0 = q0 - lo0, a1 = q1 - lo1, a2 = q2 - lo2;
         bool inside = a0 >= 0 && a0 < inner.d[0] && a1 >= 0 && a1 < inner.d[1] && a2 >= 0 &&
                       a2 < inner.d[2];
-        dst[i] = inside ? src[((p * inner.d[0] + a0) * inner.d[1] + a1) * inner.d[2] + a2]
-                        : ck_from_d<T>(0.0);
+        ck_st(dst, i,
+              inside ? ck_ld(src, ((p * inner.d[0] + a0) * inner.d[1] + a1) * inner.d[2] + a2)
+                     : 0.0);
     }
 }
 
-/* dst (inner box) = src (padded box) at offset lo */
-template <typename T>
-__global__ void conv_crop_kernel(T *dst, const T *src, conv_box outer, conv_box inner, int64_t lo0,
+/* dst (inner box) = src (padded box) at offset lo; one dtype */
+__global__ void conv_crop_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box inner, int64_t lo0,
                                  int64_t lo1, int64_t lo2)
 {
     CK_GRID_STRIDE(i, inner.planes * inner.d[0] * inner.d[1] * inner.d[2])
@@ -560,38 +546,39 @@ __global__ void conv_crop_kernel(T *dst, const T *src, conv_box outer, conv_box 
         int64_t a1 = t % inner.d[1];
         t /= inner.d[1];
         int64_t a0 = t % inner.d[0], p = t / inner.d[0];
-        dst[i] = src[((p * outer.d[0] + a0 + lo0) * outer.d[1] + a1 + lo1) * outer.d[2] + a2 + lo2];
+        ck_st(dst, i,
+              ck_ld(src, ((p * outer.d[0] + a0 + lo0) * outer.d[1] + a1 + lo1) * outer.d[2] + a2 +
+                             lo2));
     }
 }
 
-/* y[n, f, s] = b[f]; y (N, F, S) */
-template <typename T>
-__global__ void conv_bias_fill_kernel(T *y, const T *b, int64_t total, int64_t F, int64_t S)
+/* y[n, f, s] = b[f]; y (N, F, S), same dtype */
+__global__ void conv_bias_fill_kernel(ck_dv y, ck_dv b, int64_t total, int64_t F, int64_t S)
 {
     CK_GRID_STRIDE(i, total)
-    y[i] = b[(i / S) % F];
+    ck_st(y, i, ck_ld(b, (i / S) % F));
 }
 
 /* sum over (n, s) of dy[n, f, s] */
-template <typename T> struct conv_dbias_term {
-    const T *dy;
+struct conv_dbias_term {
+    ck_dv dy;
     int64_t F, S;
     __device__ ck_dvec<1> operator()(int64_t f, int64_t m) const
     {
         const int64_t n = m / S, s = m % S;
-        return {{ck_to_d(dy[(n * F + f) * S + s])}};
+        return {{ck_ld(dy, (n * F + f) * S + s)}};
     }
 };
 
-/* db[f] += (T)sum[f] (the CPU's `dbias[f] += (T)acc`) */
-template <typename T> __global__ void conv_dbias_apply_kernel(T *db, const double *sum, int64_t F)
+/* db[f] += (T)sum[f] as the CPU adds it (ck_acc_mode) */
+__global__ void conv_dbias_apply_kernel(ck_dv db, const double *sum, int64_t F, int mode)
 {
     CK_GRID_STRIDE(f, F)
-    db[f] = ck_add_rounded(db[f], sum[f]);
+    ck_acc_mode(db, f, sum[f], mode);
 }
 
 /* Copies x into a zero-padded buffer (when the layer pads asymmetrically). */
-static ck_status pad_input(ck_cuda *cu, const conv_geom *g, ck_dtype dt, const void *x,
+static ck_status pad_input(ck_cuda *cu, const conv_geom *g, ck_dtype dt, void *x,
                            ck_dev_buf *buf, const char *what, ck_error *err)
 {
     const conv_box outer = make_box(g->N * g->C, g->pin, g->ncd);
@@ -601,10 +588,9 @@ static ck_status pad_input(ck_cuda *cu, const conv_geom *g, ck_dtype dt, const v
         lo[3 - g->ncd + a] = g->extra_lo[a];
     const int64_t total = outer.planes * outer.d[0] * outer.d[1] * outer.d[2];
     CK_TRY(buf->alloc(cu, (size_t)total * ck_dtype_size(dt), what, err));
-    CK_CUDA_DISPATCH(dt, T,
-                     conv_pad_kernel<T><<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
-                         buf->as<T>(), static_cast<const T *>(x), outer, inner, lo[0], lo[1],
-                         lo[2]));
+    const ck_dv dst = {buf->p, (int)dt}, src = {x, (int)dt};
+    conv_pad_kernel<<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(dst, src, outer, inner,
+                                                                     lo[0], lo[1], lo[2]);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -619,9 +605,9 @@ static ck_status crop_into(ck_cuda *cu, const conv_geom *g, ck_dtype dt, const c
     for (int a = 0; a < g->ncd; a++)
         lo[3 - g->ncd + a] = g->extra_lo[a];
     const int64_t total = inner.planes * inner.d[0] * inner.d[1] * inner.d[2];
-    CK_CUDA_DISPATCH(dt, T,
-                     conv_crop_kernel<T><<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(dx), buf->as<T>(), outer, inner, lo[0], lo[1], lo[2]));
+    const ck_dv dst = {dx, (int)dt}, src = {buf->p, (int)dt};
+    conv_crop_kernel<<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(dst, src, outer, inner,
+                                                                      lo[0], lo[1], lo[2]);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -632,14 +618,15 @@ static ck_status crop_into(ck_cuda *cu, const conv_geom *g, ck_dtype dt, const c
 ck_status cuda_conv_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                             ck_op_io *io, ck_error *err)
 {
-    (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *b = op->bias ? io->bias : NULL;
     const ck_tensor *all[] = {x, io->weight, b, io->out};
-    ck_dtype dt;
-    CK_TRY(common_float_dtype(all, 4, &dt, err));
+    CK_TRY(ck_cuda_check_float_dtypes("conv", all, 4, err));
     conv_geom g;
     CK_TRY(conv_setup(op, x, io->weight, b, io->out, &g, err));
+    const ck_dtype dt = ck_common_dtype(all, 4);
+    if (dt == CK_DTYPE_COUNT)
+        return cuda_forward_wide(cu, cuda_conv_forward, op, args, io, err);
     CK_TRY(ensure_cudnn(cu, err));
     conv_descs d;
     CK_TRY(make_descs(&g, dt, &d, err));
@@ -652,10 +639,8 @@ ck_status cuda_conv_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
     }
     if (b) {
         const int64_t S = prod(g.out, g.ncd), total = g.N * g.F * S;
-        CK_CUDA_DISPATCH(dt, T,
-                         conv_bias_fill_kernel<T><<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
-                             static_cast<T *>(io->out->data), static_cast<const T *>(b->data),
-                             total, g.F, S));
+        conv_bias_fill_kernel<<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
+            ck_view(io->out), ck_view(b), total, g.F, S);
         CK_LAUNCH_CHECK();
     }
     conv_choice *ch;
@@ -676,16 +661,17 @@ ck_status cuda_conv_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
 ck_status cuda_conv_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                              const ck_op_io *io, ck_op_grads *gr, ck_error *err)
 {
-    (void)args;
     const ck_tensor *x = io->in[0];
     ck_tensor *db = op->bias ? gr->dbias : NULL;
     const ck_tensor *all[] = {x, io->weight, gr->dout, gr->din[0], gr->dweight, db};
-    ck_dtype dt;
-    CK_TRY(common_float_dtype(all, 6, &dt, err));
+    CK_TRY(ck_cuda_check_float_dtypes("conv", all, 6, err));
     conv_geom g;
     CK_TRY(conv_setup(op, x, io->weight, db, gr->dout, &g, err));
     if (!gr->din[0] && !gr->dweight && !db)
         return CK_OK;
+    const ck_dtype dt = ck_common_dtype(all, 6);
+    if (dt == CK_DTYPE_COUNT)
+        return cuda_backward_wide(cu, cuda_conv_backward, op, args, io, gr, err);
     const conv_scalars s(dt, true); /* backward accumulates */
     const void *dy = gr->dout->data;
 
@@ -740,14 +726,11 @@ ck_status cuda_conv_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
         const int64_t S = prod(g.out, g.ncd);
         ck_dev_buf sum;
         CK_TRY(sum.alloc(cu, (size_t)g.F * sizeof(double), "conv bias gradient sums", err));
-        CK_CUDA_DISPATCH(dt, T,
-                         CK_TRY(ck_row_sums<1>(cu,
-                                               conv_dbias_term<T>{
-                                                   static_cast<const T *>(dy), g.F, S},
-                                               g.F, g.N * S, sum.as<double>(), err));
-                         conv_dbias_apply_kernel<T><<<ck_blocks(g.F), CK_THREADS, 0,
-                                                      cu->stream>>>(
-                             static_cast<T *>(db->data), sum.as<double>(), g.F));
+        CK_TRY(ck_row_sums<1>(cu, conv_dbias_term{ck_view(gr->dout), g.F, S}, g.F, g.N * S,
+                              sum.as<double>(), err));
+        const ck_tensor *mine[] = {db};
+        conv_dbias_apply_kernel<<<ck_blocks(g.F), CK_THREADS, 0, cu->stream>>>(
+            ck_view(db), sum.as<double>(), g.F, ck_mode_of(mine, 1));
         CK_LAUNCH_CHECK();
     }
     return CK_OK;

@@ -92,18 +92,20 @@ ck_status cuda_dev_alloc(ck_cuda *cu, size_t bytes, void **ptr, const char *what
         CK_CUDA_CHECK(cudaMemPoolTrimTo(cu->pool, 0));
         rc = cudaMallocAsync(ptr, n, cu->stream);
     }
-    if (rc == cudaErrorMemoryAllocation) {
+    size_t free_b = 0, total_b = 0;
+    if (rc != cudaSuccess) {
         (void)cudaGetLastError();
-        *ptr = NULL;
-        size_t free_b = 0, total_b = 0;
         if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
             (void)cudaGetLastError();
+    }
+    /* a size beyond the device's memory may come back as another error than
+     * cudaErrorMemoryAllocation: it is still out of memory */
+    if (rc == cudaErrorMemoryAllocation || (rc != cudaSuccess && total_b && n > total_b)) {
+        *ptr = NULL;
         return ck_fail(err, CK_ERR_NOMEM,
-                       "out of GPU memory: %s%s%zu bytes (%.2f GiB) asked, %zu of %zu bytes "
-                       "free on GPU %d (%s)",
-                       what ? what : "", what ? " needs " : "", bytes,
-                       (double)bytes / 1073741824.0, free_b, total_b, cu->device,
-                       cu->info.device);
+                       "out of GPU memory: %zu bytes (%.2f GiB) asked%s%s; %zu of %zu bytes "
+                       "free on GPU %d", bytes, (double)bytes / 1073741824.0,
+                       what ? " for " : "", what ? what : "", free_b, total_b, cu->device);
     }
     if (rc != cudaSuccess) {
         *ptr = NULL;
@@ -133,6 +135,166 @@ void ck_dev_buf::release()
     if (cu && p)
         cuda_dev_free(cu, p);
     p = nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// dtype checks, conversion, and the wide path
+
+ck_status ck_cuda_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
+                                     ck_error *err)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i] && !ck_cuda_float_dtype(t[i]->dtype))
+            return ck_fail(err, CK_ERR_UNSUPPORTED,
+                           "%s: dtype %s of '%s' is not supported by the cuda backend "
+                           "(fp32, fp64, fp16 and bf16 only)", op, ck_dtype_name(t[i]->dtype),
+                           ck_cuda_tname(t[i]));
+    return CK_OK;
+}
+
+/* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/cpu/convert.c) */
+__global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumulate, int64_t n)
+{
+    CK_GRID_STRIDE(i, n)
+    {
+        const double v = ck_ld(src, i) * scale;
+        ck_st(dst, i, accumulate ? ck_ld(dst, i) + v : v);
+    }
+}
+
+/* dst += src with one rounding (cpu_wide_accumulate) */
+__global__ void accumulate_wide_kernel(ck_dv dst, ck_dv src, int64_t n)
+{
+    CK_GRID_STRIDE(i, n)
+    ck_acc(dst, i, ck_ld(src, i));
+}
+
+ck_status cuda_convert(ck_cuda *cu, ck_tensor *dst, const ck_tensor *src, double scale,
+                       bool accumulate, ck_error *err)
+{
+    if (!ck_dtype_is_float(dst->dtype) || !ck_dtype_is_float(src->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "convert %s -> %s: float dtypes only",
+                       ck_dtype_name(src->dtype), ck_dtype_name(dst->dtype));
+    if (!ck_shape_equal(&dst->shape, &src->shape))
+        return ck_fail(err, CK_ERR_INTERNAL, "convert %s -> %s: shapes differ",
+                       ck_cuda_tname(src), ck_cuda_tname(dst));
+    const int64_t n = ck_shape_numel(&dst->shape);
+    convert_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(dst), ck_view(src), scale,
+                                                               accumulate, n);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+/* An fp64 view of a tensor: the tensor itself when it is fp64, else a device copy
+ * (inputs: converted; outputs: scratch, zeroed for gradients). */
+struct wide_view {
+    ck_tensor t;
+    ck_dev_buf buf;
+    bool owned = false;
+};
+
+static ck_status wide_in(ck_cuda *cu, const ck_tensor *src, wide_view *w, ck_error *err)
+{
+    if (!src)
+        return CK_OK;
+    w->t = *src;
+    if (src->dtype == CK_F64)
+        return CK_OK;
+    const int64_t n = ck_shape_numel(&src->shape);
+    CK_TRY(w->buf.alloc(cu, (size_t)n * sizeof(double), "an fp64 copy for mixed dtypes", err));
+    w->t.dtype = CK_F64;
+    w->t.data = w->buf.p;
+    w->owned = true;
+    const ck_dv dst = {w->buf.p, CK_F64};
+    convert_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(dst, ck_view(src), 1.0, false, n);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status wide_out(ck_cuda *cu, const ck_tensor *dst, bool zero, wide_view *w,
+                          ck_error *err)
+{
+    if (!dst)
+        return CK_OK;
+    w->t = *dst;
+    if (dst->dtype == CK_F64)
+        return CK_OK;
+    const int64_t n = ck_shape_numel(&dst->shape);
+    CK_TRY(w->buf.alloc(cu, (size_t)n * sizeof(double), "fp64 scratch for mixed dtypes", err));
+    w->t.dtype = CK_F64;
+    w->t.data = w->buf.p;
+    w->owned = true;
+    if (zero)
+        CK_CUDA_CHECK(cudaMemsetAsync(w->buf.p, 0, (size_t)n * sizeof(double), cu->stream));
+    return CK_OK;
+}
+
+/* forward output: dst = w rounded once; gradient: dst += w with one rounding */
+static ck_status wide_finish(ck_cuda *cu, ck_tensor *dst, const wide_view *w, bool gradient,
+                             ck_error *err)
+{
+    if (!dst || !w->owned)
+        return CK_OK;
+    const int64_t n = ck_shape_numel(&dst->shape);
+    const ck_dv src = {w->t.data, CK_F64};
+    if (gradient)
+        accumulate_wide_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(dst), src, n);
+    else
+        convert_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(dst), src, 1.0, false,
+                                                                   n);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+ck_status cuda_forward_wide(ck_cuda *cu, cuda_fwd_fn fn, const ck_op_params *op,
+                            const ck_fwd_args *args, ck_op_io *io, ck_error *err)
+{
+    wide_view in[CK_MAX_INPUTS], w, b, out;
+    ck_op_io wio = *io;
+    for (int k = 0; k < io->n_in && k < CK_MAX_INPUTS; k++) {
+        CK_TRY(wide_in(cu, io->in[k], &in[k], err));
+        wio.in[k] = io->in[k] ? &in[k].t : NULL;
+    }
+    CK_TRY(wide_in(cu, io->weight, &w, err));
+    CK_TRY(wide_in(cu, io->bias, &b, err));
+    CK_TRY(wide_out(cu, io->out, false, &out, err));
+    wio.weight = io->weight ? &w.t : NULL;
+    wio.bias = io->bias ? &b.t : NULL;
+    wio.out = &out.t;
+    CK_TRY(fn(cu, op, args, &wio, err));
+    return wide_finish(cu, io->out, &out, false, err);
+}
+
+ck_status cuda_backward_wide(ck_cuda *cu, cuda_bwd_fn fn, const ck_op_params *op,
+                             const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                             ck_error *err)
+{
+    wide_view in[CK_MAX_INPUTS], din[CK_MAX_INPUTS], w, b, out, dout, dw, db;
+    ck_op_io wio = *io;
+    ck_op_grads wg = *g;
+    for (int k = 0; k < io->n_in && k < CK_MAX_INPUTS; k++) {
+        CK_TRY(wide_in(cu, io->in[k], &in[k], err));
+        wio.in[k] = io->in[k] ? &in[k].t : NULL;
+        CK_TRY(wide_out(cu, g->din[k], true, &din[k], err));
+        wg.din[k] = g->din[k] ? &din[k].t : NULL;
+    }
+    CK_TRY(wide_in(cu, io->weight, &w, err));
+    CK_TRY(wide_in(cu, io->bias, &b, err));
+    CK_TRY(wide_in(cu, io->out, &out, err));
+    CK_TRY(wide_in(cu, g->dout, &dout, err));
+    CK_TRY(wide_out(cu, g->dweight, true, &dw, err));
+    CK_TRY(wide_out(cu, g->dbias, true, &db, err));
+    wio.weight = io->weight ? &w.t : NULL;
+    wio.bias = io->bias ? &b.t : NULL;
+    wio.out = io->out ? &out.t : NULL;
+    wg.dout = g->dout ? &dout.t : NULL;
+    wg.dweight = g->dweight ? &dw.t : NULL;
+    wg.dbias = g->dbias ? &db.t : NULL;
+    CK_TRY(fn(cu, op, args, &wio, &wg, err));
+    for (int k = 0; k < io->n_in && k < CK_MAX_INPUTS; k++)
+        CK_TRY(wide_finish(cu, g->din[k], &din[k], true, err));
+    CK_TRY(wide_finish(cu, g->dweight, &dw, true, err));
+    return wide_finish(cu, g->dbias, &db, true, err);
 }
 
 // ----------------------------------------------------------------------------
@@ -240,11 +402,6 @@ static bool cuda_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
     return (unsigned)op->kind < CK_OP_KIND_COUNT && ck_cuda_float_dtype(dtype);
 }
 
-typedef ck_status (*cuda_fwd_fn)(ck_cuda *, const ck_op_params *, const ck_fwd_args *,
-                                 ck_op_io *, ck_error *);
-typedef ck_status (*cuda_bwd_fn)(ck_cuda *, const ck_op_params *, const ck_fwd_args *,
-                                 const ck_op_io *, ck_op_grads *, ck_error *);
-
 struct cuda_op_entry {
     cuda_fwd_fn forward;
     cuda_bwd_fn backward;
@@ -337,6 +494,14 @@ static ck_status cuda_optim(ck_backend *b, const ck_optimizer *opt, int64_t step
     return finish(cu, cuda_optimizer_step(cu, opt, step, grad_scale, param, grad, state0,
                                           state1, err),
                   err);
+}
+
+static ck_status cuda_conv_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
+                                 double scale, bool accumulate, ck_error *err)
+{
+    ck_cuda *cu = impl(b);
+    CK_TRY(enter(cu, err));
+    return finish(cu, cuda_convert(cu, dst, src, scale, accumulate, err), err);
 }
 
 // ----------------------------------------------------------------------------
@@ -600,6 +765,7 @@ extern "C" ck_status ck_backend_cuda_create(ck_backend **out, int device,
     b->loss_forward = cuda_loss_fwd;
     b->loss_backward = cuda_loss_bwd;
     b->optimizer_step = cuda_optim;
+    b->convert = cuda_conv_dtype;
     b->info = cuda_info;
     *out = b;
     return CK_OK;

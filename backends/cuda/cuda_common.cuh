@@ -1,26 +1,25 @@
 /*
- * Private to the CUDA backend: the backend's state, the checked-call macros, element types
- * and their conversions, device scratch memory, and the one deterministic reduction every
- * op family uses. One forward/backward pair per op family lives in its own file, mirroring
- * backends/cpu/ (linear_cublas.cu, conv_cudnn.cu, pool.cu, upsample.cu, activation.cu,
- * norm.cu, random_ops.cu, shape_ops.cu, loss.cu, optim.cu); cuda_backend.cu dispatches.
+ * Private to the CUDA backend: the backend's state, the checked-call macros, element
+ * access by dtype, device scratch memory, the CPU's wide path for library ops, and the one
+ * deterministic reduction every op family uses. One forward/backward pair per op family
+ * lives in its own file, mirroring backends/cpu/ (linear_cublas.cu, conv_cudnn.cu, pool.cu,
+ * upsample.cu, activation.cu, norm.cu, random_ops.cu, shape_ops.cu, loss.cu, optim.cu);
+ * cuda_backend.cu dispatches.
  *
  * Numerics follow harness/precision.md and the CPU reference op by op: kernels load each
- * tensor in its own dtype, compute in double where the CPU computes in double (pointwise,
- * norms, dropout/noise, add, losses, optimizers) or in the element type where the CPU
- * kernel computes in its element type (pooling, upsample sums: fp32 in fp32; fp16/bf16
- * in fp32 and rounded once), and round once per element written. Device code is built
- * with -fmad=false so a*b+c is two roundings, as on the CPU. No float atomics anywhere:
- * every reduction is a fixed-order block tree over a launch shape that depends only on
- * the tensor sizes, so results are bitwise repeatable run to run (and GPU to GPU for
- * these kernels; cuDNN and cuBLAS are repeatable on one GPU model and library version).
+ * tensor in its own dtype (ck_ld, the CPU's cpu_ld), compute with the CPU's expressions in
+ * double (or in fp32 where the CPU's fp32 kernel does), round once per element written
+ * (ck_st) and add gradients with one rounding (ck_acc); fp16/bf16 conversions are
+ * harness/half.h's integer code, the same the CPU runs. Device code is built with
+ * -fmad=false so a*b+c is two roundings, as on the CPU. No float atomics anywhere: every
+ * reduction is a fixed-order block tree over a launch shape that depends only on the
+ * tensor sizes, so results are bitwise repeatable run to run (and GPU to GPU for these
+ * kernels; cuDNN and cuBLAS are repeatable on one GPU model and library version).
  */
 #ifndef CK_CUDA_COMMON_CUH
 #define CK_CUDA_COMMON_CUH
 
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -28,7 +27,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string.h>
+
 #include "cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
+
+/* half.h names a local `half`, which shadows CUDA's global `half` type under -Wshadow */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+extern "C" {
+#include "../../harness/half.h"
+}
+#pragma GCC diagnostic pop
 
 // ----------------------------------------------------------------------------
 // the backend's state (ck_backend.impl)
@@ -122,98 +131,112 @@ ck_status cuda_dev_alloc(ck_cuda *cu, size_t bytes, void **ptr, const char *what
 void cuda_dev_free(ck_cuda *cu, void *ptr);
 
 // ----------------------------------------------------------------------------
-// element types
+// element access: each tensor in its own dtype (backends/cpu/cpu_elem.h, on the device)
 
-template <typename T> struct ck_elem;
-template <> struct ck_elem<float> {
-    static constexpr ck_dtype id = CK_F32;
-    typedef float acc; /* the type a CPU T-kernel computes in */
-};
-template <> struct ck_elem<double> {
-    static constexpr ck_dtype id = CK_F64;
-    typedef double acc;
-};
-template <> struct ck_elem<__half> {
-    static constexpr ck_dtype id = CK_F16;
-    typedef float acc;
-};
-template <> struct ck_elem<__nv_bfloat16> {
-    static constexpr ck_dtype id = CK_BF16;
-    typedef float acc;
-};
+/* A tensor as kernels see it: its memory and its dtype. fp16 and bf16 are raw 16-bit
+ * patterns converted with harness/half.h, the same integer code the CPU runs, so a value
+ * rounds to the same bits on both backends (NaN payloads included). */
+typedef struct {
+    void *p; /* NULL for an absent tensor */
+    int dt;  /* ck_dtype */
+} ck_dv;
 
-__device__ __forceinline__ double ck_to_d(float x) { return (double)x; }
-__device__ __forceinline__ double ck_to_d(double x) { return x; }
-__device__ __forceinline__ double ck_to_d(__half x) { return (double)__half2float(x); }
-__device__ __forceinline__ double ck_to_d(__nv_bfloat16 x) { return (double)__bfloat162float(x); }
-
-/* Round to nearest even, once, from double. */
-template <typename T> __device__ __forceinline__ T ck_from_d(double v);
-template <> __device__ __forceinline__ float ck_from_d<float>(double v) { return __double2float_rn(v); }
-template <> __device__ __forceinline__ double ck_from_d<double>(double v) { return v; }
-template <> __device__ __forceinline__ __half ck_from_d<__half>(double v) { return __double2half(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 ck_from_d<__nv_bfloat16>(double v)
+static inline ck_dv ck_view(const ck_tensor *t)
 {
-    return __double2bfloat16(v);
+    ck_dv v = {t ? t->data : nullptr, t ? (int)t->dtype : (int)CK_F32};
+    return v;
 }
 
-/* To and from the accumulation type of a CPU T-kernel (float for fp16/bf16). */
-__device__ __forceinline__ float ck_to_a(float x) { return x; }
-__device__ __forceinline__ double ck_to_a(double x) { return x; }
-__device__ __forceinline__ float ck_to_a(__half x) { return __half2float(x); }
-__device__ __forceinline__ float ck_to_a(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T ck_from_a(typename ck_elem<T>::acc v);
-template <> __device__ __forceinline__ float ck_from_a<float>(float v) { return v; }
-template <> __device__ __forceinline__ double ck_from_a<double>(double v) { return v; }
-template <> __device__ __forceinline__ __half ck_from_a<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 ck_from_a<__nv_bfloat16>(float v)
+/* t[i] as a double (exact for every float dtype): cpu_ld */
+__device__ __forceinline__ double ck_ld(const ck_dv &v, int64_t i)
 {
-    return __float2bfloat16_rn(v);
-}
-
-/* The CPU's `st(t, i, ld(t, i) + v)`: the sum in double, one rounding. */
-template <typename T> __device__ __forceinline__ T ck_add_wide(T old, double v)
-{
-    return ck_from_d<T>(ck_to_d(old) + v);
-}
-
-/* The CPU T-kernel's `p[i] += (T)acc`: fp32/fp64 round acc to T and add in T, exactly as
- * the CPU does; fp16/bf16 add in double and round once (harness/precision.md). */
-template <typename T> __device__ __forceinline__ T ck_add_rounded(T old, double v)
-{
-    return ck_add_wide(old, v);
-}
-template <> __device__ __forceinline__ float ck_add_rounded<float>(float old, double v)
-{
-    return __fadd_rn(old, __double2float_rn(v));
-}
-template <> __device__ __forceinline__ double ck_add_rounded<double>(double old, double v)
-{
-    return __dadd_rn(old, v);
-}
-
-/* Small tensors whose dtype may differ from the activations' (norm weights, running
- * statistics, saved mean/invstd: fp32 masters in fp16/bf16 runs). */
-__device__ __forceinline__ double ck_ld_any(const void *p, int dt, int64_t i)
-{
-    switch (dt) {
-    case CK_F32: return (double)static_cast<const float *>(p)[i];
-    case CK_F64: return static_cast<const double *>(p)[i];
-    case CK_F16: return ck_to_d(static_cast<const __half *>(p)[i]);
-    case CK_BF16: return ck_to_d(static_cast<const __nv_bfloat16 *>(p)[i]);
+    switch (v.dt) {
+    case CK_F32: return (double)static_cast<const float *>(v.p)[i];
+    case CK_F64: return static_cast<const double *>(v.p)[i];
+    case CK_F16: return (double)ck_f16_to_f32(static_cast<const uint16_t *>(v.p)[i]);
+    case CK_BF16: return (double)ck_bf16_to_f32(static_cast<const uint16_t *>(v.p)[i]);
     default: return 0.0;
     }
 }
 
-__device__ __forceinline__ void ck_st_any(void *p, int dt, int64_t i, double v)
+/* t[i] = x rounded once to t's dtype (nearest even): cpu_st */
+__device__ __forceinline__ void ck_st(const ck_dv &v, int64_t i, double x)
 {
-    switch (dt) {
-    case CK_F32: static_cast<float *>(p)[i] = ck_from_d<float>(v); break;
-    case CK_F64: static_cast<double *>(p)[i] = v; break;
-    case CK_F16: static_cast<__half *>(p)[i] = ck_from_d<__half>(v); break;
-    case CK_BF16: static_cast<__nv_bfloat16 *>(p)[i] = ck_from_d<__nv_bfloat16>(v); break;
+    switch (v.dt) {
+    case CK_F32: static_cast<float *>(v.p)[i] = __double2float_rn(x); break;
+    case CK_F64: static_cast<double *>(v.p)[i] = x; break;
+    case CK_F16: static_cast<uint16_t *>(v.p)[i] = ck_f64_to_f16(x); break;
+    case CK_BF16: static_cast<uint16_t *>(v.p)[i] = ck_f64_to_bf16(x); break;
     default: break;
     }
+}
+
+/* a + b in double rounded to odd (TwoSum), so that one later rounding to fp16/bf16 is the
+ * rounding of the exact sum: cpu_sum_round_odd */
+__device__ __forceinline__ double ck_sum_round_odd(double a, double b)
+{
+    const double s = __dadd_rn(a, b);
+    const double bv = __dsub_rn(s, a);
+    const double e = __dadd_rn(__dsub_rn(a, __dsub_rn(s, bv)), __dsub_rn(b, bv));
+    if (e == 0.0 || __dsub_rn(s, s) != 0.0) /* exact, or overflowed */
+        return s;
+    unsigned long long u = (unsigned long long)__double_as_longlong(s);
+    if (u & 1ull)
+        return s;
+    u = (e > 0.0) == (s > 0.0) ? u + 1ull : u - 1ull;
+    return __longlong_as_double((long long)u);
+}
+
+/* t[i] += x with one rounding into t's dtype: cpu_acc */
+__device__ __forceinline__ void ck_acc(const ck_dv &v, int64_t i, double x)
+{
+    const double old = ck_ld(v, i);
+    if (v.dt == CK_F16 || v.dt == CK_BF16)
+        ck_st(v, i, ck_sum_round_odd(old, x));
+    else
+        ck_st(v, i, __dadd_rn(old, x));
+}
+
+/* How the CPU runs a T-kernel op (linear, conv, pool, upsample): on fp32 tensors when all
+ * of them are fp32, on fp64 tensors when all are fp64, and otherwise in double on widened
+ * copies with each output rounded once and each gradient added with cpu_acc. */
+enum { CK_MODE_F32 = 0, CK_MODE_F64 = 1, CK_MODE_WIDE = 2 };
+
+/* The dtype every non-NULL t[0..n) shares, or CK_DTYPE_COUNT: cpu_common_dtype */
+static inline ck_dtype ck_common_dtype(const ck_tensor *const *t, int n)
+{
+    ck_dtype dt = CK_DTYPE_COUNT;
+    for (int i = 0; i < n; i++) {
+        if (!t[i])
+            continue;
+        if (dt == CK_DTYPE_COUNT)
+            dt = t[i]->dtype;
+        else if (t[i]->dtype != dt)
+            return CK_DTYPE_COUNT;
+    }
+    return dt;
+}
+
+static inline int ck_mode_of(const ck_tensor *const *t, int n)
+{
+    switch (ck_common_dtype(t, n)) {
+    case CK_F32: return CK_MODE_F32;
+    case CK_F64: return CK_MODE_F64;
+    default: return CK_MODE_WIDE;
+    }
+}
+
+/* A T-kernel's gradient update with a double contribution: the CPU's `g[i] += (T)acc`
+ * in fp32 (round acc, then an fp32 add) or fp64, and cpu_acc on the wide path. */
+__device__ __forceinline__ void ck_acc_mode(const ck_dv &v, int64_t i, double x, int mode)
+{
+    if (mode == CK_MODE_F32)
+        static_cast<float *>(v.p)[i] =
+            __fadd_rn(static_cast<const float *>(v.p)[i], __double2float_rn(x));
+    else if (mode == CK_MODE_F64)
+        static_cast<double *>(v.p)[i] = __dadd_rn(static_cast<const double *>(v.p)[i], x);
+    else
+        ck_acc(v, i, x);
 }
 
 /* A float dtype the kernels handle (fp32, fp64, fp16, bf16). */
@@ -222,27 +245,10 @@ static inline bool ck_cuda_float_dtype(ck_dtype dt)
     return dt == CK_F32 || dt == CK_F64 || dt == CK_F16 || dt == CK_BF16;
 }
 
-/* Runs the statements with T bound to the element type of dt (a float dtype). */
-#define CK_CUDA_DISPATCH(dt, T, ...)                                                       \
-    switch (dt) {                                                                          \
-    case CK_F32: {                                                                         \
-        typedef float T;                                                                   \
-        __VA_ARGS__;                                                                       \
-    } break;                                                                               \
-    case CK_F64: {                                                                         \
-        typedef double T;                                                                  \
-        __VA_ARGS__;                                                                       \
-    } break;                                                                               \
-    case CK_F16: {                                                                         \
-        typedef __half T;                                                                  \
-        __VA_ARGS__;                                                                       \
-    } break;                                                                               \
-    case CK_BF16: {                                                                        \
-        typedef __nv_bfloat16 T;                                                           \
-        __VA_ARGS__;                                                                       \
-    } break;                                                                               \
-    default: break;                                                                        \
-    }
+/* Every non-NULL t[0..n) has a float dtype; otherwise CK_ERR_UNSUPPORTED naming op, the
+ * tensor and its dtype (as cpu_check_float_dtypes). */
+ck_status ck_cuda_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
+                                     ck_error *err);
 
 // ----------------------------------------------------------------------------
 // launch shapes
@@ -372,6 +378,26 @@ ck_status ck_row_sums(ck_cuda *cu, F f, int64_t rows, int64_t M, double *out, ck
 
 // ----------------------------------------------------------------------------
 // the op families (one file each), dispatched by cuda_backend.cu
+
+typedef ck_status (*cuda_fwd_fn)(ck_cuda *, const ck_op_params *, const ck_fwd_args *,
+                                 ck_op_io *, ck_error *);
+typedef ck_status (*cuda_bwd_fn)(ck_cuda *, const ck_op_params *, const ck_fwd_args *,
+                                 const ck_op_io *, ck_op_grads *, ck_error *);
+
+/* The CPU's wide path for an op whose tensors do not share one dtype (linear and conv,
+ * which hand their tensors to cuBLAS/cuDNN in one dtype): every tensor is copied to fp64
+ * (exactly), `fn` runs on the copies, forward outputs are rounded once into their tensors
+ * and gradients, computed from zero, are added to theirs with one rounding (ck_acc). */
+ck_status cuda_forward_wide(ck_cuda *cu, cuda_fwd_fn fn, const ck_op_params *op,
+                            const ck_fwd_args *args, ck_op_io *io, ck_error *err);
+ck_status cuda_backward_wide(ck_cuda *cu, cuda_bwd_fn fn, const ck_op_params *op,
+                             const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                             ck_error *err);
+
+/* The backend's convert (backend.h): dst = (accumulate ? dst : 0) + src * scale, in
+ * double, rounded once into dst's dtype, as backends/cpu/convert.c. */
+ck_status cuda_convert(ck_cuda *cu, ck_tensor *dst, const ck_tensor *src, double scale,
+                       bool accumulate, ck_error *err);
 
 #define CUDA_OP_DECL(fam)                                                                  \
     ck_status cuda_##fam##_forward(ck_cuda *cu, const ck_op_params *op,                    \

@@ -13,6 +13,11 @@
  * accumulation and reduced-precision split-K reductions disallowed. cuBLAS is bitwise
  * repeatable on one GPU model with atomics off and one stream, both set here. The bias
  * gradient is a fixed-order double reduction (cuda_common.cuh), like the CPU's.
+ *
+ * All tensors of a call share one dtype (fp32, fp64, fp16 or bf16) on this path; when they
+ * do not (a recomputation in another dtype), the layer runs on fp64 copies and its
+ * results are rounded once into their tensors, as the CPU's wide views do
+ * (cuda_forward_wide / cuda_backward_wide).
  */
 #include "cuda_common.cuh"
 
@@ -97,50 +102,32 @@ static ck_status record(ck_cuda *cu, const ck_tensor *weight, ck_cuda_pass pass,
 // ----------------------------------------------------------------------------
 // kernels
 
-/* y[m, u] = b[u]; y (M, units) */
-template <typename T>
-__global__ void linear_bias_fill_kernel(T *y, const T *b, int64_t M, int64_t units)
+/* y[m, u] = b[u]; y (M, units), same dtype */
+__global__ void linear_bias_fill_kernel(ck_dv y, ck_dv b, int64_t M, int64_t units)
 {
     CK_GRID_STRIDE(i, M * units)
-    y[i] = b[i % units];
+    ck_st(y, i, ck_ld(b, i % units));
 }
 
 /* sum over rows m of dy[m, u] */
-template <typename T> struct linear_dbias_term {
-    const T *dy;
+struct linear_dbias_term {
+    ck_dv dy;
     int64_t units;
     __device__ ck_dvec<1> operator()(int64_t u, int64_t m) const
     {
-        return {{ck_to_d(dy[m * units + u])}};
+        return {{ck_ld(dy, m * units + u)}};
     }
 };
 
-/* db[u] += (T)sum[u] (the CPU's `dbias[u] += (T)acc`) */
-template <typename T>
-__global__ void linear_dbias_apply_kernel(T *db, const double *sum, int64_t units)
+/* db[u] += (T)sum[u] as the CPU adds it (ck_acc_mode) */
+__global__ void linear_dbias_apply_kernel(ck_dv db, const double *sum, int64_t units, int mode)
 {
     CK_GRID_STRIDE(u, units)
-    db[u] = ck_add_rounded(db[u], sum[u]);
+    ck_acc_mode(db, u, sum[u], mode);
 }
 
 // ----------------------------------------------------------------------------
 // checks shared by forward and backward (as backends/cpu/linear.c)
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], a float dtype. */
-static ck_status common_float_dtype(const ck_tensor *const *t, int n, ck_dtype *dt,
-                                    ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (!ck_cuda_float_dtype(*dt))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "linear: dtype %s of '%s' is not supported by "
-                       "the cuda backend", ck_dtype_name(*dt), ck_cuda_tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "linear: '%s' is %s but '%s' is %s",
-                           ck_cuda_tname(t[i]), ck_dtype_name(t[i]->dtype),
-                           ck_cuda_tname(t[0]), ck_dtype_name(*dt));
-    return CK_OK;
-}
 
 typedef struct {
     int64_t M, in, units;
@@ -180,21 +167,19 @@ static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_
 ck_status cuda_linear_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                               ck_op_io *io, ck_error *err)
 {
-    (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *b = op->bias ? io->bias : NULL;
     const ck_tensor *all[] = {x, io->weight, b, io->out};
-    ck_dtype dt;
-    CK_TRY(common_float_dtype(all, 4, &dt, err));
+    CK_TRY(ck_cuda_check_float_dtypes("linear", all, 4, err));
     linear_dims d;
     CK_TRY(linear_shapes(x, io->weight, b, io->out, &d, err));
+    const ck_dtype dt = ck_common_dtype(all, 4);
+    if (dt == CK_DTYPE_COUNT)
+        return cuda_forward_wide(cu, cuda_linear_forward, op, args, io, err);
     CK_TRY(ensure_cublas(cu, err));
     if (b) {
-        CK_CUDA_DISPATCH(dt, T,
-                         linear_bias_fill_kernel<T><<<ck_blocks(d.M * d.units), CK_THREADS, 0,
-                                                      cu->stream>>>(
-                             static_cast<T *>(io->out->data), static_cast<const T *>(b->data),
-                             d.M, d.units));
+        linear_bias_fill_kernel<<<ck_blocks(d.M * d.units), CK_THREADS, 0, cu->stream>>>(
+            ck_view(io->out), ck_view(b), d.M, d.units);
         CK_LAUNCH_CHECK();
     }
     CK_TRY(gemm(cu, dt, CUBLAS_OP_T, CUBLAS_OP_N, d.units, d.M, d.in, io->weight->data, d.in,
@@ -205,14 +190,15 @@ ck_status cuda_linear_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_
 ck_status cuda_linear_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    (void)args;
     const ck_tensor *x = io->in[0];
     ck_tensor *db = op->bias ? g->dbias : NULL;
     const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
-    ck_dtype dt;
-    CK_TRY(common_float_dtype(all, 6, &dt, err));
+    CK_TRY(ck_cuda_check_float_dtypes("linear", all, 6, err));
     linear_dims d;
     CK_TRY(linear_shapes(x, io->weight, db, g->dout, &d, err));
+    const ck_dtype dt = ck_common_dtype(all, 6);
+    if (dt == CK_DTYPE_COUNT)
+        return cuda_backward_wide(cu, cuda_linear_backward, op, args, io, g, err);
     CK_TRY(ensure_cublas(cu, err));
     if (g->din[0]) {
         CK_TRY(gemm(cu, dt, CUBLAS_OP_N, CUBLAS_OP_N, d.in, d.M, d.units, io->weight->data,
@@ -227,14 +213,11 @@ ck_status cuda_linear_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
     if (db) {
         ck_dev_buf sum;
         CK_TRY(sum.alloc(cu, (size_t)d.units * sizeof(double), "linear bias gradient sums", err));
-        CK_CUDA_DISPATCH(dt, T,
-                         CK_TRY(ck_row_sums<1>(cu,
-                                               linear_dbias_term<T>{
-                                                   static_cast<const T *>(g->dout->data), d.units},
-                                               d.units, d.M, sum.as<double>(), err));
-                         linear_dbias_apply_kernel<T><<<ck_blocks(d.units), CK_THREADS, 0,
-                                                        cu->stream>>>(
-                             static_cast<T *>(db->data), sum.as<double>(), d.units));
+        CK_TRY(ck_row_sums<1>(cu, linear_dbias_term{ck_view(g->dout), d.units}, d.units, d.M,
+                              sum.as<double>(), err));
+        const ck_tensor *mine[] = {db};
+        linear_dbias_apply_kernel<<<ck_blocks(d.units), CK_THREADS, 0, cu->stream>>>(
+            ck_view(db), sum.as<double>(), d.units, ck_mode_of(mine, 1));
         CK_LAUNCH_CHECK();
     }
     return CK_OK;

@@ -3,7 +3,8 @@
  *
  * As backends/cpu/loss.c: the loss is a double (here a fixed-order block reduction instead
  * of the CPU's left-to-right sum); the gradient dy = scale * dL/dy is computed in double
- * and rounded once into y's dtype. Cross-entropy takes logits y (N, C, spatial...) and
+ * and rounded once into dy's dtype. y, an mse target and dy are each loaded in their own
+ * dtype. Cross-entropy takes logits y (N, C, spatial...) and
  * i32 class indices (N, spatial...) and averages logsumexp_c(y) - y[t] (max-subtracted)
  * over the N * spatial positions. Class indices are checked on the host (a copy of the
  * target), so a bad index gets the CPU backend's message, naming its position.
@@ -28,16 +29,15 @@ __device__ __forceinline__ int64_t ce_index(const ce_dims &d, int64_t n, int64_t
 }
 
 /* max_c y[n, c, s] and sum_c exp(y[n, c, s] - max) at one position */
-template <typename T>
-__device__ void ce_softmax_terms(const T *y, const ce_dims &d, int64_t n, int64_t s, double *max,
-                                 double *sumexp)
+__device__ void ce_softmax_terms(const ck_dv &y, const ce_dims &d, int64_t n, int64_t s,
+                                 double *max, double *sumexp)
 {
     double m = -CUDART_INF;
     for (int64_t c = 0; c < d.C; c++)
-        m = fmax(m, ck_to_d(y[ce_index(d, n, c, s)]));
+        m = fmax(m, ck_ld(y, ce_index(d, n, c, s)));
     double se = 0.0;
     for (int64_t c = 0; c < d.C; c++)
-        se = __dadd_rn(se, exp(ck_to_d(y[ce_index(d, n, c, s)]) - m));
+        se = __dadd_rn(se, exp(ck_ld(y, ce_index(d, n, c, s)) - m));
     *max = m;
     *sumexp = se;
 }
@@ -45,23 +45,23 @@ __device__ void ce_softmax_terms(const T *y, const ce_dims &d, int64_t n, int64_
 // ----------------------------------------------------------------------------
 // reduction terms and kernels
 
-template <typename T> struct loss_sum_term {
-    const T *y;
-    __device__ ck_dvec<1> operator()(int64_t, int64_t i) const { return {{ck_to_d(y[i])}}; }
+struct loss_sum_term {
+    ck_dv y;
+    __device__ ck_dvec<1> operator()(int64_t, int64_t i) const { return {{ck_ld(y, i)}}; }
 };
 
-template <typename T> struct loss_mse_term {
-    const T *y, *t;
+struct loss_mse_term {
+    ck_dv y, t;
     __device__ ck_dvec<1> operator()(int64_t, int64_t i) const
     {
-        const double r = ck_to_d(y[i]) - ck_to_d(t[i]);
+        const double r = ck_ld(y, i) - ck_ld(t, i);
         return {{r * r}};
     }
 };
 
 /* position m = n * S + s: max + log(sumexp) - y[t] */
-template <typename T> struct loss_ce_term {
-    const T *y;
+struct loss_ce_term {
+    ck_dv y;
     const int32_t *t;
     ce_dims d;
     __device__ ck_dvec<1> operator()(int64_t, int64_t m) const
@@ -69,28 +69,26 @@ template <typename T> struct loss_ce_term {
         const int64_t n = m / d.S, s = m % d.S;
         double max, sumexp;
         ce_softmax_terms(y, d, n, s, &max, &sumexp);
-        return {{max + log(sumexp) - ck_to_d(y[ce_index(d, n, t[m], s)])}};
+        return {{max + log(sumexp) - ck_ld(y, ce_index(d, n, t[m], s))}};
     }
 };
 
 /* dy = g */
-template <typename T> __global__ void loss_fill_kernel(T *dy, double g, int64_t numel)
+__global__ void loss_fill_kernel(ck_dv dy, double g, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
-    dy[i] = ck_from_d<T>(g);
+    ck_st(dy, i, g);
 }
 
 /* dy = g (y - t) */
-template <typename T>
-__global__ void loss_mse_grad_kernel(T *dy, const T *y, const T *t, double g, int64_t numel)
+__global__ void loss_mse_grad_kernel(ck_dv dy, ck_dv y, ck_dv t, double g, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
-    dy[i] = ck_from_d<T>(g * (ck_to_d(y[i]) - ck_to_d(t[i])));
+    ck_st(dy, i, g * (ck_ld(y, i) - ck_ld(t, i)));
 }
 
 /* dy[n, c, s] = g (softmax_c - [c == t]), one thread per position */
-template <typename T>
-__global__ void loss_ce_grad_kernel(T *dy, const T *y, const int32_t *t, double g, ce_dims d)
+__global__ void loss_ce_grad_kernel(ck_dv dy, ck_dv y, const int32_t *t, double g, ce_dims d)
 {
     CK_GRID_STRIDE(m, d.N * d.S)
     {
@@ -100,8 +98,8 @@ __global__ void loss_ce_grad_kernel(T *dy, const T *y, const int32_t *t, double 
         const int32_t cls = t[m];
         for (int64_t c = 0; c < d.C; c++) {
             const int64_t i = ce_index(d, n, c, s);
-            const double p = exp(ck_to_d(y[i]) - max) / sumexp;
-            dy[i] = ck_from_d<T>(g * (p - (c == cls ? 1.0 : 0.0)));
+            const double p = exp(ck_ld(y, i) - max) / sumexp;
+            ck_st(dy, i, g * (p - (c == cls ? 1.0 : 0.0)));
         }
     }
 }
@@ -166,9 +164,10 @@ static ck_status loss_check(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
                             const ck_tensor *target, ce_dims *d, ck_error *err)
 {
     const char *fn = ck_loss_kind_name(kind);
-    if (!ck_cuda_float_dtype(y->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s loss: %s is %s; the cuda backend computes "
-                       "in fp32, fp64, fp16 or bf16", fn, ck_cuda_tname(y), ck_dtype_name(y->dtype));
+    char what[64];
+    snprintf(what, sizeof what, "%s loss", fn);
+    const ck_tensor *ys[] = {y};
+    CK_TRY(ck_cuda_check_float_dtypes(what, ys, 1, err));
     switch (kind) {
     case CK_LOSS_MEAN:
     case CK_LOSS_SUM:
@@ -176,10 +175,9 @@ static ck_status loss_check(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
     case CK_LOSS_MSE:
         if (!target)
             return ck_fail(err, CK_ERR_INTERNAL, "mse loss: no target");
-        if (target->dtype != y->dtype)
-            return ck_fail(err, CK_ERR_UNSUPPORTED, "mse loss: target %s is %s but %s is %s",
-                           ck_cuda_tname(target), ck_dtype_name(target->dtype), ck_cuda_tname(y),
-                           ck_dtype_name(y->dtype));
+        if (!ck_cuda_float_dtype(target->dtype))
+            return ck_fail(err, CK_ERR_UNSUPPORTED, "mse loss: target %s is %s, expected a "
+                           "float dtype", ck_cuda_tname(target), ck_dtype_name(target->dtype));
         if (!ck_shape_equal(&target->shape, &y->shape)) {
             char a[128], b[128];
             return ck_fail(err, CK_ERR_INPUT, "mse loss: target %s has shape %s, %s has %s",
@@ -207,26 +205,23 @@ ck_status cuda_loss_forward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
     const int64_t numel = ck_shape_numel(&y->shape);
     ck_dev_buf out;
     CK_TRY(out.alloc(cu, sizeof(double), "the loss", err));
-    CK_CUDA_DISPATCH(y->dtype, T, {
-        const T *yp = static_cast<const T *>(y->data);
-        switch (kind) {
-        case CK_LOSS_MEAN:
-        case CK_LOSS_SUM:
-            CK_TRY(ck_row_sums<1>(cu, loss_sum_term<T>{yp}, 1, numel, out.as<double>(), err));
-            break;
-        case CK_LOSS_MSE:
-            CK_TRY(ck_row_sums<1>(cu, loss_mse_term<T>{yp, static_cast<const T *>(target->data)},
-                                  1, numel, out.as<double>(), err));
-            break;
-        case CK_LOSS_CROSS_ENTROPY:
-            CK_TRY(ck_row_sums<1>(cu,
-                                  loss_ce_term<T>{yp, static_cast<const int32_t *>(target->data), d},
-                                  1, d.N * d.S, out.as<double>(), err));
-            break;
-        default:
-            return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
-        }
-    });
+    switch (kind) {
+    case CK_LOSS_MEAN:
+    case CK_LOSS_SUM:
+        CK_TRY(ck_row_sums<1>(cu, loss_sum_term{ck_view(y)}, 1, numel, out.as<double>(), err));
+        break;
+    case CK_LOSS_MSE:
+        CK_TRY(ck_row_sums<1>(cu, loss_mse_term{ck_view(y), ck_view(target)}, 1, numel,
+                              out.as<double>(), err));
+        break;
+    case CK_LOSS_CROSS_ENTROPY:
+        CK_TRY(ck_row_sums<1>(cu,
+                              loss_ce_term{ck_view(y), static_cast<const int32_t *>(target->data), d},
+                              1, d.N * d.S, out.as<double>(), err));
+        break;
+    default:
+        return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
+    }
     double sum = 0.0;
     CK_CUDA_CHECK(cudaMemcpyAsync(&sum, out.p, sizeof sum, cudaMemcpyDeviceToHost, cu->stream));
     CK_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
@@ -244,36 +239,33 @@ ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
 {
     ce_dims d = {0, 0, 0};
     CK_TRY(loss_check(cu, kind, y, target, &d, err));
-    if (!dy || dy->dtype != y->dtype || !ck_shape_equal(&dy->shape, &y->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s loss backward: the gradient tensor must match "
-                       "%s in dtype and shape", ck_loss_kind_name(kind), ck_cuda_tname(y));
+    if (!dy || !ck_cuda_float_dtype(dy->dtype) || !ck_shape_equal(&dy->shape, &y->shape))
+        return ck_fail(err, CK_ERR_INTERNAL, "%s loss backward: the gradient tensor must have "
+                       "a float dtype and the shape of %s", ck_loss_kind_name(kind),
+                       ck_cuda_tname(y));
     const int64_t numel = ck_shape_numel(&y->shape);
-    CK_CUDA_DISPATCH(y->dtype, T, {
-        T *dyp = static_cast<T *>(dy->data);
-        const T *yp = static_cast<const T *>(y->data);
-        switch (kind) {
-        case CK_LOSS_MEAN:
-        case CK_LOSS_SUM: {
-            const double g = kind == CK_LOSS_MEAN ? scale / (double)numel : scale;
-            loss_fill_kernel<T><<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(dyp, g, numel);
-            break;
-        }
-        case CK_LOSS_MSE: {
-            const double g = 2.0 * scale / (double)numel;
-            loss_mse_grad_kernel<T><<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(
-                dyp, yp, static_cast<const T *>(target->data), g, numel);
-            break;
-        }
-        case CK_LOSS_CROSS_ENTROPY: {
-            const double g = scale / (double)(d.N * d.S);
-            loss_ce_grad_kernel<T><<<ck_blocks(d.N * d.S), CK_THREADS, 0, cu->stream>>>(
-                dyp, yp, static_cast<const int32_t *>(target->data), g, d);
-            break;
-        }
-        default:
-            return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
-        }
-    });
+    switch (kind) {
+    case CK_LOSS_MEAN:
+    case CK_LOSS_SUM: {
+        const double g = kind == CK_LOSS_MEAN ? scale / (double)numel : scale;
+        loss_fill_kernel<<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(ck_view(dy), g, numel);
+        break;
+    }
+    case CK_LOSS_MSE: {
+        const double g = 2.0 * scale / (double)numel;
+        loss_mse_grad_kernel<<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(
+            ck_view(dy), ck_view(y), ck_view(target), g, numel);
+        break;
+    }
+    case CK_LOSS_CROSS_ENTROPY: {
+        const double g = scale / (double)(d.N * d.S);
+        loss_ce_grad_kernel<<<ck_blocks(d.N * d.S), CK_THREADS, 0, cu->stream>>>(
+            ck_view(dy), ck_view(y), static_cast<const int32_t *>(target->data), g, d);
+        break;
+    }
+    default:
+        return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
+    }
     CK_LAUNCH_CHECK();
     return CK_OK;
 }

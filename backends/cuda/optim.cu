@@ -4,7 +4,8 @@
  *
  * As backends/cpu/optim.c, element by element: the gradient is first multiplied by
  * grad_scale, then weight decay adds wd * p; everything is computed in double with the
- * CPU's expressions and stored once in the parameter's dtype; step 1 starts from fresh
+ * CPU's expressions and stored once in each tensor's dtype (each tensor is loaded in its
+ * own: fp32 masters and state, an fp32 or low-dtype gradient); step 1 starts from fresh
  * state. Adam's bias corrections are computed once on the host with the CPU's pow, so
  * every update is bit-identical to the CPU backend's.
  */
@@ -19,36 +20,34 @@ typedef struct {
     int64_t step;
 } optim_args;
 
-template <typename T>
-__global__ void optimizer_kernel(T *param, const T *grad, T *state0, T *state1, double grad_scale,
-                                 optim_args o, int64_t numel)
+__global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, ck_dv state1,
+                                 double grad_scale, optim_args o, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     {
-        const double p = ck_to_d(param[i]);
-        const double g = ck_to_d(grad[i]) * grad_scale + o.weight_decay * p;
+        const double g = ck_ld(grad, i) * grad_scale + o.weight_decay * ck_ld(param, i);
         switch (o.kind) {
         case CK_OPT_SGD:
             /* p -= lr g */
-            param[i] = ck_from_d<T>(p - o.lr * g);
+            ck_st(param, i, ck_ld(param, i) - o.lr * g);
             break;
         case CK_OPT_MOMENTUM: {
             /* v = momentum v + g (v = g at step 1); p -= lr v */
-            const double v = o.step == 1 ? g : o.momentum * ck_to_d(state0[i]) + g;
-            state0[i] = ck_from_d<T>(v);
-            param[i] = ck_from_d<T>(p - o.lr * v);
+            const double v = o.step == 1 ? g : o.momentum * ck_ld(state0, i) + g;
+            ck_st(state0, i, v);
+            ck_st(param, i, ck_ld(param, i) - o.lr * v);
             break;
         }
         case CK_OPT_ADAM: {
             /* m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr mhat / (sqrt(vhat) + eps) */
-            const double m_prev = o.step == 1 ? 0.0 : ck_to_d(state0[i]);
-            const double v_prev = o.step == 1 ? 0.0 : ck_to_d(state1[i]);
+            const double m_prev = o.step == 1 ? 0.0 : ck_ld(state0, i);
+            const double v_prev = o.step == 1 ? 0.0 : ck_ld(state1, i);
             const double m = o.beta1 * m_prev + (1.0 - o.beta1) * g;
             const double v = o.beta2 * v_prev + (1.0 - o.beta2) * g * g;
-            state0[i] = ck_from_d<T>(m);
-            state1[i] = ck_from_d<T>(v);
+            ck_st(state0, i, m);
+            ck_st(state1, i, v);
             const double mhat = m / o.bias_corr1, vhat = v / o.bias_corr2;
-            param[i] = ck_from_d<T>(p - o.lr * mhat / (sqrt(vhat) + o.eps));
+            ck_st(param, i, ck_ld(param, i) - o.lr * mhat / (sqrt(vhat) + o.eps));
             break;
         }
         default: break;
@@ -56,7 +55,7 @@ __global__ void optimizer_kernel(T *param, const T *grad, T *state0, T *state1, 
     }
 }
 
-/* t is present (when `required`) and matches the parameter's dtype and element count. */
+/* t is present (when `required`), has a float dtype and the parameter's element count. */
 static ck_status check_like_param(const char *fn, const ck_tensor *param, const ck_tensor *t,
                                   const char *role, bool required, ck_error *err)
 {
@@ -64,10 +63,10 @@ static ck_status check_like_param(const char *fn, const ck_tensor *param, const 
         return required ? ck_fail(err, CK_ERR_INTERNAL, "%s: %s needs a %s tensor", fn,
                                   ck_cuda_tname(param), role)
                         : CK_OK;
-    if (t->dtype != param->dtype)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s %s is %s but the parameter is %s", fn,
-                       role, ck_cuda_tname(t), ck_dtype_name(t->dtype),
-                       ck_dtype_name(param->dtype));
+    if (!ck_cuda_float_dtype(t->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s %s of %s is %s; the cuda backend "
+                       "computes in fp32, fp64, fp16 and bf16", fn, role, ck_cuda_tname(t),
+                       ck_cuda_tname(param), ck_dtype_name(t->dtype));
     if (ck_shape_numel(&t->shape) != ck_shape_numel(&param->shape))
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s %s has %lld elements, %s has %lld", fn, role,
                        ck_cuda_tname(t), (long long)ck_shape_numel(&t->shape),
@@ -109,12 +108,9 @@ ck_status cuda_optimizer_step(ck_cuda *cu, const ck_optimizer *opt, int64_t step
     o.bias_corr2 = 1.0 - pow(opt->beta2, (double)step);
     o.step = step;
     const int64_t n = ck_shape_numel(&param->shape);
-    CK_CUDA_DISPATCH(param->dtype, T,
-                     optimizer_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(param->data), static_cast<const T *>(grad->data),
-                         state0 && uses0 ? static_cast<T *>(state0->data) : nullptr,
-                         state1 && uses1 ? static_cast<T *>(state1->data) : nullptr, grad_scale,
-                         o, n));
+    optimizer_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+        ck_view(param), ck_view(grad), ck_view(uses0 ? state0 : NULL),
+        ck_view(uses1 ? state1 : NULL), grad_scale, o, n);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }

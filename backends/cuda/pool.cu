@@ -4,14 +4,15 @@
  * As backends/cpu/pool.c: windows are kernel[] wide, step stride[], never padded, output
  * size taken from the output tensor. Max pooling keeps the first maximum in the window's
  * row-major scan and the first NaN wins over any number; backward recomputes the winner
- * from the input (nothing is saved). The CPU kernel computes in its element type, so
- * these do too (fp32 in fp32, fp64 in fp64; fp16/bf16 in fp32, rounded once).
+ * from the input (nothing is saved). Like the CPU, the arithmetic runs in fp32 when every
+ * tensor is fp32, in fp64 when every tensor is fp64, and otherwise in double on the
+ * tensors' values with each output rounded once and dx computed from zero and then added
+ * with one rounding (the CPU's wide path, cuda_common.cuh's CK_MODE_*).
  *
  * Forward: one thread per output element. Backward gathers instead of scattering, so it
  * needs no atomics even when windows overlap: one thread per input element visits the
- * windows that contain it in the CPU's order (output row-major) and adds each
- * contribution in the element type, exactly the additions the CPU makes to that element.
- * fp32 results are therefore bit-identical to the CPU's.
+ * windows that contain it in the CPU's order (output row-major) and makes exactly the
+ * additions the CPU makes to that element, so results are bit-identical to the CPU's.
  */
 #include "cuda_common.cuh"
 
@@ -32,20 +33,19 @@ __device__ __forceinline__ int64_t window_origin(const pool_geom &g, int64_t o0,
 }
 
 // ----------------------------------------------------------------------------
-// kernels
+// kernels: A is the arithmetic type (float when every tensor is fp32, else double)
 
-/* Offset (from the window origin xw) of the first maximum, or of the first NaN. */
-template <typename T>
-__device__ int64_t max_window(const T *xw, const pool_geom &g)
+/* Offset (from the window origin at x[base]) of the first maximum, or of the first NaN. */
+template <typename A>
+__device__ int64_t max_window(const ck_dv &x, int64_t base, const pool_geom &g)
 {
-    typedef typename ck_elem<T>::acc A;
     int64_t best_off = 0;
-    A best = ck_to_a(xw[0]);
+    A best = (A)ck_ld(x, base);
     for (int64_t k0 = 0; k0 < g.kernel[0]; k0++)
         for (int64_t k1 = 0; k1 < g.kernel[1]; k1++)
             for (int64_t k2 = 0; k2 < g.kernel[2]; k2++) {
                 const int64_t off = (k0 * g.in[1] + k1) * g.in[2] + k2;
-                const A v = ck_to_a(xw[off]);
+                const A v = (A)ck_ld(x, base + off);
                 if (!isnan(best) && (v > best || isnan(v))) {
                     best = v;
                     best_off = off;
@@ -55,10 +55,9 @@ __device__ int64_t max_window(const T *xw, const pool_geom &g)
 }
 
 /* out (N, C, O0, O1, O2), inp (N, C, I0, I1, I2) */
-template <typename T>
-__global__ void pool_forward_kernel(T *out, const T *inp, bool is_max, pool_geom g)
+template <typename A>
+__global__ void pool_forward_kernel(ck_dv out, ck_dv inp, bool is_max, pool_geom g)
 {
-    typedef typename ck_elem<T>::acc A;
     const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
     const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
     const A kvol = (A)(g.kernel[0] * g.kernel[1] * g.kernel[2]);
@@ -67,17 +66,17 @@ __global__ void pool_forward_kernel(T *out, const T *inp, bool is_max, pool_geom
         const int64_t p = i / out_plane, r = i % out_plane;
         const int64_t o2 = r % g.out[2], o1 = (r / g.out[2]) % g.out[1],
                       o0 = r / (g.out[2] * g.out[1]);
-        const T *xw = inp + p * in_plane + window_origin(g, o0, o1, o2);
+        const int64_t base = p * in_plane + window_origin(g, o0, o1, o2);
         if (is_max) {
-            out[i] = xw[max_window(xw, g)];
+            ck_st(out, i, ck_ld(inp, base + max_window<A>(inp, base, g)));
         } else {
-            /* the window's sum in row-major order, then / kvol, in the element type */
+            /* the window's sum in row-major order, then / kvol, in A */
             A acc = 0;
             for (int64_t k0 = 0; k0 < g.kernel[0]; k0++)
                 for (int64_t k1 = 0; k1 < g.kernel[1]; k1++)
                     for (int64_t k2 = 0; k2 < g.kernel[2]; k2++)
-                        acc += ck_to_a(xw[(k0 * g.in[1] + k1) * g.in[2] + k2]);
-            out[i] = ck_from_a<T>(acc / kvol);
+                        acc += (A)ck_ld(inp, base + (k0 * g.in[1] + k1) * g.in[2] + k2);
+            ck_st(out, i, (double)(acc / kvol));
         }
     }
 }
@@ -92,12 +91,13 @@ __device__ __forceinline__ void covering(int64_t i, int64_t k, int64_t s, int64_
     *hi = last < n_out - 1 ? last : n_out - 1;
 }
 
-/* dinp (N, C, I0, I1, I2) accumulated, dout (N, C, O0, O1, O2), inp like dinp */
-template <typename T>
-__global__ void pool_backward_kernel(T *dinp, const T *dout, const T *inp, bool is_max,
+/* dinp (N, C, I0, I1, I2) accumulated, dout (N, C, O0, O1, O2), inp like dinp. Not wide:
+ * the CPU's in-place `dx += d` in A from dx's value; wide: the sum from zero, then added to
+ * dx with one rounding. */
+template <typename A>
+__global__ void pool_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, bool is_max, bool wide,
                                      pool_geom g)
 {
-    typedef typename ck_elem<T>::acc A;
     const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
     const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
     const A kvol = (A)(g.kernel[0] * g.kernel[1] * g.kernel[2]);
@@ -109,26 +109,28 @@ __global__ void pool_backward_kernel(T *dinp, const T *dout, const T *inp, bool 
         covering(i0, g.kernel[0], g.stride[0], g.out[0], &lo0, &hi0);
         covering(i1, g.kernel[1], g.stride[1], g.out[1], &lo1, &hi1);
         covering(i2, g.kernel[2], g.stride[2], g.out[2], &lo2, &hi2);
-        const T *x = inp + p * in_plane;
-        const T *dy = dout + p * out_plane;
-        A acc = ck_to_a(dinp[e]);
+        A acc = wide ? (A)0 : (A)ck_ld(dinp, e);
         bool touched = false;
         for (int64_t o0 = lo0; o0 <= hi0; o0++)
             for (int64_t o1 = lo1; o1 <= hi1; o1++)
                 for (int64_t o2 = lo2; o2 <= hi2; o2++) {
-                    const int64_t o = (o0 * g.out[1] + o1) * g.out[2] + o2;
+                    const int64_t o = p * out_plane + (o0 * g.out[1] + o1) * g.out[2] + o2;
                     if (is_max) {
                         const int64_t origin = window_origin(g, o0, o1, o2);
-                        if (origin + max_window(x + origin, g) != r)
+                        if (origin + max_window<A>(inp, p * in_plane + origin, g) != r)
                             continue;
-                        acc += ck_to_a(dy[o]);
+                        acc += (A)ck_ld(dout, o);
                     } else {
-                        acc += ck_to_a(dy[o]) / kvol;
+                        acc += (A)ck_ld(dout, o) / kvol;
                     }
                     touched = true;
                 }
-        if (touched)
-            dinp[e] = ck_from_a<T>(acc);
+        if (!touched)
+            continue;
+        if (wide)
+            ck_acc(dinp, e, (double)acc);
+        else
+            ck_st(dinp, e, (double)acc); /* exact: acc is already in dinp's dtype */
     }
 }
 
@@ -138,22 +140,6 @@ __global__ void pool_backward_kernel(T *dinp, const T *dout, const T *inp, bool 
 static const char *pool_name(const ck_op_params *op)
 {
     return op->kind == CK_OP_MAXPOOL ? "maxpool" : "avgpool";
-}
-
-/* Every non-NULL tensor in t[0..n) must have the dtype of t[0], a float dtype. */
-static ck_status common_float_dtype(const char *what, const ck_tensor *const *t, int n,
-                                    ck_dtype *dt, ck_error *err)
-{
-    *dt = t[0]->dtype;
-    if (!ck_cuda_float_dtype(*dt))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: dtype %s of '%s' is not supported by the "
-                       "cuda backend", what, ck_dtype_name(*dt), ck_cuda_tname(t[0]));
-    for (int i = 1; i < n; i++)
-        if (t[i] && t[i]->dtype != *dt)
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: '%s' is %s but '%s' is %s", what,
-                           ck_cuda_tname(t[i]), ck_dtype_name(t[i]->dtype), ck_cuda_tname(t[0]),
-                           ck_dtype_name(*dt));
-    return CK_OK;
 }
 
 /* Checks the op kind and x (N, C, s...), y (N, C, o...) against the windows and fills g:
@@ -199,16 +185,18 @@ ck_status cuda_pool_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, io->out};
-    ck_dtype dt;
-    CK_TRY(common_float_dtype(pool_name(op), all, 2, &dt, err));
+    CK_TRY(ck_cuda_check_float_dtypes(pool_name(op), all, 2, err));
     bool is_max;
     pool_geom g;
     CK_TRY(pool_setup(op, x, io->out, &is_max, &g, err));
     const int64_t n = ck_shape_numel(&io->out->shape);
-    CK_CUDA_DISPATCH(dt, T,
-                     pool_forward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(io->out->data), static_cast<const T *>(x->data),
-                         is_max, g));
+    const unsigned blocks = ck_blocks(n);
+    if (ck_mode_of(all, 2) == CK_MODE_F32)
+        pool_forward_kernel<float><<<blocks, CK_THREADS, 0, cu->stream>>>(ck_view(io->out),
+                                                                          ck_view(x), is_max, g);
+    else
+        pool_forward_kernel<double><<<blocks, CK_THREADS, 0, cu->stream>>>(ck_view(io->out),
+                                                                           ck_view(x), is_max, g);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -219,18 +207,21 @@ ck_status cuda_pool_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, gr->dout, gr->din[0]};
-    ck_dtype dt;
-    CK_TRY(common_float_dtype(pool_name(op), all, 3, &dt, err));
+    CK_TRY(ck_cuda_check_float_dtypes(pool_name(op), all, 3, err));
     bool is_max;
     pool_geom g;
     CK_TRY(pool_setup(op, x, gr->dout, &is_max, &g, err));
     if (!gr->din[0])
         return CK_OK;
     const int64_t n = ck_shape_numel(&x->shape);
-    CK_CUDA_DISPATCH(dt, T,
-                     pool_backward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(gr->din[0]->data), static_cast<const T *>(gr->dout->data),
-                         static_cast<const T *>(x->data), is_max, g));
+    const unsigned blocks = ck_blocks(n);
+    const int mode = ck_mode_of(all, 3);
+    if (mode == CK_MODE_F32)
+        pool_backward_kernel<float><<<blocks, CK_THREADS, 0, cu->stream>>>(
+            ck_view(gr->din[0]), ck_view(gr->dout), ck_view(x), is_max, false, g);
+    else
+        pool_backward_kernel<double><<<blocks, CK_THREADS, 0, cu->stream>>>(
+            ck_view(gr->din[0]), ck_view(gr->dout), ck_view(x), is_max, mode == CK_MODE_WIDE, g);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }

@@ -3,8 +3,9 @@
  * flatten ((N, ...) -> (N, prod ...)), forward and backward.
  *
  * As backends/cpu/shape_ops.c: add sums its inputs in input order in double and rounds
- * once; concat and flatten copy values exactly (device-to-device copies). Backward
- * passes accumulate (+=) into every gradient that is not NULL, one input at a time in
+ * once; concat and flatten copy values (device-to-device copies within one dtype, one
+ * rounding into another). Each tensor is loaded in its own dtype. Backward passes
+ * accumulate (+=, ck_acc) into every gradient that is not NULL, one input at a time in
  * input order (one launch each), so a tensor feeding two inputs of the same layer gets
  * both contributions in the CPU's order.
  */
@@ -13,49 +14,57 @@
 // ----------------------------------------------------------------------------
 // kernels
 
-template <typename T> struct input_list {
-    const T *p[CK_MAX_INPUTS];
-};
+typedef struct {
+    ck_dv v[CK_MAX_INPUTS];
+} input_list;
 
 /* out = in[0] + in[1] + ... in input order; all (numel) */
-template <typename T>
-__global__ void add_forward_kernel(T *out, input_list<T> in, int n_in, int64_t numel)
+__global__ void add_forward_kernel(ck_dv out, input_list in, int n_in, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     {
         double sum = 0.0;
         for (int k = 0; k < n_in; k++)
-            sum = __dadd_rn(sum, ck_to_d(in.p[k][i]));
-        out[i] = ck_from_d<T>(sum);
+            sum = __dadd_rn(sum, ck_ld(in.v[k], i));
+        ck_st(out, i, sum);
     }
 }
 
 /* dx[i] += dy[i]; all (numel) */
-template <typename T>
-__global__ void accumulate_kernel(T *dx, const T *dy, int64_t numel)
+__global__ void accumulate_kernel(ck_dv dx, ck_dv dy, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
-    dx[i] = ck_add_wide(dx[i], ck_to_d(dy[i]));
+    ck_acc(dx, i, ck_ld(dy, i));
+}
+
+/* out[n, off + j] = in[n, j]; out (N, out_block), in (N, block) */
+__global__ void concat_forward_kernel(ck_dv out, ck_dv in, int64_t N, int64_t block,
+                                      int64_t out_block, int64_t off)
+{
+    CK_GRID_STRIDE(i, N * block)
+    ck_st(out, (i / block) * out_block + off + i % block, ck_ld(in, i));
 }
 
 /* din[n, j] += dout[n, off + j]; din (N, block), dout (N, out_block) */
-template <typename T>
-__global__ void concat_backward_kernel(T *din, const T *dout, int64_t N, int64_t block,
+__global__ void concat_backward_kernel(ck_dv din, ck_dv dout, int64_t N, int64_t block,
                                        int64_t out_block, int64_t off)
 {
     CK_GRID_STRIDE(i, N * block)
-    {
-        const int64_t n = i / block, j = i % block;
-        din[i] = ck_add_wide(din[i], ck_to_d(dout[n * out_block + off + j]));
-    }
+    ck_acc(din, i, ck_ld(dout, (i / block) * out_block + off + i % block));
+}
+
+/* out = x, one rounding when the dtypes differ */
+__global__ void copy_kernel(ck_dv out, ck_dv x, int64_t numel)
+{
+    CK_GRID_STRIDE(i, numel)
+    ck_st(out, i, ck_ld(x, i));
 }
 
 static ck_status accumulate(ck_cuda *cu, ck_tensor *dx, const ck_tensor *dy, int64_t numel,
                             ck_error *err)
 {
-    CK_CUDA_DISPATCH(dx->dtype, T,
-                     accumulate_kernel<T><<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(
-                         static_cast<T *>(dx->data), static_cast<const T *>(dy->data), numel));
+    accumulate_kernel<<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(ck_view(dx), ck_view(dy),
+                                                                       numel);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -63,20 +72,14 @@ static ck_status accumulate(ck_cuda *cu, ck_tensor *dx, const ck_tensor *dy, int
 // ----------------------------------------------------------------------------
 // checks (as the CPU's)
 
-/* ref has a float dtype; t is NULL or has ref's dtype (and, when `shape`, its shape). */
+/* ref and t (when not NULL) have float dtypes; with `shape` set, t has ref's shape. */
 static ck_status check_like(const char *fn, const ck_tensor *ref, const ck_tensor *t, bool shape,
                             ck_error *err)
 {
-    if (!ck_cuda_float_dtype(ref->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cuda backend computes in "
-                       "fp32, fp64, fp16 or bf16", fn, ck_cuda_tname(ref),
-                       ck_dtype_name(ref->dtype));
+    const ck_tensor *ts[] = {ref, t};
+    CK_TRY(ck_cuda_check_float_dtypes(fn, ts, 2, err));
     if (!t)
         return CK_OK;
-    if (t->dtype != ref->dtype)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s but %s is %s", fn,
-                       ck_cuda_tname(t), ck_dtype_name(t->dtype), ck_cuda_tname(ref),
-                       ck_dtype_name(ref->dtype));
     if (shape && !ck_shape_equal(&t->shape, &ref->shape)) {
         char a[128], b[128];
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s", fn,
@@ -113,13 +116,12 @@ ck_status cuda_add_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_arg
         CK_TRY(check_like(fn, io->in[0], io->in[k], true, err));
     CK_TRY(check_like(fn, io->in[0], io->out, true, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
-    CK_CUDA_DISPATCH(io->in[0]->dtype, T, {
-        input_list<T> in = {};
-        for (int k = 0; k < io->n_in; k++)
-            in.p[k] = static_cast<const T *>(io->in[k]->data);
-        add_forward_kernel<T><<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-            static_cast<T *>(io->out->data), in, io->n_in, n);
-    });
+    input_list in;
+    memset(&in, 0, sizeof in);
+    for (int k = 0; k < io->n_in; k++)
+        in.v[k] = ck_view(io->in[k]);
+    add_forward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(io->out), in,
+                                                                     io->n_in, n);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -197,14 +199,20 @@ ck_status cuda_concat_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
     int64_t N, block[CK_MAX_INPUTS], out_block;
     CK_TRY(concat_dims(fn, io, io->out, &N, block, &out_block, err));
-    /* out[n, off_k + j] = in[k][n, j]: one strided 2-D copy per input */
+    /* out[n, off_k + j] = in[k][n, j]: a strided 2-D copy per input of the output's dtype */
     const size_t es = ck_dtype_size(io->out->dtype);
     int64_t off = 0;
     for (int k = 0; k < io->n_in; k++) {
-        CK_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char *>(io->out->data) + (size_t)off * es,
-                                        (size_t)out_block * es, io->in[k]->data,
-                                        (size_t)block[k] * es, (size_t)block[k] * es, (size_t)N,
-                                        cudaMemcpyDeviceToDevice, cu->stream));
+        if (io->in[k]->dtype == io->out->dtype) {
+            CK_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char *>(io->out->data) + (size_t)off * es,
+                                            (size_t)out_block * es, io->in[k]->data,
+                                            (size_t)block[k] * es, (size_t)block[k] * es,
+                                            (size_t)N, cudaMemcpyDeviceToDevice, cu->stream));
+        } else {
+            concat_forward_kernel<<<ck_blocks(N * block[k]), CK_THREADS, 0, cu->stream>>>(
+                ck_view(io->out), ck_view(io->in[k]), N, block[k], out_block, off);
+            CK_LAUNCH_CHECK();
+        }
         off += block[k];
     }
     return CK_OK;
@@ -226,12 +234,8 @@ ck_status cuda_concat_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
     int64_t off = 0;
     for (int k = 0; k < io->n_in; k++) {
         if (g->din[k]) {
-            CK_CUDA_DISPATCH(g->dout->dtype, T,
-                             concat_backward_kernel<T><<<ck_blocks(N * block[k]), CK_THREADS, 0,
-                                                         cu->stream>>>(
-                                 static_cast<T *>(g->din[k]->data),
-                                 static_cast<const T *>(g->dout->data), N, block[k], out_block,
-                                 off));
+            concat_backward_kernel<<<ck_blocks(N * block[k]), CK_THREADS, 0, cu->stream>>>(
+                ck_view(g->din[k]), ck_view(g->dout), N, block[k], out_block, off);
             CK_LAUNCH_CHECK();
         }
         off += block[k];
@@ -265,10 +269,15 @@ ck_status cuda_flatten_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
     if (io->n_in != 1 || !io->in[0] || !io->out)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output", fn);
     CK_TRY(flatten_check(fn, io->in[0], io->out, err));
-    const size_t bytes = ck_tensor_bytes(io->in[0]);
-    if (bytes && io->out->data != io->in[0]->data)
-        CK_CUDA_CHECK(cudaMemcpyAsync(io->out->data, io->in[0]->data, bytes,
+    const int64_t n = ck_shape_numel(&io->in[0]->shape);
+    if (io->out->dtype != io->in[0]->dtype) {
+        copy_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(io->out),
+                                                                 ck_view(io->in[0]), n);
+        CK_LAUNCH_CHECK();
+    } else if (io->out->data != io->in[0]->data) {
+        CK_CUDA_CHECK(cudaMemcpyAsync(io->out->data, io->in[0]->data, ck_tensor_bytes(io->in[0]),
                                       cudaMemcpyDeviceToDevice, cu->stream));
+    }
     return CK_OK;
 }
 

@@ -1,0 +1,386 @@
+/*
+ * The CUDA backend's CPU-side behaviour (backends/cuda/cuda_api.h, algo_policy.c,
+ * cuda_absent.c): the algorithm policy's filtering table, ranking, names and parsing,
+ * and what ck_cuda_available / ck_backend_cuda_create answer on a machine without a GPU
+ * (one clean line, the right status, no crash), in the CUDA build and the CPU-only one.
+ *
+ * Every CUDA runtime call happens inside a test, so with CK_FORK (the default) it runs in
+ * the forked child and the runner's own process never initialises CUDA (STYLE.md). On a
+ * machine with a GPU the availability tests check the other branch: create succeeds and
+ * the backend describes its device.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_api.h"
+
+// ----------------------------------------------------------------------------
+// the policy's filtering table
+
+typedef struct {
+    const char *desc;
+    ck_cuda_pass pass;
+    int algo;
+    ck_cuda_determinism det;
+    bool deterministic_allows, fastest_allows;
+} policy_row;
+
+static const policy_row policy_table[] = {
+    {"bwd-filter ALGO_0 (documented nondeterministic)", CK_CUDA_PASS_BACKWARD_FILTER, 0,
+     CK_CUDA_NONDETERMINISTIC, false, true},
+    {"bwd-filter ALGO_0 even if flagged deterministic", CK_CUDA_PASS_BACKWARD_FILTER, 0,
+     CK_CUDA_DETERMINISTIC, false, true},
+    {"bwd-filter ALGO_1, deterministic", CK_CUDA_PASS_BACKWARD_FILTER, 1, CK_CUDA_DETERMINISTIC,
+     true, true},
+    {"bwd-filter ALGO_1 flagged nondeterministic", CK_CUDA_PASS_BACKWARD_FILTER, 1,
+     CK_CUDA_NONDETERMINISTIC, false, true},
+    {"bwd-filter FFT, deterministic", CK_CUDA_PASS_BACKWARD_FILTER, 2, CK_CUDA_DETERMINISTIC,
+     true, true},
+    {"bwd-filter ALGO_3 (documented nondeterministic)", CK_CUDA_PASS_BACKWARD_FILTER, 3,
+     CK_CUDA_NONDETERMINISTIC, false, true},
+    {"bwd-filter ALGO_3 even if flagged deterministic", CK_CUDA_PASS_BACKWARD_FILTER, 3,
+     CK_CUDA_DETERMINISTIC, false, true},
+    {"bwd-filter FFT_TILING, deterministic", CK_CUDA_PASS_BACKWARD_FILTER, 6,
+     CK_CUDA_DETERMINISTIC, true, true},
+    {"bwd-filter 7 is out of range", CK_CUDA_PASS_BACKWARD_FILTER, 7, CK_CUDA_DETERMINISTIC,
+     false, false},
+    {"bwd-data ALGO_0 (documented nondeterministic)", CK_CUDA_PASS_BACKWARD_DATA, 0,
+     CK_CUDA_NONDETERMINISTIC, false, true},
+    {"bwd-data ALGO_0 even if flagged deterministic", CK_CUDA_PASS_BACKWARD_DATA, 0,
+     CK_CUDA_DETERMINISTIC, false, true},
+    {"bwd-data ALGO_1, deterministic", CK_CUDA_PASS_BACKWARD_DATA, 1, CK_CUDA_DETERMINISTIC,
+     true, true},
+    {"bwd-data WINOGRAD_NONFUSED flagged nondeterministic", CK_CUDA_PASS_BACKWARD_DATA, 5,
+     CK_CUDA_NONDETERMINISTIC, false, true},
+    {"bwd-data 6 is out of range", CK_CUDA_PASS_BACKWARD_DATA, 6, CK_CUDA_DETERMINISTIC, false,
+     false},
+    {"forward IMPLICIT_GEMM, deterministic", CK_CUDA_PASS_FORWARD, 0, CK_CUDA_DETERMINISTIC,
+     true, true},
+    {"forward ALGO number 0 is fine for forward", CK_CUDA_PASS_FORWARD, 0,
+     CK_CUDA_DETERMINISTIC, true, true},
+    {"forward ALGO number 3 (DIRECT) is fine for forward", CK_CUDA_PASS_FORWARD, 3,
+     CK_CUDA_DETERMINISTIC, true, true},
+    {"forward flagged nondeterministic", CK_CUDA_PASS_FORWARD, 1, CK_CUDA_NONDETERMINISTIC,
+     false, true},
+    {"forward WINOGRAD_NONFUSED, deterministic", CK_CUDA_PASS_FORWARD, 7, CK_CUDA_DETERMINISTIC,
+     true, true},
+    {"forward 8 is out of range", CK_CUDA_PASS_FORWARD, 8, CK_CUDA_DETERMINISTIC, false, false},
+    {"negative algorithm", CK_CUDA_PASS_FORWARD, -1, CK_CUDA_DETERMINISTIC, false, false},
+};
+
+START_TEST(algo_allowed_follows_the_policy_table)
+{
+    const policy_row *r = &policy_table[_i];
+    ck_assert_msg(ck_cuda_algo_allowed(r->pass, r->algo, r->det, CK_CUDA_ALGO_DETERMINISTIC) ==
+                      r->deterministic_allows,
+                  "%s: deterministic policy", r->desc);
+    ck_assert_msg(ck_cuda_algo_allowed(r->pass, r->algo, r->det, CK_CUDA_ALGO_FASTEST) ==
+                      r->fastest_allows,
+                  "%s: fastest policy", r->desc);
+}
+END_TEST
+
+START_TEST(algo_allowed_refuses_unknown_passes_and_policies)
+{
+    ck_assert(!ck_cuda_algo_allowed(CK_CUDA_PASS_COUNT, 1, CK_CUDA_DETERMINISTIC,
+                                    CK_CUDA_ALGO_FASTEST));
+    ck_assert(!ck_cuda_algo_allowed(CK_CUDA_PASS_FORWARD, 1, CK_CUDA_DETERMINISTIC,
+                                    CK_CUDA_ALGO_POLICY_COUNT));
+}
+END_TEST
+
+START_TEST(deterministic_never_allows_the_documented_nondeterministic_algorithms)
+{
+    /* whatever determinism flag cuDNN reports */
+    for (int det = 0; det <= 1; det++) {
+        ck_assert(!ck_cuda_algo_allowed(CK_CUDA_PASS_BACKWARD_FILTER, 0, det,
+                                        CK_CUDA_ALGO_DETERMINISTIC));
+        ck_assert(!ck_cuda_algo_allowed(CK_CUDA_PASS_BACKWARD_FILTER, 3, det,
+                                        CK_CUDA_ALGO_DETERMINISTIC));
+        ck_assert(!ck_cuda_algo_allowed(CK_CUDA_PASS_BACKWARD_DATA, 0, det,
+                                        CK_CUDA_ALGO_DETERMINISTIC));
+    }
+    /* and nothing flagged nondeterministic, in any pass */
+    for (int pass = 0; pass < CK_CUDA_PASS_COUNT; pass++)
+        for (int algo = 0; algo < 8; algo++)
+            ck_assert_msg(!ck_cuda_algo_allowed(pass, algo, CK_CUDA_NONDETERMINISTIC,
+                                                CK_CUDA_ALGO_DETERMINISTIC),
+                          "pass %d algo %d", pass, algo);
+}
+END_TEST
+
+START_TEST(fastest_allows_every_algorithm_in_range)
+{
+    const int counts[CK_CUDA_PASS_COUNT] = {CK_CUDA_FWD_ALGO_COUNT, CK_CUDA_BWD_DATA_ALGO_COUNT,
+                                            CK_CUDA_BWD_FILTER_ALGO_COUNT};
+    for (int pass = 0; pass < CK_CUDA_PASS_COUNT; pass++)
+        for (int algo = 0; algo < counts[pass]; algo++)
+            for (int det = 0; det <= 1; det++)
+                ck_assert_msg(ck_cuda_algo_allowed(pass, algo, det, CK_CUDA_ALGO_FASTEST),
+                              "pass %d algo %d det %d", pass, algo, det);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// math types: no TF32 for fp32
+
+START_TEST(fp32_runs_only_with_fma_math)
+{
+    ck_assert(ck_cuda_math_allowed(CK_F32, CK_CUDA_MATH_FMA));
+    ck_assert(!ck_cuda_math_allowed(CK_F32, CK_CUDA_MATH_DEFAULT));
+    ck_assert(!ck_cuda_math_allowed(CK_F32, CK_CUDA_MATH_TENSOR_OP));
+    ck_assert(!ck_cuda_math_allowed(CK_F32, CK_CUDA_MATH_TENSOR_OP_ALLOW_CONVERSION));
+}
+END_TEST
+
+START_TEST(low_precision_allows_tensor_cores_and_fp64_refuses_conversion)
+{
+    for (int m = 0; m < CK_CUDA_MATH_COUNT; m++) {
+        ck_assert_msg(ck_cuda_math_allowed(CK_F16, m), "fp16 math %d", m);
+        ck_assert_msg(ck_cuda_math_allowed(CK_BF16, m), "bf16 math %d", m);
+    }
+    ck_assert(ck_cuda_math_allowed(CK_F64, CK_CUDA_MATH_DEFAULT));
+    ck_assert(ck_cuda_math_allowed(CK_F64, CK_CUDA_MATH_FMA));
+    ck_assert(!ck_cuda_math_allowed(CK_F64, CK_CUDA_MATH_TENSOR_OP_ALLOW_CONVERSION));
+    ck_assert(!ck_cuda_math_allowed(CK_I32, CK_CUDA_MATH_FMA));
+    ck_assert(!ck_cuda_math_allowed(CK_F32, -1));
+    ck_assert(!ck_cuda_math_allowed(CK_F16, CK_CUDA_MATH_COUNT));
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// ranking cuDNN's answers
+
+static ck_cuda_algo_candidate cand(int algo, bool ok, float ms, size_t mem, int det, int math)
+{
+    ck_cuda_algo_candidate c = {algo, ok, ms, mem, (ck_cuda_determinism)det, math};
+    return c;
+}
+
+START_TEST(rank_by_time_filters_and_sorts_stably)
+{
+    /* a backward-filter Find answer for an fp32 layer, as on the H200 (FIELD-NOTES) */
+    const ck_cuda_algo_candidate c[] = {
+        cand(3, true, 1.0f, 0, 0, CK_CUDA_MATH_FMA),         /* fastest, nondeterministic */
+        cand(0, true, 2.0f, 0, 0, CK_CUDA_MATH_FMA),         /* nondeterministic */
+        cand(1, true, 24.0f, 1024, 1, CK_CUDA_MATH_FMA),     /* the deterministic one */
+        cand(6, true, 24.0f, 4096, 1, CK_CUDA_MATH_FMA),     /* ties with ALGO_1: after it */
+        cand(2, false, -1.0f, 0, 1, CK_CUDA_MATH_FMA),       /* not supported */
+        cand(5, true, 5.0f, 0, 1, CK_CUDA_MATH_TENSOR_OP),   /* TF32: not for fp32 */
+        cand(4, true, 3.0f, 1u << 30, 1, CK_CUDA_MATH_FMA),  /* over the workspace limit */
+    };
+    int order[8];
+    int n = ck_cuda_algo_rank(CK_CUDA_PASS_BACKWARD_FILTER, CK_F32, CK_CUDA_ALGO_DETERMINISTIC,
+                              1u << 20, true, c, 7, order);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(c[order[0]].algo, 1);
+    ck_assert_int_eq(c[order[1]].algo, 6);
+
+    n = ck_cuda_algo_rank(CK_CUDA_PASS_BACKWARD_FILTER, CK_F32, CK_CUDA_ALGO_FASTEST, 1u << 20,
+                          true, c, 7, order);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(c[order[0]].algo, 3);
+    ck_assert_int_eq(c[order[1]].algo, 0);
+    ck_assert_int_eq(c[order[2]].algo, 1);
+    ck_assert_int_eq(c[order[3]].algo, 6);
+
+    /* fp16: the tensor-core entry counts too */
+    n = ck_cuda_algo_rank(CK_CUDA_PASS_BACKWARD_FILTER, CK_F16, CK_CUDA_ALGO_DETERMINISTIC,
+                          SIZE_MAX, true, c, 7, order);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(c[order[0]].algo, 4);
+    ck_assert_int_eq(c[order[1]].algo, 5);
+}
+END_TEST
+
+START_TEST(rank_by_heuristic_keeps_cudnns_order)
+{
+    const ck_cuda_algo_candidate c[] = {
+        cand(0, true, -1.0f, 0, 0, CK_CUDA_MATH_FMA),
+        cand(6, true, -1.0f, 0, 1, CK_CUDA_MATH_FMA),
+        cand(1, true, -1.0f, 0, 1, CK_CUDA_MATH_FMA),
+    };
+    int order[3];
+    int n = ck_cuda_algo_rank(CK_CUDA_PASS_BACKWARD_FILTER, CK_F32, CK_CUDA_ALGO_DETERMINISTIC,
+                              SIZE_MAX, false, c, 3, order);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(c[order[0]].algo, 6);
+    ck_assert_int_eq(c[order[1]].algo, 1);
+    ck_assert_int_eq(ck_cuda_algo_rank(CK_CUDA_PASS_BACKWARD_FILTER, CK_F32,
+                                       CK_CUDA_ALGO_DETERMINISTIC, SIZE_MAX, false, c, 0, order),
+                     0);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// names and parsing
+
+START_TEST(policy_names_parse_back)
+{
+    ck_cuda_algo_policy p = CK_CUDA_ALGO_FASTEST;
+    ck_assert(ck_cuda_algo_policy_parse("deterministic", &p));
+    ck_assert_int_eq(p, CK_CUDA_ALGO_DETERMINISTIC);
+    ck_assert(ck_cuda_algo_policy_parse("fastest", &p));
+    ck_assert_int_eq(p, CK_CUDA_ALGO_FASTEST);
+    ck_assert(!ck_cuda_algo_policy_parse("Fastest", &p));
+    ck_assert(!ck_cuda_algo_policy_parse("", &p));
+    ck_assert(!ck_cuda_algo_policy_parse(NULL, &p));
+    ck_assert_str_eq(ck_cuda_algo_policy_name(CK_CUDA_ALGO_DETERMINISTIC), "deterministic");
+    ck_assert_str_eq(ck_cuda_algo_policy_name(CK_CUDA_ALGO_FASTEST), "fastest");
+    ck_assert_str_eq(ck_cuda_algo_policy_name(CK_CUDA_ALGO_POLICY_COUNT), "unknown");
+}
+END_TEST
+
+START_TEST(algorithm_and_math_names_follow_cudnn)
+{
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_FORWARD, 1), "IMPLICIT_PRECOMP_GEMM");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_FORWARD, 7), "WINOGRAD_NONFUSED");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_BACKWARD_DATA, 0), "ALGO_0");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_BACKWARD_DATA, 3), "FFT_TILING");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_BACKWARD_FILTER, 3), "ALGO_3");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_BACKWARD_FILTER, 6), "FFT_TILING");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_BACKWARD_FILTER, 7), "unknown");
+    ck_assert_str_eq(ck_cuda_conv_algo_name(CK_CUDA_PASS_FORWARD, -1), "unknown");
+    ck_assert_str_eq(ck_cuda_pass_name(CK_CUDA_PASS_BACKWARD_FILTER), "backward_filter");
+    ck_assert_str_eq(ck_cuda_math_name(CK_CUDA_MATH_FMA), "FMA");
+    ck_assert_str_eq(ck_cuda_math_name(9), "unknown");
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// without a GPU: one clean line, the right status
+
+/* One line: non-empty, no newline, ends in a printable character. */
+static void assert_one_line(const char *s, const char *what)
+{
+    ck_assert_msg(s[0] != '\0', "%s: empty", what);
+    ck_assert_msg(strchr(s, '\n') == NULL && strchr(s, '\r') == NULL, "%s: '%s' spans lines",
+                  what, s);
+}
+
+START_TEST(available_answers_with_one_line)
+{
+    char why[256];
+    memset(why, 'x', sizeof why);
+    bool ok = ck_cuda_available(why, sizeof why);
+    ck_assert_msg(memchr(why, '\0', sizeof why) != NULL, "the reason is NUL-terminated");
+    assert_one_line(why, "ck_cuda_available");
+#ifndef CK_HAVE_CUDA
+    ck_assert(!ok);
+    ck_assert_msg(strstr(why, "built without CUDA") != NULL, "'%s'", why);
+#else
+    if (!ok)
+        ck_assert_msg(strstr(why, "CUDA") != NULL, "'%s' names the cause", why);
+#endif
+    /* a NULL or empty buffer is fine too */
+    ck_assert(ck_cuda_available(NULL, 0) == ok);
+    char tiny[1] = {'x'};
+    ck_assert(ck_cuda_available(tiny, sizeof tiny) == ok);
+    ck_assert_int_eq(tiny[0], '\0');
+}
+END_TEST
+
+START_TEST(create_fails_cleanly_without_a_gpu_or_works_with_one)
+{
+    char why[256];
+    bool gpu = ck_cuda_available(why, sizeof why);
+    ck_backend *b = (ck_backend *)(uintptr_t)1;
+    ck_error err;
+    memset(&err, 0, sizeof err);
+    ck_status st = ck_backend_cuda_create(&b, 0, CK_CUDA_ALGO_DETERMINISTIC, &err);
+    if (gpu) {
+        ck_assert_msg(st == CK_OK, "%s", err.msg);
+        ck_assert(ck_backend_is_cuda(b));
+        ck_backend_info info;
+        b->info(b, &info);
+        ck_assert_str_eq(info.name, "cuda");
+        assert_one_line(info.device, "device");
+        assert_one_line(info.versions, "versions");
+        const ck_cuda_algo_record *r;
+        ck_assert_int_eq(ck_cuda_algo_records(b, &r), 0);
+        b->destroy(b);
+        return;
+    }
+    ck_assert_ptr_null(b);
+#ifdef CK_HAVE_CUDA
+    ck_assert_int_eq(st, CK_ERR_BACKEND);
+    ck_assert_msg(strstr(err.msg, "--backend cuda: ") == err.msg, "'%s'", err.msg);
+#else
+    ck_assert_int_eq(st, CK_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.msg, "built without CUDA") != NULL, "'%s'", err.msg);
+    ck_assert_msg(strstr(err.msg, "CUDA_HOME") != NULL, "'%s' says how to rebuild", err.msg);
+#endif
+    assert_one_line(err.msg, "ck_backend_cuda_create");
+}
+END_TEST
+
+START_TEST(create_checks_its_arguments_first)
+{
+    ck_backend *b = NULL;
+    ck_error err;
+#ifdef CK_HAVE_CUDA
+    ck_assert_int_eq(ck_backend_cuda_create(&b, -1, CK_CUDA_ALGO_DETERMINISTIC, &err),
+                     CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "--device -1") != NULL, "'%s'", err.msg);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(ck_backend_cuda_create(&b, 0, CK_CUDA_ALGO_POLICY_COUNT, &err),
+                     CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "policy") != NULL, "'%s'", err.msg);
+    ck_assert_ptr_null(b);
+    /* a device number past the last one: CK_ERR_INPUT with a GPU, BACKEND without */
+    ck_status st = ck_backend_cuda_create(&b, 4096, CK_CUDA_ALGO_FASTEST, &err);
+    ck_assert(st == CK_ERR_INPUT || st == CK_ERR_BACKEND);
+    ck_assert_ptr_null(b);
+    assert_one_line(err.msg, "device 4096");
+#else
+    ck_assert_int_eq(ck_backend_cuda_create(&b, -1, CK_CUDA_ALGO_DETERMINISTIC, &err),
+                     CK_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(b);
+#endif
+}
+END_TEST
+
+START_TEST(records_are_empty_for_other_backends)
+{
+    ck_backend *cpu = NULL;
+    ck_error err;
+    ck_assert_int_eq(ck_backend_cpu_create(&cpu, &err), CK_OK);
+    ck_assert(!ck_backend_is_cuda(cpu));
+    ck_assert(!ck_backend_is_cuda(NULL));
+    const ck_cuda_algo_record *r = (const ck_cuda_algo_record *)(uintptr_t)1;
+    ck_assert_int_eq(ck_cuda_algo_records(cpu, &r), 0);
+    ck_assert_ptr_null(r);
+    ck_cuda_algo_records_clear(cpu); /* a no-op, never a crash */
+    cpu->destroy(cpu);
+}
+END_TEST
+
+Suite *suite_cuda_cpu(void)
+{
+    Suite *s = suite_create("cuda_cpu");
+    TCase *tc = tcase_create("policy");
+    tcase_add_loop_test(tc, algo_allowed_follows_the_policy_table, 0,
+                        (int)(sizeof policy_table / sizeof policy_table[0]));
+    tcase_add_test(tc, algo_allowed_refuses_unknown_passes_and_policies);
+    tcase_add_test(tc, deterministic_never_allows_the_documented_nondeterministic_algorithms);
+    tcase_add_test(tc, fastest_allows_every_algorithm_in_range);
+    tcase_add_test(tc, fp32_runs_only_with_fma_math);
+    tcase_add_test(tc, low_precision_allows_tensor_cores_and_fp64_refuses_conversion);
+    tcase_add_test(tc, rank_by_time_filters_and_sorts_stably);
+    tcase_add_test(tc, rank_by_heuristic_keeps_cudnns_order);
+    tcase_add_test(tc, policy_names_parse_back);
+    tcase_add_test(tc, algorithm_and_math_names_follow_cudnn);
+    suite_add_tcase(s, tc);
+
+    TCase *dev = tcase_create("device");
+    /* loading libcudart/libcudnn and probing the driver can take a moment */
+    tcase_set_timeout(dev, 30);
+    tcase_add_test(dev, available_answers_with_one_line);
+    tcase_add_test(dev, create_fails_cleanly_without_a_gpu_or_works_with_one);
+    tcase_add_test(dev, create_checks_its_arguments_first);
+    tcase_add_test(dev, records_are_empty_for_other_backends);
+    suite_add_tcase(s, dev);
+    return s;
+}
