@@ -16,7 +16,7 @@ PKG_CONFIG ?= pkg-config
 
 # check, run-cases, check-asan and bench first install missing dependencies
 # (scripts/install-deps.sh), then build in a sub-make; other goals need them present.
-ENTRY_GOALS := check run-cases check-asan bench deps clean
+ENTRY_GOALS := check run-cases check-asan check-cpu-only bench deps clean
 ifneq ($(filter-out $(ENTRY_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell $(PKG_CONFIG) --exists libcjson && echo yes),yes)
     $(error libcjson not found by pkg-config: run ./scripts/install-deps.sh or 'apt-get install libcjson-dev')
@@ -127,7 +127,7 @@ ifeq ($(CUDA_OFF_WHY),)
 
   $(PROG) $(TESTS) $(GPU_TEST): LDLIBS += $(CUDA_LDLIBS)
 
-  $(BUILD)/obj/%.o: %.cu
+  $(BUILD)/obj/%.o: %.cu $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -169,7 +169,16 @@ gpu-check:
 -include $(CUDA_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 # --------------------------------------------------------------- end of the CUDA block ---
 
-$(BUILD)/obj/%.o: %.c
+# Objects depend on a stamp named after the compile configuration, so switching CUDA,
+# OPT or SAN in one BUILD directory rebuilds everything instead of mixing old objects.
+CONFIG_ID    := $(shell printf '%s' '$(CC) $(CFLAGS) $(NVCCFLAGS) $(CUDA_OFF_WHY)' | cksum | cut -d' ' -f1)
+CONFIG_STAMP := $(BUILD)/.config-$(CONFIG_ID)
+$(CONFIG_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.config-*
+	@touch $@
+
+$(BUILD)/obj/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -202,6 +211,7 @@ check: deps
 check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
+	CK_PROG=$(PROG) sh tests/cli/compare.sh
 
 check-asan: deps
 	@$(MAKE) --no-print-directory check-run BUILD=build/asan OPT=-O1 \
