@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../backends/cuda/cuda_api.h"
 #include "../reports/report.h"
 #include "bisect.h"
 #include "fsutil.h"
@@ -232,10 +233,74 @@ static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
     return *n > 0;
 }
 
+/* Creates the backend a command asked for; on failure prints one line and returns false. */
+static bool create_backend(const char *name, int device, const char *algo, ck_backend **out)
+{
+    ck_error err;
+    *out = NULL;
+    if (!name || strcmp(name, "cpu") == 0) {
+        if (algo) {
+            fprintf(stderr, "ckpt-harness: --algo applies to --backend cuda (the cpu backend has "
+                            "one fixed algorithm per op)\n");
+            return false;
+        }
+        if (ck_backend_cpu_create(out, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            return false;
+        }
+        return true;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        ck_cuda_algo_policy policy = CK_CUDA_ALGO_DETERMINISTIC;
+        if (algo && !ck_cuda_algo_policy_parse(algo, &policy)) {
+            fprintf(stderr, "ckpt-harness: --algo %s: expected deterministic or fastest\n", algo);
+            return false;
+        }
+        if (ck_backend_cuda_create(out, device, policy, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            return false;
+        }
+        return true;
+    }
+    fprintf(stderr, "ckpt-harness: --backend %s: unknown backend (available: cpu, cuda)\n", name);
+    return false;
+}
+
+/* The CUDA backend's algorithm records, in the backend-independent form of the report. */
+static void take_algo_records(ck_backend *b, const char *algo, ck_result *res)
+{
+    if (!ck_backend_is_cuda(b))
+        return;
+    snprintf(res->algo_policy, sizeof res->algo_policy, "%s", algo ? algo : "deterministic");
+    const ck_cuda_algo_record *recs = NULL;
+    int n = ck_cuda_algo_records(b, &recs);
+    res->algos = calloc((size_t)n + 1, sizeof *res->algos);
+    if (!res->algos)
+        return;
+    for (int i = 0; i < n; i++) {
+        ck_algo_record *a = &res->algos[i];
+        const ck_cuda_algo_record *r = &recs[i];
+        snprintf(a->layer, sizeof a->layer, "%s", r->layer);
+        snprintf(a->op, sizeof a->op, "%s", r->op);
+        snprintf(a->pass, sizeof a->pass, "%s", ck_cuda_pass_name(r->pass));
+        snprintf(a->dtype, sizeof a->dtype, "%s", ck_dtype_name(r->dtype));
+        snprintf(a->engine, sizeof a->engine, "%s", r->engine);
+        snprintf(a->math, sizeof a->math, "%s", r->math);
+        snprintf(a->chosen_by, sizeof a->chosen_by, "%s", r->chosen_by);
+        a->algo = r->algo;
+        a->deterministic = r->deterministic;
+        a->workspace_bytes = (int64_t)r->workspace_bytes;
+        a->time_ms = r->time_ms;
+        a->calls = r->calls;
+        a->changed = r->changed;
+    }
+    res->n_algos = n;
+}
+
 /* One (case, dtype): run, optional checks, print, write the report. Returns 0 passed,
  * 1 failed, 2 error (printed). */
-static int run_one(const ck_run_opts *o, ck_backend *b, const ck_graph *g, ck_dtype dtype,
-                   const char *progress, bool as_dir, bool several_dtypes)
+static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
+                   ck_dtype dtype, const char *progress, bool as_dir, bool several_dtypes)
 {
     const ck_case *c = g->cs;
     ck_error err;
@@ -249,20 +314,29 @@ static int run_one(const ck_run_opts *o, ck_backend *b, const ck_graph *g, ck_dt
                  c->name, several_dtypes ? "." : "", several_dtypes ? ck_dtype_name(dtype) : "");
         ro.dump_dir = dump_dir;
     }
+    if (ck_backend_is_cuda(b))
+        ck_cuda_algo_records_clear(b);
     ck_status st = ck_run_case_ex(b, g, dtype, &ro, &res, &err);
     if (st == CK_OK && o->dump && !o->quiet)
         printf("dump: %s/manifest.json\n", dump_dir);
     if (st == CK_OK && o->verify_recompute)
         st = ck_verify_recompute(b, g, dtype, &res, &err);
+    if (st == CK_OK && ref)
+        st = ck_compare_backends(b, ref, g, dtype, &res, &err);
+    /* a nondeterministic algorithm policy: measure the noise it brings before blaming
+     * checkpointing */
+    bool noise = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0);
     bool mismatching = res.verdict == CK_VERDICT_MISMATCH ||
                        (ck_case_expect(c, dtype) == CK_EXPECT_IDENTICAL && res.verdict != CK_VERDICT_IDENTICAL);
-    if (st == CK_OK && (o->force_bisect || o->noise_floor || (o->bisect && mismatching))) {
+    if (st == CK_OK && (o->force_bisect || noise || (o->bisect && mismatching))) {
         if (!o->quiet && (o->force_bisect || o->bisect))
             fprintf(stderr, "%s %s: bisecting\n", progress, c->name);
         ck_bisect_opts bo = {.noise_floor = true,
                              .localise = o->force_bisect || (o->bisect && mismatching)};
         st = ck_bisect(b, g, dtype, &bo, &res, &err);
     }
+    if (st == CK_OK)
+        take_algo_records(b, o->algo, &res);
     if (st != CK_OK) {
         fprintf(stderr, "ckpt-harness: %s\n", err.msg);
         ck_result_free(&res);
@@ -302,12 +376,6 @@ int ck_cmd_run(const ck_run_opts *o)
                         "bf16 (each once)\n", o->dtype);
         return CK_EXIT_USAGE;
     }
-    if (o->backend && strcmp(o->backend, "cpu") != 0) {
-        fprintf(stderr, "ckpt-harness: --backend %s: unknown backend (available: cpu)\n",
-                o->backend);
-        return CK_EXIT_USAGE;
-    }
-
     loaded_case *lc = NULL;
     int n = 0;
     int rc = load_cases(o->paths, o->n_paths, o, &lc, &n);
@@ -335,9 +403,11 @@ int ck_cmd_run(const ck_run_opts *o)
         }
     }
 
-    ck_backend *b = NULL;
-    if (ck_backend_cpu_create(&b, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+    ck_backend *b = NULL, *ref = NULL;
+    if (!create_backend(o->backend, o->device, o->algo, &b) ||
+        (o->against && !create_backend(o->against, o->device, NULL, &ref))) {
+        if (b)
+            b->destroy(b);
         free_loaded(lc, n);
         return CK_EXIT_USAGE;
     }
@@ -351,7 +421,7 @@ int ck_cmd_run(const ck_run_opts *o)
             snprintf(progress, sizeof progress, "[%d/%d]", ++k, total);
             if (!o->quiet && k > 1)
                 printf("\n");
-            int r = run_one(o, b, &lc[i].g, dts[d], progress, as_dir, nd > 1);
+            int r = run_one(o, b, ref, &lc[i].g, dts[d], progress, as_dir, nd > 1);
             passed += r == CK_EXIT_PASS;
             failed += r == CK_EXIT_FAIL;
             errors += r == CK_EXIT_USAGE;
@@ -360,6 +430,8 @@ int ck_cmd_run(const ck_run_opts *o)
     if (total > 1 || !o->quiet)
         printf("%d passed, %d failed%s\n", passed, failed, errors ? " (and errors above)" : "");
     b->destroy(b);
+    if (ref)
+        ref->destroy(ref);
     free_loaded(lc, n);
     return errors ? CK_EXIT_USAGE : failed ? CK_EXIT_FAIL : CK_EXIT_PASS;
 }
@@ -395,8 +467,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
     if (rc != CK_EXIT_PASS)
         return rc;
     ck_backend *b = NULL;
-    if (ck_backend_cpu_create(&b, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+    if (!create_backend(o->backend, o->device, o->algo, &b)) {
         free_loaded(lc, n);
         return CK_EXIT_USAGE;
     }

@@ -25,7 +25,10 @@ typedef struct {
     int steps;
     uint64_t seed;
     const char *report; /* file or directory; NULL: no report file */
-    const char *backend; /* "cpu" */
+    const char *backend; /* "cpu" (default) or "cuda" */
+    int device;          /* --device N (cuda) */
+    const char *algo;    /* --algo deterministic|fastest (cuda) */
+    const char *against; /* --against BACKEND: cross-backend check */
     const char *dtype;   /* "fp32" */
     bool quiet;
     int max_rows; /* summary rows per case */
@@ -45,6 +48,9 @@ typedef struct {
     int samples;
     bool whole_only, ops_only;
     bool quiet;
+    const char *backend;
+    int device;
+    const char *algo;
 } ck_gradcheck_cmd_opts;
 
 int ck_cmd_run(const ck_run_opts *o);

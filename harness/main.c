@@ -48,7 +48,14 @@ static const char *usage_run =
     "                     when it runs in several dtypes), or a directory (created if\n"
     "                     missing) holding <case>.json / <case>.<dtype>.json\n"
     "  --dtype LIST       dtypes to run, e.g. fp32,fp16,bf16 (default: the case's precision)\n"
-    "  --backend B        backend (cpu)\n"
+    "  --backend B        cpu (default) or cuda (docs/cuda.md)\n"
+    "  --device N         the CUDA device (default 0)\n"
+    "  --algo P           cuda: deterministic (default: only algorithms cuDNN marks\n"
+    "                     deterministic) or fastest (nondeterministic allowed; implies\n"
+    "                     --noise-floor, so its run-to-run noise is not blamed on\n"
+    "                     checkpointing); the report lists what ran per layer and pass\n"
+    "  --against B        also run the plain configuration on backend B (e.g. cpu) and\n"
+    "                     compare (relative L2 per tensor: fp32 1e-5, fp16 1e-2, bf16 5e-2)\n"
     "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
     "  --bisect           when a case mismatches, find the segment, layer and cause\n"
     "  --noise-floor      run plain twice; differences no larger than plain-vs-plain are\n"
@@ -95,6 +102,7 @@ static const char *usage_gradcheck =
     "  --atol A       absolute tolerance (default 1e-5)\n"
     "  --rtol R       relative tolerance (default 1e-3)\n"
     "  --samples N    elements checked per tensor (default 64; all when smaller)\n"
+    "  --backend B    cpu (default) or cuda; --device N, --algo P as for run\n"
     "  --whole-only   only the whole-case check\n"
     "  --ops-only     only the per-layer checks\n"
     "  -h, --help     this help\n"
@@ -179,7 +187,7 @@ static bool parse_double(const char *s, double *out)
     return true;
 }
 
-enum { OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
+enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
 
 static int main_run(int argc, char **argv, bool bisect_cmd)
@@ -194,7 +202,8 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"bisect", no_argument, 0, OPT_BISECT},       {"noise-floor", no_argument, 0, OPT_NOISE},
         {"verify-recompute", no_argument, 0, OPT_VERIFY}, {"dump", required_argument, 0, OPT_DUMP},
         {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
-        {0, 0, 0, 0}};
+        {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
+        {"against", required_argument, 0, OPT_AGAINST}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -239,6 +248,13 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         case OPT_DUMP: o.dump = optarg; break;
         case OPT_DUMP_ACT: o.dump_activations = true; break;
         case OPT_INIT: o.init = optarg; break;
+        case OPT_DEVICE:
+            if (!parse_int(optarg, 0, 1024, &v))
+                return usage_error(cmd, "--device %s: expected a device number from 0", optarg);
+            o.device = (int)v;
+            break;
+        case OPT_ALGO: o.algo = optarg; break;
+        case OPT_AGAINST: o.against = optarg; break;
         case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
@@ -259,7 +275,8 @@ static int main_gradcheck(int argc, char **argv)
         {"eps", required_argument, 0, OPT_EPS},   {"atol", required_argument, 0, OPT_ATOL},
         {"rtol", required_argument, 0, OPT_RTOL}, {"samples", required_argument, 0, OPT_SAMPLES},
         {"whole-only", no_argument, 0, OPT_WHOLE}, {"ops-only", no_argument, 0, OPT_OPS},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+        {"backend", required_argument, 0, OPT_BACKEND}, {"device", required_argument, 0, OPT_DEVICE},
+        {"algo", required_argument, 0, OPT_ALGO}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ck_gradcheck_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.atol = o.rtol = -1.0;
@@ -286,6 +303,14 @@ static int main_gradcheck(int argc, char **argv)
             o.samples = (int)v;
             break;
         case OPT_WHOLE: o.whole_only = true; break;
+        case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_DEVICE:
+            if (!parse_int(optarg, 0, 1024, &v))
+                return usage_error("gradcheck", "--device %s: expected a device number from 0",
+                                   optarg);
+            o.device = (int)v;
+            break;
+        case OPT_ALGO: o.algo = optarg; break;
         case OPT_OPS: o.ops_only = true; break;
         case 'h': fputs(usage_gradcheck, stdout); return CK_EXIT_PASS;
         case ':': return usage_error("gradcheck", "%s needs a value", argv[optind - 1]);

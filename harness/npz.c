@@ -438,17 +438,5 @@ ck_status ck_npz_parse(const void *buf, size_t len, const char *path, ck_tensors
 
 ck_status ck_npz_load(const char *path, ck_tensorset *out, ck_error *err)
 {
-    void *p;
-    size_t len;
-    ck_tensorset_init(out);
-    ck_status st = ck_map_file(path, &p, &len, err);
-    if (st != CK_OK)
-        return st;
-    if ((st = ck_npz_parse(p, len, path, out, err)) != CK_OK) {
-        ck_unmap_file(p, len);
-        return st;
-    }
-    if ((st = ck_tensorset_keep(out, p, len, true, err)) != CK_OK)
-        ck_tensorset_free(out);
-    return st;
+    return ck_tensorset_load_mapped(path, ck_npz_parse, out, err);
 }

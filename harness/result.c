@@ -35,6 +35,10 @@ void ck_result_free(ck_result *r)
     for (int i = 0; i < r->n_vs_fp32 && r->vs_fp32; i++)
         free(r->vs_fp32[i].name);
     free(r->vs_fp32);
+    for (int i = 0; i < r->n_vs_backend && r->vs_backend; i++)
+        free(r->vs_backend[i].name);
+    free(r->vs_backend);
+    free(r->algos);
     if (r->bisect) {
         ck_bisect_result_free(r->bisect);
         free(r->bisect);
@@ -45,4 +49,5 @@ void ck_result_free(ck_result *r)
     r->first_divergence = -1;
     r->first_scale_mismatch = -1;
     r->vs_fp32_first = -1;
+    r->vs_backend_first = -1;
 }

@@ -54,6 +54,24 @@ typedef struct {
 } ck_segment;
 
 typedef struct ck_bisect_result ck_bisect_result; /* bisect.h */
+
+/* Which algorithm a backend ran for one (layer, pass): filled from the CUDA backend's
+ * records (cuDNN/cuBLAS); empty on the CPU, which has one fixed algorithm per op. */
+typedef struct {
+    char layer[64];
+    char op[16];
+    char pass[24];    /* "forward", "backward_data", "backward_filter" */
+    char dtype[8];
+    char engine[64];  /* e.g. "cudnn IMPLICIT_PRECOMP_GEMM" */
+    int algo;         /* cuDNN enum value, -1 for cuBLAS */
+    bool deterministic;
+    char math[48];    /* e.g. "FMA (no TF32)" */
+    int64_t workspace_bytes;
+    double time_ms;   /* measured by cudnnFind; -1 when chosen by heuristics */
+    char chosen_by[16];
+    int64_t calls;
+    bool changed;     /* another algorithm ran for this layer and pass earlier */
+} ck_algo_record;
 struct ck_recompute_check;
 
 typedef struct {
@@ -79,7 +97,8 @@ typedef struct {
     ck_verdict verdict;        /* worst tensor verdict */
     bool expect_met;           /* verdict agrees with the case's expect */
     bool memory_expectation_met; /* memory_met == cs->expect_memory_met */
-    bool pass;                 /* expect_met && memory_expectation_met && vs_fp32_expect_met */
+    bool pass;                 /* expect_met && memory_expectation_met && vs_fp32_expect_met
+                                  && the cross-backend check (when run) is not a mismatch */
 
     ck_bisect_result *bisect;  /* owned; NULL unless bisect or a noise floor ran */
     bool verified_recompute;   /* --verify-recompute ran */
@@ -96,6 +115,17 @@ typedef struct {
     ck_verdict vs_fp32_verdict;
     int vs_fp32_first;         /* first tensor outside tolerance, or -1 */
     bool vs_fp32_expect_met;   /* vs_fp32_verdict agrees with the case's expect_precision */
+
+    /* backends */
+    char algo_policy[16];      /* "deterministic" / "fastest"; empty on the CPU */
+    int n_algos;
+    ck_algo_record *algos;     /* what ran, per layer and pass */
+    bool has_vs_backend;       /* --against: this backend's plain run vs the reference's */
+    char vs_backend_name[32];  /* the reference backend */
+    int n_vs_backend;
+    ck_tensor_result *vs_backend;
+    ck_verdict vs_backend_verdict;
+    int vs_backend_first;      /* first tensor outside tolerance, or -1 */
 } ck_result;
 
 void ck_result_free(ck_result *r);

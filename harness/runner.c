@@ -559,6 +559,45 @@ static void cast_stats(const ck_graph *g, ck_dtype low, const ck_record_entry *f
     }
 }
 
+ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
+                              ck_result *res, ck_error *err)
+{
+    ck_record ours, theirs;
+    memset(&ours, 0, sizeof ours);
+    memset(&theirs, 0, sizeof theirs);
+    ck_status st = ck_train(b, g, NULL, dtype, NULL, &ours, err);
+    if (st == CK_OK)
+        st = ck_train(ref, g, NULL, dtype, NULL, &theirs, err);
+    if (st == CK_OK)
+        st = compare_entries(g, &theirs, &ours, CK_F32, &res->vs_backend, &res->n_vs_backend,
+                             &res->vs_backend_first, &res->vs_backend_verdict, err);
+    if (st == CK_OK) {
+        double limit = dtype == CK_F16 ? 1e-2 : dtype == CK_BF16 ? 5e-2 : 1e-5;
+        res->vs_backend_verdict = CK_VERDICT_IDENTICAL;
+        res->vs_backend_first = -1;
+        for (int k = 0; k < res->n_vs_backend; k++) {
+            ck_tensor_result *t = &res->vs_backend[k];
+            t->rel_l2_limit = limit;
+            if (t->verdict != CK_VERDICT_IDENTICAL)
+                t->verdict = t->m.rel_l2 <= limit && t->m.max_ulp != UINT64_MAX
+                                 ? CK_VERDICT_CLOSE
+                                 : CK_VERDICT_MISMATCH;
+            if (t->verdict == CK_VERDICT_MISMATCH && res->vs_backend_first < 0)
+                res->vs_backend_first = k;
+            if (t->verdict > res->vs_backend_verdict)
+                res->vs_backend_verdict = t->verdict;
+        }
+        res->has_vs_backend = true;
+        snprintf(res->vs_backend_name, sizeof res->vs_backend_name, "%s", ref->name);
+        ck_result_judge(res);
+    }
+    ck_record_free(&ours);
+    ck_record_free(&theirs);
+    if (st != CK_OK)
+        ck_error_prefix(err, "%s: cross-backend check against %s", g->cs->path, ref->name);
+    return st;
+}
+
 ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *fp32,
                              const ck_record *lowrec, ck_result *res, ck_error *err)
 {
@@ -589,7 +628,8 @@ void ck_result_judge(ck_result *res)
     res->memory_expectation_met = res->memory_met == c->expect_memory_met;
     res->vs_fp32_expect_met = !res->has_vs_fp32 ||
                               ck_expectation_met(ck_case_expect_vs_fp32(c, res->dtype), res->vs_fp32_verdict);
-    res->pass = res->expect_met && res->memory_expectation_met && res->vs_fp32_expect_met;
+    res->pass = res->expect_met && res->memory_expectation_met && res->vs_fp32_expect_met &&
+                (!res->has_vs_backend || res->vs_backend_verdict != CK_VERDICT_MISMATCH);
 }
 
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,

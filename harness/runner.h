@@ -83,6 +83,14 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */
 bool ck_all_finite(ck_dtype dt, int64_t n, const void *data);
 
+/* The cross-backend check (--against): trains the plain configuration on `ref` too and
+ * compares b's plain run with it, tensor by tensor, by relative L2 error: at most 1e-5 in
+ * fp32 (reduction orders differ), 1e-2 in fp16, 5e-2 in bf16 (the precision.md rounding
+ * points are shared, the accumulation order is not). `ours` is b's plain record. Fills
+ * res->vs_backend*; a mismatch fails the case. */
+ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
+                              ck_result *res, ck_error *err);
+
 /* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
  * tolerance; mismatch: something outside). */
 bool ck_expectation_met(ck_expect e, ck_verdict v);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_strict.h"
+#include "json_build.h"
 #include "reports/report.h"
 
 const char *ck_pair_kind_name(ck_pair_kind k)
@@ -286,139 +286,87 @@ void ck_pair_describe(const ck_pair *p, const ck_tensorset *a, const ck_tensorse
 /* JSON                                                                                */
 /* ---------------------------------------------------------------------------------- */
 
-/* As in reports/report_json.c: the first failed allocation is remembered and every later
- * helper does nothing, so the layout reads as a list of fields. */
-typedef struct {
-    bool failed;
-} builder;
-
-static cJSON *attach(builder *b, cJSON *parent, const char *key, cJSON *item)
+static void add_shape(ck_json_builder *b, cJSON *parent, const char *key, const ck_shape *s)
 {
-    if (b->failed || !parent || !item ||
-        !(key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item))) {
-        cJSON_Delete(item);
-        b->failed = true;
-        return NULL;
-    }
-    return item;
-}
-
-static cJSON *add_object(builder *b, cJSON *parent, const char *key)
-{
-    return b->failed ? NULL : attach(b, parent, key, cJSON_CreateObject());
-}
-
-static cJSON *add_array(builder *b, cJSON *parent, const char *key)
-{
-    return b->failed ? NULL : attach(b, parent, key, cJSON_CreateArray());
-}
-
-static void add_string(builder *b, cJSON *parent, const char *key, const char *s)
-{
-    if (!b->failed)
-        attach(b, parent, key, s ? cJSON_CreateString(s) : cJSON_CreateNull());
-}
-
-static void add_raw(builder *b, cJSON *parent, const char *key, const char *text)
-{
-    if (!b->failed)
-        attach(b, parent, key, cJSON_CreateRaw(text));
-}
-
-static void add_int(builder *b, cJSON *parent, const char *key, int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    add_raw(b, parent, key, buf);
-}
-
-static void add_real(builder *b, cJSON *parent, const char *key, double v)
-{
-    char buf[48];
-    ck_json_real_text(v, buf, sizeof buf);
-    add_raw(b, parent, key, buf);
-}
-
-static void add_shape(builder *b, cJSON *parent, const char *key, const ck_shape *s)
-{
-    cJSON *arr = add_array(b, parent, key);
+    cJSON *arr = ck_json_add_array(b, parent, key);
     for (int d = 0; d < s->ndim && d < CK_MAX_DIMS; d++)
-        add_int(b, arr, NULL, s->dim[d]);
+        ck_json_add_int(b, arr, NULL, s->dim[d]);
 }
 
-static void add_side(builder *b, cJSON *root, const char *key, const char *path,
+static void add_side(ck_json_builder *b, cJSON *root, const char *key, const char *path,
                      const ck_tensorset *s)
 {
-    cJSON *o = add_object(b, root, key);
-    add_string(b, o, "path", path);
-    add_int(b, o, "tensors", s->n);
+    cJSON *o = ck_json_add_object(b, root, key);
+    ck_json_add_string(b, o, "path", path);
+    ck_json_add_int(b, o, "tensors", s->n);
 }
 
 cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
                           const ck_tensorset *ref, const ck_compare_meta *meta)
 {
-    builder b = {false};
+    ck_json_builder b = {false};
     cJSON *root = cJSON_CreateObject();
     if (!root)
         return NULL;
-    add_string(&b, root, "schema", CK_COMPARE_SCHEMA);
-    add_int(&b, root, "schema_version", CK_COMPARE_SCHEMA_VERSION);
-    cJSON *tool = add_object(&b, root, "tool");
-    add_string(&b, tool, "name", "ckpt-harness");
-    add_string(&b, tool, "version", meta && meta->tool_version ? meta->tool_version : "unknown");
+    ck_json_add_string(&b, root, "schema", CK_COMPARE_SCHEMA);
+    ck_json_add_int(&b, root, "schema_version", CK_COMPARE_SCHEMA_VERSION);
+    cJSON *tool = ck_json_add_object(&b, root, "tool");
+    ck_json_add_string(&b, tool, "name", "ckpt-harness");
+    ck_json_add_string(&b, tool, "version",
+                       meta && meta->tool_version ? meta->tool_version : "unknown");
     add_side(&b, root, "a", meta ? meta->path_a : NULL, a);
     add_side(&b, root, "ref", meta ? meta->path_ref : NULL, ref);
-    add_string(&b, root, "map", meta ? meta->map_path : NULL);
-    add_string(&b, root, "tolerances", meta ? meta->tol_path : NULL);
+    ck_json_add_string(&b, root, "map", meta ? meta->map_path : NULL);
+    ck_json_add_string(&b, root, "tolerances", meta ? meta->tol_path : NULL);
 
-    cJSON *tensors = add_array(&b, root, "tensors");
-    cJSON *problems = add_array(&b, root, "problems");
+    cJSON *tensors = ck_json_add_array(&b, root, "tensors");
+    cJSON *problems = ck_json_add_array(&b, root, "problems");
     for (int i = 0; i < c->n && !b.failed; i++) {
         const ck_pair *p = &c->p[i];
         const ck_named_tensor *ta = p->index_a >= 0 ? &a->t[p->index_a] : NULL;
         const ck_named_tensor *tr = p->index_ref >= 0 ? &ref->t[p->index_ref] : NULL;
-        cJSON *o = add_object(&b, p->kind == CK_PAIR_COMPARED ? tensors : problems, NULL);
+        cJSON *o = ck_json_add_object(&b, p->kind == CK_PAIR_COMPARED ? tensors : problems, NULL);
         if (p->kind != CK_PAIR_COMPARED)
-            add_string(&b, o, "kind", ck_pair_kind_name(p->kind));
-        add_string(&b, o, "name", p->name);
-        add_string(&b, o, "name_a", p->name_a);
-        add_string(&b, o, "file_a", ta ? a->file[p->index_a] : NULL);
-        add_string(&b, o, "file_ref", tr ? ref->file[p->index_ref] : NULL);
+            ck_json_add_string(&b, o, "kind", ck_pair_kind_name(p->kind));
+        ck_json_add_string(&b, o, "name", p->name);
+        ck_json_add_string(&b, o, "name_a", p->name_a);
+        ck_json_add_string(&b, o, "file_a", ta ? a->file[p->index_a] : NULL);
+        ck_json_add_string(&b, o, "file_ref", tr ? ref->file[p->index_ref] : NULL);
         if (p->kind == CK_PAIR_COMPARED) {
-            add_string(&b, o, "dtype", ck_file_dtype_name(tr->dtype));
+            ck_json_add_string(&b, o, "dtype", ck_file_dtype_name(tr->dtype));
             add_shape(&b, o, "shape", &tr->shape);
-            add_real(&b, o, "rtol", p->rtol);
-            add_real(&b, o, "atol", p->atol);
-            add_string(&b, o, "verdict", ck_verdict_name(p->verdict));
+            ck_json_add_real(&b, o, "rtol", p->rtol);
+            ck_json_add_real(&b, o, "atol", p->atol);
+            ck_json_add_string(&b, o, "verdict", ck_verdict_name(p->verdict));
             if (!b.failed)
-                attach(&b, o, "metrics", ck_report_metrics_json(&p->m, &tr->shape));
+                ck_json_attach(&b, o, "metrics", ck_report_metrics_json(&p->m, &tr->shape));
             continue;
         }
         if (ta) {
-            add_string(&b, o, "dtype_a", ck_file_dtype_name(ta->dtype));
+            ck_json_add_string(&b, o, "dtype_a", ck_file_dtype_name(ta->dtype));
             add_shape(&b, o, "shape_a", &ta->shape);
         }
         if (tr) {
-            add_string(&b, o, "dtype_ref", ck_file_dtype_name(tr->dtype));
+            ck_json_add_string(&b, o, "dtype_ref", ck_file_dtype_name(tr->dtype));
             add_shape(&b, o, "shape_ref", &tr->shape);
         }
     }
 
-    cJSON *sum = add_object(&b, root, "summary");
-    add_int(&b, sum, "compared", c->counts[0] + c->counts[1] + c->counts[2]);
-    add_int(&b, sum, "identical", c->counts[CK_VERDICT_IDENTICAL]);
-    add_int(&b, sum, "close", c->counts[CK_VERDICT_CLOSE]);
-    add_int(&b, sum, "mismatch", c->counts[CK_VERDICT_MISMATCH]);
+    cJSON *sum = ck_json_add_object(&b, root, "summary");
+    ck_json_add_int(&b, sum, "compared", c->counts[0] + c->counts[1] + c->counts[2]);
+    ck_json_add_int(&b, sum, "identical", c->counts[CK_VERDICT_IDENTICAL]);
+    ck_json_add_int(&b, sum, "close", c->counts[CK_VERDICT_CLOSE]);
+    ck_json_add_int(&b, sum, "mismatch", c->counts[CK_VERDICT_MISMATCH]);
     for (int k = CK_PAIR_MISSING; k <= CK_PAIR_DTYPE; k++)
-        add_int(&b, sum, ck_pair_kind_name((ck_pair_kind)k), c->n_problems[k]);
-    add_string(&b, root, "verdict", ck_verdict_name(c->verdict));
-    add_string(&b, root, "status", c->pass ? "pass" : "fail");
-    cJSON *fl = add_array(&b, root, "failures");
+        ck_json_add_int(&b, sum, ck_pair_kind_name((ck_pair_kind)k), c->n_problems[k]);
+    ck_json_add_string(&b, root, "verdict", ck_verdict_name(c->verdict));
+    ck_json_add_string(&b, root, "status", c->pass ? "pass" : "fail");
+    cJSON *fl = ck_json_add_array(&b, root, "failures");
     for (int i = 0; i < c->n && !b.failed; i++) {
         char line[1024];
         ck_pair_describe(&c->p[i], a, ref, line, sizeof line);
         if (line[0])
-            add_string(&b, fl, NULL, line);
+            ck_json_add_string(&b, fl, NULL, line);
     }
     if (b.failed) {
         cJSON_Delete(root);

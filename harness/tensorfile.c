@@ -360,6 +360,24 @@ void ck_unmap_file(void *p, size_t len)
         munmap(p, len);
 }
 
+ck_status ck_tensorset_load_mapped(const char *path, ck_tensorset_parse_fn parse,
+                                   ck_tensorset *out, ck_error *err)
+{
+    void *p;
+    size_t len;
+    ck_tensorset_init(out);
+    ck_status st = ck_map_file(path, &p, &len, err);
+    if (st != CK_OK)
+        return st;
+    if ((st = parse(p, len, path, out, err)) != CK_OK) {
+        ck_unmap_file(p, len);
+        return st;
+    }
+    if ((st = ck_tensorset_keep(out, p, len, true, err)) != CK_OK)
+        ck_tensorset_free(out);
+    return st;
+}
+
 ck_status ck_atomic_open(ck_atomic_file *af, const char *path, ck_error *err)
 {
     memset(af, 0, sizeof *af);

@@ -132,6 +132,14 @@ ck_status ck_tensorset_merge(ck_tensorset *dst, ck_tensorset *src, ck_error *err
 ck_status ck_map_file(const char *path, void **p, size_t *len, ck_error *err);
 void ck_unmap_file(void *p, size_t len);
 
+/* A parser of a whole file of one format into out (ck_safetensors_parse, ck_npz_parse). */
+typedef ck_status (*ck_tensorset_parse_fn)(const void *buf, size_t len, const char *path,
+                                           ck_tensorset *out, ck_error *err);
+/* Maps path, parses it with parse and hands the mapping to out, whose tensors may point
+ * into it. On failure the mapping is released and out holds nothing. */
+ck_status ck_tensorset_load_mapped(const char *path, ck_tensorset_parse_fn parse,
+                                   ck_tensorset *out, ck_error *err);
+
 /* An atomic file write: data goes to `<path>.tmp.<pid>` in the same directory, which is
  * flushed, fsync'd and renamed over path on commit, so a reader sees the old file or the
  * new one, never half of one. abort (or a failed commit) removes the temporary file. */

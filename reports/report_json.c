@@ -6,117 +6,19 @@
  * reasons: integers (bytes, counts, seeds, ULP distances) must stay exact above 2^53,
  * where a double cannot hold them, and doubles must round-trip and be spelled the same
  * way on every run. Non-finite doubles, which cJSON would print as null, become the
- * strings "NaN", "Infinity" and "-Infinity".
+ * strings "NaN", "Infinity" and "-Infinity". The builder (harness/json_build.h) is shared
+ * with the compare report.
  */
 #include "report.h"
 
 #include "harness/bisect.h"
+#include "harness/json_build.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---------------------------------------------------------------------------------- */
-/* Building the tree                                                                   */
-/* ---------------------------------------------------------------------------------- */
-
-/* The builder remembers the first failed allocation so that the code that lays out the
- * report reads as a list of fields instead of a ladder of checks; every helper does
- * nothing once it has failed, and the caller checks once at the end. */
-typedef struct {
-    bool failed;
-} builder;
-
-/* Attaches item under key (object parent) or at the end (array parent, key NULL). */
-static cJSON *attach(builder *b, cJSON *parent, const char *key, cJSON *item)
-{
-    if (b->failed || !parent || !item)
-        goto fail;
-    if (!(key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item)))
-        goto fail;
-    return item;
-fail:
-    cJSON_Delete(item);
-    b->failed = true;
-    return NULL;
-}
-
-static cJSON *add_object(builder *b, cJSON *parent, const char *key)
-{
-    return b->failed ? NULL : attach(b, parent, key, cJSON_CreateObject());
-}
-
-static cJSON *add_array(builder *b, cJSON *parent, const char *key)
-{
-    return b->failed ? NULL : attach(b, parent, key, cJSON_CreateArray());
-}
-
-/* A NULL string is written as null (e.g. a case without a description). */
-static void add_string(builder *b, cJSON *parent, const char *key, const char *s)
-{
-    if (!b->failed)
-        attach(b, parent, key, s ? cJSON_CreateString(s) : cJSON_CreateNull());
-}
-
-static void add_bool(builder *b, cJSON *parent, const char *key, bool v)
-{
-    if (!b->failed)
-        attach(b, parent, key, cJSON_CreateBool(v));
-}
-
-static void add_null(builder *b, cJSON *parent, const char *key)
-{
-    if (!b->failed)
-        attach(b, parent, key, cJSON_CreateNull());
-}
-
-static void add_raw(builder *b, cJSON *parent, const char *key, const char *text)
-{
-    if (!b->failed)
-        attach(b, parent, key, cJSON_CreateRaw(text));
-}
-
-/* Integers as decimal text: still a JSON number, and exact at any magnitude. */
-static void add_int(builder *b, cJSON *parent, const char *key, int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRId64, v);
-    add_raw(b, parent, key, buf);
-}
-
-static void add_uint(builder *b, cJSON *parent, const char *key, uint64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof buf, "%" PRIu64, v);
-    add_raw(b, parent, key, buf);
-}
-
-/* The one way a double enters the report. Finite: the shortest of %.15g/%.16g/%.17g that
- * reads back to the same double (%.17g always does), so 0.1 stays "0.1" and every value
- * round-trips; -0.0 is written "-0". Non-finite: the strings "NaN", "Infinity",
- * "-Infinity". */
-static void add_real(builder *b, cJSON *parent, const char *key, double v)
-{
-    if (isnan(v)) {
-        add_string(b, parent, key, "NaN");
-        return;
-    }
-    if (isinf(v)) {
-        add_string(b, parent, key, v > 0 ? "Infinity" : "-Infinity");
-        return;
-    }
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    add_raw(b, parent, key, buf);
-}
 
 /* ---------------------------------------------------------------------------------- */
 /* Report sections                                                                     */
@@ -141,400 +43,459 @@ static const char *ckpt_spec_name(ck_ckpt_kind k)
     return "?";
 }
 
-static void add_case(builder *b, cJSON *root, const ck_result *r, const ck_report_meta *meta)
+static void add_case(ck_json_builder *b, cJSON *root, const ck_result *r,
+                     const ck_report_meta *meta)
 {
     const ck_case *cs = r->cs;
-    cJSON *c = add_object(b, root, "case");
-    add_string(b, c, "name", cs ? cs->name : NULL);
-    add_string(b, c, "file", meta && meta->case_path ? meta->case_path : cs ? cs->path : NULL);
-    add_string(b, c, "description", cs ? cs->description : NULL);
+    cJSON *c = ck_json_add_object(b, root, "case");
+    ck_json_add_string(b, c, "name", cs ? cs->name : NULL);
+    ck_json_add_string(b, c, "file",
+                       meta && meta->case_path ? meta->case_path : cs ? cs->path : NULL);
+    ck_json_add_string(b, c, "description", cs ? cs->description : NULL);
 }
 
-static void add_segments(builder *b, cJSON *ckpt, const ck_result *r)
+static void add_segments(ck_json_builder *b, cJSON *ckpt, const ck_result *r)
 {
-    cJSON *segs = add_array(b, ckpt, "segments");
+    cJSON *segs = ck_json_add_array(b, ckpt, "segments");
     for (int s = 0; s < r->n_segments && r->segments; s++) {
-        cJSON *seg = add_object(b, segs, NULL);
-        add_int(b, seg, "index", s);
-        add_int(b, seg, "first", r->segments[s].first);
-        add_int(b, seg, "last", r->segments[s].last);
-        cJSON *layers = add_array(b, seg, "layers");
+        cJSON *seg = ck_json_add_object(b, segs, NULL);
+        ck_json_add_int(b, seg, "index", s);
+        ck_json_add_int(b, seg, "first", r->segments[s].first);
+        ck_json_add_int(b, seg, "last", r->segments[s].last);
+        cJSON *layers = ck_json_add_array(b, seg, "layers");
         for (int l = r->segments[s].first; l <= r->segments[s].last; l++)
-            add_string(b, layers, NULL, layer_name(r, l));
+            ck_json_add_string(b, layers, NULL, layer_name(r, l));
     }
 }
 
-static void add_config(builder *b, cJSON *root, const ck_result *r)
+static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     const ck_case *cs = r->cs;
-    cJSON *cfg = add_object(b, root, "config");
+    cJSON *cfg = ck_json_add_object(b, root, "config");
     if (!cs) {
         /* Without a case there is no configuration to state, only the resolved plan. */
-        cJSON *ckpt = add_object(b, cfg, "checkpoint");
-        add_null(b, ckpt, "spec");
+        cJSON *ckpt = ck_json_add_object(b, cfg, "checkpoint");
+        ck_json_add_null(b, ckpt, "spec");
         add_segments(b, ckpt, r);
         return;
     }
-    add_uint(b, cfg, "seed", cs->seed);
-    add_int(b, cfg, "steps", cs->steps);
+    ck_json_add_uint(b, cfg, "seed", cs->seed);
+    ck_json_add_int(b, cfg, "steps", cs->steps);
 
-    cJSON *opt = add_object(b, cfg, "optimizer");
-    add_string(b, opt, "kind", ck_optimizer_kind_name(cs->optimizer.kind));
-    add_real(b, opt, "lr", cs->optimizer.lr);
-    add_real(b, opt, "momentum", cs->optimizer.momentum);
-    add_real(b, opt, "beta1", cs->optimizer.beta1);
-    add_real(b, opt, "beta2", cs->optimizer.beta2);
-    add_real(b, opt, "eps", cs->optimizer.eps);
-    add_real(b, opt, "weight_decay", cs->optimizer.weight_decay);
+    cJSON *opt = ck_json_add_object(b, cfg, "optimizer");
+    ck_json_add_string(b, opt, "kind", ck_optimizer_kind_name(cs->optimizer.kind));
+    ck_json_add_real(b, opt, "lr", cs->optimizer.lr);
+    ck_json_add_real(b, opt, "momentum", cs->optimizer.momentum);
+    ck_json_add_real(b, opt, "beta1", cs->optimizer.beta1);
+    ck_json_add_real(b, opt, "beta2", cs->optimizer.beta2);
+    ck_json_add_real(b, opt, "eps", cs->optimizer.eps);
+    ck_json_add_real(b, opt, "weight_decay", cs->optimizer.weight_decay);
 
-    add_string(b, cfg, "loss", ck_loss_kind_name(cs->loss));
+    ck_json_add_string(b, cfg, "loss", ck_loss_kind_name(cs->loss));
 
-    cJSON *pol = add_object(b, cfg, "policies");
-    add_string(b, pol, "rng", ck_rng_policy_name(cs->rng));
-    add_string(b, pol, "batchnorm_recompute", ck_bn_policy_name(cs->bn));
+    cJSON *pol = ck_json_add_object(b, cfg, "policies");
+    ck_json_add_string(b, pol, "rng", ck_rng_policy_name(cs->rng));
+    ck_json_add_string(b, pol, "batchnorm_recompute", ck_bn_policy_name(cs->bn));
 
-    cJSON *tol = add_object(b, cfg, "tolerance");
-    add_real(b, tol, "rtol", cs->rtol);
-    add_real(b, tol, "atol", cs->atol);
+    cJSON *tol = ck_json_add_object(b, cfg, "tolerance");
+    ck_json_add_real(b, tol, "rtol", cs->rtol);
+    ck_json_add_real(b, tol, "atol", cs->atol);
 
-    cJSON *ckpt = add_object(b, cfg, "checkpoint");
-    add_string(b, ckpt, "spec", ckpt_spec_name(cs->ckpt_kind));
+    cJSON *ckpt = ck_json_add_object(b, cfg, "checkpoint");
+    ck_json_add_string(b, ckpt, "spec", ckpt_spec_name(cs->ckpt_kind));
     if (cs->ckpt_kind == CK_CKPT_EVERY)
-        add_int(b, ckpt, "every", cs->ckpt_every);
+        ck_json_add_int(b, ckpt, "every", cs->ckpt_every);
     add_segments(b, ckpt, r);
 
     if (cs->has_min_memory_saving)
-        add_real(b, cfg, "min_memory_saving", cs->min_memory_saving);
+        ck_json_add_real(b, cfg, "min_memory_saving", cs->min_memory_saving);
     else
-        add_null(b, cfg, "min_memory_saving");
-    add_string(b, cfg, "expect", ck_expect_name(ck_case_expect(cs, r->dtype)));
-    add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
+        ck_json_add_null(b, cfg, "min_memory_saving");
+    ck_json_add_string(b, cfg, "expect", ck_expect_name(ck_case_expect(cs, r->dtype)));
+    ck_json_add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
 }
 
-static void add_run(builder *b, cJSON *runs, const char *key, const ck_run_summary *run,
+static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_run_summary *run,
                     const ck_report_meta *meta)
 {
-    cJSON *o = add_object(b, runs, key);
-    cJSON *losses = add_array(b, o, "losses");
+    cJSON *o = ck_json_add_object(b, runs, key);
+    cJSON *losses = ck_json_add_array(b, o, "losses");
     for (int i = 0; i < run->steps && run->losses; i++)
-        add_real(b, losses, NULL, run->losses[i]);
-    add_int(b, o, "peak_activation_bytes", run->peak_activation_bytes);
-    add_int(b, o, "recomputed_layers", run->recomputed_layers);
+        ck_json_add_real(b, losses, NULL, run->losses[i]);
+    ck_json_add_int(b, o, "peak_activation_bytes", run->peak_activation_bytes);
+    ck_json_add_int(b, o, "recomputed_layers", run->recomputed_layers);
     if (meta && meta->include_wall_time)
-        add_real(b, o, "wall_time_s", run->wall_time_s);
+        ck_json_add_real(b, o, "wall_time_s", run->wall_time_s);
 }
 
-static void add_memory(builder *b, cJSON *root, const ck_result *r)
+static void add_memory(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
-    cJSON *mem = add_object(b, root, "memory");
-    add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
-    add_int(b, mem, "checkpointed_peak_bytes", r->ckpt.peak_activation_bytes);
-    add_real(b, mem, "saving", r->memory_saving);
+    cJSON *mem = ck_json_add_object(b, root, "memory");
+    ck_json_add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
+    ck_json_add_int(b, mem, "checkpointed_peak_bytes", r->ckpt.peak_activation_bytes);
+    ck_json_add_real(b, mem, "saving", r->memory_saving);
     if (r->cs && r->cs->has_min_memory_saving)
-        add_real(b, mem, "min_saving", r->cs->min_memory_saving);
+        ck_json_add_real(b, mem, "min_saving", r->cs->min_memory_saving);
     else
-        add_null(b, mem, "min_saving");
-    add_bool(b, mem, "met", r->memory_met);
+        ck_json_add_null(b, mem, "min_saving");
+    ck_json_add_bool(b, mem, "met", r->memory_met);
     if (!r->memory_met) {
         char msg[CK_REPORT_LINE_MAX];
         ck_report_memory_message(r, msg, sizeof msg);
-        add_string(b, mem, "message", msg);
+        ck_json_add_string(b, mem, "message", msg);
     }
 }
 
-static void add_metrics(builder *b, cJSON *t, const ck_metrics *m, const ck_shape *shape)
+static void add_metrics(ck_json_builder *b, cJSON *t, const ck_metrics *m, const ck_shape *shape)
 {
-    cJSON *mo = add_object(b, t, "metrics");
-    add_bool(b, mo, "bitwise", m->bitwise);
-    add_real(b, mo, "max_abs", m->max_abs);
-    add_real(b, mo, "max_rel", m->max_rel);
-    add_real(b, mo, "rel_l2", m->rel_l2);
-    add_uint(b, mo, "max_ulp", m->max_ulp);
-    add_int(b, mo, "n_outside", m->n_outside);
-    add_int(b, mo, "numel", m->numel);
+    cJSON *mo = ck_json_add_object(b, t, "metrics");
+    ck_json_add_bool(b, mo, "bitwise", m->bitwise);
+    ck_json_add_real(b, mo, "max_abs", m->max_abs);
+    ck_json_add_real(b, mo, "max_rel", m->max_rel);
+    ck_json_add_real(b, mo, "rel_l2", m->rel_l2);
+    ck_json_add_uint(b, mo, "max_ulp", m->max_ulp);
+    ck_json_add_int(b, mo, "n_outside", m->n_outside);
+    ck_json_add_int(b, mo, "numel", m->numel);
     if (m->first_bad >= 0 && m->first_bad < m->numel && shape->ndim >= 0 &&
         shape->ndim <= CK_MAX_DIMS) {
         int64_t idx[CK_MAX_DIMS];
         ck_shape_unflatten(shape, m->first_bad, idx);
-        cJSON *fb = add_array(b, mo, "first_bad_index");
+        cJSON *fb = ck_json_add_array(b, mo, "first_bad_index");
         for (int d = 0; d < shape->ndim; d++)
-            add_int(b, fb, NULL, idx[d]);
+            ck_json_add_int(b, fb, NULL, idx[d]);
     } else {
-        add_null(b, mo, "first_bad_index");
+        ck_json_add_null(b, mo, "first_bad_index");
     }
-    cJSON *nan = add_object(b, mo, "nan");
-    add_int(b, nan, "a", m->nan_a);
-    add_int(b, nan, "ref", m->nan_ref);
-    cJSON *inf = add_object(b, mo, "inf");
-    add_int(b, inf, "a", m->inf_a);
-    add_int(b, inf, "ref", m->inf_ref);
+    cJSON *nan = ck_json_add_object(b, mo, "nan");
+    ck_json_add_int(b, nan, "a", m->nan_a);
+    ck_json_add_int(b, nan, "ref", m->nan_ref);
+    cJSON *inf = ck_json_add_object(b, mo, "inf");
+    ck_json_add_int(b, inf, "a", m->inf_a);
+    ck_json_add_int(b, inf, "ref", m->inf_ref);
 }
 
-static void add_tensors(builder *b, cJSON *root, const ck_result *r)
+static void add_tensors(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
-    cJSON *arr = add_array(b, root, "tensors");
+    cJSON *arr = ck_json_add_array(b, root, "tensors");
     for (int i = 0; i < r->n_tensors && r->tensors; i++) {
         const ck_tensor_result *tr = &r->tensors[i];
-        cJSON *t = add_object(b, arr, NULL);
-        add_string(b, t, "name", tr->name);
-        add_string(b, t, "kind", ck_tensor_kind_name(tr->kind));
-        add_int(b, t, "step", tr->step);
-        add_string(b, t, "dtype", ck_dtype_name(tr->dtype));
-        cJSON *shape = add_array(b, t, "shape");
+        cJSON *t = ck_json_add_object(b, arr, NULL);
+        ck_json_add_string(b, t, "name", tr->name);
+        ck_json_add_string(b, t, "kind", ck_tensor_kind_name(tr->kind));
+        ck_json_add_int(b, t, "step", tr->step);
+        ck_json_add_string(b, t, "dtype", ck_dtype_name(tr->dtype));
+        cJSON *shape = ck_json_add_array(b, t, "shape");
         for (int d = 0; d < tr->shape.ndim && d < CK_MAX_DIMS; d++)
-            add_int(b, shape, NULL, tr->shape.dim[d]);
-        add_string(b, t, "verdict", ck_verdict_name(tr->verdict));
+            ck_json_add_int(b, shape, NULL, tr->shape.dim[d]);
+        ck_json_add_string(b, t, "verdict", ck_verdict_name(tr->verdict));
         add_metrics(b, t, &tr->m, &tr->shape);
     }
 }
 
-static void add_outcome(builder *b, cJSON *root, const ck_result *r)
+static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     if (r->first_divergence >= 0 && r->first_divergence < r->n_tensors && r->tensors) {
         const ck_tensor_result *tr = &r->tensors[r->first_divergence];
-        cJSON *fd = add_object(b, root, "first_divergence");
-        add_int(b, fd, "tensor_index", r->first_divergence);
-        add_int(b, fd, "step", tr->step);
-        add_string(b, fd, "name", tr->name);
-        add_string(b, fd, "kind", ck_tensor_kind_name(tr->kind));
-        add_string(b, fd, "verdict", ck_verdict_name(tr->verdict));
+        cJSON *fd = ck_json_add_object(b, root, "first_divergence");
+        ck_json_add_int(b, fd, "tensor_index", r->first_divergence);
+        ck_json_add_int(b, fd, "step", tr->step);
+        ck_json_add_string(b, fd, "name", tr->name);
+        ck_json_add_string(b, fd, "kind", ck_tensor_kind_name(tr->kind));
+        ck_json_add_string(b, fd, "verdict", ck_verdict_name(tr->verdict));
     } else {
-        add_null(b, root, "first_divergence");
+        ck_json_add_null(b, root, "first_divergence");
     }
 
     int counts[3] = {0, 0, 0};
     for (int i = 0; i < r->n_tensors && r->tensors; i++)
         if ((unsigned)r->tensors[i].verdict < 3)
             counts[r->tensors[i].verdict]++;
-    cJSON *sum = add_object(b, root, "summary");
-    add_int(b, sum, "tensors", r->n_tensors);
-    add_int(b, sum, "identical", counts[CK_VERDICT_IDENTICAL]);
-    add_int(b, sum, "close", counts[CK_VERDICT_CLOSE]);
-    add_int(b, sum, "mismatch", counts[CK_VERDICT_MISMATCH]);
+    cJSON *sum = ck_json_add_object(b, root, "summary");
+    ck_json_add_int(b, sum, "tensors", r->n_tensors);
+    ck_json_add_int(b, sum, "identical", counts[CK_VERDICT_IDENTICAL]);
+    ck_json_add_int(b, sum, "close", counts[CK_VERDICT_CLOSE]);
+    ck_json_add_int(b, sum, "mismatch", counts[CK_VERDICT_MISMATCH]);
 
-    add_string(b, root, "verdict", ck_verdict_name(r->verdict));
-    add_bool(b, root, "expect_met", r->expect_met);
-    add_bool(b, root, "memory_met", r->memory_met);
-    add_bool(b, root, "memory_expectation_met", r->memory_expectation_met);
-    add_string(b, root, "status", r->pass ? "pass" : "fail");
+    ck_json_add_string(b, root, "verdict", ck_verdict_name(r->verdict));
+    ck_json_add_bool(b, root, "expect_met", r->expect_met);
+    ck_json_add_bool(b, root, "memory_met", r->memory_met);
+    ck_json_add_bool(b, root, "memory_expectation_met", r->memory_expectation_met);
+    ck_json_add_string(b, root, "status", r->pass ? "pass" : "fail");
 
     char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
     int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
-    cJSON *fl = add_array(b, root, "failures");
+    cJSON *fl = ck_json_add_array(b, root, "failures");
     for (int i = 0; i < nf; i++)
-        add_string(b, fl, NULL, lines[i]);
+        ck_json_add_string(b, fl, NULL, lines[i]);
 }
 
-static void add_finding(builder *b, cJSON *parent, const char *key, const ck_result *r,
+static void add_finding(ck_json_builder *b, cJSON *parent, const char *key, const ck_result *r,
                         const ck_layer_finding *f)
 {
     if (f->layer < 0) {
-        add_null(b, parent, key);
+        ck_json_add_null(b, parent, key);
         return;
     }
-    cJSON *o = add_object(b, parent, key);
-    add_string(b, o, "layer", layer_name(r, f->layer));
-    add_int(b, o, "step", f->step);
-    add_string(b, o, "verdict", ck_verdict_name(f->verdict));
-    add_real(b, o, "max_abs", f->m.max_abs);
-    add_int(b, o, "n_outside", f->m.n_outside);
-    add_int(b, o, "numel", f->m.numel);
+    cJSON *o = ck_json_add_object(b, parent, key);
+    ck_json_add_string(b, o, "layer", layer_name(r, f->layer));
+    ck_json_add_int(b, o, "step", f->step);
+    ck_json_add_string(b, o, "verdict", ck_verdict_name(f->verdict));
+    ck_json_add_real(b, o, "max_abs", f->m.max_abs);
+    ck_json_add_int(b, o, "n_outside", f->m.n_outside);
+    ck_json_add_int(b, o, "numel", f->m.numel);
 }
 
 /* The `bisect` section: noise floor, segment search, layer localisation, causes. */
-static void add_bisect(builder *b, cJSON *root, const ck_result *r)
+static void add_bisect(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     const ck_bisect_result *br = r->bisect;
     if (!br)
         return;
-    cJSON *bs = add_object(b, root, "bisect");
-    cJSON *nf = add_object(b, bs, "noise_floor");
-    add_bool(b, nf, "measured", br->noise_floor_measured);
+    cJSON *bs = ck_json_add_object(b, root, "bisect");
+    cJSON *nf = ck_json_add_object(b, bs, "noise_floor");
+    ck_json_add_bool(b, nf, "measured", br->noise_floor_measured);
     if (br->noise_floor_measured) {
-        add_string(b, nf, "verdict", ck_verdict_name(br->floor_verdict));
-        add_bool(b, nf, "within_noise_floor", br->within_noise_floor);
+        ck_json_add_string(b, nf, "verdict", ck_verdict_name(br->floor_verdict));
+        ck_json_add_bool(b, nf, "within_noise_floor", br->within_noise_floor);
         add_finding(b, nf, "nondeterministic_layer", r, &br->nondet);
         if (br->nondet.layer >= 0)
-            add_string(b, nf, "nondeterministic_in", br->nondet_in_backward ? "backward" : "forward");
-        cJSON *diff = add_array(b, nf, "differing_tensors");
+            ck_json_add_string(b, nf, "nondeterministic_in",
+                               br->nondet_in_backward ? "backward" : "forward");
+        cJSON *diff = ck_json_add_array(b, nf, "differing_tensors");
         for (int k = 0; k < br->n_floor; k++) {
             const ck_tensor_result *t = &br->floor[k];
             if (t->verdict == CK_VERDICT_IDENTICAL)
                 continue;
-            cJSON *o = add_object(b, diff, NULL);
-            add_string(b, o, "name", t->name);
-            add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
-            add_int(b, o, "step", t->step);
-            add_string(b, o, "verdict", ck_verdict_name(t->verdict));
-            add_real(b, o, "max_abs", t->m.max_abs);
+            cJSON *o = ck_json_add_object(b, diff, NULL);
+            ck_json_add_string(b, o, "name", t->name);
+            ck_json_add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
+            ck_json_add_int(b, o, "step", t->step);
+            ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
+            ck_json_add_real(b, o, "max_abs", t->m.max_abs);
         }
     }
-    cJSON *ss = add_object(b, bs, "segment_search");
-    add_bool(b, ss, "searched", br->searched);
-    add_int(b, ss, "runs", br->search_runs);
-    cJSON *cul = add_array(b, ss, "culprit_segments");
+    cJSON *ss = ck_json_add_object(b, bs, "segment_search");
+    ck_json_add_bool(b, ss, "searched", br->searched);
+    ck_json_add_int(b, ss, "runs", br->search_runs);
+    cJSON *cul = ck_json_add_array(b, ss, "culprit_segments");
     for (int s = 0; br->searched && s < br->n_segments && s < r->n_segments; s++) {
         if (!br->culprit[s])
             continue;
-        cJSON *o = add_object(b, cul, NULL);
-        add_int(b, o, "index", s);
-        add_string(b, o, "first", layer_name(r, r->segments[s].first));
-        add_string(b, o, "last", layer_name(r, r->segments[s].last));
+        cJSON *o = ck_json_add_object(b, cul, NULL);
+        ck_json_add_int(b, o, "index", s);
+        ck_json_add_string(b, o, "first", layer_name(r, r->segments[s].first));
+        ck_json_add_string(b, o, "last", layer_name(r, r->segments[s].last));
     }
     if (br->step >= 0)
-        add_int(b, bs, "step", br->step);
+        ck_json_add_int(b, bs, "step", br->step);
     else
-        add_null(b, bs, "step");
+        ck_json_add_null(b, bs, "step");
     add_finding(b, bs, "forward", r, &br->forward);
     add_finding(b, bs, "backward", r, &br->backward);
     if (br->state_layer >= 0) {
-        cJSON *st = add_object(b, bs, "state");
-        add_string(b, st, "layer", layer_name(r, br->state_layer));
-        add_string(b, st, "buffer", br->state_buffer);
-        add_real(b, st, "max_abs", br->state_m.max_abs);
+        cJSON *st = ck_json_add_object(b, bs, "state");
+        ck_json_add_string(b, st, "layer", layer_name(r, br->state_layer));
+        ck_json_add_string(b, st, "buffer", br->state_buffer);
+        ck_json_add_real(b, st, "max_abs", br->state_m.max_abs);
         if (br->nbt_orig >= 0)
-            add_int(b, st, "num_batches_tracked_original", br->nbt_orig);
+            ck_json_add_int(b, st, "num_batches_tracked_original", br->nbt_orig);
         if (br->nbt_recomp >= 0)
-            add_int(b, st, "num_batches_tracked_recomputed", br->nbt_recomp);
+            ck_json_add_int(b, st, "num_batches_tracked_recomputed", br->nbt_recomp);
     } else {
-        add_null(b, bs, "state");
+        ck_json_add_null(b, bs, "state");
     }
     if (br->rng.layer >= 0) {
-        cJSON *rg = add_object(b, bs, "rng");
-        add_string(b, rg, "layer", layer_name(r, br->rng.layer));
-        add_int(b, rg, "differing_draws", br->rng.rng_differs);
-        add_int(b, rg, "numel", br->rng.m.numel);
+        cJSON *rg = ck_json_add_object(b, bs, "rng");
+        ck_json_add_string(b, rg, "layer", layer_name(r, br->rng.layer));
+        ck_json_add_int(b, rg, "differing_draws", br->rng.rng_differs);
+        ck_json_add_int(b, rg, "numel", br->rng.m.numel);
     } else {
-        add_null(b, bs, "rng");
+        ck_json_add_null(b, bs, "rng");
     }
-    cJSON *causes = add_array(b, bs, "causes");
+    cJSON *causes = ck_json_add_array(b, bs, "causes");
     for (int i = 0; i < br->n_causes; i++)
-        add_string(b, causes, NULL, br->causes[i]);
+        ck_json_add_string(b, causes, NULL, br->causes[i]);
 }
 
 /* The `precision` section: loss scaling per step for both runs, the autocast policy, and the
  * low-precision plain run judged against the fp32 plain run. */
-static void add_scales(builder *b, cJSON *parent, const char *key, const ck_run_summary *run)
+static void add_scales(ck_json_builder *b, cJSON *parent, const char *key,
+                       const ck_run_summary *run)
 {
-    cJSON *arr = add_array(b, parent, key);
+    cJSON *arr = ck_json_add_array(b, parent, key);
     for (int s = 0; run->scales && s < run->steps; s++) {
-        cJSON *o = add_object(b, arr, NULL);
-        add_real(b, o, "scale", run->scales[s].scale);
-        add_bool(b, o, "skipped", run->scales[s].skipped);
+        cJSON *o = ck_json_add_object(b, arr, NULL);
+        ck_json_add_real(b, o, "scale", run->scales[s].scale);
+        ck_json_add_bool(b, o, "skipped", run->scales[s].skipped);
     }
 }
 
-static void add_precision(builder *b, cJSON *root, const ck_result *r)
+static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     const ck_case *c = r->cs;
-    cJSON *pr = add_object(b, root, "precision");
-    add_string(b, pr, "dtype", ck_dtype_name(r->dtype));
-    add_string(b, pr, "master_dtype", r->dtype == CK_F64 ? "fp64" : "fp32");
-    add_string(b, pr, "autocast_recompute", ck_autocast_name(c->autocast));
-    cJSON *ls = add_object(b, pr, "loss_scale");
-    add_string(b, ls, "kind", ck_loss_scale_name(c->loss_scale));
+    cJSON *pr = ck_json_add_object(b, root, "precision");
+    ck_json_add_string(b, pr, "dtype", ck_dtype_name(r->dtype));
+    ck_json_add_string(b, pr, "master_dtype", r->dtype == CK_F64 ? "fp64" : "fp32");
+    ck_json_add_string(b, pr, "autocast_recompute", ck_autocast_name(c->autocast));
+    cJSON *ls = ck_json_add_object(b, pr, "loss_scale");
+    ck_json_add_string(b, ls, "kind", ck_loss_scale_name(c->loss_scale));
     if (c->loss_scale != CK_SCALE_NONE)
-        add_real(b, ls, "initial", c->loss_scale_value);
+        ck_json_add_real(b, ls, "initial", c->loss_scale_value);
     if (c->loss_scale == CK_SCALE_DYNAMIC)
-        add_int(b, ls, "growth_interval", c->growth_interval);
+        ck_json_add_int(b, ls, "growth_interval", c->growth_interval);
     add_scales(b, ls, "plain", &r->plain);
     add_scales(b, ls, "checkpointed", &r->ckpt);
-    cJSON *rd = add_object(b, pr, "recompute_dtype");
-    add_int(b, rd, "recomputations_in_other_dtype", r->ckpt.recomputed_other_dtype);
+    cJSON *rd = ck_json_add_object(b, pr, "recompute_dtype");
+    ck_json_add_int(b, rd, "recomputations_in_other_dtype", r->ckpt.recomputed_other_dtype);
     if (r->ckpt.first_other_dtype_layer >= 0) {
-        add_string(b, rd, "first_layer", layer_name(r, r->ckpt.first_other_dtype_layer));
-        add_string(b, rd, "original", ck_dtype_name(r->dtype));
-        add_string(b, rd, "recomputed", "fp32");
+        ck_json_add_string(b, rd, "first_layer", layer_name(r, r->ckpt.first_other_dtype_layer));
+        ck_json_add_string(b, rd, "original", ck_dtype_name(r->dtype));
+        ck_json_add_string(b, rd, "recomputed", "fp32");
     }
-    add_int(b, ls, "mismatches", r->scale_mismatches);
+    ck_json_add_int(b, ls, "mismatches", r->scale_mismatches);
     if (r->first_scale_mismatch >= 0)
-        add_int(b, ls, "first_mismatch_step", r->first_scale_mismatch);
+        ck_json_add_int(b, ls, "first_mismatch_step", r->first_scale_mismatch);
     else
-        add_null(b, ls, "first_mismatch_step");
+        ck_json_add_null(b, ls, "first_mismatch_step");
     if (!r->has_vs_fp32) {
-        add_null(b, pr, "vs_fp32");
+        ck_json_add_null(b, pr, "vs_fp32");
         return;
     }
-    cJSON *vs = add_object(b, pr, "vs_fp32");
-    add_string(b, vs, "verdict", ck_verdict_name(r->vs_fp32_verdict));
-    add_string(b, vs, "expect", ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)));
-    add_bool(b, vs, "expect_met", r->vs_fp32_expect_met);
+    cJSON *vs = ck_json_add_object(b, pr, "vs_fp32");
+    ck_json_add_string(b, vs, "verdict", ck_verdict_name(r->vs_fp32_verdict));
+    ck_json_add_string(b, vs, "expect", ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)));
+    ck_json_add_bool(b, vs, "expect_met", r->vs_fp32_expect_met);
     if (r->vs_fp32_first >= 0)
-        add_string(b, vs, "first_mismatch", r->vs_fp32[r->vs_fp32_first].name);
+        ck_json_add_string(b, vs, "first_mismatch", r->vs_fp32[r->vs_fp32_first].name);
     else
-        add_null(b, vs, "first_mismatch");
-    cJSON *arr = add_array(b, vs, "tensors");
+        ck_json_add_null(b, vs, "first_mismatch");
+    cJSON *arr = ck_json_add_array(b, vs, "tensors");
     for (int k = 0; k < r->n_vs_fp32; k++) {
         const ck_tensor_result *t = &r->vs_fp32[k];
-        cJSON *o = add_object(b, arr, NULL);
-        add_string(b, o, "name", t->name);
-        add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
-        add_int(b, o, "step", t->step);
-        add_real(b, o, "rtol", t->rtol);
-        add_real(b, o, "atol", t->atol);
+        cJSON *o = ck_json_add_object(b, arr, NULL);
+        ck_json_add_string(b, o, "name", t->name);
+        ck_json_add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
+        ck_json_add_int(b, o, "step", t->step);
+        ck_json_add_real(b, o, "rtol", t->rtol);
+        ck_json_add_real(b, o, "atol", t->atol);
         if (t->rel_l2_limit >= 0.0)
-            add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
-        add_string(b, o, "verdict", ck_verdict_name(t->verdict));
+            ck_json_add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
+        ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
         add_metrics(b, o, &t->m, &t->shape);
         if (t->cast_overflow >= 0) {
-            cJSON *cs = add_object(b, o, "cast");
-            add_int(b, cs, "overflow", t->cast_overflow);
-            add_int(b, cs, "flushed_to_zero", t->cast_flushed);
-            add_int(b, cs, "subnormal", t->cast_subnormal);
+            cJSON *cs = ck_json_add_object(b, o, "cast");
+            ck_json_add_int(b, cs, "overflow", t->cast_overflow);
+            ck_json_add_int(b, cs, "flushed_to_zero", t->cast_flushed);
+            ck_json_add_int(b, cs, "subnormal", t->cast_subnormal);
         }
     }
 }
 
+/* backend.algo_policy and backend.algorithms: what ran per layer and pass (CUDA). */
+static void add_backend_algorithms(ck_json_builder *b, cJSON *backend, const ck_result *r)
+{
+    if (!r->algo_policy[0])
+        return;
+    ck_json_add_string(b, backend, "algo_policy", r->algo_policy);
+    cJSON *arr = ck_json_add_array(b, backend, "algorithms");
+    for (int i = 0; i < r->n_algos; i++) {
+        const ck_algo_record *a = &r->algos[i];
+        cJSON *o = ck_json_add_object(b, arr, NULL);
+        ck_json_add_string(b, o, "layer", a->layer);
+        ck_json_add_string(b, o, "op", a->op);
+        ck_json_add_string(b, o, "pass", a->pass);
+        ck_json_add_string(b, o, "dtype", a->dtype);
+        ck_json_add_string(b, o, "engine", a->engine);
+        ck_json_add_int(b, o, "algo", a->algo);
+        ck_json_add_bool(b, o, "deterministic", a->deterministic);
+        ck_json_add_string(b, o, "math", a->math);
+        ck_json_add_int(b, o, "workspace_bytes", a->workspace_bytes);
+        if (a->time_ms >= 0)
+            ck_json_add_real(b, o, "time_ms", a->time_ms);
+        ck_json_add_string(b, o, "chosen_by", a->chosen_by);
+        ck_json_add_int(b, o, "calls", a->calls);
+        ck_json_add_bool(b, o, "changed", a->changed);
+    }
+}
+
+/* The `cross_backend` section of --against. */
+static void add_cross_backend(ck_json_builder *b, cJSON *root, const ck_result *r)
+{
+    if (!r->has_vs_backend)
+        return;
+    cJSON *cb = ck_json_add_object(b, root, "cross_backend");
+    ck_json_add_string(b, cb, "reference", r->vs_backend_name);
+    ck_json_add_string(b, cb, "verdict", ck_verdict_name(r->vs_backend_verdict));
+    if (r->vs_backend_first >= 0)
+        ck_json_add_string(b, cb, "first_mismatch", r->vs_backend[r->vs_backend_first].name);
+    else
+        ck_json_add_null(b, cb, "first_mismatch");
+    cJSON *arr = ck_json_add_array(b, cb, "tensors");
+    for (int k = 0; k < r->n_vs_backend; k++) {
+        const ck_tensor_result *t = &r->vs_backend[k];
+        cJSON *o = ck_json_add_object(b, arr, NULL);
+        ck_json_add_string(b, o, "name", t->name);
+        ck_json_add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
+        ck_json_add_int(b, o, "step", t->step);
+        ck_json_add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
+        ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
+        add_metrics(b, o, &t->m, &t->shape);
+    }
+}
+
 /* The `recompute_check` section of --verify-recompute: every recomputed layer output. */
-static void add_recompute_check(builder *b, cJSON *root, const ck_result *r)
+static void add_recompute_check(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     if (!r->verified_recompute)
         return;
-    cJSON *rc = add_object(b, root, "recompute_check");
-    add_int(b, rc, "checked", r->n_recompute_checks);
-    add_int(b, rc, "differing", r->recompute_mismatches);
-    cJSON *arr = add_array(b, rc, "layers");
+    cJSON *rc = ck_json_add_object(b, root, "recompute_check");
+    ck_json_add_int(b, rc, "checked", r->n_recompute_checks);
+    ck_json_add_int(b, rc, "differing", r->recompute_mismatches);
+    cJSON *arr = ck_json_add_array(b, rc, "layers");
     for (int k = 0; k < r->n_recompute_checks; k++) {
         const ck_recompute_check *c = &r->recompute_checks[k];
-        cJSON *o = add_object(b, arr, NULL);
-        add_string(b, o, "layer", layer_name(r, c->layer));
-        add_int(b, o, "step", c->step);
-        add_string(b, o, "original_dtype", ck_dtype_name(c->orig_dtype));
-        add_string(b, o, "recomputed_dtype", ck_dtype_name(c->recomp_dtype));
-        add_string(b, o, "verdict", ck_verdict_name(c->verdict));
-        add_real(b, o, "max_abs", c->m.max_abs);
-        add_int(b, o, "n_outside", c->m.n_outside);
+        cJSON *o = ck_json_add_object(b, arr, NULL);
+        ck_json_add_string(b, o, "layer", layer_name(r, c->layer));
+        ck_json_add_int(b, o, "step", c->step);
+        ck_json_add_string(b, o, "original_dtype", ck_dtype_name(c->orig_dtype));
+        ck_json_add_string(b, o, "recomputed_dtype", ck_dtype_name(c->recomp_dtype));
+        ck_json_add_string(b, o, "verdict", ck_verdict_name(c->verdict));
+        ck_json_add_real(b, o, "max_abs", c->m.max_abs);
+        ck_json_add_int(b, o, "n_outside", c->m.n_outside);
         if (c->rng_differs >= 0)
-            add_int(b, o, "differing_draws", c->rng_differs);
+            ck_json_add_int(b, o, "differing_draws", c->rng_differs);
     }
 }
 
 cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
 {
-    builder b = {false};
+    ck_json_builder b = {false};
     cJSON *root = cJSON_CreateObject();
     if (!root)
         return NULL;
 
-    add_string(&b, root, "schema", CK_REPORT_SCHEMA);
-    add_int(&b, root, "schema_version", CK_REPORT_SCHEMA_VERSION);
-    cJSON *tool = add_object(&b, root, "tool");
-    add_string(&b, tool, "name", "ckpt-harness");
-    add_string(&b, tool, "version", meta && meta->tool_version ? meta->tool_version : "unknown");
+    ck_json_add_string(&b, root, "schema", CK_REPORT_SCHEMA);
+    ck_json_add_int(&b, root, "schema_version", CK_REPORT_SCHEMA_VERSION);
+    cJSON *tool = ck_json_add_object(&b, root, "tool");
+    ck_json_add_string(&b, tool, "name", "ckpt-harness");
+    ck_json_add_string(&b, tool, "version",
+                       meta && meta->tool_version ? meta->tool_version : "unknown");
     add_case(&b, root, r, meta);
-    cJSON *backend = add_object(&b, root, "backend");
-    add_string(&b, backend, "name", r->backend);
-    add_string(&b, backend, "device", r->backend_device);
-    add_string(&b, backend, "versions", r->backend_versions);
-    add_string(&b, root, "dtype", ck_dtype_name(r->dtype));
+    cJSON *backend = ck_json_add_object(&b, root, "backend");
+    ck_json_add_string(&b, backend, "name", r->backend);
+    ck_json_add_string(&b, backend, "device", r->backend_device);
+    ck_json_add_string(&b, backend, "versions", r->backend_versions);
+    add_backend_algorithms(&b, backend, r);
+    ck_json_add_string(&b, root, "dtype", ck_dtype_name(r->dtype));
     add_config(&b, root, r);
-    cJSON *runs = add_object(&b, root, "runs");
+    cJSON *runs = ck_json_add_object(&b, root, "runs");
     add_run(&b, runs, "plain", &r->plain, meta);
     add_run(&b, runs, "checkpointed", &r->ckpt, meta);
     add_memory(&b, root, r);
     add_tensors(&b, root, r);
     add_outcome(&b, root, r);
     add_precision(&b, root, r);
+    add_cross_backend(&b, root, r);
     add_bisect(&b, root, r);
     add_recompute_check(&b, root, r);
 
@@ -547,7 +508,7 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
 
 cJSON *ck_report_metrics_json(const ck_metrics *m, const ck_shape *shape)
 {
-    builder b = {false};
+    ck_json_builder b = {false};
     cJSON *holder = cJSON_CreateObject();
     if (!holder)
         return NULL;

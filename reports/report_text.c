@@ -274,6 +274,15 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
                  r->plain.scales[s].scale, r->plain.scales[s].skipped ? " (skipped)" : "",
                  r->ckpt.scales[s].scale, r->ckpt.scales[s].skipped ? " (skipped)" : "");
     }
+    if (r->has_vs_backend && r->vs_backend_verdict == CK_VERDICT_MISMATCH && count < max_lines) {
+        const ck_tensor_result *t =
+            r->vs_backend_first >= 0 ? &r->vs_backend[r->vs_backend_first] : NULL;
+        snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                 "vs %s: the %s backend's plain run differs from the %s backend's beyond the "
+                 "bound%s%s%s",
+                 r->vs_backend_name, r->backend, r->vs_backend_name, t ? "; first: " : "",
+                 t ? t->name : "", t ? " (relative L2)" : "");
+    }
     if (r->has_vs_fp32 && !r->vs_fp32_expect_met && count < max_lines) {
         if (r->vs_fp32_first >= 0 && r->vs_fp32[r->vs_fp32_first].rel_l2_limit >= 0.0) {
             const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
@@ -426,10 +435,42 @@ static void print_precision(FILE *f, const ck_result *r)
     fprintf(f, "\n");
 }
 
+/* CUDA: the algorithm policy and any nondeterministic algorithm that ran; --against. */
+static void print_backend(FILE *f, const ck_result *r)
+{
+    if (r->algo_policy[0]) {
+        int nondet = 0;
+        const ck_algo_record *first = NULL;
+        for (int i = 0; i < r->n_algos; i++)
+            if (!r->algos[i].deterministic && nondet++ == 0)
+                first = &r->algos[i];
+        fprintf(f, "algorithms (%s): %d layer passes recorded, %d nondeterministic", r->algo_policy,
+                r->n_algos, nondet);
+        if (first)
+            fprintf(f, " (first: %s %s %s)", first->layer, first->pass, first->engine);
+        fprintf(f, "\n");
+    }
+    if (r->has_vs_backend) {
+        int outside = 0;
+        for (int k = 0; k < r->n_vs_backend; k++)
+            outside += r->vs_backend[k].verdict == CK_VERDICT_MISMATCH;
+        fprintf(f, "vs %s: %s | %d of %d tensors beyond their relative L2 bound",
+                r->vs_backend_name, ck_verdict_name(r->vs_backend_verdict), outside,
+                r->n_vs_backend);
+        if (r->vs_backend_first >= 0) {
+            const ck_tensor_result *t = &r->vs_backend[r->vs_backend_first];
+            fprintf(f, "; first: step %d %s %s (rel_l2 %.3g > %g)", t->step,
+                    ck_tensor_kind_name(t->kind), t->name, t->m.rel_l2, t->rel_l2_limit);
+        }
+        fprintf(f, "\n");
+    }
+}
+
 void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows)
 {
     const ck_tensor_result **order = NULL;
     print_header(f, r);
+    print_backend(f, r);
     print_precision(f, r);
 
     int rows = max_rows < 0 || max_rows > r->n_tensors ? r->n_tensors : max_rows;

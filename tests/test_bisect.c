@@ -12,37 +12,9 @@
 
 #include "backends/backend.h"
 #include "harness/bisect.h"
+#include "test_util.h"
 
-typedef struct {
-    ck_case cs;
-    ck_graph g;
-} built_case;
-
-static void build_text(built_case *bc, const char *json)
-{
-    ck_error err;
-    ck_assert_msg(ck_case_parse(json, strlen(json), "inline.json", &bc->cs, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
-}
-
-static void build_file(built_case *bc, const char *name)
-{
-    const char *root = getenv("CK_ROOT") ? getenv("CK_ROOT") : ".";
-    char path[1024];
-    snprintf(path, sizeof path, "%s/cases/%s", root, name);
-    ck_error err;
-    ck_assert_msg(ck_case_load(path, &bc->cs, &err) == CK_OK, "%s", err.msg);
-    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
-}
-
-static void free_built(built_case *bc)
-{
-    ck_graph_free(&bc->g);
-    ck_case_free(&bc->cs);
-}
-
-static void run_and_bisect(ck_backend *b, built_case *bc, ck_result *r)
+static void run_and_bisect(ck_backend *b, tu_built_case *bc, ck_result *r)
 {
     ck_error err;
     ck_assert_msg(ck_run_case(b, &bc->g, CK_F32, r, &err) == CK_OK, "%s", err.msg);
@@ -51,7 +23,7 @@ static void run_and_bisect(ck_backend *b, built_case *bc, ck_result *r)
     ck_assert(r->bisect != NULL);
 }
 
-static const char *name_of(const built_case *bc, int layer)
+static const char *name_of(const tu_built_case *bc, int layer)
 {
     return layer >= 0 ? bc->g.nodes[layer].spec->name : "(none)";
 }
@@ -76,11 +48,9 @@ static void dump_causes(const ck_bisect_result *br)
 
 START_TEST(dropout_canary_is_bisected_to_the_dropout_and_its_mask)
 {
-    ck_backend *b;
-    ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
-    built_case bc;
-    build_file(&bc, "canary_dropout_stateful.json");
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_dropout_stateful.json");
     ck_result r;
     run_and_bisect(b, &bc, &r);
     const ck_bisect_result *br = r.bisect;
@@ -98,18 +68,16 @@ START_TEST(dropout_canary_is_bisected_to_the_dropout_and_its_mask)
         dump_causes(br);
     ck_assert(has_cause(br, want, "rng policy `stateful`"));
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
 
 START_TEST(batchnorm_canary_is_bisected_to_the_running_statistics)
 {
-    ck_backend *b;
-    ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
-    built_case bc;
-    build_file(&bc, "canary_bn_update.json");
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_bn_update.json");
     ck_result r;
     run_and_bisect(b, &bc, &r);
     const ck_bisect_result *br = r.bisect;
@@ -127,18 +95,16 @@ START_TEST(batchnorm_canary_is_bisected_to_the_running_statistics)
         dump_causes(br);
     ck_assert(has_cause(br, want, "num_batches_tracked 2 vs 1"));
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
 
 START_TEST(identical_case_has_nothing_to_explain)
 {
-    ck_backend *b;
-    ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
-    built_case bc;
-    build_file(&bc, "unet3d_bn.json");
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_file(&bc, "unet3d_bn.json");
     ck_result r;
     run_and_bisect(b, &bc, &r);
     ck_assert_int_eq(r.bisect->step, -1);
@@ -146,7 +112,7 @@ START_TEST(identical_case_has_nothing_to_explain)
     ck_assert_int_eq(r.bisect->n_causes, 0);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
@@ -168,11 +134,9 @@ static const char *four_segments =
 
 START_TEST(segment_search_finds_the_one_segment_at_fault)
 {
-    ck_backend *b;
-    ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
-    built_case bc;
-    build_text(&bc, four_segments);
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, four_segments);
     ck_result r;
     run_and_bisect(b, &bc, &r);
     /* the gradients of layers in segments 0, 1 and 2 all mismatch ... */
@@ -200,7 +164,7 @@ START_TEST(segment_search_finds_the_one_segment_at_fault)
     ck_assert_int_ge(br->search_runs, 3); /* narrowing, minimisation, confirmation */
     ck_assert_str_eq(name_of(&bc, br->forward.layer), "d2");
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
@@ -273,8 +237,8 @@ static const char *three_way_add =
 START_TEST(noise_floor_explains_the_whole_difference)
 {
     ck_backend *b = flaky_backend();
-    built_case bc;
-    build_text(&bc, three_way_add);
+    tu_built_case bc;
+    tu_build_text(&bc, three_way_add);
     ck_result r;
     ck_error err;
     ck_assert_msg(ck_run_case(b, &bc.g, CK_F32, &r, &err) == CK_OK, "%s", err.msg);
@@ -293,7 +257,7 @@ START_TEST(noise_floor_explains_the_whole_difference)
     ck_assert(r.verdict == CK_VERDICT_CLOSE);
     ck_assert(r.pass);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
@@ -314,15 +278,14 @@ static const char *noise_at_output =
 
 START_TEST(verify_recompute_catches_a_difference_gradients_miss)
 {
-    ck_backend *b;
+    ck_backend *b = tu_cpu_backend();
     ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
     const char *policies[] = {"stateful", "counter"};
     for (int k = 0; k < 2; k++) {
         char text[1024];
         snprintf(text, sizeof text, noise_at_output, policies[k]);
-        built_case bc;
-        build_text(&bc, text);
+        tu_built_case bc;
+        tu_build_text(&bc, text);
         ck_result r;
         ck_assert(ck_run_case(b, &bc.g, CK_F32, &r, &err) == CK_OK);
         ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "%s: gradients differ", policies[k]);
@@ -341,7 +304,7 @@ START_TEST(verify_recompute_catches_a_difference_gradients_miss)
             ck_assert(r.pass);
         }
         ck_result_free(&r);
-        free_built(&bc);
+        tu_free_built(&bc);
     }
     b->destroy(b);
 }

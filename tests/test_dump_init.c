@@ -13,6 +13,7 @@
 #include "harness/dump.h"
 #include "harness/runner.h"
 #include "reports/report.h"
+#include "test_util.h"
 
 static const char *case_text =
     "{\"name\": \"small\", \"seed\": 5, \"input\": {\"shape\": [4, 2, 8, 8]}, \"layers\": ["
@@ -23,18 +24,15 @@ static const char *case_text =
     "\"train\": {\"steps\": 2, \"optimizer\": \"adam\", \"lr\": 0.01}, \"expect\": \"identical\"}";
 
 typedef struct {
-    ck_case cs;
-    ck_graph g;
+    tu_built_case bc;
     ck_backend *b;
     char dir[256];
 } fixture;
 
 static void setup(fixture *f)
 {
-    ck_error err;
-    ck_assert(ck_case_parse(case_text, strlen(case_text), "small.json", &f->cs, &err) == CK_OK);
-    ck_assert(ck_graph_build(&f->cs, &f->g, &err) == CK_OK);
-    ck_assert(ck_backend_cpu_create(&f->b, &err) == CK_OK);
+    tu_build_named(&f->bc, case_text, "small.json");
+    f->b = tu_cpu_backend();
     snprintf(f->dir, sizeof f->dir, "/tmp/ck_dump_test_%d", (int)getpid());
 }
 
@@ -44,15 +42,14 @@ static void teardown(fixture *f)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     ck_assert_int_eq(system(cmd), 0);
     f->b->destroy(f->b);
-    ck_graph_free(&f->g);
-    ck_case_free(&f->cs);
+    tu_free_built(&f->bc);
 }
 
 static char *report_text(fixture *f, const ck_case_run_opts *opts)
 {
     ck_result r;
     ck_error err;
-    ck_assert_msg(ck_run_case_ex(f->b, &f->g, CK_F32, opts, &r, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_run_case_ex(f->b, &f->bc.g, CK_F32, opts, &r, &err) == CK_OK, "%s", err.msg);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_report_meta meta = {.tool_version = "t", .case_path = "x", .include_wall_time = false};
     char *s = ck_report_json_string(&r, &meta);
@@ -68,7 +65,7 @@ START_TEST(dump_reads_back_bit_for_bit)
     free(report_text(&f, &opts));
     ck_record rec;
     ck_error err;
-    ck_assert(ck_train(f.b, &f.g, NULL, CK_F32, NULL, &rec, &err) == CK_OK);
+    ck_assert(ck_train(f.b, &f.bc.g, NULL, CK_F32, NULL, &rec, &err) == CK_OK);
     int checked = 0;
     for (int k = 0; k < rec.n; k++) {
         const ck_record_entry *e = &rec.e[k];
@@ -108,8 +105,8 @@ START_TEST(init_from_dumped_weights_reproduces_the_run)
     char *seeded = report_text(&f, &opts);
     char path[512];
     snprintf(path, sizeof path, "%s/plain/init/weights.safetensors", f.dir);
-    f.cs.init_from = strdup(path);
-    f.cs.seed = 5; /* data and dropout still follow the seed: only the weights come from the file */
+    f.bc.cs.init_from = strdup(path);
+    f.bc.cs.seed = 5; /* data and dropout still follow the seed: only the weights come from the file */
     char *loaded = report_text(&f, NULL);
     ck_assert_str_eq(seeded, loaded);
     free(seeded);
@@ -122,8 +119,8 @@ END_TEST
 static void expect_init_error(fixture *f, const char *drop, const char *reshape, bool add_extra,
                               const char *want1, const char *want2)
 {
-    free(f->cs.init_from);
-    f->cs.init_from = NULL;
+    free(f->bc.cs.init_from);
+    f->bc.cs.init_from = NULL;
     ck_case_run_opts opts = {.dump_dir = f->dir};
     free(report_text(f, &opts));
     char src[512], dst[512];
@@ -150,10 +147,10 @@ static void expect_init_error(fixture *f, const char *drop, const char *reshape,
                                      .shape = {.ndim = 1, .dim = {2}}, .data = extra};
     ck_assert_msg(ck_dump_tensors(dst, n, out, &err) == CK_OK, "%s", err.msg);
     ck_tensorset_free(&set);
-    free(f->cs.init_from);
-    f->cs.init_from = strdup(dst);
+    free(f->bc.cs.init_from);
+    f->bc.cs.init_from = strdup(dst);
     ck_result r;
-    ck_status st = ck_run_case(f->b, &f->g, CK_F32, &r, &err);
+    ck_status st = ck_run_case(f->b, &f->bc.g, CK_F32, &r, &err);
     ck_assert_int_eq(st, CK_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "edited.safetensors") && strstr(err.msg, want1) &&
                       strstr(err.msg, want2),

@@ -14,53 +14,16 @@
 #include "harness/plan.h"
 #include "harness/runner.h"
 #include "reports/report.h"
+#include "test_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * Helpers
  * --------------------------------------------------------------------------------------- */
 
-static const char *root(void)
+static void run(tu_built_case *bc, ck_result *res)
 {
-    const char *r = getenv("CK_ROOT");
-    return r ? r : ".";
-}
-
-typedef struct {
-    ck_case cs;
-    ck_graph g;
-} built_case;
-
-static void build_text(built_case *bc, const char *json)
-{
+    ck_backend *b = tu_cpu_backend();
     ck_error err;
-    ck_status st = ck_case_parse(json, strlen(json), "inline.json", &bc->cs, &err);
-    ck_assert_msg(st == CK_OK, "parse: %s", err.msg);
-    st = ck_graph_build(&bc->cs, &bc->g, &err);
-    ck_assert_msg(st == CK_OK, "graph: %s", err.msg);
-}
-
-static void build_file(built_case *bc, const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/cases/%s", root(), name);
-    ck_error err;
-    ck_status st = ck_case_load(path, &bc->cs, &err);
-    ck_assert_msg(st == CK_OK, "load %s: %s", path, err.msg);
-    st = ck_graph_build(&bc->cs, &bc->g, &err);
-    ck_assert_msg(st == CK_OK, "graph %s: %s", path, err.msg);
-}
-
-static void free_built(built_case *bc)
-{
-    ck_graph_free(&bc->g);
-    ck_case_free(&bc->cs);
-}
-
-static void run(built_case *bc, ck_result *res)
-{
-    ck_backend *b;
-    ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
     ck_status st = ck_run_case(b, &bc->g, CK_F32, res, &err);
     ck_assert_msg(st == CK_OK, "%s: %s", bc->cs.name, err.msg);
     b->destroy(b);
@@ -103,8 +66,8 @@ static const char *skip_case =
 
 START_TEST(plan_keeps_outputs_that_cross_a_segment_boundary)
 {
-    built_case bc;
-    build_text(&bc, skip_case);
+    tu_built_case bc;
+    tu_build_text(&bc, skip_case);
     ck_plan p;
     ck_error err;
     ck_assert_msg(ck_plan_build(&bc.g, &p, &err) == CK_OK, "%s", err.msg);
@@ -127,7 +90,7 @@ START_TEST(plan_keeps_outputs_that_cross_a_segment_boundary)
                   ck_verdict_name(r.verdict));
     ck_assert_int_eq(r.ckpt.recomputed_layers, 5);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
@@ -151,8 +114,8 @@ START_TEST(plan_every_and_sqrt_split_evenly)
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         snprintf(text, sizeof text, fmt, rows[r].ckpt);
-        built_case bc;
-        build_text(&bc, text);
+        tu_built_case bc;
+        tu_build_text(&bc, text);
         ck_plan p;
         ck_error err;
         ck_assert_msg(ck_plan_build(&bc.g, &p, &err) == CK_OK, "%s: %s", rows[r].desc, err.msg);
@@ -163,7 +126,7 @@ START_TEST(plan_every_and_sqrt_split_evenly)
                           "%s: segment %d is [%d, %d]", rows[r].desc, s, p.segments[s].first,
                           p.segments[s].last);
         ck_plan_free(&p);
-        free_built(&bc);
+        tu_free_built(&bc);
     }
 }
 END_TEST
@@ -188,8 +151,8 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
         "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r1\", \"op\": \"relu\"},"
         "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 2}],"
         "\"checkpoint\": {\"segments\": [[\"l0\", \"l1\"]]}}";
-    built_case bc;
-    build_text(&bc, text);
+    tu_built_case bc;
+    tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
     ck_assert_int_eq(r.plain.peak_activation_bytes, 1536);
@@ -198,7 +161,7 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
     ck_assert_int_eq(r.plain.recomputed_layers, 0);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
@@ -209,7 +172,7 @@ END_TEST
 static int list_cases(char names[][256], int max)
 {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/cases", root());
+    snprintf(dir, sizeof dir, "%s/cases", tu_root());
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "cannot open %s", dir);
     int n = 0;
@@ -230,8 +193,8 @@ START_TEST(every_shipped_case_meets_its_expectation)
     ck_assert_int_ge(n, 8);
     int non_canary = 0;
     for (int i = 0; i < n; i++) {
-        built_case bc;
-        build_file(&bc, names[i]);
+        tu_built_case bc;
+        tu_build_file(&bc, names[i]);
         ck_result r;
         run(&bc, &r);
         ck_assert_msg(r.pass, "%s: did not meet its expectation (verdict %s, saving %.3f)",
@@ -243,7 +206,7 @@ START_TEST(every_shipped_case_meets_its_expectation)
             ck_assert_msg(r.ckpt.recomputed_layers > 0, "%s: nothing was recomputed", names[i]);
         }
         ck_result_free(&r);
-        free_built(&bc);
+        tu_free_built(&bc);
     }
     ck_assert_int_ge(non_canary, 5);
 }
@@ -251,8 +214,8 @@ END_TEST
 
 START_TEST(unet_checkpointing_lowers_measured_peak)
 {
-    built_case bc;
-    build_file(&bc, "unet3d_bn.json");
+    tu_built_case bc;
+    tu_build_file(&bc, "unet3d_bn.json");
     ck_result r;
     run(&bc, &r);
     ck_assert_int_gt(r.plain.peak_activation_bytes, 0);
@@ -262,14 +225,14 @@ START_TEST(unet_checkpointing_lowers_measured_peak)
     ck_assert(r.memory_met);
     ck_assert(r.memory_saving >= bc.cs.min_memory_saving);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
 START_TEST(dropout_canary_is_caught_in_the_gradients_before_the_dropout)
 {
-    built_case bc;
-    build_file(&bc, "canary_dropout_stateful.json");
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_dropout_stateful.json");
     ck_assert(bc.cs.rng == CK_RNG_STATEFUL);
     ck_result r;
     run(&bc, &r);
@@ -299,7 +262,7 @@ START_TEST(dropout_canary_is_caught_in_the_gradients_before_the_dropout)
     ck_assert_msg(li >= 0 && li <= limit, "first divergence %s is not upstream of a dropout",
                   fd->name);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
@@ -307,23 +270,23 @@ START_TEST(dropout_under_stash_and_counter_is_identical)
 {
     ck_rng_policy policies[] = {CK_RNG_STASH, CK_RNG_COUNTER};
     for (int k = 0; k < 2; k++) {
-        built_case bc;
-        build_file(&bc, "canary_dropout_stateful.json");
+        tu_built_case bc;
+        tu_build_file(&bc, "canary_dropout_stateful.json");
         bc.cs.rng = policies[k];
         ck_result r;
         run(&bc, &r);
         ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "rng %s: verdict %s",
                       ck_rng_policy_name(policies[k]), ck_verdict_name(r.verdict));
         ck_result_free(&r);
-        free_built(&bc);
+        tu_free_built(&bc);
     }
 }
 END_TEST
 
 START_TEST(batchnorm_canary_shows_in_running_stats_not_gradients)
 {
-    built_case bc;
-    build_file(&bc, "canary_bn_update.json");
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_bn_update.json");
     ck_assert(bc.cs.bn == CK_BN_UPDATE);
     ck_result r;
     run(&bc, &r);
@@ -350,27 +313,27 @@ START_TEST(batchnorm_canary_shows_in_running_stats_not_gradients)
     const ck_tensor_result *t = find_tensor(&r, nbt, CK_KIND_BUFFER, 0);
     ck_assert_msg(t && t->verdict == CK_VERDICT_MISMATCH, "%s not flagged", nbt);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
 START_TEST(batchnorm_under_skip_is_identical)
 {
-    built_case bc;
-    build_file(&bc, "canary_bn_update.json");
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_bn_update.json");
     bc.cs.bn = CK_BN_SKIP;
     ck_result r;
     run(&bc, &r);
     ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "verdict %s", ck_verdict_name(r.verdict));
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
 START_TEST(no_saving_canary_fails_on_memory_alone)
 {
-    built_case bc;
-    build_file(&bc, "canary_no_saving.json");
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_no_saving.json");
     ck_result r;
     run(&bc, &r);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
@@ -381,14 +344,14 @@ START_TEST(no_saving_canary_fails_on_memory_alone)
     ck_report_memory_message(&r, msg, sizeof msg);
     ck_assert_msg(strstr(msg, "requires at least") != NULL, "memory message: %s", msg);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
 START_TEST(same_case_twice_gives_byte_identical_reports)
 {
-    built_case bc;
-    build_file(&bc, "unet3d_bn.json");
+    tu_built_case bc;
+    tu_build_file(&bc, "unet3d_bn.json");
     ck_result r1, r2;
     run(&bc, &r1);
     run(&bc, &r2);
@@ -401,7 +364,7 @@ START_TEST(same_case_twice_gives_byte_identical_reports)
     free(b);
     ck_result_free(&r1);
     ck_result_free(&r2);
-    free_built(&bc);
+    tu_free_built(&bc);
 }
 END_TEST
 
@@ -409,15 +372,14 @@ START_TEST(gradcheck_passes_for_every_shipped_case)
 {
     char names[64][256];
     int n = list_cases(names, 64);
-    ck_backend *b;
+    ck_backend *b = tu_cpu_backend();
     ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
     ck_gradcheck_opts o;
     ck_gradcheck_opts_default(&o);
     o.max_samples = 16;
     for (int i = 0; i < n; i++) {
-        built_case bc;
-        build_file(&bc, names[i]);
+        tu_built_case bc;
+        tu_build_file(&bc, names[i]);
         ck_gradcheck_entry *e = NULL;
         int ne = 0;
         ck_status st = ck_gradcheck_case(b, &bc.g, &o, &e, &ne, &err);
@@ -436,7 +398,7 @@ START_TEST(gradcheck_passes_for_every_shipped_case)
                 ck_assert_msg(res.e[k].failed == 0, "%s: layer %s: %s max rel %.3g", names[i],
                               bc.g.nodes[l].spec->name, res.e[k].name, res.e[k].max_rel_err);
         }
-        free_built(&bc);
+        tu_free_built(&bc);
     }
     b->destroy(b);
 }

@@ -15,16 +15,7 @@
 #include <string.h>
 
 #include "harness/half.h"
-
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* ck_assert_msg records its location on every call (a write to Check's channel): in
- * loops over millions of values only a failure may reach Check */
-#define REQUIRE(cond, ...)                                                                 \
-    do {                                                                                   \
-        if (!(cond))                                                                       \
-            ck_abort_msg(__VA_ARGS__);                                                     \
-    } while (0)
+#include "test_util.h"
 
 static uint32_t f32_bits(float f)
 {

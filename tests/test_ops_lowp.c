@@ -44,58 +44,10 @@
 #include "backends/backend.h"
 #include "harness/half.h"
 #include "harness/rng.h"
-
-#define SHAPE(...)                                                                         \
-    {                                                                                      \
-        .ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                 \
-        .dim = {__VA_ARGS__}                                                               \
-    }
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* ck_assert_msg records its location on every call: element loops only call Check on a
- * failure */
-#define REQUIRE(cond, ...)                                                                 \
-    do {                                                                                   \
-        if (!(cond))                                                                       \
-            ck_abort_msg(__VA_ARGS__);                                                     \
-    } while (0)
-
-static ck_backend *cpu;
-
-static void setup(void)
-{
-    ck_error err = {{0}};
-    ck_assert_msg(ck_backend_cpu_create(&cpu, &err) == CK_OK, "cpu backend: %s", err.msg);
-}
-
-static void teardown(void)
-{
-    cpu->destroy(cpu);
-    cpu = NULL;
-}
+#include "test_util.h"
 
 // ----------------------------------------------------------------------------
 // tensors and the low formats
-
-static ck_tensor *tensor_new(const char *name, ck_dtype dt, ck_shape shape)
-{
-    ck_tensor *t = calloc(1, sizeof *t);
-    ck_assert_ptr_nonnull(t);
-    t->name = name;
-    t->dtype = dt;
-    t->shape = shape;
-    t->data = calloc((size_t)(ck_shape_numel(&shape) ? ck_shape_numel(&shape) : 1),
-                     ck_dtype_size(dt));
-    ck_assert_ptr_nonnull(t->data);
-    return t;
-}
-
-static void tensor_free(ck_tensor *t)
-{
-    if (t)
-        free(t->data);
-    free(t);
-}
 
 static int64_t numel(const ck_tensor *t) { return ck_shape_numel(&t->shape); }
 
@@ -104,34 +56,17 @@ static uint16_t low_bits(double v, ck_dtype dt)
     return dt == CK_F16 ? ck_f64_to_f16(v) : ck_f64_to_bf16(v);
 }
 
-static double tget(const ck_tensor *t, int64_t i)
-{
-    switch (t->dtype) {
-    case CK_F32: return ((const float *)t->data)[i];
-    case CK_F64: return ((const double *)t->data)[i];
-    case CK_F16: return ck_f16_to_f32(((const uint16_t *)t->data)[i]);
-    case CK_BF16: return ck_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    default: ck_abort_msg("tget: dtype %s", ck_dtype_name(t->dtype)); return 0.0;
-    }
-}
-
 /* v must be representable in t's dtype (every value here is) */
-static void tset(ck_tensor *t, int64_t i, double v)
+static void tset_exact(ck_tensor *t, int64_t i, double v)
 {
-    switch (t->dtype) {
-    case CK_F32: ((float *)t->data)[i] = (float)v; break;
-    case CK_F64: ((double *)t->data)[i] = v; break;
-    case CK_F16:
-    case CK_BF16: ((uint16_t *)t->data)[i] = low_bits(v, t->dtype); break;
-    default: ck_abort_msg("tset: dtype %s", ck_dtype_name(t->dtype));
-    }
-    REQUIRE(tget(t, i) == v, "tset: %a is not representable in %s", v, ck_dtype_name(t->dtype));
+    tu_tset(t, i, v);
+    REQUIRE(tu_tget(t, i) == v, "tset: %a is not representable in %s", v, ck_dtype_name(t->dtype));
 }
 
 static void tfill(ck_tensor *t, const double *v)
 {
     for (int64_t i = 0; i < numel(t); i++)
-        tset(t, i, v[i]);
+        tset_exact(t, i, v[i]);
 }
 
 /* Spacing of dt's grid at v: 2^(max(floor(log2 |v|), emin) - mantissa bits). */
@@ -174,52 +109,53 @@ typedef struct {
 } lp_row;
 
 static const lp_row lp_rows[] = {
-    {.desc = "linear", .kind = CK_OP_LINEAR, .n_in = 1, .in = {SHAPE(2, 3, 5)}, .units = 4},
-    {.desc = "linear without bias", .kind = CK_OP_LINEAR, .n_in = 1, .in = {SHAPE(3, 6)},
+    {.desc = "linear", .kind = CK_OP_LINEAR, .n_in = 1, .in = {SHAPE_INIT(2, 3, 5)}, .units = 4},
+    {.desc = "linear without bias", .kind = CK_OP_LINEAR, .n_in = 1, .in = {SHAPE_INIT(3, 6)},
      .units = 2, .no_bias = true},
     {.desc = "conv1d stride 2 padded", .kind = CK_OP_CONV, .nsp = 1, .n_in = 1,
-     .in = {SHAPE(2, 3, 9)}, .filters = 4, .kernel = {3}, .stride = {2}, .pad_lo = {1},
+     .in = {SHAPE_INIT(2, 3, 9)}, .filters = 4, .kernel = {3}, .stride = {2}, .pad_lo = {1},
      .pad_hi = {1}},
     {.desc = "conv2d dilated, asymmetric padding", .kind = CK_OP_CONV, .nsp = 2, .n_in = 1,
-     .in = {SHAPE(2, 2, 6, 5)}, .filters = 3, .kernel = {3, 2}, .stride = {1, 2},
+     .in = {SHAPE_INIT(2, 2, 6, 5)}, .filters = 3, .kernel = {3, 2}, .stride = {1, 2},
      .dilation = {2, 1}, .pad_lo = {1, 0}, .pad_hi = {1, 1}},
     {.desc = "conv3d without bias", .kind = CK_OP_CONV, .nsp = 3, .n_in = 1,
-     .in = {SHAPE(1, 2, 4, 4, 3)}, .filters = 2, .kernel = {2, 2, 2}, .no_bias = true},
-    {.desc = "maxpool1d", .kind = CK_OP_MAXPOOL, .nsp = 1, .n_in = 1, .in = {SHAPE(2, 3, 8)},
+     .in = {SHAPE_INIT(1, 2, 4, 4, 3)}, .filters = 2, .kernel = {2, 2, 2}, .no_bias = true},
+    {.desc = "maxpool1d", .kind = CK_OP_MAXPOOL, .nsp = 1, .n_in = 1, .in = {SHAPE_INIT(2, 3, 8)},
      .kernel = {2}, .stride = {2}},
     {.desc = "maxpool2d overlapping windows", .kind = CK_OP_MAXPOOL, .nsp = 2, .n_in = 1,
-     .in = {SHAPE(1, 2, 5, 5)}, .kernel = {3, 3}, .stride = {2, 2}},
+     .in = {SHAPE_INIT(1, 2, 5, 5)}, .kernel = {3, 3}, .stride = {2, 2}},
     {.desc = "maxpool3d", .kind = CK_OP_MAXPOOL, .nsp = 3, .n_in = 1,
-     .in = {SHAPE(1, 2, 4, 4, 4)}, .kernel = {2, 2, 2}, .stride = {2, 2, 2}},
-    {.desc = "avgpool2d", .kind = CK_OP_AVGPOOL, .nsp = 2, .n_in = 1, .in = {SHAPE(2, 2, 4, 6)},
-     .kernel = {2, 3}, .stride = {2, 3}},
+     .in = {SHAPE_INIT(1, 2, 4, 4, 4)}, .kernel = {2, 2, 2}, .stride = {2, 2, 2}},
+    {.desc = "avgpool2d", .kind = CK_OP_AVGPOOL, .nsp = 2, .n_in = 1,
+     .in = {SHAPE_INIT(2, 2, 4, 6)}, .kernel = {2, 3}, .stride = {2, 3}},
     {.desc = "avgpool3d overlapping windows", .kind = CK_OP_AVGPOOL, .nsp = 3, .n_in = 1,
-     .in = {SHAPE(1, 1, 4, 4, 4)}, .kernel = {3, 3, 3}, .stride = {1, 1, 1}},
-    {.desc = "upsample1d", .kind = CK_OP_UPSAMPLE, .nsp = 1, .n_in = 1, .in = {SHAPE(2, 3, 4)},
+     .in = {SHAPE_INIT(1, 1, 4, 4, 4)}, .kernel = {3, 3, 3}, .stride = {1, 1, 1}},
+    {.desc = "upsample1d", .kind = CK_OP_UPSAMPLE, .nsp = 1, .n_in = 1, .in = {SHAPE_INIT(2, 3, 4)},
      .scale = {2}},
     {.desc = "upsample2d", .kind = CK_OP_UPSAMPLE, .nsp = 2, .n_in = 1,
-     .in = {SHAPE(1, 2, 3, 3)}, .scale = {2, 3}},
+     .in = {SHAPE_INIT(1, 2, 3, 3)}, .scale = {2, 3}},
     {.desc = "upsample3d", .kind = CK_OP_UPSAMPLE, .nsp = 3, .n_in = 1,
-     .in = {SHAPE(1, 1, 2, 2, 2)}, .scale = {2, 2, 2}},
-    {.desc = "relu", .kind = CK_OP_RELU, .n_in = 1, .in = {SHAPE(3, 17)}},
-    {.desc = "leaky_relu", .kind = CK_OP_LEAKY_RELU, .n_in = 1, .in = {SHAPE(3, 17)},
+     .in = {SHAPE_INIT(1, 1, 2, 2, 2)}, .scale = {2, 2, 2}},
+    {.desc = "relu", .kind = CK_OP_RELU, .n_in = 1, .in = {SHAPE_INIT(3, 17)}},
+    {.desc = "leaky_relu", .kind = CK_OP_LEAKY_RELU, .n_in = 1, .in = {SHAPE_INIT(3, 17)},
      .slope = 0.1},
-    {.desc = "gelu", .kind = CK_OP_GELU, .n_in = 1, .in = {SHAPE(3, 17)}},
-    {.desc = "tanh", .kind = CK_OP_TANH, .n_in = 1, .in = {SHAPE(3, 17)}},
-    {.desc = "sigmoid", .kind = CK_OP_SIGMOID, .n_in = 1, .in = {SHAPE(3, 17)}},
-    {.desc = "batchnorm1d train", .kind = CK_OP_BATCHNORM, .n_in = 1, .in = {SHAPE(4, 3, 5)}},
+    {.desc = "gelu", .kind = CK_OP_GELU, .n_in = 1, .in = {SHAPE_INIT(3, 17)}},
+    {.desc = "tanh", .kind = CK_OP_TANH, .n_in = 1, .in = {SHAPE_INIT(3, 17)}},
+    {.desc = "sigmoid", .kind = CK_OP_SIGMOID, .n_in = 1, .in = {SHAPE_INIT(3, 17)}},
+    {.desc = "batchnorm1d train", .kind = CK_OP_BATCHNORM, .n_in = 1, .in = {SHAPE_INIT(4, 3, 5)}},
     {.desc = "batchnorm2d train", .kind = CK_OP_BATCHNORM, .n_in = 1,
-     .in = {SHAPE(2, 3, 3, 3)}},
-    {.desc = "batchnorm2d eval", .kind = CK_OP_BATCHNORM, .n_in = 1, .in = {SHAPE(2, 3, 2, 2)},
+     .in = {SHAPE_INIT(2, 3, 3, 3)}},
+    {.desc = "batchnorm2d eval", .kind = CK_OP_BATCHNORM, .n_in = 1, .in = {SHAPE_INIT(2, 3, 2, 2)},
      .eval = true},
-    {.desc = "layernorm", .kind = CK_OP_LAYERNORM, .n_in = 1, .in = {SHAPE(3, 4, 5)}},
-    {.desc = "dropout", .kind = CK_OP_DROPOUT, .n_in = 1, .in = {SHAPE(4, 64)}, .rate = 0.5},
-    {.desc = "gaussian_noise", .kind = CK_OP_GAUSSIAN_NOISE, .n_in = 1, .in = {SHAPE(3, 16)},
+    {.desc = "layernorm", .kind = CK_OP_LAYERNORM, .n_in = 1, .in = {SHAPE_INIT(3, 4, 5)}},
+    {.desc = "dropout", .kind = CK_OP_DROPOUT, .n_in = 1, .in = {SHAPE_INIT(4, 64)}, .rate = 0.5},
+    {.desc = "gaussian_noise", .kind = CK_OP_GAUSSIAN_NOISE, .n_in = 1, .in = {SHAPE_INIT(3, 16)},
      .stddev = 0.5},
     {.desc = "add of three", .kind = CK_OP_ADD, .n_in = 3,
-     .in = {SHAPE(2, 3, 4), SHAPE(2, 3, 4), SHAPE(2, 3, 4)}},
-    {.desc = "concat", .kind = CK_OP_CONCAT, .n_in = 2, .in = {SHAPE(2, 2, 3), SHAPE(2, 3, 3)}},
-    {.desc = "flatten", .kind = CK_OP_FLATTEN, .n_in = 1, .in = {SHAPE(2, 3, 2, 2)}},
+     .in = {SHAPE_INIT(2, 3, 4), SHAPE_INIT(2, 3, 4), SHAPE_INIT(2, 3, 4)}},
+    {.desc = "concat", .kind = CK_OP_CONCAT, .n_in = 2,
+     .in = {SHAPE_INIT(2, 2, 3), SHAPE_INIT(2, 3, 3)}},
+    {.desc = "flatten", .kind = CK_OP_FLATTEN, .n_in = 1, .in = {SHAPE_INIT(2, 3, 2, 2)}},
 };
 
 static ck_op_params make_op(const lp_row *r)
@@ -264,8 +200,8 @@ static lp_geom geom_of(const lp_row *r, const ck_op_params *op)
     switch (r->kind) {
     case CK_OP_LINEAR:
         g.out.dim[in.ndim - 1] = r->units;
-        g.w = (ck_shape)SHAPE(r->units, in.dim[in.ndim - 1]);
-        g.b = (ck_shape)SHAPE(r->units);
+        g.w = SHAPE(r->units, in.dim[in.ndim - 1]);
+        g.b = SHAPE(r->units);
         g.has_w = true;
         g.has_b = op->bias;
         break;
@@ -280,7 +216,7 @@ static lp_geom geom_of(const lp_row *r, const ck_op_params *op)
                 (in.dim[2 + a] + op->pad_lo[a] + op->pad_hi[a] - extent) / op->stride[a] + 1;
             g.w.dim[2 + a] = op->kernel[a];
         }
-        g.b = (ck_shape)SHAPE(r->filters);
+        g.b = SHAPE(r->filters);
         g.has_w = true;
         g.has_b = op->bias;
         break;
@@ -294,13 +230,13 @@ static lp_geom geom_of(const lp_row *r, const ck_op_params *op)
             g.out.dim[2 + a] = in.dim[2 + a] * op->scale[a];
         break;
     case CK_OP_BATCHNORM:
-        g.w = g.b = g.stat = (ck_shape)SHAPE(in.dim[1]);
-        g.saved = (ck_shape)SHAPE(2, in.dim[1]);
+        g.w = g.b = g.stat = SHAPE(in.dim[1]);
+        g.saved = SHAPE(2, in.dim[1]);
         g.has_w = g.has_b = g.has_running = g.has_saved = g.norm = true;
         break;
     case CK_OP_LAYERNORM:
         g.w = g.b = ck_shape_make(in.ndim - 1, in.dim + 1);
-        g.saved = (ck_shape)SHAPE(2, in.dim[0]);
+        g.saved = SHAPE(2, in.dim[0]);
         g.has_w = g.has_b = g.has_saved = g.norm = true;
         break;
     case CK_OP_CONCAT:
@@ -309,7 +245,7 @@ static lp_geom geom_of(const lp_row *r, const ck_op_params *op)
             g.out.dim[1] += r->in[k].dim[1];
         break;
     case CK_OP_FLATTEN:
-        g.out = (ck_shape)SHAPE(in.dim[0], ck_shape_numel(&in) / in.dim[0]);
+        g.out = SHAPE(in.dim[0], ck_shape_numel(&in) / in.dim[0]);
         break;
     default:
         break;
@@ -394,42 +330,42 @@ static void run_make(lp_run *run, const lp_row *r, const lp_geom *g, const lp_va
     const ck_dtype pdt = g->norm ? CK_F32 : act;
     run->io.n_in = r->n_in;
     for (int k = 0; k < r->n_in; k++) {
-        run->in[k] = tensor_new(in_names[k], act, r->in[k]);
+        run->in[k] = tu_tensor_new(in_names[k], act, r->in[k]);
         tfill(run->in[k], v->in[k]);
-        run->din[k] = tensor_new(din_names[k], act, r->in[k]);
+        run->din[k] = tu_tensor_new(din_names[k], act, r->in[k]);
         if (with_old)
             tfill(run->din[k], v->old_din[k]);
         run->io.in[k] = run->in[k];
         run->grads.din[k] = run->din[k];
     }
-    run->out = tensor_new("y", act, g->out);
-    run->dout = tensor_new("dy", act, g->out);
+    run->out = tu_tensor_new("y", act, g->out);
+    run->dout = tu_tensor_new("dy", act, g->out);
     tfill(run->dout, v->dout);
     if (g->has_w) {
-        run->w = tensor_new("weight", pdt, g->w);
+        run->w = tu_tensor_new("weight", pdt, g->w);
         tfill(run->w, v->w);
-        run->dw = tensor_new("dweight", pdt, g->w);
+        run->dw = tu_tensor_new("dweight", pdt, g->w);
         if (with_old)
             tfill(run->dw, v->old_dw);
     }
     if (g->has_b) {
-        run->b = tensor_new("bias", pdt, g->b);
+        run->b = tu_tensor_new("bias", pdt, g->b);
         tfill(run->b, v->b);
-        run->db = tensor_new("dbias", pdt, g->b);
+        run->db = tu_tensor_new("dbias", pdt, g->b);
         if (with_old)
             tfill(run->db, v->old_db);
     }
     if (g->has_running) {
-        run->rm = tensor_new("running_mean", CK_F32, g->stat);
+        run->rm = tu_tensor_new("running_mean", CK_F32, g->stat);
         tfill(run->rm, v->rm);
-        run->rv = tensor_new("running_var", CK_F32, g->stat);
+        run->rv = tu_tensor_new("running_var", CK_F32, g->stat);
         tfill(run->rv, v->rv);
         ck_shape scalar;
         memset(&scalar, 0, sizeof scalar);
-        run->nbt = tensor_new("num_batches_tracked", CK_I64, scalar);
+        run->nbt = tu_tensor_new("num_batches_tracked", CK_I64, scalar);
     }
     if (g->has_saved)
-        run->saved = tensor_new("saved", CK_F32, g->saved);
+        run->saved = tu_tensor_new("saved", CK_F32, g->saved);
     run->io.out = run->out;
     run->io.weight = run->w;
     run->io.bias = run->b;
@@ -448,7 +384,7 @@ static void run_free(lp_run *run)
                         run->rm, run->rv, run->nbt, run->saved, run->dout, run->din[0],
                         run->din[1], run->din[2], run->dw, run->db};
     for (int i = 0; i < COUNT(all); i++)
-        tensor_free(all[i]);
+        tu_tensor_free(all[i]);
 }
 
 static ck_fwd_args fwd_args_for(ck_op_kind kind)
@@ -465,7 +401,7 @@ static void forward_ok(const char *desc, const char *run, const ck_op_params *op
                        const ck_fwd_args *args, lp_run *r)
 {
     ck_error err = {{0}};
-    ck_status st = cpu->forward(cpu, op, args, &r->io, &err);
+    ck_status st = tu_cpu->forward(tu_cpu, op, args, &r->io, &err);
     ck_assert_msg(st == CK_OK, "%s (%s run): forward failed: %s", desc, run, err.msg);
 }
 
@@ -473,7 +409,7 @@ static void backward_ok(const char *desc, const char *run, const ck_op_params *o
                         const ck_fwd_args *args, lp_run *r)
 {
     ck_error err = {{0}};
-    ck_status st = cpu->backward(cpu, op, args, &r->io, &r->grads, &err);
+    ck_status st = tu_cpu->backward(tu_cpu, op, args, &r->io, &r->grads, &err);
     ck_assert_msg(st == CK_OK, "%s (%s run): backward failed: %s", desc, run, err.msg);
 }
 
@@ -485,10 +421,10 @@ static void assert_rounded_once(const char *desc, const ck_tensor *low, const ck
 {
     const uint16_t *bits = low->data;
     for (int64_t i = 0; i < numel(low); i++) {
-        const double want = tget(ref, i);
+        const double want = tu_tget(ref, i);
         REQUIRE(bits[i] == low_bits(want, low->dtype),
                 "%s: %s[%lld] = %a (0x%04x), want %a rounded once = 0x%04x", desc, low->name,
-                (long long)i, tget(low, i), bits[i], want, low_bits(want, low->dtype));
+                (long long)i, tu_tget(low, i), bits[i], want, low_bits(want, low->dtype));
     }
 }
 
@@ -498,10 +434,10 @@ static void assert_accumulated_once(const char *desc, const ck_tensor *low, cons
 {
     const uint16_t *bits = low->data;
     for (int64_t i = 0; i < numel(low); i++) {
-        const double want = round_sum_once(old[i], tget(ref, i), low->dtype);
+        const double want = round_sum_once(old[i], tu_tget(ref, i), low->dtype);
         REQUIRE(bits[i] == low_bits(want, low->dtype),
                 "%s: %s[%lld] = %a, want %a + %a rounded once = %a", desc, low->name,
-                (long long)i, tget(low, i), old[i], tget(ref, i), want);
+                (long long)i, tu_tget(low, i), old[i], tu_tget(ref, i), want);
     }
 }
 
@@ -513,14 +449,14 @@ static void assert_within_ulp_of_fp32(const char *desc, const ck_tensor *low,
 {
     const ck_dtype dt = low->dtype;
     for (int64_t i = 0; i < numel(low); i++) {
-        const double v32 = tget(f32, i), wide = (old ? old[i] : 0.0) + tget(ref, i);
+        const double v32 = tu_tget(f32, i), wide = (old ? old[i] : 0.0) + tu_tget(ref, i);
         const double ulp = fmax(ulp_low(v32, dt), ulp_low(wide, dt));
         REQUIRE(fabs(v32 - wide) < ulp,
                 "%s: premise: fp32 %s[%lld] = %a is not within one %s ulp of fp64 %a", desc,
                 f32->name, (long long)i, v32, ck_dtype_name(dt), wide);
-        const double diff = fabs(tget(low, i) - ck_round_to_dtype(v32, dt));
+        const double diff = fabs(tu_tget(low, i) - ck_round_to_dtype(v32, dt));
         REQUIRE(diff <= ulp, "%s: %s[%lld] = %a is %g %s ulps from fp32 %a rounded", desc,
-                low->name, (long long)i, tget(low, i), diff / ulp, ck_dtype_name(dt), v32);
+                low->name, (long long)i, tu_tget(low, i), diff / ulp, ck_dtype_name(dt), v32);
     }
 }
 
@@ -534,7 +470,7 @@ static void assert_same_f32(const char *desc, const ck_tensor *a, const ck_tenso
         memcpy(&ua, (const float *)a->data + i, 4);
         memcpy(&ub, (const float *)b->data + i, 4);
         REQUIRE(ua == ub, "%s: %s[%lld] = %a, the fp32 run has %a", desc, a->name,
-                (long long)i, tget(a, i), tget(b, i));
+                (long long)i, tu_tget(a, i), tu_tget(b, i));
     }
 }
 
@@ -615,8 +551,8 @@ START_TEST(gradient_accumulation_rounds_the_exact_sum_once)
     op.slope = half_ulp + 0x1p-60; /* a double; 1 + slope is not: the double sum drops 2^-60 */
     ck_assert(op.slope != half_ulp && 1.0 + op.slope == 1.0 + half_ulp);
     const ck_shape s = SHAPE(2);
-    ck_tensor *x = tensor_new("x", dt, s), *y = tensor_new("y", dt, s);
-    ck_tensor *dy = tensor_new("dy", dt, s), *dx = tensor_new("dx", dt, s);
+    ck_tensor *x = tu_tensor_new("x", dt, s), *y = tu_tensor_new("y", dt, s);
+    ck_tensor *dy = tu_tensor_new("dy", dt, s), *dx = tu_tensor_new("dx", dt, s);
     const double xv[] = {-1.0, -1.0}, dyv[] = {1.0, -1.0}, old[] = {1.0, -1.0};
     tfill(x, xv);
     tfill(dy, dyv);
@@ -626,16 +562,18 @@ START_TEST(gradient_accumulation_rounds_the_exact_sum_once)
     ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
     ck_op_grads gr = {.dout = dy, .din = {dx}};
     ck_error err = {{0}};
-    ck_assert_int_eq(cpu->backward(cpu, &op, &args, &io, &gr, &err), CK_OK);
+    ck_assert_int_eq(tu_cpu->backward(tu_cpu, &op, &args, &io, &gr, &err), CK_OK);
     /* exact 1 + half_ulp + 2^-60 is above the tie: 1 + ulp; rounding the double sum (the
      * tie) would give 1.0; likewise for -1 */
-    ck_assert_msg(tget(dx, 0) == 1.0 + 2 * half_ulp, "%s: %a", ck_dtype_name(dt), tget(dx, 0));
-    ck_assert_msg(tget(dx, 1) == -1.0 - 2 * half_ulp, "%s: %a", ck_dtype_name(dt), tget(dx, 1));
+    ck_assert_msg(tu_tget(dx, 0) == 1.0 + 2 * half_ulp, "%s: %a", ck_dtype_name(dt),
+                  tu_tget(dx, 0));
+    ck_assert_msg(tu_tget(dx, 1) == -1.0 - 2 * half_ulp, "%s: %a", ck_dtype_name(dt),
+                  tu_tget(dx, 1));
     ck_assert(round_sum_once(1.0, op.slope, dt) == 1.0 + 2 * half_ulp);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(dy);
-    tensor_free(dx);
+    tu_tensor_free(x);
+    tu_tensor_free(y);
+    tu_tensor_free(dy);
+    tu_tensor_free(dx);
 }
 END_TEST
 
@@ -670,40 +608,40 @@ START_TEST(sums_are_accumulated_in_double_and_rounded_once)
     case CK_OP_LINEAR: op.units = 1; break;
     case CK_OP_CONV:
         op.filters = 1;
-        xs = (ck_shape)SHAPE(1, 3, 1);
-        ws = (ck_shape)SHAPE(1, 3, 1);
-        ys = (ck_shape)SHAPE(1, 1, 1);
+        xs = SHAPE(1, 3, 1);
+        ws = SHAPE(1, 3, 1);
+        ys = SHAPE(1, 1, 1);
         break;
     case CK_OP_AVGPOOL: /* the mean of 4 (1 + h + 2^-24), 0, 0, 0 spread over 4 values */
         op.kernel[0] = op.stride[0] = 4;
-        xs = (ck_shape)SHAPE(1, 1, 4);
-        ys = (ck_shape)SHAPE(1, 1, 1);
+        xs = SHAPE(1, 1, 4);
+        ys = SHAPE(1, 1, 1);
         xv[0] = 4.0;
         xv[1] = 4 * h;
         xv[2] = 0x1p-22;
         break;
     default: /* add: x0 = 1, x1 = h, x2 = 2^-24 */
-        xs = ys = (ck_shape)SHAPE(1);
+        xs = ys = SHAPE(1);
         break;
     }
     const ck_dtype runs[] = {dt, CK_F32};
     double got[2];
     for (int k = 0; k < 2; k++) {
         ck_tensor *x[3] = {NULL, NULL, NULL}, *w = NULL, *b = NULL;
-        ck_tensor *y = tensor_new("y", runs[k], ys);
+        ck_tensor *y = tu_tensor_new("y", runs[k], ys);
         ck_op_io io = {.n_in = r->n_in, .out = y};
         for (int j = 0; j < r->n_in; j++) {
-            x[j] = tensor_new(in_names[j], runs[k], xs);
+            x[j] = tu_tensor_new(in_names[j], runs[k], xs);
             if (r->n_in == 1)
                 tfill(x[j], xv);
             else
-                tset(x[j], 0, xv[j]);
+                tset_exact(x[j], 0, xv[j]);
             io.in[j] = x[j];
         }
         if (r->kind == CK_OP_LINEAR || r->kind == CK_OP_CONV) {
-            w = tensor_new("weight", runs[k], ws);
+            w = tu_tensor_new("weight", runs[k], ws);
             tfill(w, wv);
-            b = tensor_new("bias", runs[k], bs);
+            b = tu_tensor_new("bias", runs[k], bs);
             tfill(b, bv);
             io.weight = w;
             io.bias = b;
@@ -711,14 +649,14 @@ START_TEST(sums_are_accumulated_in_double_and_rounded_once)
         ck_fwd_args args;
         memset(&args, 0, sizeof args);
         ck_error err = {{0}};
-        ck_assert_msg(cpu->forward(cpu, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc,
+        ck_assert_msg(tu_cpu->forward(tu_cpu, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc,
                       err.msg);
-        got[k] = tget(y, 0);
+        got[k] = tu_tget(y, 0);
         for (int j = 0; j < 3; j++)
-            tensor_free(x[j]);
-        tensor_free(w);
-        tensor_free(b);
-        tensor_free(y);
+            tu_tensor_free(x[j]);
+        tu_tensor_free(w);
+        tu_tensor_free(b);
+        tu_tensor_free(y);
     }
     ck_assert_msg(got[0] == 1.0 + 2 * h, "%s in %s: %a, want %a", r->desc, ck_dtype_name(dt),
                   got[0], 1.0 + 2 * h);
@@ -742,16 +680,16 @@ START_TEST(dropout_mask_is_the_same_in_every_dtype)
     ck_assert_ptr_nonnull(mask);
     int64_t dropped = 0;
     for (int d = 0; d < COUNT(dts); d++) {
-        ck_tensor *x = tensor_new("x", dts[d], s), *y = tensor_new("y", dts[d], s);
-        ck_tensor *dx = tensor_new("dx", dts[d], s);
+        ck_tensor *x = tu_tensor_new("x", dts[d], s), *y = tu_tensor_new("y", dts[d], s);
+        ck_tensor *dx = tu_tensor_new("dx", dts[d], s);
         tfill(x, xv);
         ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
         ck_op_grads gr = {.dout = x, .din = {dx}}; /* dy = x: nonzero everywhere */
         ck_error err = {{0}};
-        ck_assert_int_eq(cpu->forward(cpu, &op, &args, &io, &err), CK_OK);
-        ck_assert_int_eq(cpu->backward(cpu, &op, &args, &io, &gr, &err), CK_OK);
+        ck_assert_int_eq(tu_cpu->forward(tu_cpu, &op, &args, &io, &err), CK_OK);
+        ck_assert_int_eq(tu_cpu->backward(tu_cpu, &op, &args, &io, &gr, &err), CK_OK);
         for (int64_t i = 0; i < ck_shape_numel(&s); i++) {
-            const bool kept = tget(y, i) != 0.0;
+            const bool kept = tu_tget(y, i) != 0.0;
             if (d == 0) {
                 mask[i] = kept;
                 dropped += !kept;
@@ -759,12 +697,12 @@ START_TEST(dropout_mask_is_the_same_in_every_dtype)
             REQUIRE(kept == mask[i], "%s: element %lld is %s, fp32 has it %s",
                     ck_dtype_name(dts[d]), (long long)i, kept ? "kept" : "dropped",
                     mask[i] ? "kept" : "dropped");
-            REQUIRE((tget(dx, i) != 0.0) == mask[i], "%s: dx[%lld] disagrees with the mask",
+            REQUIRE((tu_tget(dx, i) != 0.0) == mask[i], "%s: dx[%lld] disagrees with the mask",
                     ck_dtype_name(dts[d]), (long long)i);
         }
-        tensor_free(x);
-        tensor_free(y);
-        tensor_free(dx);
+        tu_tensor_free(x);
+        tu_tensor_free(y);
+        tu_tensor_free(dx);
     }
     /* rate 0.3 of 1024: a mask that is neither empty nor full */
     ck_assert_int_gt(dropped, 200);
@@ -790,23 +728,24 @@ START_TEST(every_loss_in_low_precision)
     const ck_dtype runs[] = {dt, CK_F64, CK_F32};
     ck_tensor *y[3], *t[3], *dy[3];
     double loss[3];
-    ck_tensor *cls = tensor_new("classes", CK_I32, ts);
+    ck_tensor *cls = tu_tensor_new("classes", CK_I32, ts);
     for (int64_t i = 0; i < ck_shape_numel(&ts); i++)
         ((int32_t *)cls->data)[i] = (int32_t)((i * 7 + 1) % 3);
     for (int k = 0; k < 3; k++) {
-        y[k] = tensor_new("y", runs[k], ys);
+        y[k] = tu_tensor_new("y", runs[k], ys);
         tfill(y[k], yv);
         t[k] = NULL;
         if (kind == CK_LOSS_MSE) {
-            t[k] = tensor_new("target", runs[k], ys);
+            t[k] = tu_tensor_new("target", runs[k], ys);
             tfill(t[k], tv);
         }
         const ck_tensor *target = kind == CK_LOSS_CROSS_ENTROPY ? cls : t[k];
-        dy[k] = tensor_new("dy", runs[k], ys);
+        dy[k] = tu_tensor_new("dy", runs[k], ys);
         ck_error err = {{0}};
-        ck_assert_msg(cpu->loss_forward(cpu, kind, y[k], target, &loss[k], &err) == CK_OK,
+        ck_assert_msg(tu_cpu->loss_forward(tu_cpu, kind, y[k], target, &loss[k], &err) == CK_OK,
                       "%s: %s", desc, err.msg);
-        ck_assert_msg(cpu->loss_backward(cpu, kind, y[k], target, scale, dy[k], &err) == CK_OK,
+        ck_assert_msg(tu_cpu->loss_backward(tu_cpu, kind, y[k], target, scale, dy[k], &err) ==
+                          CK_OK,
                       "%s: %s", desc, err.msg);
     }
     ck_assert_msg(loss[0] == loss[1] && loss[0] == loss[2], "%s: losses %.17g, fp64 %.17g, "
@@ -814,11 +753,11 @@ START_TEST(every_loss_in_low_precision)
     assert_rounded_once(desc, dy[0], dy[1]);
     assert_within_ulp_of_fp32(desc, dy[0], dy[2], NULL, dy[1]);
     for (int k = 0; k < 3; k++) {
-        tensor_free(y[k]);
-        tensor_free(t[k]);
-        tensor_free(dy[k]);
+        tu_tensor_free(y[k]);
+        tu_tensor_free(t[k]);
+        tu_tensor_free(dy[k]);
     }
-    tensor_free(cls);
+    tu_tensor_free(cls);
     free(yv);
     free(tv);
 }
@@ -841,21 +780,21 @@ START_TEST(optimizer_reads_a_low_precision_gradient)
     const ck_dtype gdt[] = {dt, CK_F64, CK_F32};
     ck_tensor *p[3], *s0[3], *s1[3], *g[3];
     for (int k = 0; k < 3; k++) {
-        p[k] = tensor_new("layer.weight", CK_F32, s);
+        p[k] = tu_tensor_new("layer.weight", CK_F32, s);
         tfill(p[k], pv);
-        s0[k] = tensor_new("state0", CK_F32, s);
-        s1[k] = tensor_new("state1", CK_F32, s);
-        g[k] = tensor_new("grad", gdt[k], s);
+        s0[k] = tu_tensor_new("state0", CK_F32, s);
+        s1[k] = tu_tensor_new("state1", CK_F32, s);
+        g[k] = tu_tensor_new("grad", gdt[k], s);
     }
     for (int64_t step = 1; step <= 3; step++) {
         double *gv = draws(s, 91 + (uint32_t)step, 1000.0, 0.0, dt, false);
         for (int k = 0; k < 3; k++) {
             tfill(g[k], gv);
             ck_error err = {{0}};
-            ck_assert_msg(cpu->optimizer_step(cpu, &opt, step, 1.0 / 1024.0, p[k], g[k],
-                                              kind == CK_OPT_SGD ? NULL : s0[k],
-                                              kind == CK_OPT_ADAM ? s1[k] : NULL,
-                                              &err) == CK_OK,
+            ck_assert_msg(tu_cpu->optimizer_step(tu_cpu, &opt, step, 1.0 / 1024.0, p[k], g[k],
+                                                 kind == CK_OPT_SGD ? NULL : s0[k],
+                                                 kind == CK_OPT_ADAM ? s1[k] : NULL,
+                                                 &err) == CK_OK,
                           "%s: %s", desc, err.msg);
         }
         free(gv);
@@ -866,10 +805,10 @@ START_TEST(optimizer_reads_a_low_precision_gradient)
         assert_same_f32(desc, s1[0], s1[k]);
     }
     for (int k = 0; k < 3; k++) {
-        tensor_free(p[k]);
-        tensor_free(s0[k]);
-        tensor_free(s1[k]);
-        tensor_free(g[k]);
+        tu_tensor_free(p[k]);
+        tu_tensor_free(s0[k]);
+        tu_tensor_free(s1[k]);
+        tu_tensor_free(g[k]);
     }
     free(pv);
 }
@@ -880,10 +819,10 @@ START_TEST(cpu_backend_supports_fp16_and_bf16)
     for (int k = 0; k < CK_OP_KIND_COUNT; k++) {
         ck_op_params op;
         ck_op_params_default(&op, (ck_op_kind)k, 0);
-        ck_assert(cpu->supports(cpu, &op, CK_F16));
-        ck_assert(cpu->supports(cpu, &op, CK_BF16));
-        ck_assert(cpu->supports(cpu, &op, CK_F32));
-        ck_assert(!cpu->supports(cpu, &op, CK_I32));
+        ck_assert(tu_cpu->supports(tu_cpu, &op, CK_F16));
+        ck_assert(tu_cpu->supports(tu_cpu, &op, CK_BF16));
+        ck_assert(tu_cpu->supports(tu_cpu, &op, CK_F32));
+        ck_assert(!tu_cpu->supports(tu_cpu, &op, CK_I32));
     }
 }
 END_TEST
@@ -892,7 +831,7 @@ Suite *suite_ops_lowp(void)
 {
     Suite *s = suite_create("ops_lowp");
     TCase *tc = tcase_create("ops");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, every_op_rounds_once_and_stays_within_one_ulp_of_fp32, 0,
                         2 * COUNT(lp_rows));
@@ -904,7 +843,7 @@ Suite *suite_ops_lowp(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("loss_optim");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_add_loop_test(tc, every_loss_in_low_precision, 0, 2 * CK_LOSS_KIND_COUNT);
     tcase_add_loop_test(tc, optimizer_reads_a_low_precision_gradient, 0,
                         2 * CK_OPT_KIND_COUNT);

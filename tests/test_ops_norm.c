@@ -13,106 +13,22 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "harness/gradcheck.h"
+#include "test_util.h"
 
-#define SHAPE(...)                                                                         \
-    ck_shape_make((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),              \
-                  (int64_t[]){__VA_ARGS__})
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* fp32 results are the double result rounded once: within one fp32 ulp of it */
-#define F32_ULP 1.1920928955078125e-7
-
-static ck_backend *cpu;
-
-static void setup(void)
-{
-    ck_error err = {{0}};
-    ck_assert_msg(ck_backend_cpu_create(&cpu, &err) == CK_OK, "cpu backend: %s", err.msg);
-}
-
-static void teardown(void)
-{
-    cpu->destroy(cpu);
-    cpu = NULL;
-}
-
-/* ---- host tensors ---- */
-
-static ck_tensor *tensor_new(const char *name, ck_dtype dt, ck_shape shape)
-{
-    ck_tensor *t = calloc(1, sizeof *t);
-    ck_assert_ptr_nonnull(t);
-    t->name = name;
-    t->dtype = dt;
-    t->shape = shape;
-    t->data = calloc((size_t)ck_shape_numel(&shape), ck_dtype_size(dt));
-    ck_assert_ptr_nonnull(t->data);
-    return t;
-}
-
-static void tensor_free(ck_tensor *t)
-{
-    if (t)
-        free(t->data);
-    free(t);
-}
-
-static double tget(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static void tset(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static ck_tensor *tensor_of(const char *name, ck_dtype dt, ck_shape shape, const double *v)
-{
-    ck_tensor *t = tensor_new(name, dt, shape);
-    for (int64_t i = 0; i < ck_shape_numel(&shape); i++)
-        tset(t, i, v[i]);
-    return t;
-}
-
-/* N(0, 1) (or U(-1, 1)) values rounded through fp32: fp32 and fp64 tensors hold the same
- * numbers */
-static ck_tensor *tensor_rand(const char *name, ck_dtype dt, ck_shape shape, uint32_t slot,
-                              bool normal)
-{
-    ck_tensor *t = tensor_new(name, dt, shape);
-    ck_rng_stream s = ck_rng_keyed(77, slot, CK_PURPOSE_TEST, 5);
-    for (int64_t i = 0; i < ck_shape_numel(&shape); i++)
-        tset(t, i, (float)(normal ? ck_rng_normal_f64(&s, (uint64_t)i)
-                                  : 2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0));
-    return t;
-}
+/* this file's random tensors (tu_tensor_rand) and gradcheck samples */
+#define RAND_SEED 77
+#define GRADCHECK_SEED 11
 
 static ck_tensor *nbt_new(int64_t value)
 {
     ck_shape scalar;
     memset(&scalar, 0, sizeof scalar);
-    ck_tensor *t = tensor_new("num_batches_tracked", CK_I64, scalar);
+    ck_tensor *t = tu_tensor_new("num_batches_tracked", CK_I64, scalar);
     ((int64_t *)t->data)[0] = value;
     return t;
 }
 
 static int64_t nbt_get(const ck_tensor *t) { return ((const int64_t *)t->data)[0]; }
-
-static void assert_values(const char *desc, const ck_tensor *t, const double *want, double rtol,
-                          double atol)
-{
-    for (int64_t i = 0; i < ck_shape_numel(&t->shape); i++) {
-        double got = tget(t, i);
-        ck_assert_msg(fabs(got - want[i]) <= atol + rtol * fabs(want[i]),
-                      "%s (%s): element %lld is %.17g, want %.17g", desc,
-                      ck_dtype_name(t->dtype), (long long)i, got, want[i]);
-    }
-}
 
 static ck_op_params op_of(ck_op_kind kind, bool eval)
 {
@@ -120,22 +36,6 @@ static ck_op_params op_of(ck_op_kind kind, bool eval)
     ck_op_params_default(&op, kind, 0);
     op.eval = eval;
     return op;
-}
-
-static void forward_ok(const char *desc, const ck_op_params *op, const ck_fwd_args *args,
-                       ck_op_io *io)
-{
-    ck_error err = {{0}};
-    ck_status st = cpu->forward(cpu, op, args, io, &err);
-    ck_assert_msg(st == CK_OK, "%s: forward failed: %s", desc, err.msg);
-}
-
-static void backward_ok(const char *desc, const ck_op_params *op, const ck_fwd_args *args,
-                        const ck_op_io *io, ck_op_grads *g)
-{
-    ck_error err = {{0}};
-    ck_status st = cpu->backward(cpu, op, args, io, g, &err);
-    ck_assert_msg(st == CK_OK, "%s: backward failed: %s", desc, err.msg);
 }
 
 /* ---- gradcheck through the backend ---- */
@@ -164,12 +64,7 @@ static void node_add_buffer(ck_node *n, const char *suffix, ck_shape shape, ck_d
 /* A batchnorm node over x (N, C, ...) as ck_op_state_specs would build it. */
 static ck_node bn_node(ck_shape x, bool eval, bool affine, double rm, double rv)
 {
-    ck_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op_of(CK_OP_BATCHNORM, eval);
-    n.n_in = 1;
-    n.in[0] = -1;
-    n.out_shape = x;
+    ck_node n = tu_node_make(op_of(CK_OP_BATCHNORM, eval), 1, x);
     ck_shape c = SHAPE(x.dim[1]), scalar;
     memset(&scalar, 0, sizeof scalar);
     if (affine) {
@@ -187,12 +82,7 @@ static ck_node bn_node(ck_shape x, bool eval, bool affine, double rm, double rv)
 /* A layernorm node over x (N, ...), weight and bias shaped x[1:]. */
 static ck_node ln_node(ck_shape x, bool affine)
 {
-    ck_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op_of(CK_OP_LAYERNORM, false);
-    n.n_in = 1;
-    n.in[0] = -1;
-    n.out_shape = x;
+    ck_node n = tu_node_make(op_of(CK_OP_LAYERNORM, false), 1, x);
     if (affine) {
         ck_shape inner = ck_shape_make(x.ndim - 1, x.dim + 1);
         node_add_param(&n, "weight", inner);
@@ -201,31 +91,6 @@ static ck_node ln_node(ck_shape x, bool affine)
     n.has_saved = true;
     n.saved_shape = SHAPE(2, x.dim[0]);
     return n;
-}
-
-static void gradcheck_ok(const char *desc, const ck_node *node, const ck_shape *in_shape)
-{
-    ck_fwd_args args;
-    memset(&args, 0, sizeof args);
-    ck_gradcheck_result res;
-    ck_error err = {{0}};
-    ck_status st = ck_gradcheck_op(cpu, node, in_shape, &args, 11, NULL, &res, &err);
-    ck_assert_msg(st == CK_OK, "%s: gradcheck did not run: %s", desc, err.msg);
-    ck_assert_int_eq(res.n, node->n_in + node->n_params);
-    char report[2048];
-    size_t used = 0;
-    for (int i = 0; i < res.n && used < sizeof report; i++) {
-        const ck_gradcheck_entry *e = &res.e[i];
-        ck_assert_msg(e->checked > 0, "%s: %s: nothing checked", desc, e->name);
-        int w = snprintf(report + used, sizeof report - used,
-                         "%s%s: %lld/%lld failed, max abs err %.3g, worst [%lld] %.10g vs %.10g",
-                         i ? "; " : "", e->name, (long long)e->failed, (long long)e->checked,
-                         e->max_abs_err, (long long)e->worst_index, e->worst_analytic,
-                         e->worst_numeric);
-        if (w > 0)
-            used += (size_t)w;
-    }
-    ck_assert_msg(res.ok, "%s: %s", desc, report);
 }
 
 /* ================================ batchnorm ================================ */
@@ -250,14 +115,14 @@ typedef struct {
 
 static void bn_hand_make(bn_hand *h, ck_dtype dt, const double *rm, const double *rv)
 {
-    h->x = tensor_of("x", dt, SHAPE(2, 2, 2), bn_x);
-    h->y = tensor_new("y", dt, SHAPE(2, 2, 2));
-    h->w = tensor_of("bn.weight", dt, SHAPE(2), bn_w);
-    h->b = tensor_of("bn.bias", dt, SHAPE(2), bn_b);
-    h->rm = tensor_of("bn.running_mean", dt, SHAPE(2), rm);
-    h->rv = tensor_of("bn.running_var", dt, SHAPE(2), rv);
+    h->x = tu_tensor_of("x", dt, SHAPE(2, 2, 2), bn_x);
+    h->y = tu_tensor_new("y", dt, SHAPE(2, 2, 2));
+    h->w = tu_tensor_of("bn.weight", dt, SHAPE(2), bn_w);
+    h->b = tu_tensor_of("bn.bias", dt, SHAPE(2), bn_b);
+    h->rm = tu_tensor_of("bn.running_mean", dt, SHAPE(2), rm);
+    h->rv = tu_tensor_of("bn.running_var", dt, SHAPE(2), rv);
     h->nbt = nbt_new(0);
-    h->saved = tensor_new("bn.saved", dt, SHAPE(2, 2));
+    h->saved = tu_tensor_new("bn.saved", dt, SHAPE(2, 2));
     ck_op_io io = {.n_in = 1, .in = {h->x}, .out = h->y, .weight = h->w, .bias = h->b,
                    .running_mean = h->rm, .running_var = h->rv,
                    .num_batches_tracked = h->nbt, .saved = h->saved};
@@ -266,14 +131,14 @@ static void bn_hand_make(bn_hand *h, ck_dtype dt, const double *rm, const double
 
 static void bn_hand_free(bn_hand *h)
 {
-    tensor_free(h->x);
-    tensor_free(h->y);
-    tensor_free(h->w);
-    tensor_free(h->b);
-    tensor_free(h->rm);
-    tensor_free(h->rv);
-    tensor_free(h->nbt);
-    tensor_free(h->saved);
+    tu_tensor_free(h->x);
+    tu_tensor_free(h->y);
+    tu_tensor_free(h->w);
+    tu_tensor_free(h->b);
+    tu_tensor_free(h->rm);
+    tu_tensor_free(h->rv);
+    tu_tensor_free(h->nbt);
+    tu_tensor_free(h->saved);
 }
 
 START_TEST(batchnorm_train_normalises_and_updates_running_stats)
@@ -286,14 +151,14 @@ START_TEST(batchnorm_train_normalises_and_updates_running_stats)
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     args.update_running_stats = true;
-    forward_ok("batchnorm train", &op, &args, &h.io);
-    assert_values("batchnorm y", h.y, bn_y_train, rtol, 1e-15);
-    assert_values("batchnorm saved", h.saved, bn_saved_train, rtol, 0.0);
-    assert_values("batchnorm running_mean", h.rm, bn_rm_after, rtol, 0.0);
-    assert_values("batchnorm running_var", h.rv, bn_rv_after, rtol, 0.0);
+    tu_forward_ok("batchnorm train", &op, &args, &h.io);
+    tu_assert_values("batchnorm y", h.y, bn_y_train, rtol, 1e-15);
+    tu_assert_values("batchnorm saved", h.saved, bn_saved_train, rtol, 0.0);
+    tu_assert_values("batchnorm running_mean", h.rm, bn_rm_after, rtol, 0.0);
+    tu_assert_values("batchnorm running_var", h.rv, bn_rv_after, rtol, 0.0);
     ck_assert_int_eq(nbt_get(h.nbt), 1);
     /* a second update counts on from the buffer */
-    forward_ok("batchnorm train, again", &op, &args, &h.io);
+    tu_forward_ok("batchnorm train, again", &op, &args, &h.io);
     ck_assert_int_eq(nbt_get(h.nbt), 2);
     bn_hand_free(&h);
 }
@@ -307,10 +172,10 @@ START_TEST(batchnorm_without_update_leaves_buffers_alone)
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     args.update_running_stats = false;
-    forward_ok("batchnorm train, no update", &op, &args, &h.io);
-    assert_values("batchnorm y", h.y, bn_y_train, 1e-15, 1e-15);
-    assert_values("batchnorm running_mean", h.rm, (double[]){0, 0}, 0.0, 0.0);
-    assert_values("batchnorm running_var", h.rv, (double[]){1, 1}, 0.0, 0.0);
+    tu_forward_ok("batchnorm train, no update", &op, &args, &h.io);
+    tu_assert_values("batchnorm y", h.y, bn_y_train, 1e-15, 1e-15);
+    tu_assert_values("batchnorm running_mean", h.rm, (double[]){0, 0}, 0.0, 0.0);
+    tu_assert_values("batchnorm running_var", h.rv, (double[]){1, 1}, 0.0, 0.0);
     ck_assert_int_eq(nbt_get(h.nbt), 0);
     bn_hand_free(&h);
 }
@@ -328,22 +193,22 @@ START_TEST(batchnorm_eval_uses_running_stats_and_updates_nothing)
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     args.update_running_stats = true; /* eval ignores it, as PyTorch does */
-    forward_ok("batchnorm eval", &op, &args, &h.io);
-    assert_values("batchnorm eval y", h.y, want, 1e-15, 1e-15);
-    assert_values("batchnorm eval saved", h.saved, saved, 1e-15, 0.0);
-    assert_values("batchnorm running_mean", h.rm, bn_rm_after, 0.0, 0.0);
-    assert_values("batchnorm running_var", h.rv, bn_rv_after, 0.0, 0.0);
+    tu_forward_ok("batchnorm eval", &op, &args, &h.io);
+    tu_assert_values("batchnorm eval y", h.y, want, 1e-15, 1e-15);
+    tu_assert_values("batchnorm eval saved", h.saved, saved, 1e-15, 0.0);
+    tu_assert_values("batchnorm running_mean", h.rm, bn_rm_after, 0.0, 0.0);
+    tu_assert_values("batchnorm running_var", h.rv, bn_rv_after, 0.0, 0.0);
     ck_assert_int_eq(nbt_get(h.nbt), 0);
 
     /* eval backward treats the statistics as constants: dx = dy * w * invstd */
-    ck_tensor *dy = tensor_of("dy", CK_F64, SHAPE(2, 2, 2), (double[]){1, 1, 1, 1, 1, 1, 1, 1});
-    ck_tensor *dx = tensor_new("dx", CK_F64, SHAPE(2, 2, 2));
+    ck_tensor *dy = tu_tensor_of("dy", CK_F64, SHAPE(2, 2, 2), (double[]){1, 1, 1, 1, 1, 1, 1, 1});
+    ck_tensor *dx = tu_tensor_new("dx", CK_F64, SHAPE(2, 2, 2));
     ck_op_grads g = {.dout = dy, .din = {dx}};
-    backward_ok("batchnorm eval", &op, &args, &h.io, &g);
+    tu_backward_ok("batchnorm eval", &op, &args, &h.io, &g);
     double a = 2.0 * saved[2], b = 0.5 * saved[3];
-    assert_values("batchnorm eval dx", dx, (double[]){a, a, b, b, a, a, b, b}, 1e-15, 0.0);
-    tensor_free(dy);
-    tensor_free(dx);
+    tu_assert_values("batchnorm eval dx", dx, (double[]){a, a, b, b, a, a, b, b}, 1e-15, 0.0);
+    tu_tensor_free(dy);
+    tu_tensor_free(dx);
     bn_hand_free(&h);
 }
 END_TEST
@@ -356,30 +221,30 @@ START_TEST(batchnorm_without_affine_is_plain_normalisation)
     ck_op_params op = op_of(CK_OP_BATCHNORM, false);
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
-    forward_ok("batchnorm, no affine", &op, &args, &h.io);
+    tu_forward_ok("batchnorm, no affine", &op, &args, &h.io);
     double want[8];
     for (int i = 0; i < 8; i++) {
         int c = (i / 2) % 2;
         want[i] = (bn_x[i] - bn_saved_train[c]) * bn_saved_train[2 + c];
     }
-    assert_values("batchnorm, no affine", h.y, want, 1e-15, 1e-15);
+    tu_assert_values("batchnorm, no affine", h.y, want, 1e-15, 1e-15);
     bn_hand_free(&h);
 }
 END_TEST
 
 START_TEST(batchnorm_train_rejects_one_value_per_channel)
 {
-    ck_tensor *x = tensor_new("x", CK_F64, SHAPE(1, 3));
-    ck_tensor *y = tensor_new("y", CK_F64, SHAPE(1, 3));
+    ck_tensor *x = tu_tensor_new("x", CK_F64, SHAPE(1, 3));
+    ck_tensor *y = tu_tensor_new("y", CK_F64, SHAPE(1, 3));
     ck_op_params op = op_of(CK_OP_BATCHNORM, false);
     ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     ck_error err = {{0}};
-    ck_assert_int_eq(cpu->forward(cpu, &op, &args, &io, &err), CK_ERR_INPUT);
+    ck_assert_int_eq(tu_cpu->forward(tu_cpu, &op, &args, &io, &err), CK_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "more than 1") != NULL, "message: %s", err.msg);
-    tensor_free(x);
-    tensor_free(y);
+    tu_tensor_free(x);
+    tu_tensor_free(y);
 }
 END_TEST
 
@@ -402,7 +267,7 @@ START_TEST(batchnorm_backward_passes_gradcheck)
     ck_shape x = ck_shape_make(bn_grad_rows[_i].ndim, bn_grad_rows[_i].dims);
     ck_node node = bn_node(x, bn_grad_rows[_i].eval, bn_grad_rows[_i].affine,
                            bn_grad_rows[_i].rm, bn_grad_rows[_i].rv);
-    gradcheck_ok(bn_grad_rows[_i].desc, &node, &x);
+    tu_gradcheck_ok(bn_grad_rows[_i].desc, &node, &x, NULL, GRADCHECK_SEED);
 }
 END_TEST
 
@@ -412,37 +277,37 @@ START_TEST(layernorm_normalises_each_sample)
 {
     ck_dtype dt = _i ? CK_F32 : CK_F64;
     double rtol = dt == CK_F32 ? F32_ULP : 1e-15;
-    ck_tensor *x = tensor_of("x", dt, SHAPE(2, 3), (double[]){1, 2, 3, -1, 0, 5});
-    ck_tensor *y = tensor_new("y", dt, SHAPE(2, 3));
-    ck_tensor *w = tensor_of("ln.weight", dt, SHAPE(3), (double[]){1, 2, 0.5});
-    ck_tensor *b = tensor_of("ln.bias", dt, SHAPE(3), (double[]){0, 0.1, -0.2});
-    ck_tensor *saved = tensor_new("ln.saved", dt, SHAPE(2, 2));
+    ck_tensor *x = tu_tensor_of("x", dt, SHAPE(2, 3), (double[]){1, 2, 3, -1, 0, 5});
+    ck_tensor *y = tu_tensor_new("y", dt, SHAPE(2, 3));
+    ck_tensor *w = tu_tensor_of("ln.weight", dt, SHAPE(3), (double[]){1, 2, 0.5});
+    ck_tensor *b = tu_tensor_of("ln.bias", dt, SHAPE(3), (double[]){0, 0.1, -0.2});
+    ck_tensor *saved = tu_tensor_new("ln.saved", dt, SHAPE(2, 2));
     ck_op_params op = op_of(CK_OP_LAYERNORM, false);
     ck_op_io io = {.n_in = 1, .in = {x}, .out = y, .weight = w, .bias = b, .saved = saved};
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
-    forward_ok("layernorm", &op, &args, &io);
+    tu_forward_ok("layernorm", &op, &args, &io);
     /* sample 0: mean 2, var 2/3; sample 1: mean 4/3, var 62/9; eps 1e-5 */
-    assert_values("layernorm y", y,
-                  (double[]){-1.2247356859083902, 0.1, 0.4123678429541951, -0.8890002437594552,
-                             -0.9160002785822347, 0.4985001915252864},
-                  rtol, 1e-15);
-    assert_values("layernorm saved", saved,
-                  (double[]){2.0, 1.3333333333333333, 1.2247356859083902, 0.381000104468338},
-                  rtol, 0.0);
+    tu_assert_values("layernorm y", y,
+                     (double[]){-1.2247356859083902, 0.1, 0.4123678429541951, -0.8890002437594552,
+                                -0.9160002785822347, 0.4985001915252864},
+                     rtol, 1e-15);
+    tu_assert_values("layernorm saved", saved,
+                     (double[]){2.0, 1.3333333333333333, 1.2247356859083902, 0.381000104468338},
+                     rtol, 0.0);
 
     /* without affine parameters: y = xhat */
     io.weight = io.bias = NULL;
-    forward_ok("layernorm, no affine", &op, &args, &io);
-    assert_values("layernorm, no affine", y,
-                  (double[]){-1.2247356859083902, 0.0, 1.2247356859083902, -0.8890002437594552,
-                             -0.5080001392911173, 1.3970003830505728},
-                  rtol, 1e-15);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(w);
-    tensor_free(b);
-    tensor_free(saved);
+    tu_forward_ok("layernorm, no affine", &op, &args, &io);
+    tu_assert_values("layernorm, no affine", y,
+                     (double[]){-1.2247356859083902, 0.0, 1.2247356859083902, -0.8890002437594552,
+                                -0.5080001392911173, 1.3970003830505728},
+                     rtol, 1e-15);
+    tu_tensor_free(x);
+    tu_tensor_free(y);
+    tu_tensor_free(w);
+    tu_tensor_free(b);
+    tu_tensor_free(saved);
 }
 END_TEST
 
@@ -450,10 +315,10 @@ START_TEST(layernorm_backward_passes_gradcheck)
 {
     ck_shape x = SHAPE(2, 3, 4);
     ck_node node = ln_node(x, true);
-    gradcheck_ok("layernorm (2, 3, 4)", &node, &x);
+    tu_gradcheck_ok("layernorm (2, 3, 4)", &node, &x, NULL, GRADCHECK_SEED);
     ck_shape x2 = SHAPE(3, 5);
     ck_node plain = ln_node(x2, false);
-    gradcheck_ok("layernorm (3, 5), no affine", &plain, &x2);
+    tu_gradcheck_ok("layernorm (3, 5), no affine", &plain, &x2, NULL, GRADCHECK_SEED);
 }
 END_TEST
 
@@ -483,20 +348,20 @@ static void norm_inst_make(norm_inst *s, int row, ck_dtype dt)
     bool bn = norm_rows[row].kind == CK_OP_BATCHNORM;
     ck_shape xs = SHAPE(3, 2, 4), ps = bn ? SHAPE(2) : SHAPE(2, 4);
     s->op = op_of(norm_rows[row].kind, norm_rows[row].eval);
-    s->x = tensor_rand("x", dt, xs, 0, true);
-    s->y = tensor_new("y", dt, xs);
-    s->w = tensor_rand("weight", dt, ps, 1, false);
-    s->b = tensor_rand("bias", dt, ps, 2, false);
-    s->saved = tensor_new("saved", dt, SHAPE(2, bn ? 2 : 3));
-    s->dy = tensor_rand("dy", dt, xs, 3, true);
-    s->dx = tensor_new("dx", dt, xs);
-    s->dw = tensor_new("dweight", dt, ps);
-    s->db = tensor_new("dbias", dt, ps);
+    s->x = tu_tensor_rand("x", dt, xs, RAND_SEED, 0, true);
+    s->y = tu_tensor_new("y", dt, xs);
+    s->w = tu_tensor_rand("weight", dt, ps, RAND_SEED, 1, false);
+    s->b = tu_tensor_rand("bias", dt, ps, RAND_SEED, 2, false);
+    s->saved = tu_tensor_new("saved", dt, SHAPE(2, bn ? 2 : 3));
+    s->dy = tu_tensor_rand("dy", dt, xs, RAND_SEED, 3, true);
+    s->dx = tu_tensor_new("dx", dt, xs);
+    s->dw = tu_tensor_new("dweight", dt, ps);
+    s->db = tu_tensor_new("dbias", dt, ps);
     ck_op_io io = {.n_in = 1, .in = {s->x}, .out = s->y, .weight = s->w, .bias = s->b,
                    .saved = s->saved};
     if (bn) {
-        s->rm = tensor_rand("running_mean", dt, ps, 4, false);
-        s->rv = tensor_of("running_var", dt, ps, (double[]){0.75, 1.5});
+        s->rm = tu_tensor_rand("running_mean", dt, ps, RAND_SEED, 4, false);
+        s->rv = tu_tensor_of("running_var", dt, ps, (double[]){0.75, 1.5});
         s->nbt = nbt_new(0);
         io.running_mean = s->rm;
         io.running_var = s->rv;
@@ -512,7 +377,7 @@ static void norm_inst_free(norm_inst *s)
     ck_tensor *all[] = {s->x, s->y, s->w, s->b, s->rm, s->rv, s->nbt, s->saved, s->dy, s->dx,
                         s->dw, s->db};
     for (int i = 0; i < COUNT(all); i++)
-        tensor_free(all[i]);
+        tu_tensor_free(all[i]);
 }
 
 START_TEST(fp32_forward_is_fp64_forward_rounded)
@@ -526,14 +391,14 @@ START_TEST(fp32_forward_is_fp64_forward_rounded)
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     args.update_running_stats = true;
-    forward_ok(norm_rows[_i].desc, &a.op, &args, &a.io);
-    forward_ok(norm_rows[_i].desc, &b.op, &args, &b.io);
+    tu_forward_ok(norm_rows[_i].desc, &a.op, &args, &a.io);
+    tu_forward_ok(norm_rows[_i].desc, &b.op, &args, &b.io);
     const ck_tensor *pairs[4][2] = {{a.y, b.y}, {a.saved, b.saved}, {a.rm, b.rm}, {a.rv, b.rv}};
     for (int p = 0; p < 4; p++) {
         if (!pairs[p][0])
             continue;
         for (int64_t i = 0; i < ck_shape_numel(&pairs[p][0]->shape); i++) {
-            double v32 = tget(pairs[p][0], i), v64 = tget(pairs[p][1], i);
+            double v32 = tu_tget(pairs[p][0], i), v64 = tu_tget(pairs[p][1], i);
             ck_assert_msg(fabs(v32 - v64) <= F32_ULP * fabs(v64) + 1e-38,
                           "%s: %s[%lld]: fp32 %.9g, fp64 %.17g", norm_rows[_i].desc,
                           pairs[p][0]->name, (long long)i, v32, v64);
@@ -550,8 +415,8 @@ START_TEST(backward_accumulates_into_gradients)
     norm_inst_make(&s, _i, CK_F64);
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
-    forward_ok(norm_rows[_i].desc, &s.op, &args, &s.io);
-    backward_ok(norm_rows[_i].desc, &s.op, &args, &s.io, &s.g);
+    tu_forward_ok(norm_rows[_i].desc, &s.op, &args, &s.io);
+    tu_backward_ok(norm_rows[_i].desc, &s.op, &args, &s.io, &s.g);
     ck_tensor *grads[3] = {s.dx, s.dw, s.db};
     double *first[3];
     for (int k = 0; k < 3; k++) {
@@ -559,12 +424,12 @@ START_TEST(backward_accumulates_into_gradients)
         ck_assert_ptr_nonnull(first[k]);
         memcpy(first[k], grads[k]->data, ck_tensor_bytes(grads[k]));
     }
-    backward_ok(norm_rows[_i].desc, &s.op, &args, &s.io, &s.g);
+    tu_backward_ok(norm_rows[_i].desc, &s.op, &args, &s.io, &s.g);
     for (int k = 0; k < 3; k++) {
         for (int64_t i = 0; i < ck_shape_numel(&grads[k]->shape); i++)
-            ck_assert_msg(tget(grads[k], i) == 2.0 * first[k][i],
+            ck_assert_msg(tu_tget(grads[k], i) == 2.0 * first[k][i],
                           "%s: %s[%lld] %.17g after two passes, %.17g after one",
-                          norm_rows[_i].desc, grads[k]->name, (long long)i, tget(grads[k], i),
+                          norm_rows[_i].desc, grads[k]->name, (long long)i, tu_tget(grads[k], i),
                           first[k][i]);
         free(first[k]);
     }
@@ -578,25 +443,25 @@ START_TEST(non_float_dtypes_are_rejected_by_name)
     memset(&args, 0, sizeof args);
     ck_error err = {{0}};
     /* fp16/bf16 and per-tensor dtypes are accepted (test_ops_lowp.c); integers are not */
-    ck_tensor *h = tensor_new("h", CK_I32, SHAPE(2, 2));
-    ck_tensor *hy = tensor_new("hy", CK_I32, SHAPE(2, 2));
-    ck_tensor *x = tensor_new("x", CK_F32, SHAPE(2, 2));
-    ck_tensor *y = tensor_new("y", CK_F32, SHAPE(2, 2));
-    ck_tensor *w64 = tensor_new("w_i64", CK_I64, SHAPE(2));
+    ck_tensor *h = tu_tensor_new("h", CK_I32, SHAPE(2, 2));
+    ck_tensor *hy = tu_tensor_new("hy", CK_I32, SHAPE(2, 2));
+    ck_tensor *x = tu_tensor_new("x", CK_F32, SHAPE(2, 2));
+    ck_tensor *y = tu_tensor_new("y", CK_F32, SHAPE(2, 2));
+    ck_tensor *w64 = tu_tensor_new("w_i64", CK_I64, SHAPE(2));
     ck_op_params bn = op_of(CK_OP_BATCHNORM, false), ln = op_of(CK_OP_LAYERNORM, false);
     ck_op_io io = {.n_in = 1, .in = {h}, .out = hy};
     ck_assert_int_eq(cpu_batchnorm_forward(&bn, &args, &io, &err), CK_ERR_UNSUPPORTED);
     ck_assert_int_eq(cpu_layernorm_forward(&ln, &args, &io, &err), CK_ERR_UNSUPPORTED);
     ck_op_io mixed = {.n_in = 1, .in = {x}, .out = y, .weight = w64};
-    ck_assert_int_eq(cpu->forward(cpu, &bn, &args, &mixed, &err), CK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(tu_cpu->forward(tu_cpu, &bn, &args, &mixed, &err), CK_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "w_i64") != NULL, "message names no tensor: %s", err.msg);
-    ck_assert_int_eq(cpu->forward(cpu, &ln, &args, &mixed, &err), CK_ERR_UNSUPPORTED);
+    ck_assert_int_eq(tu_cpu->forward(tu_cpu, &ln, &args, &mixed, &err), CK_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(err.msg, "w_i64") != NULL, "message names no tensor: %s", err.msg);
-    tensor_free(h);
-    tensor_free(hy);
-    tensor_free(x);
-    tensor_free(y);
-    tensor_free(w64);
+    tu_tensor_free(h);
+    tu_tensor_free(hy);
+    tu_tensor_free(x);
+    tu_tensor_free(y);
+    tu_tensor_free(w64);
 }
 END_TEST
 
@@ -605,7 +470,7 @@ Suite *suite_ops_norm(void)
     Suite *s = suite_create("ops_norm");
 
     TCase *tc = tcase_create("batchnorm");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, batchnorm_train_normalises_and_updates_running_stats, 0, 2);
     tcase_add_test(tc, batchnorm_without_update_leaves_buffers_alone);
@@ -616,14 +481,14 @@ Suite *suite_ops_norm(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("layernorm");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, layernorm_normalises_each_sample, 0, 2);
     tcase_add_test(tc, layernorm_backward_passes_gradcheck);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("dtypes");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, fp32_forward_is_fp64_forward_rounded, 0, COUNT(norm_rows));
     tcase_add_loop_test(tc, backward_accumulates_into_gradients, 0, COUNT(norm_rows));

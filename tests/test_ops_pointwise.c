@@ -13,92 +13,11 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_ops.h"
 #include "harness/gradcheck.h"
+#include "test_util.h"
 
-#define SHAPE(...)                                                                         \
-    ck_shape_make((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),              \
-                  (int64_t[]){__VA_ARGS__})
-#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-/* fp32 results are the double result rounded once: within one fp32 ulp of it */
-#define F32_ULP 1.1920928955078125e-7
-
-static ck_backend *cpu;
-
-static void setup(void)
-{
-    ck_error err = {{0}};
-    ck_assert_msg(ck_backend_cpu_create(&cpu, &err) == CK_OK, "cpu backend: %s", err.msg);
-}
-
-static void teardown(void)
-{
-    cpu->destroy(cpu);
-    cpu = NULL;
-}
-
-/* ---- host tensors ---- */
-
-static ck_tensor *tensor_new(const char *name, ck_dtype dt, ck_shape shape)
-{
-    ck_tensor *t = calloc(1, sizeof *t);
-    ck_assert_ptr_nonnull(t);
-    t->name = name;
-    t->dtype = dt;
-    t->shape = shape;
-    t->data = calloc((size_t)ck_shape_numel(&shape), ck_dtype_size(dt));
-    ck_assert_ptr_nonnull(t->data);
-    return t;
-}
-
-static void tensor_free(ck_tensor *t)
-{
-    if (t)
-        free(t->data);
-    free(t);
-}
-
-static double tget(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
-}
-
-static void tset(ck_tensor *t, int64_t i, double v)
-{
-    if (t->dtype == CK_F32)
-        ((float *)t->data)[i] = (float)v;
-    else
-        ((double *)t->data)[i] = v;
-}
-
-static ck_tensor *tensor_of(const char *name, ck_dtype dt, ck_shape shape, const double *v)
-{
-    ck_tensor *t = tensor_new(name, dt, shape);
-    for (int64_t i = 0; i < ck_shape_numel(&shape); i++)
-        tset(t, i, v[i]);
-    return t;
-}
-
-/* N(0, 1) values rounded through fp32, so fp32 and fp64 tensors hold the same numbers */
-static ck_tensor *tensor_randn(const char *name, ck_dtype dt, ck_shape shape, uint32_t slot)
-{
-    ck_tensor *t = tensor_new(name, dt, shape);
-    ck_rng_stream s = ck_rng_keyed(99, slot, CK_PURPOSE_TEST, 5);
-    for (int64_t i = 0; i < ck_shape_numel(&shape); i++)
-        tset(t, i, (float)ck_rng_normal_f64(&s, (uint64_t)i));
-    return t;
-}
-
-static void assert_values(const char *desc, const ck_tensor *t, const double *want, double rtol,
-                          double atol)
-{
-    for (int64_t i = 0; i < ck_shape_numel(&t->shape); i++) {
-        double got = tget(t, i);
-        ck_assert_msg(fabs(got - want[i]) <= atol + rtol * fabs(want[i]),
-                      "%s (%s): element %lld is %.17g, want %.17g", desc,
-                      ck_dtype_name(t->dtype), (long long)i, got, want[i]);
-    }
-}
+/* this file's random tensors (tu_tensor_rand) and gradcheck samples */
+#define RAND_SEED 99
+#define GRADCHECK_SEED 7
 
 static ck_fwd_args fwd_args(uint32_t layer, uint32_t step)
 {
@@ -113,60 +32,6 @@ static ck_op_params op_of(ck_op_kind kind)
     ck_op_params op;
     ck_op_params_default(&op, kind, 0);
     return op;
-}
-
-static void forward_ok(const char *desc, const ck_op_params *op, const ck_fwd_args *args,
-                       ck_op_io *io)
-{
-    ck_error err = {{0}};
-    ck_status st = cpu->forward(cpu, op, args, io, &err);
-    ck_assert_msg(st == CK_OK, "%s: forward failed: %s", desc, err.msg);
-}
-
-static void backward_ok(const char *desc, const ck_op_params *op, const ck_fwd_args *args,
-                        const ck_op_io *io, ck_op_grads *g)
-{
-    ck_error err = {{0}};
-    ck_status st = cpu->backward(cpu, op, args, io, g, &err);
-    ck_assert_msg(st == CK_OK, "%s: backward failed: %s", desc, err.msg);
-}
-
-/* ---- gradcheck through the backend ---- */
-
-static ck_node node_make(ck_op_params op, int n_in, ck_shape out_shape)
-{
-    ck_node n;
-    memset(&n, 0, sizeof n);
-    n.op = op;
-    n.n_in = n_in;
-    for (int i = 0; i < n_in; i++)
-        n.in[i] = -1;
-    n.out_shape = out_shape;
-    return n;
-}
-
-static void gradcheck_ok(const char *desc, const ck_node *node, const ck_shape *in_shapes,
-                         const ck_fwd_args *args)
-{
-    ck_gradcheck_result res;
-    ck_error err = {{0}};
-    ck_status st = ck_gradcheck_op(cpu, node, in_shapes, args, 7, NULL, &res, &err);
-    ck_assert_msg(st == CK_OK, "%s: gradcheck did not run: %s", desc, err.msg);
-    ck_assert_int_eq(res.n, node->n_in + node->n_params);
-    char report[2048];
-    size_t used = 0;
-    for (int i = 0; i < res.n && used < sizeof report; i++) {
-        const ck_gradcheck_entry *e = &res.e[i];
-        ck_assert_msg(e->checked > 0, "%s: %s: nothing checked", desc, e->name);
-        int w = snprintf(report + used, sizeof report - used,
-                         "%s%s: %lld/%lld failed, max abs err %.3g, worst [%lld] %.10g vs %.10g",
-                         i ? "; " : "", e->name, (long long)e->failed, (long long)e->checked,
-                         e->max_abs_err, (long long)e->worst_index, e->worst_analytic,
-                         e->worst_numeric);
-        if (w > 0)
-            used += (size_t)w;
-    }
-    ck_assert_msg(res.ok, "%s: %s", desc, report);
 }
 
 /* ================================ activations ================================ */
@@ -194,15 +59,15 @@ START_TEST(activation_forward_matches_hand_values)
         ck_dtype dt = d ? CK_F32 : CK_F64;
         ck_op_params op = op_of(act_cases[_i].kind);
         op.slope = 0.1;
-        ck_tensor *x = tensor_of("x", dt, SHAPE(5), act_x);
-        ck_tensor *y = tensor_new("y", dt, SHAPE(5));
+        ck_tensor *x = tu_tensor_of("x", dt, SHAPE(5), act_x);
+        ck_tensor *y = tu_tensor_new("y", dt, SHAPE(5));
         ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
         ck_fwd_args args = fwd_args(0, 0);
-        forward_ok(act_cases[_i].desc, &op, &args, &io);
-        assert_values(act_cases[_i].desc, y, act_cases[_i].y, dt == CK_F32 ? F32_ULP : 1e-15,
-                      1e-300);
-        tensor_free(x);
-        tensor_free(y);
+        tu_forward_ok(act_cases[_i].desc, &op, &args, &io);
+        tu_assert_values(act_cases[_i].desc, y, act_cases[_i].y,
+                         dt == CK_F32 ? F32_ULP : 1e-15, 1e-300);
+        tu_tensor_free(x);
+        tu_tensor_free(y);
     }
 }
 END_TEST
@@ -220,21 +85,21 @@ START_TEST(activation_backward_at_zero_uses_the_input)
     for (int r = 0; r < COUNT(rows); r++) {
         ck_op_params op = op_of(rows[r].kind);
         op.slope = 0.1;
-        ck_tensor *x = tensor_of("x", CK_F64, SHAPE(1), zero);
-        ck_tensor *y = tensor_new("y", CK_F64, SHAPE(1));
-        ck_tensor *dy = tensor_of("dy", CK_F64, SHAPE(1), (double[]){0.25});
-        ck_tensor *dx = tensor_of("dx", CK_F64, SHAPE(1), one);
+        ck_tensor *x = tu_tensor_of("x", CK_F64, SHAPE(1), zero);
+        ck_tensor *y = tu_tensor_new("y", CK_F64, SHAPE(1));
+        ck_tensor *dy = tu_tensor_of("dy", CK_F64, SHAPE(1), (double[]){0.25});
+        ck_tensor *dx = tu_tensor_of("dx", CK_F64, SHAPE(1), one);
         ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
         ck_op_grads g = {.dout = dy, .din = {dx}};
         ck_fwd_args args = fwd_args(0, 0);
-        forward_ok(ck_op_kind_name(rows[r].kind), &op, &args, &io);
-        backward_ok(ck_op_kind_name(rows[r].kind), &op, &args, &io, &g);
-        ck_assert_msg(fabs(tget(dx, 0) - rows[r].want) < 1e-15, "%s: dx %.17g, want %.17g",
-                      ck_op_kind_name(rows[r].kind), tget(dx, 0), rows[r].want);
-        tensor_free(x);
-        tensor_free(y);
-        tensor_free(dy);
-        tensor_free(dx);
+        tu_forward_ok(ck_op_kind_name(rows[r].kind), &op, &args, &io);
+        tu_backward_ok(ck_op_kind_name(rows[r].kind), &op, &args, &io, &g);
+        ck_assert_msg(fabs(tu_tget(dx, 0) - rows[r].want) < 1e-15, "%s: dx %.17g, want %.17g",
+                      ck_op_kind_name(rows[r].kind), tu_tget(dx, 0), rows[r].want);
+        tu_tensor_free(x);
+        tu_tensor_free(y);
+        tu_tensor_free(dy);
+        tu_tensor_free(dx);
     }
 }
 END_TEST
@@ -246,23 +111,23 @@ START_TEST(sigmoid_and_tanh_saturate_without_nan)
     const double want[2][4] = {{0.0, 4.248354255291589e-18, 1.0, 1.0}, {-1.0, -1.0, 1.0, 1.0}};
     for (int k = 0; k < 2; k++) {
         ck_op_params op = op_of(kinds[k]);
-        ck_tensor *xt = tensor_of("x", CK_F64, SHAPE(4), x);
-        ck_tensor *y = tensor_new("y", CK_F64, SHAPE(4));
-        ck_tensor *dy = tensor_of("dy", CK_F64, SHAPE(4), (double[]){1, 1, 1, 1});
-        ck_tensor *dx = tensor_new("dx", CK_F64, SHAPE(4));
+        ck_tensor *xt = tu_tensor_of("x", CK_F64, SHAPE(4), x);
+        ck_tensor *y = tu_tensor_new("y", CK_F64, SHAPE(4));
+        ck_tensor *dy = tu_tensor_of("dy", CK_F64, SHAPE(4), (double[]){1, 1, 1, 1});
+        ck_tensor *dx = tu_tensor_new("dx", CK_F64, SHAPE(4));
         ck_op_io io = {.n_in = 1, .in = {xt}, .out = y};
         ck_op_grads g = {.dout = dy, .din = {dx}};
         ck_fwd_args args = fwd_args(0, 0);
-        forward_ok(ck_op_kind_name(kinds[k]), &op, &args, &io);
-        backward_ok(ck_op_kind_name(kinds[k]), &op, &args, &io, &g);
-        assert_values(ck_op_kind_name(kinds[k]), y, want[k], 1e-15, 0.0);
+        tu_forward_ok(ck_op_kind_name(kinds[k]), &op, &args, &io);
+        tu_backward_ok(ck_op_kind_name(kinds[k]), &op, &args, &io, &g);
+        tu_assert_values(ck_op_kind_name(kinds[k]), y, want[k], 1e-15, 0.0);
         for (int i = 0; i < 4; i++)
-            ck_assert_msg(isfinite(tget(dx, i)) && tget(dx, i) >= 0.0, "%s: dx[%d] = %g",
-                          ck_op_kind_name(kinds[k]), i, tget(dx, i));
-        tensor_free(xt);
-        tensor_free(y);
-        tensor_free(dy);
-        tensor_free(dx);
+            ck_assert_msg(isfinite(tu_tget(dx, i)) && tu_tget(dx, i) >= 0.0, "%s: dx[%d] = %g",
+                          ck_op_kind_name(kinds[k]), i, tu_tget(dx, i));
+        tu_tensor_free(xt);
+        tu_tensor_free(y);
+        tu_tensor_free(dy);
+        tu_tensor_free(dx);
     }
 }
 END_TEST
@@ -272,9 +137,9 @@ START_TEST(activation_backward_passes_gradcheck)
     ck_op_params op = op_of(act_cases[_i].kind);
     op.slope = 0.1;
     ck_shape s = SHAPE(2, 3, 4);
-    ck_node node = node_make(op, 1, s);
+    ck_node node = tu_node_make(op, 1, s);
     ck_fwd_args args = fwd_args(0, 0);
-    gradcheck_ok(act_cases[_i].desc, &node, &s, &args);
+    tu_gradcheck_ok(act_cases[_i].desc, &node, &s, &args, GRADCHECK_SEED);
 }
 END_TEST
 
@@ -285,13 +150,13 @@ static ck_tensor *dropout_ones(ck_shape shape, double rate, const ck_fwd_args *a
 {
     ck_op_params op = op_of(CK_OP_DROPOUT);
     op.rate = rate;
-    ck_tensor *x = tensor_new("x", CK_F64, shape);
+    ck_tensor *x = tu_tensor_new("x", CK_F64, shape);
     for (int64_t i = 0; i < ck_shape_numel(&shape); i++)
-        tset(x, i, 1.0);
-    ck_tensor *y = tensor_new("y", CK_F64, shape);
+        tu_tset(x, i, 1.0);
+    ck_tensor *y = tu_tensor_new("y", CK_F64, shape);
     ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
-    forward_ok("dropout", &op, args, &io);
-    tensor_free(x);
+    tu_forward_ok("dropout", &op, args, &io);
+    tu_tensor_free(x);
     return y;
 }
 
@@ -306,8 +171,9 @@ START_TEST(dropout_mask_follows_the_stream_and_scales_kept_values)
     for (int i = 0; i < n; i++) {
         bool dropped = ck_rng_u32(&args.rng, (uint64_t)i) < thr;
         double want = dropped ? 0.0 : 1.0 / 0.7;
-        ck_assert_msg(tget(y, i) == want, "element %d: %.17g, want %.17g", i, tget(y, i), want);
-        ck_assert_msg(tget(again, i) == tget(y, i), "element %d differs on replay", i);
+        ck_assert_msg(tu_tget(y, i) == want, "element %d: %.17g, want %.17g", i, tu_tget(y, i),
+                      want);
+        ck_assert_msg(tu_tget(again, i) == tu_tget(y, i), "element %d differs on replay", i);
     }
 
     /* another step, another layer, a shifted offset: other masks */
@@ -318,21 +184,21 @@ START_TEST(dropout_mask_follows_the_stream_and_scales_kept_values)
     ck_tensor *yo = dropout_ones(SHAPE(n), rate, &shifted);
     int diff_step = 0, diff_layer = 0, diff_offset = 0;
     for (int i = 0; i < n; i++) {
-        diff_step += tget(ys, i) != tget(y, i);
-        diff_layer += tget(yl, i) != tget(y, i);
-        diff_offset += tget(yo, i) != tget(y, i);
+        diff_step += tu_tget(ys, i) != tu_tget(y, i);
+        diff_layer += tu_tget(yl, i) != tu_tget(y, i);
+        diff_offset += tu_tget(yo, i) != tu_tget(y, i);
         /* an offset of 4 words is the same stream advanced by 4 elements */
         if (i + 4 < n)
-            ck_assert(tget(yo, i) == tget(y, i + 4));
+            ck_assert(tu_tget(yo, i) == tu_tget(y, i + 4));
     }
     ck_assert_msg(diff_step > 100 && diff_layer > 100 && diff_offset > 100,
                   "masks differ in %d (step), %d (layer), %d (offset) of %d elements",
                   diff_step, diff_layer, diff_offset, n);
-    tensor_free(y);
-    tensor_free(again);
-    tensor_free(ys);
-    tensor_free(yl);
-    tensor_free(yo);
+    tu_tensor_free(y);
+    tu_tensor_free(again);
+    tu_tensor_free(ys);
+    tu_tensor_free(yl);
+    tu_tensor_free(yo);
 }
 END_TEST
 
@@ -345,11 +211,11 @@ START_TEST(dropout_keeps_about_one_minus_rate)
         ck_tensor *y = dropout_ones(SHAPE(n), rates[r], &args);
         int kept = 0;
         for (int i = 0; i < n; i++)
-            kept += tget(y, i) != 0.0;
+            kept += tu_tget(y, i) != 0.0;
         /* the standard deviation of the fraction is below 0.0012 */
         ck_assert_msg(fabs((double)kept / n - (1.0 - rates[r])) < 0.01,
                       "rate %g: kept fraction %g", rates[r], (double)kept / n);
-        tensor_free(y);
+        tu_tensor_free(y);
     }
 }
 END_TEST
@@ -357,19 +223,19 @@ END_TEST
 START_TEST(dropout_rate_zero_is_identity_and_rate_one_is_rejected)
 {
     ck_fwd_args args = fwd_args(0, 0);
-    ck_tensor *x = tensor_randn("x", CK_F32, SHAPE(64), 1);
-    ck_tensor *y = tensor_new("y", CK_F32, SHAPE(64));
+    ck_tensor *x = tu_tensor_rand("x", CK_F32, SHAPE(64), RAND_SEED, 1, true);
+    ck_tensor *y = tu_tensor_new("y", CK_F32, SHAPE(64));
     ck_op_params op = op_of(CK_OP_DROPOUT);
     op.rate = 0.0;
     ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
-    forward_ok("dropout rate 0", &op, &args, &io);
+    tu_forward_ok("dropout rate 0", &op, &args, &io);
     ck_assert(memcmp(x->data, y->data, 64 * sizeof(float)) == 0);
     op.rate = 1.0;
     ck_error err = {{0}};
-    ck_assert_int_eq(cpu->forward(cpu, &op, &args, &io, &err), CK_ERR_INPUT);
+    ck_assert_int_eq(tu_cpu->forward(tu_cpu, &op, &args, &io, &err), CK_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "rate") != NULL, "message: %s", err.msg);
-    tensor_free(x);
-    tensor_free(y);
+    tu_tensor_free(x);
+    tu_tensor_free(y);
 }
 END_TEST
 
@@ -378,9 +244,9 @@ START_TEST(dropout_backward_passes_gradcheck)
     ck_op_params op = op_of(CK_OP_DROPOUT);
     op.rate = 0.4;
     ck_shape s = SHAPE(2, 3, 5);
-    ck_node node = node_make(op, 1, s);
+    ck_node node = tu_node_make(op, 1, s);
     ck_fwd_args args = fwd_args(5, 3);
-    gradcheck_ok("dropout 0.4", &node, &s, &args);
+    tu_gradcheck_ok("dropout 0.4", &node, &s, &args, GRADCHECK_SEED);
 }
 END_TEST
 
@@ -396,25 +262,25 @@ START_TEST(noise_adds_the_float_normal_draw)
     op.stddev = stddev;
     for (int d = 0; d < 2; d++) {
         ck_dtype dt = d ? CK_F32 : CK_F64;
-        ck_tensor *x = tensor_randn("x", dt, SHAPE(n), 2);
-        ck_tensor *y = tensor_new("y", dt, SHAPE(n));
+        ck_tensor *x = tu_tensor_rand("x", dt, SHAPE(n), RAND_SEED, 2, true);
+        ck_tensor *y = tu_tensor_new("y", dt, SHAPE(n));
         ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
-        forward_ok("noise", &op, &args, &io);
+        tu_forward_ok("noise", &op, &args, &io);
         double s1 = 0.0, s2 = 0.0;
         for (int i = 0; i < n; i++) {
             double z = (double)ck_rng_normal_f32(&args.rng, (uint64_t)i);
-            double want = tget(x, i) + stddev * z;
+            double want = tu_tget(x, i) + stddev * z;
             if (dt == CK_F32)
                 want = (float)want;
-            ck_assert_msg(tget(y, i) == want, "%s element %d: %.17g, want %.17g",
-                          ck_dtype_name(dt), i, tget(y, i), want);
+            ck_assert_msg(tu_tget(y, i) == want, "%s element %d: %.17g, want %.17g",
+                          ck_dtype_name(dt), i, tu_tget(y, i), want);
             s1 += z;
             s2 += z * z;
         }
         ck_assert_double_eq_tol(s1 / n, 0.0, 0.03);
         ck_assert_double_eq_tol(s2 / n, 1.0, 0.04);
-        tensor_free(x);
-        tensor_free(y);
+        tu_tensor_free(x);
+        tu_tensor_free(y);
     }
 }
 END_TEST
@@ -424,9 +290,9 @@ START_TEST(noise_backward_passes_gradcheck)
     ck_op_params op = op_of(CK_OP_GAUSSIAN_NOISE);
     op.stddev = 0.7;
     ck_shape s = SHAPE(3, 4);
-    ck_node node = node_make(op, 1, s);
+    ck_node node = tu_node_make(op, 1, s);
     ck_fwd_args args = fwd_args(1, 1);
-    gradcheck_ok("gaussian_noise 0.7", &node, &s, &args);
+    tu_gradcheck_ok("gaussian_noise 0.7", &node, &s, &args, GRADCHECK_SEED);
 }
 END_TEST
 
@@ -438,31 +304,31 @@ START_TEST(add_sums_inputs_in_order)
     const double want[4] = {0.5, 0.25, 13, 4.001};
     for (int d = 0; d < 2; d++) {
         ck_dtype dt = d ? CK_F32 : CK_F64;
-        ck_tensor *ta = tensor_of("a", dt, SHAPE(2, 2), a);
-        ck_tensor *tb = tensor_of("b", dt, SHAPE(2, 2), b);
-        ck_tensor *tc = tensor_of("c", dt, SHAPE(2, 2), c);
-        ck_tensor *y = tensor_new("y", dt, SHAPE(2, 2));
+        ck_tensor *ta = tu_tensor_of("a", dt, SHAPE(2, 2), a);
+        ck_tensor *tb = tu_tensor_of("b", dt, SHAPE(2, 2), b);
+        ck_tensor *tc = tu_tensor_of("c", dt, SHAPE(2, 2), c);
+        ck_tensor *y = tu_tensor_new("y", dt, SHAPE(2, 2));
         ck_op_params op = op_of(CK_OP_ADD);
         ck_op_io io = {.n_in = 3, .in = {ta, tb, tc}, .out = y};
         ck_fwd_args args = fwd_args(0, 0);
-        forward_ok("add", &op, &args, &io);
-        assert_values("add", y, want, dt == CK_F32 ? F32_ULP : 1e-15, 0.0);
+        tu_forward_ok("add", &op, &args, &io);
+        tu_assert_values("add", y, want, dt == CK_F32 ? F32_ULP : 1e-15, 0.0);
 
         /* backward: every input gets dout, a NULL din is skipped */
-        ck_tensor *dy = tensor_of("dy", dt, SHAPE(2, 2), (double[]){1, -1, 2, 0.5});
-        ck_tensor *da = tensor_of("da", dt, SHAPE(2, 2), (double[]){1, 1, 1, 1});
-        ck_tensor *dc = tensor_new("dc", dt, SHAPE(2, 2));
+        ck_tensor *dy = tu_tensor_of("dy", dt, SHAPE(2, 2), (double[]){1, -1, 2, 0.5});
+        ck_tensor *da = tu_tensor_of("da", dt, SHAPE(2, 2), (double[]){1, 1, 1, 1});
+        ck_tensor *dc = tu_tensor_new("dc", dt, SHAPE(2, 2));
         ck_op_grads g = {.dout = dy, .din = {da, NULL, dc}};
-        backward_ok("add", &op, &args, &io, &g);
-        assert_values("add da", da, (double[]){2, 0, 3, 1.5}, 0.0, 0.0);
-        assert_values("add dc", dc, (double[]){1, -1, 2, 0.5}, 0.0, 0.0);
-        tensor_free(ta);
-        tensor_free(tb);
-        tensor_free(tc);
-        tensor_free(y);
-        tensor_free(dy);
-        tensor_free(da);
-        tensor_free(dc);
+        tu_backward_ok("add", &op, &args, &io, &g);
+        tu_assert_values("add da", da, (double[]){2, 0, 3, 1.5}, 0.0, 0.0);
+        tu_assert_values("add dc", dc, (double[]){1, -1, 2, 0.5}, 0.0, 0.0);
+        tu_tensor_free(ta);
+        tu_tensor_free(tb);
+        tu_tensor_free(tc);
+        tu_tensor_free(y);
+        tu_tensor_free(dy);
+        tu_tensor_free(da);
+        tu_tensor_free(dc);
     }
 }
 END_TEST
@@ -474,71 +340,71 @@ START_TEST(concat_joins_channels_in_input_order)
     const double b[8] = {10, 11, 12, 13, 14, 15, 16, 17};
     const double c[4] = {-1, -2, -3, -4};
     const double want[16] = {1, 2, 10, 11, 12, 13, -1, -2, 3, 4, 14, 15, 16, 17, -3, -4};
-    ck_tensor *ta = tensor_of("a", CK_F32, SHAPE(2, 1, 2), a);
-    ck_tensor *tb = tensor_of("b", CK_F32, SHAPE(2, 2, 2), b);
-    ck_tensor *tc = tensor_of("c", CK_F32, SHAPE(2, 1, 2), c);
-    ck_tensor *y = tensor_new("y", CK_F32, SHAPE(2, 4, 2));
+    ck_tensor *ta = tu_tensor_of("a", CK_F32, SHAPE(2, 1, 2), a);
+    ck_tensor *tb = tu_tensor_of("b", CK_F32, SHAPE(2, 2, 2), b);
+    ck_tensor *tc = tu_tensor_of("c", CK_F32, SHAPE(2, 1, 2), c);
+    ck_tensor *y = tu_tensor_new("y", CK_F32, SHAPE(2, 4, 2));
     ck_op_params op = op_of(CK_OP_CONCAT);
     ck_op_io io = {.n_in = 3, .in = {ta, tb, tc}, .out = y};
     ck_fwd_args args = fwd_args(0, 0);
-    forward_ok("concat", &op, &args, &io);
-    assert_values("concat", y, want, 0.0, 0.0);
+    tu_forward_ok("concat", &op, &args, &io);
+    tu_assert_values("concat", y, want, 0.0, 0.0);
 
     /* backward slices dout back; the gradient of b starts at 1 to show += */
-    ck_tensor *dy = tensor_of("dy", CK_F32, SHAPE(2, 4, 2), want);
-    ck_tensor *da = tensor_new("da", CK_F32, SHAPE(2, 1, 2));
-    ck_tensor *db = tensor_of("db", CK_F32, SHAPE(2, 2, 2), (double[]){1, 1, 1, 1, 1, 1, 1, 1});
-    ck_tensor *dc = tensor_new("dc", CK_F32, SHAPE(2, 1, 2));
+    ck_tensor *dy = tu_tensor_of("dy", CK_F32, SHAPE(2, 4, 2), want);
+    ck_tensor *da = tu_tensor_new("da", CK_F32, SHAPE(2, 1, 2));
+    ck_tensor *db = tu_tensor_of("db", CK_F32, SHAPE(2, 2, 2), (double[]){1, 1, 1, 1, 1, 1, 1, 1});
+    ck_tensor *dc = tu_tensor_new("dc", CK_F32, SHAPE(2, 1, 2));
     ck_op_grads g = {.dout = dy, .din = {da, db, dc}};
-    backward_ok("concat", &op, &args, &io, &g);
-    assert_values("concat da", da, a, 0.0, 0.0);
-    assert_values("concat db", db, (double[]){11, 12, 13, 14, 15, 16, 17, 18}, 0.0, 0.0);
-    assert_values("concat dc", dc, c, 0.0, 0.0);
-    tensor_free(ta);
-    tensor_free(tb);
-    tensor_free(tc);
-    tensor_free(y);
-    tensor_free(dy);
-    tensor_free(da);
-    tensor_free(db);
-    tensor_free(dc);
+    tu_backward_ok("concat", &op, &args, &io, &g);
+    tu_assert_values("concat da", da, a, 0.0, 0.0);
+    tu_assert_values("concat db", db, (double[]){11, 12, 13, 14, 15, 16, 17, 18}, 0.0, 0.0);
+    tu_assert_values("concat dc", dc, c, 0.0, 0.0);
+    tu_tensor_free(ta);
+    tu_tensor_free(tb);
+    tu_tensor_free(tc);
+    tu_tensor_free(y);
+    tu_tensor_free(dy);
+    tu_tensor_free(da);
+    tu_tensor_free(db);
+    tu_tensor_free(dc);
 }
 END_TEST
 
 START_TEST(concat_rejects_mismatched_spatial_dims)
 {
-    ck_tensor *ta = tensor_new("a", CK_F64, SHAPE(2, 1, 2));
-    ck_tensor *tb = tensor_new("b", CK_F64, SHAPE(2, 1, 3));
-    ck_tensor *y = tensor_new("y", CK_F64, SHAPE(2, 2, 2));
+    ck_tensor *ta = tu_tensor_new("a", CK_F64, SHAPE(2, 1, 2));
+    ck_tensor *tb = tu_tensor_new("b", CK_F64, SHAPE(2, 1, 3));
+    ck_tensor *y = tu_tensor_new("y", CK_F64, SHAPE(2, 2, 2));
     ck_op_params op = op_of(CK_OP_CONCAT);
     ck_op_io io = {.n_in = 2, .in = {ta, tb}, .out = y};
     ck_fwd_args args = fwd_args(0, 0);
     ck_error err = {{0}};
-    ck_assert_int_ne(cpu->forward(cpu, &op, &args, &io, &err), CK_OK);
+    ck_assert_int_ne(tu_cpu->forward(tu_cpu, &op, &args, &io, &err), CK_OK);
     ck_assert_msg(strstr(err.msg, "b has shape [2, 1, 3]") != NULL, "message: %s", err.msg);
-    tensor_free(ta);
-    tensor_free(tb);
-    tensor_free(y);
+    tu_tensor_free(ta);
+    tu_tensor_free(tb);
+    tu_tensor_free(y);
 }
 END_TEST
 
 START_TEST(flatten_copies_row_major)
 {
     const double x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    ck_tensor *tx = tensor_of("x", CK_F64, SHAPE(2, 2, 2), x);
-    ck_tensor *y = tensor_new("y", CK_F64, SHAPE(2, 4));
+    ck_tensor *tx = tu_tensor_of("x", CK_F64, SHAPE(2, 2, 2), x);
+    ck_tensor *y = tu_tensor_new("y", CK_F64, SHAPE(2, 4));
     ck_op_params op = op_of(CK_OP_FLATTEN);
     ck_op_io io = {.n_in = 1, .in = {tx}, .out = y};
     ck_fwd_args args = fwd_args(0, 0);
-    forward_ok("flatten", &op, &args, &io);
-    assert_values("flatten", y, x, 0.0, 0.0);
-    ck_tensor *dx = tensor_of("dx", CK_F64, SHAPE(2, 2, 2), x);
+    tu_forward_ok("flatten", &op, &args, &io);
+    tu_assert_values("flatten", y, x, 0.0, 0.0);
+    ck_tensor *dx = tu_tensor_of("dx", CK_F64, SHAPE(2, 2, 2), x);
     ck_op_grads g = {.dout = y, .din = {dx}};
-    backward_ok("flatten", &op, &args, &io, &g);
-    assert_values("flatten dx", dx, (double[]){2, 4, 6, 8, 10, 12, 14, 16}, 0.0, 0.0);
-    tensor_free(tx);
-    tensor_free(y);
-    tensor_free(dx);
+    tu_backward_ok("flatten", &op, &args, &io, &g);
+    tu_assert_values("flatten dx", dx, (double[]){2, 4, 6, 8, 10, 12, 14, 16}, 0.0, 0.0);
+    tu_tensor_free(tx);
+    tu_tensor_free(y);
+    tu_tensor_free(dx);
 }
 END_TEST
 
@@ -546,16 +412,16 @@ START_TEST(add_concat_flatten_pass_gradcheck)
 {
     ck_fwd_args args = fwd_args(0, 0);
     ck_shape same[3] = {SHAPE(2, 3, 2), SHAPE(2, 3, 2), SHAPE(2, 3, 2)};
-    ck_node add = node_make(op_of(CK_OP_ADD), 3, same[0]);
-    gradcheck_ok("add of 3", &add, same, &args);
+    ck_node add = tu_node_make(op_of(CK_OP_ADD), 3, same[0]);
+    tu_gradcheck_ok("add of 3", &add, same, &args, GRADCHECK_SEED);
 
     ck_shape parts[3] = {SHAPE(2, 1, 3), SHAPE(2, 3, 3), SHAPE(2, 2, 3)};
-    ck_node cat = node_make(op_of(CK_OP_CONCAT), 3, SHAPE(2, 6, 3));
-    gradcheck_ok("concat of 3", &cat, parts, &args);
+    ck_node cat = tu_node_make(op_of(CK_OP_CONCAT), 3, SHAPE(2, 6, 3));
+    tu_gradcheck_ok("concat of 3", &cat, parts, &args, GRADCHECK_SEED);
 
     ck_shape x = SHAPE(2, 3, 2, 2);
-    ck_node flat = node_make(op_of(CK_OP_FLATTEN), 1, SHAPE(2, 12));
-    gradcheck_ok("flatten", &flat, &x, &args);
+    ck_node flat = tu_node_make(op_of(CK_OP_FLATTEN), 1, SHAPE(2, 12));
+    tu_gradcheck_ok("flatten", &flat, &x, &args, GRADCHECK_SEED);
 }
 END_TEST
 
@@ -597,13 +463,13 @@ static void op_inst_make(op_inst *s, int row, ck_dtype dt)
     s->io.n_in = op_rows[row].n_in;
     for (int i = 0; i < op_rows[row].n_in; i++) {
         ck_shape sh = SHAPE(2, op_rows[row].in_c[i], 3);
-        s->in[i] = tensor_randn("x", dt, sh, (uint32_t)i);
-        s->din[i] = tensor_new("dx", dt, sh);
+        s->in[i] = tu_tensor_rand("x", dt, sh, RAND_SEED, (uint32_t)i, true);
+        s->din[i] = tu_tensor_new("dx", dt, sh);
         s->io.in[i] = s->in[i];
         s->g.din[i] = s->din[i];
     }
-    s->out = tensor_new("y", dt, SHAPE(2, op_rows[row].out_c, 3));
-    s->dout = tensor_randn("dy", dt, SHAPE(2, op_rows[row].out_c, 3), 9);
+    s->out = tu_tensor_new("y", dt, SHAPE(2, op_rows[row].out_c, 3));
+    s->dout = tu_tensor_rand("dy", dt, SHAPE(2, op_rows[row].out_c, 3), RAND_SEED, 9, true);
     s->io.out = s->out;
     s->g.dout = s->dout;
 }
@@ -611,11 +477,11 @@ static void op_inst_make(op_inst *s, int row, ck_dtype dt)
 static void op_inst_free(op_inst *s)
 {
     for (int i = 0; i < 3; i++) {
-        tensor_free(s->in[i]);
-        tensor_free(s->din[i]);
+        tu_tensor_free(s->in[i]);
+        tu_tensor_free(s->din[i]);
     }
-    tensor_free(s->out);
-    tensor_free(s->dout);
+    tu_tensor_free(s->out);
+    tu_tensor_free(s->dout);
 }
 
 START_TEST(fp32_forward_is_fp64_forward_rounded)
@@ -626,10 +492,10 @@ START_TEST(fp32_forward_is_fp64_forward_rounded)
     op_inst_make(&a, _i, CK_F32);
     op_inst_make(&b, _i, CK_F64);
     ck_fwd_args args = fwd_args(6, 0);
-    forward_ok(op_rows[_i].desc, &a.op, &args, &a.io);
-    forward_ok(op_rows[_i].desc, &b.op, &args, &b.io);
+    tu_forward_ok(op_rows[_i].desc, &a.op, &args, &a.io);
+    tu_forward_ok(op_rows[_i].desc, &b.op, &args, &b.io);
     for (int64_t i = 0; i < ck_shape_numel(&a.out->shape); i++) {
-        double y32 = tget(a.out, i), y64 = tget(b.out, i);
+        double y32 = tu_tget(a.out, i), y64 = tu_tget(b.out, i);
         ck_assert_msg(fabs(y32 - y64) <= F32_ULP * fabs(y64) + 1e-38,
                       "%s: element %lld: fp32 %.9g, fp64 %.17g", op_rows[_i].desc,
                       (long long)i, y32, y64);
@@ -645,25 +511,25 @@ START_TEST(backward_accumulates_into_gradients)
     op_inst s;
     op_inst_make(&s, _i, CK_F64);
     ck_fwd_args args = fwd_args(6, 0);
-    forward_ok(op_rows[_i].desc, &s.op, &args, &s.io);
-    backward_ok(op_rows[_i].desc, &s.op, &args, &s.io, &s.g);
+    tu_forward_ok(op_rows[_i].desc, &s.op, &args, &s.io);
+    tu_backward_ok(op_rows[_i].desc, &s.op, &args, &s.io, &s.g);
     ck_tensor *first[3] = {NULL, NULL, NULL};
     for (int i = 0; i < s.io.n_in; i++) {
-        first[i] = tensor_new("first", CK_F64, s.din[i]->shape);
+        first[i] = tu_tensor_new("first", CK_F64, s.din[i]->shape);
         memcpy(first[i]->data, s.din[i]->data, ck_tensor_bytes(s.din[i]));
     }
-    backward_ok(op_rows[_i].desc, &s.op, &args, &s.io, &s.g);
+    tu_backward_ok(op_rows[_i].desc, &s.op, &args, &s.io, &s.g);
     for (int i = 0; i < s.io.n_in; i++) {
         bool nonzero = false;
         for (int64_t k = 0; k < ck_shape_numel(&first[i]->shape); k++) {
-            ck_assert_msg(tget(s.din[i], k) == 2.0 * tget(first[i], k),
+            ck_assert_msg(tu_tget(s.din[i], k) == 2.0 * tu_tget(first[i], k),
                           "%s: din[%d][%lld] %.17g after two passes, %.17g after one",
-                          op_rows[_i].desc, i, (long long)k, tget(s.din[i], k),
-                          tget(first[i], k));
-            nonzero = nonzero || tget(first[i], k) != 0.0;
+                          op_rows[_i].desc, i, (long long)k, tu_tget(s.din[i], k),
+                          tu_tget(first[i], k));
+            nonzero = nonzero || tu_tget(first[i], k) != 0.0;
         }
         ck_assert_msg(nonzero, "%s: din[%d] is all zero", op_rows[_i].desc, i);
-        tensor_free(first[i]);
+        tu_tensor_free(first[i]);
     }
     op_inst_free(&s);
 }
@@ -674,10 +540,10 @@ START_TEST(non_float_dtypes_are_rejected_by_name)
     ck_fwd_args args = fwd_args(0, 0);
     ck_error err = {{0}};
     /* fp16/bf16 and per-tensor dtypes are accepted (test_ops_lowp.c); integers are not */
-    ck_tensor *h = tensor_new("h", CK_I32, SHAPE(4));
-    ck_tensor *hy = tensor_new("hy", CK_I32, SHAPE(4));
-    ck_tensor *x = tensor_new("x", CK_F32, SHAPE(4));
-    ck_tensor *xi = tensor_new("x_i64", CK_I64, SHAPE(4));
+    ck_tensor *h = tu_tensor_new("h", CK_I32, SHAPE(4));
+    ck_tensor *hy = tu_tensor_new("hy", CK_I32, SHAPE(4));
+    ck_tensor *x = tu_tensor_new("x", CK_F32, SHAPE(4));
+    ck_tensor *xi = tu_tensor_new("x_i64", CK_I64, SHAPE(4));
     const ck_op_kind kinds[] = {CK_OP_RELU, CK_OP_DROPOUT, CK_OP_GAUSSIAN_NOISE, CK_OP_ADD};
     for (int k = 0; k < COUNT(kinds); k++) {
         ck_op_params op = op_of(kinds[k]);
@@ -693,13 +559,13 @@ START_TEST(non_float_dtypes_are_rejected_by_name)
         ck_assert_msg(st == CK_ERR_UNSUPPORTED, "%s i32: status %d (%s)",
                       ck_op_kind_name(kinds[k]), (int)st, err.msg);
         ck_op_io mixed = {.n_in = 1, .in = {xi}, .out = x};
-        ck_assert_int_eq(cpu->forward(cpu, &op, &args, &mixed, &err), CK_ERR_UNSUPPORTED);
+        ck_assert_int_eq(tu_cpu->forward(tu_cpu, &op, &args, &mixed, &err), CK_ERR_UNSUPPORTED);
         ck_assert_msg(strstr(err.msg, "x_i64") != NULL, "message names no tensor: %s", err.msg);
     }
-    tensor_free(h);
-    tensor_free(hy);
-    tensor_free(x);
-    tensor_free(xi);
+    tu_tensor_free(h);
+    tu_tensor_free(hy);
+    tu_tensor_free(x);
+    tu_tensor_free(xi);
 }
 END_TEST
 
@@ -708,7 +574,7 @@ Suite *suite_ops_pointwise(void)
     Suite *s = suite_create("ops_pointwise");
 
     TCase *tc = tcase_create("activation");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, activation_forward_matches_hand_values, 0, COUNT(act_cases));
     tcase_add_test(tc, activation_backward_at_zero_uses_the_input);
@@ -717,7 +583,7 @@ Suite *suite_ops_pointwise(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("random");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, dropout_mask_follows_the_stream_and_scales_kept_values);
     tcase_add_test(tc, dropout_keeps_about_one_minus_rate);
@@ -728,7 +594,7 @@ Suite *suite_ops_pointwise(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("shape");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, add_sums_inputs_in_order);
     tcase_add_test(tc, concat_joins_channels_in_input_order);
@@ -738,7 +604,7 @@ Suite *suite_ops_pointwise(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("dtypes");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, fp32_forward_is_fp64_forward_rounded, 0, COUNT(op_rows));
     tcase_add_loop_test(tc, backward_accumulates_into_gradients, 0, COUNT(op_rows));

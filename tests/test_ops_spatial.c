@@ -16,15 +16,10 @@
 #include "backends/cpu/cpu_ops.h"
 #include "harness/gradcheck.h"
 #include "harness/rng.h"
+#include "test_util.h"
 
 // ----------------------------------------------------------------------------
 // helpers: tensors built from double arrays, op dispatch, a shape oracle
-
-#define SHAPE(...)                                                                         \
-    {                                                                                      \
-        .ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                 \
-        .dim = {__VA_ARGS__}                                                               \
-    }
 
 /* A tensor of dtype dt shaped s, holding v (numel doubles) or zeros when v is NULL. */
 static ck_tensor tensor_new(const char *name, ck_dtype dt, ck_shape s, const double *v)
@@ -40,12 +35,6 @@ static ck_tensor tensor_new(const char *name, ck_dtype dt, ck_shape s, const dou
             ((double *)t.data)[i] = v[i];
     }
     return t;
-}
-
-static double tensor_at(const ck_tensor *t, int64_t i)
-{
-    return t->dtype == CK_F32 ? (double)((const float *)t->data)[i]
-                              : ((const double *)t->data)[i];
 }
 
 static double *normal_values(int64_t n, uint64_t seed)
@@ -99,15 +88,15 @@ static void node_for(const ck_op_params *op, ck_shape in, ck_node *node)
     switch (op->kind) {
     case CK_OP_LINEAR:
         out.dim[in.ndim - 1] = op->units;
-        w = (ck_shape)SHAPE(op->units, in.dim[in.ndim - 1]);
-        b = (ck_shape)SHAPE(op->units);
+        w = SHAPE(op->units, in.dim[in.ndim - 1]);
+        b = SHAPE(op->units);
         break;
     case CK_OP_CONV:
         out.dim[1] = op->filters;
         w.ndim = in.ndim;
         w.dim[0] = op->filters;
         w.dim[1] = in.dim[1];
-        b = (ck_shape)SHAPE(op->filters);
+        b = SHAPE(op->filters);
         for (int a = 0; a < op->nsp; a++) {
             int64_t extent = (int64_t)op->dilation[a] * (op->kernel[a] - 1) + 1;
             out.dim[2 + a] =
@@ -202,31 +191,33 @@ static const struct {
 } fwd_rows[] = {
     {"conv1d k3 causal padding (lo 2, hi 0) with bias",
      CONV(1, 1, true, .kernel = {3}, .stride = {1}, .dilation = {1}, .pad_lo = {2}),
-     SHAPE(1, 1, 5), SHAPE(1, 1, 3), x_1to5, w_123, b_half, y_conv1d_causal},
+     SHAPE_INIT(1, 1, 5), SHAPE_INIT(1, 1, 3), x_1to5, w_123, b_half, y_conv1d_causal},
     {"conv2d k2 stride 2, two filters",
      CONV(2, 2, true, .kernel = {2, 2}, .stride = {2, 2}, .dilation = {1, 1}),
-     SHAPE(1, 1, 4, 4), SHAPE(2, 1, 2, 2), x_4x4, w_conv2d_s2, b_conv2d_s2, y_conv2d_s2},
+     SHAPE_INIT(1, 1, 4, 4), SHAPE_INIT(2, 1, 2, 2), x_4x4, w_conv2d_s2, b_conv2d_s2, y_conv2d_s2},
     {"conv2d k2 dilation 2, two channels, no bias",
      CONV(2, 1, false, .kernel = {2, 2}, .stride = {1, 1}, .dilation = {2, 2}),
-     SHAPE(1, 2, 5, 5), SHAPE(1, 2, 2, 2), x_conv2d_dil, w_conv2d_dil, NULL, y_conv2d_dil},
+     SHAPE_INIT(1, 2, 5, 5), SHAPE_INIT(1, 2, 2, 2), x_conv2d_dil, w_conv2d_dil, NULL,
+     y_conv2d_dil},
     {"conv3d 1x1x1 swaps two channels and adds bias",
      CONV(3, 2, true, .kernel = {1, 1, 1}, .stride = {1, 1, 1}, .dilation = {1, 1, 1}),
-     SHAPE(1, 2, 2, 2, 2), SHAPE(2, 2, 1, 1, 1), x_2ch_2x2x2, w_swap, b_swap, y_conv3d_swap},
-    {"linear 2x3 -> 2x2 with bias", LINEAR(2, true), SHAPE(2, 3), SHAPE(2, 3), x_linear,
+     SHAPE_INIT(1, 2, 2, 2, 2), SHAPE_INIT(2, 2, 1, 1, 1), x_2ch_2x2x2, w_swap, b_swap,
+     y_conv3d_swap},
+    {"linear 2x3 -> 2x2 with bias", LINEAR(2, true), SHAPE_INIT(2, 3), SHAPE_INIT(2, 3), x_linear,
      w_linear, b_linear, y_linear},
-    {"linear on a 3-D input (2, 1, 3)", LINEAR(2, true), SHAPE(2, 1, 3), SHAPE(2, 3), x_linear,
-     w_linear, b_linear, y_linear},
+    {"linear on a 3-D input (2, 1, 3)", LINEAR(2, true), SHAPE_INIT(2, 1, 3), SHAPE_INIT(2, 3),
+     x_linear, w_linear, b_linear, y_linear},
     {"maxpool2d k2 s2 with ties", POOL(CK_OP_MAXPOOL, 2, .kernel = {2, 2}, .stride = {2, 2}),
-     SHAPE(1, 1, 2, 4), {0}, x_pool_tie, NULL, NULL, y_maxpool_tie},
+     SHAPE_INIT(1, 1, 2, 4), {0}, x_pool_tie, NULL, NULL, y_maxpool_tie},
     {"avgpool2d k2 s2", POOL(CK_OP_AVGPOOL, 2, .kernel = {2, 2}, .stride = {2, 2}),
-     SHAPE(1, 1, 2, 4), {0}, x_pool_tie, NULL, NULL, y_avgpool_tie},
+     SHAPE_INIT(1, 1, 2, 4), {0}, x_pool_tie, NULL, NULL, y_avgpool_tie},
     {"maxpool1d k3 s2 (floor)", POOL(CK_OP_MAXPOOL, 1, .kernel = {3}, .stride = {2}),
-     SHAPE(1, 1, 7), {0}, x_maxpool1d, NULL, NULL, y_maxpool1d},
+     SHAPE_INIT(1, 1, 7), {0}, x_maxpool1d, NULL, NULL, y_maxpool1d},
     {"avgpool1d k2 s1 over two planes", POOL(CK_OP_AVGPOOL, 1, .kernel = {2}, .stride = {1}),
-     SHAPE(2, 1, 4), {0}, x_avgpool1d, NULL, NULL, y_avgpool1d_k2s1},
-    {"upsample2d scale (2, 3)", UPSAMPLE(2, 2, 3), SHAPE(1, 1, 2, 2), {0}, x_up, NULL, NULL,
+     SHAPE_INIT(2, 1, 4), {0}, x_avgpool1d, NULL, NULL, y_avgpool1d_k2s1},
+    {"upsample2d scale (2, 3)", UPSAMPLE(2, 2, 3), SHAPE_INIT(1, 1, 2, 2), {0}, x_up, NULL, NULL,
      y_up_2x3},
-    {"upsample1d scale 3 over two channels", UPSAMPLE(1, 3), SHAPE(1, 2, 2), {0}, x_up, NULL,
+    {"upsample1d scale 3 over two channels", UPSAMPLE(1, 3), SHAPE_INIT(1, 2, 2), {0}, x_up, NULL,
      NULL, y_up1d_3},
 };
 
@@ -256,7 +247,7 @@ START_TEST(forward_matches_hand_computed_values)
     ck_status st = op_forward(op, &io, &err);
     ck_assert_msg(st == CK_OK, "%s (%s): %s", desc, ck_dtype_name(dt), err.msg);
     for (int64_t i = 0; i < ck_shape_numel(&node.out_shape); i++) {
-        double got = tensor_at(&y, i), want = fwd_rows[row].want[i];
+        double got = tu_tget(&y, i), want = fwd_rows[row].want[i];
         ck_assert_msg(fabs(got - want) <= 1e-6 * fmax(1.0, fabs(want)),
                       "%s (%s): y[%lld] = %.9g, want %.9g", desc, ck_dtype_name(dt),
                       (long long)i, got, want);
@@ -288,7 +279,7 @@ static double *weightless_backward(const ck_op_params *op, ck_dtype dt, ck_shape
     double *out = malloc((size_t)n * sizeof *out);
     ck_assert_ptr_nonnull(out);
     for (int64_t i = 0; i < n; i++)
-        out[i] = tensor_at(&dx, i);
+        out[i] = tu_tget(&dx, i);
     free(x.data);
     free(dx.data);
     free(dy.data);
@@ -309,7 +300,7 @@ START_TEST(maxpool_backward_routes_to_the_first_maximum)
     /* window 0 [1 3; 3 2]: the 3 at (0, 1) comes first; window 1 [3 0; 1 1]: (0, 2) */
     const double want[] = {0, 1, 10, 0, 0, 0, 0, 0};
     for (int k = 0; k < 2; k++) {
-        double *dx = weightless_backward(&op, k ? CK_F64 : CK_F32, (ck_shape)SHAPE(1, 1, 2, 4),
+        double *dx = weightless_backward(&op, k ? CK_F64 : CK_F32, SHAPE(1, 1, 2, 4),
                                          x_pool_tie, dy);
         assert_values(k ? "maxpool ties fp64" : "maxpool ties fp32", dx, want, 8);
         free(dx);
@@ -326,14 +317,14 @@ START_TEST(maxpool_propagates_nan_and_routes_to_the_first_nan)
     const double want_dx[] = {0, 1, 0, 0, 2, 0, 0, 0, 0, 3, 0, 0};
     for (int k = 0; k < 2; k++) {
         const ck_dtype dt = k ? CK_F64 : CK_F32;
-        ck_tensor xt = tensor_new("x", dt, (ck_shape)SHAPE(1, 1, 12), x);
-        ck_tensor yt = tensor_new("y", dt, (ck_shape)SHAPE(1, 1, 3), NULL);
+        ck_tensor xt = tensor_new("x", dt, SHAPE(1, 1, 12), x);
+        ck_tensor yt = tensor_new("y", dt, SHAPE(1, 1, 3), NULL);
         ck_op_io io = {.n_in = 1, .in = {&xt}, .out = &yt};
         ck_error err = {{0}};
         ck_assert_msg(op_forward(&op, &io, &err) == CK_OK, "%s", err.msg);
         for (int i = 0; i < 3; i++)
-            ck_assert_msg(isnan(tensor_at(&yt, i)), "maxpool NaN %s: y[%d] = %g, want NaN",
-                          ck_dtype_name(dt), i, tensor_at(&yt, i));
+            ck_assert_msg(isnan(tu_tget(&yt, i)), "maxpool NaN %s: y[%d] = %g, want NaN",
+                          ck_dtype_name(dt), i, tu_tget(&yt, i));
         double *dx = weightless_backward(&op, dt, xt.shape, x, dy);
         assert_values("maxpool NaN routing", dx, want_dx, 12);
         free(dx);
@@ -349,7 +340,7 @@ START_TEST(avgpool_backward_spreads_evenly)
     const double x[] = {1, 2, 3, 4};
     const double dy[] = {4, 8, 12};
     const double want[] = {2, 6, 10, 6};
-    double *dx = weightless_backward(&op, CK_F64, (ck_shape)SHAPE(1, 1, 4), x, dy);
+    double *dx = weightless_backward(&op, CK_F64, SHAPE(1, 1, 4), x, dy);
     assert_values("avgpool1d k2 s1", dx, want, 4);
     free(dx);
 }
@@ -363,7 +354,7 @@ START_TEST(upsample_backward_sums_each_block)
         dy[i] = i; /* rows of 6: block (0, 0) holds 0 1 2 6 7 8 */
     const double want[] = {24, 42, 96, 114};
     for (int k = 0; k < 2; k++) {
-        double *dx = weightless_backward(&op, k ? CK_F64 : CK_F32, (ck_shape)SHAPE(1, 1, 2, 2),
+        double *dx = weightless_backward(&op, k ? CK_F64 : CK_F32, SHAPE(1, 1, 2, 2),
                                          x_up, dy);
         assert_values("upsample2d (2, 3) block sums", dx, want, 4);
         free(dx);
@@ -382,47 +373,47 @@ static const struct {
     {"conv1d k3 s2 explicit pad lo 2 hi 1, bias",
      CONV(1, 3, true, .kernel = {3}, .stride = {2}, .dilation = {1}, .pad_lo = {2},
           .pad_hi = {1}),
-     SHAPE(2, 2, 9)},
+     SHAPE_INIT(2, 2, 9)},
     {"conv1d k3 dilation 3 valid, no bias",
-     CONV(1, 2, false, .kernel = {3}, .stride = {1}, .dilation = {3}), SHAPE(1, 2, 10)},
+     CONV(1, 2, false, .kernel = {3}, .stride = {1}, .dilation = {3}), SHAPE_INIT(1, 2, 10)},
     {"conv1d k2 pad 3/3 wider than the kernel (edge outputs read only padding)",
      CONV(1, 2, true, .kernel = {2}, .stride = {1}, .dilation = {1}, .pad_lo = {3},
           .pad_hi = {3}),
-     SHAPE(1, 1, 4)},
+     SHAPE_INIT(1, 1, 4)},
     {"conv2d k3 same (pad 1/1), bias",
      CONV(2, 2, true, .kernel = {3, 3}, .stride = {1, 1}, .dilation = {1, 1},
           .pad_lo = {1, 1}, .pad_hi = {1, 1}),
-     SHAPE(2, 2, 5, 6)},
+     SHAPE_INIT(2, 2, 5, 6)},
     {"conv2d k(3,2) s(2,1) dil(1,2) pad lo(0,2) hi(1,1), bias",
      CONV(2, 3, true, .kernel = {3, 2}, .stride = {2, 1}, .dilation = {1, 2},
           .pad_lo = {0, 2}, .pad_hi = {1, 1}),
-     SHAPE(1, 2, 6, 7)},
+     SHAPE_INIT(1, 2, 6, 7)},
     {"conv2d k2 stride 3 > kernel, no bias",
      CONV(2, 2, false, .kernel = {2, 2}, .stride = {3, 3}, .dilation = {1, 1}),
-     SHAPE(1, 1, 7, 8)},
+     SHAPE_INIT(1, 1, 7, 8)},
     {"conv3d k3 same, bias",
      CONV(3, 2, true, .kernel = {3, 3, 3}, .stride = {1, 1, 1}, .dilation = {1, 1, 1},
           .pad_lo = {1, 1, 1}, .pad_hi = {1, 1, 1}),
-     SHAPE(1, 2, 4, 4, 4)},
+     SHAPE_INIT(1, 2, 4, 4, 4)},
     {"conv3d k(2,3,2) s(2,1,3) dil(1,2,1) pad lo(1,0,0) hi(0,2,1), no bias",
      CONV(3, 2, false, .kernel = {2, 3, 2}, .stride = {2, 1, 3}, .dilation = {1, 2, 1},
           .pad_lo = {1, 0, 0}, .pad_hi = {0, 2, 1}),
-     SHAPE(2, 1, 5, 6, 5)},
-    {"linear on (2, 3, 4) -> 5 units, bias", LINEAR(5, true), SHAPE(2, 3, 4)},
-    {"linear on (3, 7) -> 2 units, no bias", LINEAR(2, false), SHAPE(3, 7)},
-    {"maxpool1d k3 s2", POOL(CK_OP_MAXPOOL, 1, .kernel = {3}, .stride = {2}), SHAPE(2, 2, 9)},
+     SHAPE_INIT(2, 1, 5, 6, 5)},
+    {"linear on (2, 3, 4) -> 5 units, bias", LINEAR(5, true), SHAPE_INIT(2, 3, 4)},
+    {"linear on (3, 7) -> 2 units, no bias", LINEAR(2, false), SHAPE_INIT(3, 7)},
+    {"maxpool1d k3 s2", POOL(CK_OP_MAXPOOL, 1, .kernel = {3}, .stride = {2}), SHAPE_INIT(2, 2, 9)},
     {"maxpool2d k(2,3) s(3,2)", POOL(CK_OP_MAXPOOL, 2, .kernel = {2, 3}, .stride = {3, 2}),
-     SHAPE(1, 2, 8, 9)},
+     SHAPE_INIT(1, 2, 8, 9)},
     {"maxpool3d k2 s(2,1,2)",
-     POOL(CK_OP_MAXPOOL, 3, .kernel = {2, 2, 2}, .stride = {2, 1, 2}), SHAPE(1, 2, 4, 3, 5)},
-    {"avgpool1d k2 s3", POOL(CK_OP_AVGPOOL, 1, .kernel = {2}, .stride = {3}), SHAPE(2, 1, 8)},
+     POOL(CK_OP_MAXPOOL, 3, .kernel = {2, 2, 2}, .stride = {2, 1, 2}), SHAPE_INIT(1, 2, 4, 3, 5)},
+    {"avgpool1d k2 s3", POOL(CK_OP_AVGPOOL, 1, .kernel = {2}, .stride = {3}), SHAPE_INIT(2, 1, 8)},
     {"avgpool2d k(3,2) s(1,2)", POOL(CK_OP_AVGPOOL, 2, .kernel = {3, 2}, .stride = {1, 2}),
-     SHAPE(1, 2, 5, 6)},
+     SHAPE_INIT(1, 2, 5, 6)},
     {"avgpool3d k2 s2", POOL(CK_OP_AVGPOOL, 3, .kernel = {2, 2, 2}, .stride = {2, 2, 2}),
-     SHAPE(1, 1, 4, 4, 5)},
-    {"upsample1d scale 3", UPSAMPLE(1, 3), SHAPE(2, 2, 4)},
-    {"upsample2d scale (2, 3)", UPSAMPLE(2, 2, 3), SHAPE(1, 2, 3, 2)},
-    {"upsample3d scale (2, 1, 3)", UPSAMPLE(3, 2, 1, 3), SHAPE(1, 1, 2, 3, 2)},
+     SHAPE_INIT(1, 1, 4, 4, 5)},
+    {"upsample1d scale 3", UPSAMPLE(1, 3), SHAPE_INIT(2, 2, 4)},
+    {"upsample2d scale (2, 3)", UPSAMPLE(2, 2, 3), SHAPE_INIT(1, 2, 3, 2)},
+    {"upsample3d scale (2, 1, 3)", UPSAMPLE(3, 2, 1, 3), SHAPE_INIT(1, 1, 2, 3, 2)},
 };
 
 #define N_GRAD_ROWS ((int)(sizeof grad_rows / sizeof grad_rows[0]))
@@ -431,9 +422,8 @@ START_TEST(backward_matches_float64_finite_differences)
 {
     ck_node node;
     node_for(&grad_rows[_i].op, grad_rows[_i].in, &node);
-    ck_backend *b = NULL;
+    ck_backend *b = tu_cpu_backend();
     ck_error err = {{0}};
-    ck_assert_msg(ck_backend_cpu_create(&b, &err) == CK_OK, "%s", err.msg);
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     ck_gradcheck_result res;
@@ -546,7 +536,7 @@ START_TEST(forward_matches_a_naive_reference)
     ck_assert_msg(op_forward(op, &io, &err) == CK_OK, "%s: %s", grad_rows[_i].desc, err.msg);
     for (int64_t i = 0; i < ck_shape_numel(&out); i++) {
         double want = naive_output(op, &in, xv, &node.params[0].shape, wv, bv, &out, i);
-        double got = tensor_at(&y, i);
+        double got = tu_tget(&y, i);
         ck_assert_msg(fabs(got - want) <= 1e-12 * fmax(1.0, fabs(want)),
                       "%s: y[%lld] = %.17g, naive %.17g", grad_rows[_i].desc, (long long)i,
                       got, want);
@@ -620,8 +610,8 @@ static double max_rel_diff(const ck_tensor *a, const ck_tensor *b, double scale)
         return 0.0;
     double diff = 0.0, mag = 1e-30;
     for (int64_t i = 0; i < ck_shape_numel(&a->shape); i++) {
-        double want = scale * tensor_at(b, i);
-        diff = fmax(diff, fabs(tensor_at(a, i) - want));
+        double want = scale * tu_tget(b, i);
+        diff = fmax(diff, fabs(tu_tget(a, i) - want));
         mag = fmax(mag, fabs(want));
     }
     return diff / mag;
@@ -698,16 +688,16 @@ START_TEST(mismatched_shapes_are_reported_with_tensor_names)
     /* conv2d whose weight expects 3 input channels, fed 2 */
     const ck_op_params conv = CONV(2, 1, false, .kernel = {2, 2}, .stride = {1, 1},
                                    .dilation = {1, 1});
-    ck_tensor x = tensor_new("enc1:in", CK_F64, (ck_shape)SHAPE(1, 2, 3, 3), zeros);
-    ck_tensor w = tensor_new("enc1.weight", CK_F64, (ck_shape)SHAPE(1, 3, 2, 2), zeros);
-    ck_tensor y = tensor_new("enc1:out", CK_F64, (ck_shape)SHAPE(1, 1, 2, 2), NULL);
+    ck_tensor x = tensor_new("enc1:in", CK_F64, SHAPE(1, 2, 3, 3), zeros);
+    ck_tensor w = tensor_new("enc1.weight", CK_F64, SHAPE(1, 3, 2, 2), zeros);
+    ck_tensor y = tensor_new("enc1:out", CK_F64, SHAPE(1, 1, 2, 2), NULL);
     ck_op_io io = {.n_in = 1, .in = {&x}, .out = &y, .weight = &w};
     ck_assert_int_eq(op_forward(&conv, &io, &err), CK_ERR_INTERNAL);
     ck_assert_msg(strstr(err.msg, "enc1.weight") != NULL, "names the weight: %s", err.msg);
     /* maxpool whose output would need windows past the end of the input */
     const ck_op_params pool = POOL(CK_OP_MAXPOOL, 1, .kernel = {2}, .stride = {2});
-    ck_tensor px = tensor_new("down:in", CK_F64, (ck_shape)SHAPE(1, 1, 5), zeros);
-    ck_tensor py = tensor_new("down:out", CK_F64, (ck_shape)SHAPE(1, 1, 3), NULL);
+    ck_tensor px = tensor_new("down:in", CK_F64, SHAPE(1, 1, 5), zeros);
+    ck_tensor py = tensor_new("down:out", CK_F64, SHAPE(1, 1, 3), NULL);
     ck_op_io pio = {.n_in = 1, .in = {&px}, .out = &py};
     ck_assert_int_eq(op_forward(&pool, &pio, &err), CK_ERR_INTERNAL);
     ck_assert_msg(strstr(err.msg, "down:out") != NULL, "names the output: %s", err.msg);

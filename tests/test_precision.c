@@ -15,47 +15,7 @@
 #include "backends/backend.h"
 #include "harness/bisect.h"
 #include "reports/report.h"
-
-typedef struct {
-    ck_case cs;
-    ck_graph g;
-} built_case;
-
-static const char *root(void)
-{
-    return getenv("CK_ROOT") ? getenv("CK_ROOT") : ".";
-}
-
-static void build_text(built_case *bc, const char *json)
-{
-    ck_error err;
-    ck_assert_msg(ck_case_parse(json, strlen(json), "inline.json", &bc->cs, &err) == CK_OK, "%s",
-                  err.msg);
-    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
-}
-
-static void build_file(built_case *bc, const char *name)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/cases/%s", root(), name);
-    ck_error err;
-    ck_assert_msg(ck_case_load(path, &bc->cs, &err) == CK_OK, "%s", err.msg);
-    ck_assert_msg(ck_graph_build(&bc->cs, &bc->g, &err) == CK_OK, "%s", err.msg);
-}
-
-static void free_built(built_case *bc)
-{
-    ck_graph_free(&bc->g);
-    ck_case_free(&bc->cs);
-}
-
-static ck_backend *cpu(void)
-{
-    ck_backend *b;
-    ck_error err;
-    ck_assert(ck_backend_cpu_create(&b, &err) == CK_OK);
-    return b;
-}
+#include "test_util.h"
 
 static const ck_tensor_result *find(const ck_tensor_result *t, int n, const char *name,
                                     ck_tensor_kind kind, int step)
@@ -72,9 +32,9 @@ static const ck_tensor_result *find(const ck_tensor_result *t, int n, const char
 
 START_TEST(every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16)
 {
-    ck_backend *b = cpu();
+    ck_backend *b = tu_cpu_backend();
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/cases", root());
+    snprintf(dir, sizeof dir, "%s/cases", tu_root());
     DIR *d = opendir(dir);
     ck_assert(d);
     struct dirent *de;
@@ -85,8 +45,8 @@ START_TEST(every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16)
         if (len < 6 || strcmp(de->d_name + len - 5, ".json") != 0 ||
             strncmp(de->d_name, "canary_", 7) == 0)
             continue;
-        built_case bc;
-        build_file(&bc, de->d_name);
+        tu_built_case bc;
+        tu_build_file(&bc, de->d_name);
         for (int k = 0; k < 2; k++) {
             ck_result r;
             ck_error err;
@@ -99,7 +59,7 @@ START_TEST(every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16)
             checked++;
             ck_result_free(&r);
         }
-        free_built(&bc);
+        tu_free_built(&bc);
     }
     closedir(d);
     ck_assert_int_ge(checked, 14);
@@ -113,9 +73,9 @@ END_TEST
 
 START_TEST(autocast_drop_canary_is_caught_with_its_cause)
 {
-    ck_backend *b = cpu();
-    built_case bc;
-    build_file(&bc, "canary_autocast_drop.json");
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_file(&bc, "canary_autocast_drop.json");
     ck_assert(bc.cs.autocast == CK_AUTOCAST_DROP);
     ck_result r;
     ck_error err;
@@ -135,7 +95,7 @@ START_TEST(autocast_drop_canary_is_caught_with_its_cause)
     ck_assert(ck_run_case(b, &bc.g, CK_F32, &r, &err) == CK_OK);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL && r.pass);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
@@ -156,9 +116,9 @@ static const char *overflow_case =
 
 START_TEST(dynamic_scaling_skips_exactly_the_overflowing_steps)
 {
-    ck_backend *b = cpu();
-    built_case bc;
-    build_text(&bc, overflow_case);
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, overflow_case);
     ck_record rec;
     ck_error err;
     ck_assert_msg(ck_train(b, &bc.g, NULL, CK_F16, NULL, &rec, &err) == CK_OK, "%s", err.msg);
@@ -199,16 +159,16 @@ START_TEST(dynamic_scaling_skips_exactly_the_overflowing_steps)
     ck_assert_int_eq(r.scale_mismatches, 0);
     ck_assert(r.plain.scales[0].skipped && r.ckpt.scales[0].skipped);
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
 
 START_TEST(differing_scale_decisions_are_a_mismatch_of_their_own)
 {
-    ck_backend *b = cpu();
-    built_case bc;
-    build_text(&bc, overflow_case);
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, overflow_case);
     ck_result r;
     ck_error err;
     ck_assert(ck_run_case(b, &bc.g, CK_F16, &r, &err) == CK_OK);
@@ -227,7 +187,7 @@ START_TEST(differing_scale_decisions_are_a_mismatch_of_their_own)
         found = found || strncmp(lines[i], "loss scale: 1 step where", 24) == 0;
     ck_assert_msg(found, "no loss-scale failure line");
     ck_result_free(&r);
-    free_built(&bc);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
@@ -238,11 +198,11 @@ END_TEST
 
 START_TEST(fp16_underflow_shows_in_flushed_counts_and_dynamic_scaling_prevents_it)
 {
-    ck_backend *b = cpu();
+    ck_backend *b = tu_cpu_backend();
     const char *files[2] = {"fp16_underflow_noscale.json", "fp16_underflow_dynamic.json"};
     for (int k = 0; k < 2; k++) {
-        built_case bc;
-        build_file(&bc, files[k]);
+        tu_built_case bc;
+        tu_build_file(&bc, files[k]);
         ck_result r;
         ck_error err;
         ck_assert(ck_run_case(b, &bc.g, CK_F16, &r, &err) == CK_OK);
@@ -261,7 +221,7 @@ START_TEST(fp16_underflow_shows_in_flushed_counts_and_dynamic_scaling_prevents_i
             ck_assert(r.plain.scales[0].scale == 65536.0);
         }
         ck_result_free(&r);
-        free_built(&bc);
+        tu_free_built(&bc);
     }
     b->destroy(b);
 }

@@ -122,6 +122,15 @@ expect_exit 0 "a .json report for a case in three dtypes" -- "$PROG" run "$ROOT/
 [ -f "$TMP/mlp.fp32.json" ] && [ -f "$TMP/mlp.fp16.json" ] && [ -f "$TMP/mlp.bf16.json" ] && ok || bad "FILE.<dtype>.json per dtype"
 expect_exit 2 "a .json report for two cases" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" "$ROOT/cases/cnn_bn.json" --report "$TMP/two.json"
 
+# ---- backends ----------------------------------------------------------------------------
+expect_exit 2 "--backend cuda without a usable GPU (or without CUDA)" -- "$PROG" run --backend cuda "$ROOT/cases/mlp_dropout.json"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -qi "cuda" "$TMP/err" && ok || bad "--backend cuda: one line saying why"
+expect_exit 2 "--backend tpu" -- "$PROG" run --backend tpu "$ROOT/cases/mlp_dropout.json"
+expect_exit 2 "--algo on the cpu backend" -- "$PROG" run --algo fastest "$ROOT/cases/mlp_dropout.json"
+expect_exit 2 "gradcheck --backend cuda without a GPU" -- "$PROG" gradcheck --backend cuda "$ROOT/cases/mlp_dropout.json"
+expect_exit 0 "--against cpu" -- "$PROG" run --against cpu "$ROOT/cases/cnn_bn.json" --report "$TMP/x.json"
+grep -q "vs cpu: identical" "$TMP/out" && grep -q '"cross_backend"' "$TMP/x.json" && ok || bad "cross-backend check printed and reported"
+
 # ---- dump and init ----------------------------------------------------------------------
 expect_exit 0 "run --dump" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --dump "$TMP/dump" --report "$TMP/d0.json" --quiet
 [ -f "$TMP/dump/cnn_bn/manifest.json" ] && [ -f "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors" ] && ok || bad "dump files and manifest written"
