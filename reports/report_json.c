@@ -330,6 +330,36 @@ static void add_scales(ck_json_builder *b, cJSON *parent, const char *key,
     }
 }
 
+/* The `tensors` rows of a judgement against another run (vs_fp32, cross_backend): the
+ * elementwise tolerance (with_tolerance), the relative-L2 bound when one applies, the
+ * verdict, the metrics and, for low-precision runs, the cast statistics. */
+static void add_judged_tensors(ck_json_builder *b, cJSON *parent, const ck_tensor_result *ts,
+                               int n, bool with_tolerance)
+{
+    cJSON *arr = ck_json_add_array(b, parent, "tensors");
+    for (int k = 0; k < n; k++) {
+        const ck_tensor_result *t = &ts[k];
+        cJSON *o = ck_json_add_object(b, arr, NULL);
+        ck_json_add_string(b, o, "name", t->name);
+        ck_json_add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
+        ck_json_add_int(b, o, "step", t->step);
+        if (with_tolerance) {
+            ck_json_add_real(b, o, "rtol", t->rtol);
+            ck_json_add_real(b, o, "atol", t->atol);
+        }
+        if (t->rel_l2_limit >= 0.0)
+            ck_json_add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
+        ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
+        add_metrics(b, o, &t->m, &t->shape);
+        if (t->cast_overflow >= 0) {
+            cJSON *cs = ck_json_add_object(b, o, "cast");
+            ck_json_add_int(b, cs, "overflow", t->cast_overflow);
+            ck_json_add_int(b, cs, "flushed_to_zero", t->cast_flushed);
+            ck_json_add_int(b, cs, "subnormal", t->cast_subnormal);
+        }
+    }
+}
+
 static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     const ck_case *c = r->cs;
@@ -369,26 +399,7 @@ static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_string(b, vs, "first_mismatch", r->vs_fp32[r->vs_fp32_first].name);
     else
         ck_json_add_null(b, vs, "first_mismatch");
-    cJSON *arr = ck_json_add_array(b, vs, "tensors");
-    for (int k = 0; k < r->n_vs_fp32; k++) {
-        const ck_tensor_result *t = &r->vs_fp32[k];
-        cJSON *o = ck_json_add_object(b, arr, NULL);
-        ck_json_add_string(b, o, "name", t->name);
-        ck_json_add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
-        ck_json_add_int(b, o, "step", t->step);
-        ck_json_add_real(b, o, "rtol", t->rtol);
-        ck_json_add_real(b, o, "atol", t->atol);
-        if (t->rel_l2_limit >= 0.0)
-            ck_json_add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
-        ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
-        add_metrics(b, o, &t->m, &t->shape);
-        if (t->cast_overflow >= 0) {
-            cJSON *cs = ck_json_add_object(b, o, "cast");
-            ck_json_add_int(b, cs, "overflow", t->cast_overflow);
-            ck_json_add_int(b, cs, "flushed_to_zero", t->cast_flushed);
-            ck_json_add_int(b, cs, "subnormal", t->cast_subnormal);
-        }
-    }
+    add_judged_tensors(b, vs, r->vs_fp32, r->n_vs_fp32, true);
 }
 
 /* backend.algo_policy and backend.algorithms: what ran per layer and pass (CUDA). */
@@ -430,17 +441,7 @@ static void add_cross_backend(ck_json_builder *b, cJSON *root, const ck_result *
         ck_json_add_string(b, cb, "first_mismatch", r->vs_backend[r->vs_backend_first].name);
     else
         ck_json_add_null(b, cb, "first_mismatch");
-    cJSON *arr = ck_json_add_array(b, cb, "tensors");
-    for (int k = 0; k < r->n_vs_backend; k++) {
-        const ck_tensor_result *t = &r->vs_backend[k];
-        cJSON *o = ck_json_add_object(b, arr, NULL);
-        ck_json_add_string(b, o, "name", t->name);
-        ck_json_add_string(b, o, "kind", ck_tensor_kind_name(t->kind));
-        ck_json_add_int(b, o, "step", t->step);
-        ck_json_add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
-        ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
-        add_metrics(b, o, &t->m, &t->shape);
-    }
+    add_judged_tensors(b, cb, r->vs_backend, r->n_vs_backend, false);
 }
 
 /* The `recompute_check` section of --verify-recompute: every recomputed layer output. */
