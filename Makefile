@@ -209,9 +209,9 @@ check: deps
 	@$(MAKE) --no-print-directory check-run
 
 check-run: $(PROG) $(TESTS)
-	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
+	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps
 	@$(MAKE) --no-print-directory check-run BUILD=build/asan OPT=-O1 \
