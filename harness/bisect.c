@@ -794,6 +794,14 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
             goto out;
     }
     explain(g, br);
+    if (res->scale_mismatches > 0 && res->plain.scales && res->ckpt.scales) {
+        int s = res->first_scale_mismatch;
+        add_cause(br, "the loss scaler decided differently at step %d: plain scale %g%s, "
+                      "checkpointed %g%s (%d step%s differ)",
+                  s, res->plain.scales[s].scale, res->plain.scales[s].skipped ? " (skipped)" : "",
+                  res->ckpt.scales[s].scale, res->ckpt.scales[s].skipped ? " (skipped)" : "",
+                  res->scale_mismatches, res->scale_mismatches == 1 ? "" : "s");
+    }
     if (br->within_noise_floor && res->verdict == CK_VERDICT_MISMATCH) {
         /* the measured differences are noise: judge the case against the floor */
         res->verdict = CK_VERDICT_CLOSE;

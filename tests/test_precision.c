@@ -186,6 +186,13 @@ START_TEST(differing_scale_decisions_are_a_mismatch_of_their_own)
     for (int i = 0; i < n; i++)
         found = found || strncmp(lines[i], "loss scale: 1 step where", 24) == 0;
     ck_assert_msg(found, "no loss-scale failure line");
+    /* bisect names it as a cause of its own */
+    ck_bisect_opts o = {.noise_floor = true, .localise = true};
+    ck_assert_msg(ck_bisect(b, &bc.g, CK_F16, &o, &r, &err) == CK_OK, "%s", err.msg);
+    found = false;
+    for (int i = 0; i < r.bisect->n_causes; i++)
+        found = found || strstr(r.bisect->causes[i], "loss scaler decided differently at step 0");
+    ck_assert_msg(found, "no loss-scaler cause");
     ck_result_free(&r);
     tu_free_built(&bc);
     b->destroy(b);
