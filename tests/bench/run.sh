@@ -17,16 +17,19 @@ field() {
     ' "$1"
 }
 
-printf '%-24s %10s %10s %8s %12s %12s %8s\n' case plain_s ckpt_s overhead plain_peak ckpt_peak saving
-for f in "$ROOT"/cases/*.json "$ROOT"/tests/bench/cases/*.json; do
+printf '%-24s %5s %10s %10s %8s %12s %12s %8s\n' case dtype plain_s ckpt_s overhead plain_peak ckpt_peak saving
+row() { # row CASE_FILE DTYPE
+    f=$1; dt=$2
     name=$(basename "$f" .json)
-    "$PROG" run "$f" --quiet --report "$OUT/$name.json" >/dev/null 2>&1 || true
-    r="$OUT/$name.json"
-    if [ ! -f "$r" ]; then printf '%-24s (failed to run)\n' "$name"; continue; fi
+    r="$OUT/$name.$dt.json"
+    "$PROG" run "$f" --dtype "$dt" --quiet --report "$r" >/dev/null 2>&1 || true
+    if [ ! -f "$r" ]; then printf '%-24s %5s (failed to run)\n' "$name" "$dt"; return; fi
     pt=$(field "$r" plain wall_time_s); ct=$(field "$r" checkpointed wall_time_s)
     pp=$(field "$r" plain peak_activation_bytes); cp=$(field "$r" checkpointed peak_activation_bytes)
-    awk -v n="$name" -v pt="$pt" -v ct="$ct" -v pp="$pp" -v cp="$cp" 'BEGIN {
-        printf "%-24s %10.3f %10.3f %7.0f%% %11.2fM %11.2fM %7.1f%%\n", n, pt, ct,
+    awk -v n="$name" -v dt="$dt" -v pt="$pt" -v ct="$ct" -v pp="$pp" -v cp="$cp" 'BEGIN {
+        printf "%-24s %5s %10.3f %10.3f %7.0f%% %11.2fM %11.2fM %7.1f%%\n", n, dt, pt, ct,
                (pt > 0 ? 100 * (ct / pt - 1) : 0), pp / 1048576, cp / 1048576,
                (pp > 0 ? 100 * (1 - cp / pp) : 0) }'
-done
+}
+for f in "$ROOT"/cases/*.json; do row "$f" fp32; done
+for f in "$ROOT"/tests/bench/cases/*.json; do row "$f" fp32; row "$f" fp16; done
