@@ -11,25 +11,6 @@
 
 #include <math.h>
 
-/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
-static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
-                                 int n, ck_error *err)
-{
-    const ck_tensor *xs[] = {x};
-    ck_status rc = cpu_check_float_dtypes(fn, xs, 1, err);
-    if (rc != CK_OK || (rc = cpu_check_float_dtypes(fn, ts, n, err)) != CK_OK)
-        return rc;
-    int64_t numel = ck_shape_numel(&x->shape);
-    for (int i = 0; i < n; i++) {
-        const ck_tensor *t = ts[i];
-        if (t && ck_shape_numel(&t->shape) != numel)
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
-                           cpu_tname(t), (long long)ck_shape_numel(&t->shape), cpu_tname(x),
-                           (long long)numel);
-    }
-    return CK_OK;
-}
-
 /* ---- the functions and their derivatives ---- */
 
 static double sigmoid(double x)
@@ -77,12 +58,6 @@ static double dact(ck_op_kind kind, double slope, double x)
     }
 }
 
-static bool is_activation(ck_op_kind k)
-{
-    return k == CK_OP_RELU || k == CK_OP_LEAKY_RELU || k == CK_OP_GELU || k == CK_OP_TANH ||
-           k == CK_OP_SIGMOID;
-}
-
 /* ---- layer functions ---- */
 
 /* out = act(inp); all (numel) */
@@ -105,14 +80,7 @@ ck_status cpu_activation_forward(const ck_op_params *op, const ck_fwd_args *args
                                  ck_error *err)
 {
     (void)args;
-    if (!is_activation(op->kind))
-        return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
-                       ck_op_kind_name(op->kind));
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output",
-                       ck_op_kind_name(op->kind));
-    const ck_tensor *ts[] = {io->out};
-    ck_status rc = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 1, err);
+    ck_status rc = ck_opc_activation_fwd(CPU_BE, op, io, err);
     if (rc != CK_OK)
         return rc;
     activation_forward(io->out, io->in[0], op->kind, op->slope,
@@ -124,17 +92,8 @@ ck_status cpu_activation_backward(const ck_op_params *op, const ck_fwd_args *arg
                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)args;
-    if (!is_activation(op->kind))
-        return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
-                       ck_op_kind_name(op->kind));
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s backward: needs one input and dout",
-                       ck_op_kind_name(op->kind));
-    if (!g->din[0])
-        return CK_OK;
-    const ck_tensor *ts[] = {g->dout, g->din[0]};
-    ck_status rc = check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 2, err);
-    if (rc != CK_OK)
+    ck_status rc = ck_opc_activation_bwd(CPU_BE, op, io, g, err);
+    if (rc != CK_OK || !g->din[0])
         return rc;
     activation_backward(g->din[0], g->dout, io->in[0], op->kind, op->slope,
                         ck_shape_numel(&io->in[0]->shape));

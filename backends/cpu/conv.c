@@ -227,29 +227,10 @@ static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck
                             const ck_tensor *b, const ck_tensor *y, conv_geom *g,
                             conv_tap **taps, int64_t *ntaps, ck_error *err)
 {
-    char sx[96], sw[96], sy[96];
+    ck_status st = ck_opc_conv_fit(op, x, w, b, y, err);
+    if (st != CK_OK)
+        return st;
     const int nsp = op->nsp;
-    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
-        return ck_fail(err, CK_ERR_INTERNAL, "conv: %d spatial dims (1 to 3 supported)", nsp);
-    if (!w)
-        return ck_fail(err, CK_ERR_INTERNAL, "conv%dd on '%s': no weight tensor", nsp,
-                       cpu_tname(x));
-    ck_shape_str(&x->shape, sx, sizeof sx);
-    ck_shape_str(&w->shape, sw, sizeof sw);
-    ck_shape_str(&y->shape, sy, sizeof sy);
-    bool ok = x->shape.ndim == nsp + 2 && w->shape.ndim == nsp + 2 &&
-              y->shape.ndim == nsp + 2 && w->shape.dim[1] == x->shape.dim[1] &&
-              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == w->shape.dim[0];
-    for (int a = 0; ok && a < nsp; a++)
-        ok = w->shape.dim[2 + a] == op->kernel[a];
-    if (!ok)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "conv%dd: input '%s' %s, weight '%s' %s and output '%s' %s do not fit",
-                       nsp, cpu_tname(x), sx, cpu_tname(w), sw, cpu_tname(y), sy);
-    if (b && ck_shape_numel(&b->shape) != w->shape.dim[0])
-        return ck_fail(err, CK_ERR_INTERNAL, "conv%dd: bias '%s' does not have %lld entries",
-                       nsp, cpu_tname(b), (long long)w->shape.dim[0]);
-
     g->N = x->shape.dim[0];
     g->C = x->shape.dim[1];
     g->F = w->shape.dim[0];

@@ -102,7 +102,7 @@ static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
                              ck_op_io *io, ck_error *err)
 {
     if (!cpu_supports(b, op, io->out->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: op %s in %s is not implemented",
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
     return cpu_op_table[op->kind].forward(op, args, io, err);
 }
@@ -111,7 +111,7 @@ static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fw
                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     if (!cpu_supports(b, op, io->out->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: op %s in %s is not implemented",
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
     return cpu_op_table[op->kind].backward(op, args, io, g, err);
 }

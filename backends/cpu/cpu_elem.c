@@ -1,5 +1,5 @@
 /*
- * The CPU backend's shared dtype checks and wide views (cpu_elem.h).
+ * The CPU backend's fp16/bf16 element access and wide views (cpu_elem.h).
  */
 #include "cpu_elem.h"
 
@@ -50,35 +50,6 @@ double cpu_sum_round_odd(double a, double b)
 void cpu_acc_low(ck_tensor *t, int64_t i, double v)
 {
     cpu_st_low(t, i, cpu_sum_round_odd(cpu_ld_low(t, i), v));
-}
-
-// ----------------------------------------------------------------------------
-// dtype checks
-
-ck_status cpu_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
-                                 ck_error *err)
-{
-    for (int i = 0; i < n; i++)
-        if (t[i] && !cpu_is_float(t[i]->dtype))
-            return ck_fail(err, CK_ERR_UNSUPPORTED,
-                           "%s: dtype %s of '%s' is not supported by the cpu backend "
-                           "(fp32, fp64, fp16 and bf16 only)", op,
-                           ck_dtype_name(t[i]->dtype), cpu_tname(t[i]));
-    return CK_OK;
-}
-
-ck_dtype cpu_common_dtype(const ck_tensor *const *t, int n)
-{
-    ck_dtype dt = CK_DTYPE_COUNT;
-    for (int i = 0; i < n; i++) {
-        if (!t[i])
-            continue;
-        if (dt == CK_DTYPE_COUNT)
-            dt = t[i]->dtype;
-        else if (t[i]->dtype != dt)
-            return CK_DTYPE_COUNT;
-    }
-    return dt;
 }
 
 // ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 /*
  * Private to the CPU backend: element access by dtype, the dtype checks every op file
- * shares, and "wide views" that let a kernel written for double run on tensors of any
- * float dtype. The mixed-precision rules implemented here are in harness/precision.md.
+ * shares (backends/op_check.h, one implementation with the CUDA backend), and "wide
+ * views" that let a kernel written for double run on tensors of any float dtype. The
+ * mixed-precision rules implemented here are in harness/precision.md.
  *
  * Every tensor is loaded in its own dtype (fp32, fp64, fp16 or bf16) into a double and
  * stored by rounding a double once into its dtype. Accumulation (backward's +=):
@@ -15,16 +16,20 @@
 #ifndef CK_CPU_ELEM_H
 #define CK_CPU_ELEM_H
 
+#include "../op_check.h"
 #include "cpu_ops.h"
+
+/* the backend's name in the shared checks' messages (backends/op_check.h) */
+#define CPU_BE "cpu"
 
 static inline bool cpu_is_float(ck_dtype dt)
 {
-    return dt == CK_F32 || dt == CK_F64 || dt == CK_F16 || dt == CK_BF16;
+    return ck_opc_is_float(dt);
 }
 
 static inline const char *cpu_tname(const ck_tensor *t)
 {
-    return t->name ? t->name : "(unnamed)";
+    return ck_opc_tname(t);
 }
 
 /* fp16/bf16 element access, out of line (cpu_elem.c) so that the fp32/fp64 paths below
@@ -71,14 +76,20 @@ static inline void cpu_acc(ck_tensor *t, int64_t i, double v)
 }
 
 /* Every non-NULL t[0..n) must have a float dtype (fp32, fp64, fp16, bf16); otherwise
- * CK_ERR_UNSUPPORTED naming op, the tensor and its dtype. */
-ck_status cpu_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
-                                 ck_error *err);
+ * CK_ERR_UNSUPPORTED naming op, the tensor and its dtype (ck_opc_float_dtypes). */
+static inline ck_status cpu_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
+                                               ck_error *err)
+{
+    return ck_opc_float_dtypes(CPU_BE, op, t, n, err);
+}
 
 /* The dtype every non-NULL t[0..n) shares, or CK_DTYPE_COUNT when they differ. Kernels
  * run their fp32 / fp64 instantiation when all share fp32 / fp64, and otherwise the
  * fp64 one on wide views. */
-ck_dtype cpu_common_dtype(const ck_tensor *const *t, int n);
+static inline ck_dtype cpu_common_dtype(const ck_tensor *const *t, int n)
+{
+    return ck_opc_common_dtype(t, n);
+}
 
 /* ---- wide views: a tensor's values as doubles ---- */
 

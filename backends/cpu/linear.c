@@ -79,42 +79,6 @@ LINEAR_KERNELS(double, f64)
 #undef LINEAR_KERNELS
 
 // ----------------------------------------------------------------------------
-// checks shared by forward and backward
-
-typedef struct {
-    int64_t M, in, units;
-} linear_dims;
-
-/* Checks x (..., in), W (units, in), b (units), y (..., units) and returns M, in, units. */
-static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_tensor *b,
-                               const ck_tensor *y, linear_dims *d, ck_error *err)
-{
-    char s1[96], s2[96];
-    if (!w)
-        return ck_fail(err, CK_ERR_INTERNAL, "linear on '%s': no weight tensor", cpu_tname(x));
-    if (x->shape.ndim < 1 || w->shape.ndim != 2 ||
-        w->shape.dim[1] != x->shape.dim[x->shape.ndim - 1])
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "linear: input '%s' %s does not match weight '%s' %s",
-                       cpu_tname(x), ck_shape_str(&x->shape, s1, sizeof s1), cpu_tname(w),
-                       ck_shape_str(&w->shape, s2, sizeof s2));
-    d->in = w->shape.dim[1];
-    d->units = w->shape.dim[0];
-    d->M = ck_shape_numel(&x->shape) / d->in;
-    if (y->shape.ndim != x->shape.ndim || y->shape.dim[y->shape.ndim - 1] != d->units ||
-        ck_shape_numel(&y->shape) != d->M * d->units)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "linear: output '%s' %s does not match input '%s' %s",
-                       cpu_tname(y), ck_shape_str(&y->shape, s1, sizeof s1), cpu_tname(x),
-                       ck_shape_str(&x->shape, s2, sizeof s2));
-    if (b && ck_shape_numel(&b->shape) != d->units)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "linear: bias '%s' %s does not have %lld entries",
-                       cpu_tname(b), ck_shape_str(&b->shape, s1, sizeof s1), (long long)d->units);
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cpu_ops.h)
 
 ck_status cpu_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
@@ -127,8 +91,8 @@ ck_status cpu_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck
     ck_status st = cpu_check_float_dtypes("linear", all, 4, err);
     if (st != CK_OK)
         return st;
-    linear_dims d;
-    if ((st = linear_shapes(x, io->weight, b, io->out, &d, err)) != CK_OK)
+    ck_linear_dims d;
+    if ((st = ck_opc_linear_shapes(x, io->weight, b, io->out, &d, err)) != CK_OK)
         return st;
     switch (cpu_common_dtype(all, 4)) {
     case CK_F32:
@@ -168,8 +132,8 @@ ck_status cpu_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
     ck_status st = cpu_check_float_dtypes("linear", all, 6, err);
     if (st != CK_OK)
         return st;
-    linear_dims d;
-    if ((st = linear_shapes(x, io->weight, db, g->dout, &d, err)) != CK_OK)
+    ck_linear_dims d;
+    if ((st = ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err)) != CK_OK)
         return st;
     double *dw_acc = NULL;
     if (g->dweight) {

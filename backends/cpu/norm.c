@@ -25,64 +25,10 @@ static inline double ld_or(const ck_tensor *t, int64_t i, double dflt)
     return t ? cpu_ld(t, i) : dflt;
 }
 
-/* t is NULL, or has a float dtype and `numel` elements (numel < 0: any count). */
-static ck_status check_tensor(const char *fn, const ck_tensor *t, int64_t numel, ck_error *err)
-{
-    if (!t)
-        return CK_OK;
-    const ck_tensor *ts[] = {t};
-    ck_status rc = cpu_check_float_dtypes(fn, ts, 1, err);
-    if (rc != CK_OK)
-        return rc;
-    if (numel >= 0 && ck_shape_numel(&t->shape) != numel)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, expected %lld", fn,
-                       cpu_tname(t), (long long)ck_shape_numel(&t->shape), (long long)numel);
-    return CK_OK;
-}
-
-/* `saved` has its own float dtype and holds 2 x rows values. */
-static ck_status check_saved(const char *fn, const ck_tensor *saved, int64_t rows,
-                             ck_error *err)
-{
-    if (!saved)
-        return CK_OK;
-    if (!cpu_is_float(saved->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: saved tensor %s is %s, expected a float "
-                       "dtype", fn, cpu_tname(saved), ck_dtype_name(saved->dtype));
-    if (ck_shape_numel(&saved->shape) != 2 * rows)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: saved tensor %s has %lld elements, "
-                       "expected 2 x %lld", fn, cpu_tname(saved),
-                       (long long)ck_shape_numel(&saved->shape), (long long)rows);
-    return CK_OK;
-}
-
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        ck_status rc_ = (expr);                                                            \
-        if (rc_ != CK_OK)                                                                  \
-            return rc_;                                                                    \
-    } while (0)
-
 /* ================================ batchnorm ================================ */
 
 /* x viewed as (N, C, S) with S the product of the spatial dims */
-typedef struct {
-    int64_t N, C, S;
-} bn_dims;
-
-static ck_status bn_check(const char *fn, const ck_tensor *x, bn_dims *d, ck_error *err)
-{
-    TRY(check_tensor(fn, x, -1, err));
-    if (x->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
-                       cpu_tname(x), x->shape.ndim);
-    d->N = x->shape.dim[0];
-    d->C = x->shape.dim[1];
-    d->S = 1;
-    for (int i = 2; i < x->shape.ndim; i++)
-        d->S *= x->shape.dim[i];
-    return CK_OK;
-}
+typedef ck_ncs_dims bn_dims;
 
 static inline int64_t bn_index(const bn_dims *d, int64_t n, int64_t c, int64_t s)
 {
@@ -193,41 +139,11 @@ static void batchnorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbi
     }
 }
 
-static ck_status bn_check_io(const char *fn, const ck_op_params *op, const ck_op_io *io,
-                             bn_dims *d, ck_error *err)
-{
-    if (io->n_in != 1 || !io->in[0])
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
-    const ck_tensor *x = io->in[0];
-    TRY(bn_check(fn, x, d, err));
-    TRY(check_tensor(fn, io->weight, d->C, err));
-    TRY(check_tensor(fn, io->bias, d->C, err));
-    TRY(check_tensor(fn, io->running_mean, d->C, err));
-    TRY(check_tensor(fn, io->running_var, d->C, err));
-    TRY(check_saved(fn, io->saved, d->C, err));
-    if (io->num_batches_tracked && (io->num_batches_tracked->dtype != CK_I64 ||
-                                    ck_shape_numel(&io->num_batches_tracked->shape) != 1))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s must be one i64", fn,
-                       cpu_tname(io->num_batches_tracked));
-    if (op->eval && (!io->running_mean || !io->running_var))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: eval mode needs running_mean and running_var",
-                       fn);
-    if (!op->eval && d->N * d->S < 2)
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s has %lld value per channel; training mode "
-                       "needs more than 1 (as PyTorch)", fn, cpu_tname(x),
-                       (long long)(d->N * d->S));
-    return CK_OK;
-}
-
 ck_status cpu_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                                 ck_error *err)
 {
-    const char *fn = "batchnorm";
     bn_dims d;
-    TRY(bn_check_io(fn, op, io, &d, err));
-    if (!io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
-    TRY(check_tensor(fn, io->out, ck_shape_numel(&io->in[0]->shape), err));
+    CK_TRY(ck_opc_batchnorm_fwd(CPU_BE, op, io, &d, err));
     batchnorm_forward(io->out, io->saved, io->running_mean, io->running_var,
                       io->num_batches_tracked, io->in[0], io->weight, io->bias, &d, op->eps,
                       op->momentum, op->eval, args->update_running_stats);
@@ -237,18 +153,8 @@ ck_status cpu_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args,
 ck_status cpu_batchnorm_backward(const ck_op_params *op, const ck_fwd_args *args,
                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    const char *fn = "batchnorm backward";
     bn_dims d;
-    TRY(bn_check_io(fn, op, io, &d, err));
-    if (!io->saved)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
-    if (!g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
-    int64_t numel = ck_shape_numel(&io->in[0]->shape);
-    TRY(check_tensor(fn, g->dout, numel, err));
-    TRY(check_tensor(fn, g->din[0], numel, err));
-    TRY(check_tensor(fn, g->dweight, d.C, err));
-    TRY(check_tensor(fn, g->dbias, d.C, err));
+    CK_TRY(ck_opc_batchnorm_bwd(CPU_BE, op, io, g, &d, err));
     batchnorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
                        io->saved, &d, op->eval);
     return CK_OK;
@@ -326,33 +232,11 @@ static void layernorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbi
     }
 }
 
-static ck_status ln_check_io(const char *fn, const ck_op_io *io, int64_t *N, int64_t *D,
-                             ck_error *err)
-{
-    if (io->n_in != 1 || !io->in[0])
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
-    const ck_tensor *x = io->in[0];
-    TRY(check_tensor(fn, x, -1, err));
-    if (x->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, ...)", fn, cpu_tname(x),
-                       x->shape.ndim);
-    *N = x->shape.dim[0];
-    *D = ck_shape_numel(&x->shape) / *N;
-    TRY(check_tensor(fn, io->weight, *D, err));
-    TRY(check_tensor(fn, io->bias, *D, err));
-    TRY(check_saved(fn, io->saved, *N, err));
-    return CK_OK;
-}
-
 ck_status cpu_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                                 ck_error *err)
 {
-    const char *fn = "layernorm";
     int64_t N, D;
-    TRY(ln_check_io(fn, io, &N, &D, err));
-    if (!io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
-    TRY(check_tensor(fn, io->out, N * D, err));
+    CK_TRY(ck_opc_layernorm_fwd(CPU_BE, io, &N, &D, err));
     layernorm_forward(io->out, io->saved, io->in[0], io->weight, io->bias, N, D, op->eps);
     return CK_OK;
 }
@@ -360,17 +244,8 @@ ck_status cpu_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args,
 ck_status cpu_layernorm_backward(const ck_op_params *op, const ck_fwd_args *args,
                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    const char *fn = "layernorm backward";
     int64_t N, D;
-    TRY(ln_check_io(fn, io, &N, &D, err));
-    if (!io->saved)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
-    if (!g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
-    TRY(check_tensor(fn, g->dout, N * D, err));
-    TRY(check_tensor(fn, g->din[0], N * D, err));
-    TRY(check_tensor(fn, g->dweight, D, err));
-    TRY(check_tensor(fn, g->dbias, D, err));
+    CK_TRY(ck_opc_layernorm_bwd(CPU_BE, io, g, &N, &D, err));
     layernorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
                        io->saved, N, D);
     return CK_OK;

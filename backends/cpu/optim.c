@@ -14,32 +14,6 @@
 
 #include <math.h>
 
-/* t is present (when `required`), has a float dtype and the parameter's element count. */
-static ck_status check_like_param(const char *fn, const ck_tensor *param, const ck_tensor *t,
-                                  const char *role, bool required, ck_error *err)
-{
-    if (!t)
-        return required ? ck_fail(err, CK_ERR_INTERNAL, "%s: %s needs a %s tensor", fn,
-                                  cpu_tname(param), role)
-                        : CK_OK;
-    if (!cpu_is_float(t->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s %s of %s is %s; the cpu backend "
-                       "computes in fp32, fp64, fp16 and bf16", fn, role, cpu_tname(t),
-                       cpu_tname(param), ck_dtype_name(t->dtype));
-    if (ck_shape_numel(&t->shape) != ck_shape_numel(&param->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s %s has %lld elements, %s has %lld", fn,
-                       role, cpu_tname(t), (long long)ck_shape_numel(&t->shape), cpu_tname(param),
-                       (long long)ck_shape_numel(&param->shape));
-    return CK_OK;
-}
-
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        ck_status rc_ = (expr);                                                            \
-        if (rc_ != CK_OK)                                                                  \
-            return rc_;                                                                    \
-    } while (0)
-
 /* ---- the updates; g already scaled and decayed ---- */
 
 /* p -= lr g */
@@ -77,20 +51,12 @@ ck_status cpu_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
                              ck_tensor *state1, ck_error *err)
 {
     if ((unsigned)opt->kind >= CK_OPT_KIND_COUNT)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "optimizer kind %d is not implemented",
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "unknown optimizer kind %d",
                        (int)opt->kind);
     const char *fn = ck_optimizer_kind_name(opt->kind);
     const ck_tensor *ps[] = {param};
-    TRY(cpu_check_float_dtypes(fn, ps, 1, err));
-    if (step < 1)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: step %lld, steps count from 1", fn,
-                       (long long)step);
-    TRY(check_like_param(fn, param, grad, "gradient", true, err));
-    bool uses0 = opt->kind == CK_OPT_MOMENTUM || opt->kind == CK_OPT_ADAM;
-    bool uses1 = opt->kind == CK_OPT_ADAM;
-    TRY(check_like_param(fn, param, state0, uses1 ? "first moment" : "momentum buffer", uses0,
-                         err));
-    TRY(check_like_param(fn, param, state1, "second moment", uses1, err));
+    CK_TRY(cpu_check_float_dtypes(fn, ps, 1, err));
+    CK_TRY(ck_opc_optimizer_args(CPU_BE, fn, opt, step, param, grad, state0, state1, err));
 
     double bias_corr1 = 1.0 - pow(opt->beta1, (double)step);
     double bias_corr2 = 1.0 - pow(opt->beta2, (double)step);

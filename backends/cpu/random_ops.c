@@ -11,32 +11,6 @@
  */
 #include "cpu_elem.h"
 
-/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
-static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
-                                 int n, ck_error *err)
-{
-    const ck_tensor *xs[] = {x};
-    ck_status rc = cpu_check_float_dtypes(fn, xs, 1, err);
-    if (rc != CK_OK || (rc = cpu_check_float_dtypes(fn, ts, n, err)) != CK_OK)
-        return rc;
-    int64_t numel = ck_shape_numel(&x->shape);
-    for (int i = 0; i < n; i++) {
-        const ck_tensor *t = ts[i];
-        if (t && ck_shape_numel(&t->shape) != numel)
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
-                           cpu_tname(t), (long long)ck_shape_numel(&t->shape), cpu_tname(x),
-                           (long long)numel);
-    }
-    return CK_OK;
-}
-
-#define TRY(expr)                                                                          \
-    do {                                                                                   \
-        ck_status rc_ = (expr);                                                            \
-        if (rc_ != CK_OK)                                                                  \
-            return rc_;                                                                    \
-    } while (0)
-
 /* ================================ dropout ================================ */
 
 /* Element i is dropped iff its uniform word is below rate * 2^32 (integer comparison). */
@@ -66,22 +40,10 @@ static void dropout_backward(ck_tensor *dx, const ck_tensor *dout, const ck_rng_
             cpu_acc(dx, i, cpu_ld(dout, i) * scale);
 }
 
-static ck_status dropout_check_rate(const char *fn, double rate, ck_error *err)
-{
-    if (!(rate >= 0.0 && rate < 1.0))
-        return ck_fail(err, CK_ERR_INPUT, "%s: rate %g is outside [0, 1)", fn, rate);
-    return CK_OK;
-}
-
 ck_status cpu_dropout_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                               ck_error *err)
 {
-    const char *fn = "dropout";
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output", fn);
-    TRY(dropout_check_rate(fn, op->rate, err));
-    const ck_tensor *ts[] = {io->out};
-    TRY(check_pointwise(fn, io->in[0], ts, 1, err));
+    CK_TRY(ck_opc_dropout_fwd(CPU_BE, op, io, err));
     dropout_forward(io->out, io->in[0], &args->rng, op->rate, ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
 }
@@ -89,14 +51,9 @@ ck_status cpu_dropout_forward(const ck_op_params *op, const ck_fwd_args *args, c
 ck_status cpu_dropout_backward(const ck_op_params *op, const ck_fwd_args *args,
                                const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    const char *fn = "dropout backward";
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and dout", fn);
+    CK_TRY(ck_opc_dropout_bwd(CPU_BE, op, io, g, err));
     if (!g->din[0])
         return CK_OK;
-    TRY(dropout_check_rate(fn, op->rate, err));
-    const ck_tensor *ts[] = {g->dout, g->din[0]};
-    TRY(check_pointwise(fn, io->in[0], ts, 2, err));
     dropout_backward(g->din[0], g->dout, &args->rng, op->rate, ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
 }
@@ -121,13 +78,7 @@ static void noise_backward(ck_tensor *dx, const ck_tensor *dout, int64_t numel)
 ck_status cpu_noise_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                             ck_error *err)
 {
-    const char *fn = "gaussian_noise";
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output", fn);
-    if (!(op->stddev >= 0.0))
-        return ck_fail(err, CK_ERR_INPUT, "%s: stddev must be >= 0, got %g", fn, op->stddev);
-    const ck_tensor *ts[] = {io->out};
-    TRY(check_pointwise(fn, io->in[0], ts, 1, err));
+    CK_TRY(ck_opc_noise_fwd(CPU_BE, op, io, err));
     noise_forward(io->out, io->in[0], &args->rng, op->stddev, ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
 }
@@ -135,13 +86,9 @@ ck_status cpu_noise_forward(const ck_op_params *op, const ck_fwd_args *args, ck_
 ck_status cpu_noise_backward(const ck_op_params *op, const ck_fwd_args *args, const ck_op_io *io,
                              ck_op_grads *g, ck_error *err)
 {
-    const char *fn = "gaussian_noise backward";
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and dout", fn);
+    CK_TRY(ck_opc_noise_bwd(CPU_BE, io, g, err));
     if (!g->din[0])
         return CK_OK;
-    const ck_tensor *ts[] = {g->dout, g->din[0]};
-    TRY(check_pointwise(fn, io->in[0], ts, 2, err));
     noise_backward(g->din[0], g->dout, ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
 }

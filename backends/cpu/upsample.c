@@ -19,11 +19,9 @@
 // ----------------------------------------------------------------------------
 // geometry
 
-typedef struct {
-    int64_t planes;        /* N * C */
-    int64_t in[3], out[3]; /* spatial sizes (D, H, W) of x and y, leading dims 1 */
-    int64_t scale[3];
-} upsample_geom;
+/* planes (N * C), in/out spatial sizes (D, H, W), scale; filled and checked by
+ * ck_opc_upsample_setup (backends/op_check.h) */
+typedef ck_upsample_geom upsample_geom;
 
 // ----------------------------------------------------------------------------
 // kernels, one instantiation per element type
@@ -86,36 +84,6 @@ UPSAMPLE_KERNELS(double, f64)
 #undef UPSAMPLE_KERNELS
 
 // ----------------------------------------------------------------------------
-// checks and setup shared by forward and backward
-
-/* Checks x (N, C, s...) and y (N, C, s * scale...) and fills g. */
-static ck_status upsample_setup(const ck_op_params *op, const ck_tensor *x,
-                                const ck_tensor *y, upsample_geom *g, ck_error *err)
-{
-    const int nsp = op->nsp;
-    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
-        return ck_fail(err, CK_ERR_INTERNAL, "upsample: %d spatial dims (1 to 3 supported)",
-                       nsp);
-    char sx[96], sy[96];
-    bool ok = x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
-              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
-    g->planes = x->shape.dim[0] * x->shape.dim[1];
-    for (int a = 0; ok && a < 3; a++) {
-        int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
-        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
-        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
-        g->scale[a] = s < 0 ? 1 : op->scale[s];
-        ok = g->scale[a] >= 1 && g->out[a] == g->in[a] * g->scale[a];
-    }
-    if (!ok)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "upsample%dd: output '%s' %s is not input '%s' %s times scale", nsp,
-                       cpu_tname(y), ck_shape_str(&y->shape, sy, sizeof sy), cpu_tname(x),
-                       ck_shape_str(&x->shape, sx, sizeof sx));
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cpu_ops.h)
 
 ck_status cpu_upsample_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
@@ -128,7 +96,7 @@ ck_status cpu_upsample_forward(const ck_op_params *op, const ck_fwd_args *args, 
     if (st != CK_OK)
         return st;
     upsample_geom g;
-    if ((st = upsample_setup(op, x, io->out, &g, err)) != CK_OK)
+    if ((st = ck_opc_upsample_setup(op, x, io->out, &g, err)) != CK_OK)
         return st;
     switch (cpu_common_dtype(all, 2)) {
     case CK_F32: upsample_forward_f32(io->out->data, x->data, &g); return CK_OK;
@@ -157,7 +125,7 @@ ck_status cpu_upsample_backward(const ck_op_params *op, const ck_fwd_args *args,
     if (st != CK_OK)
         return st;
     upsample_geom geom;
-    if ((st = upsample_setup(op, x, g->dout, &geom, err)) != CK_OK)
+    if ((st = ck_opc_upsample_setup(op, x, g->dout, &geom, err)) != CK_OK)
         return st;
     if (!g->din[0])
         return CK_OK;

@@ -62,12 +62,6 @@ __device__ __forceinline__ double ck_dact(int kind, double slope, double x)
     }
 }
 
-static bool is_activation(ck_op_kind k)
-{
-    return k == CK_OP_RELU || k == CK_OP_LEAKY_RELU || k == CK_OP_GELU || k == CK_OP_TANH ||
-           k == CK_OP_SIGMOID;
-}
-
 // ----------------------------------------------------------------------------
 // kernels
 
@@ -88,41 +82,13 @@ __global__ void activation_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, in
 }
 
 // ----------------------------------------------------------------------------
-// checks (as the CPU's check_pointwise)
-
-/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
-static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
-                                 int n, ck_error *err)
-{
-    const ck_tensor *xs[] = {x};
-    CK_TRY(ck_cuda_check_float_dtypes(fn, xs, 1, err));
-    CK_TRY(ck_cuda_check_float_dtypes(fn, ts, n, err));
-    int64_t numel = ck_shape_numel(&x->shape);
-    for (int i = 0; i < n; i++) {
-        const ck_tensor *t = ts[i];
-        if (t && ck_shape_numel(&t->shape) != numel)
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
-                           ck_cuda_tname(t), (long long)ck_shape_numel(&t->shape),
-                           ck_cuda_tname(x), (long long)numel);
-    }
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
 ck_status cuda_activation_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                   ck_op_io *io, ck_error *err)
 {
     (void)args;
-    if (!is_activation(op->kind))
-        return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
-                       ck_op_kind_name(op->kind));
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output",
-                       ck_op_kind_name(op->kind));
-    const ck_tensor *ts[] = {io->out};
-    CK_TRY(check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 1, err));
+    CK_TRY(ck_opc_activation_fwd(CUDA_BE, op, io, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     activation_forward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
         ck_view(io->out), ck_view(io->in[0]), (int)op->kind, op->slope, n);
@@ -134,16 +100,9 @@ ck_status cuda_activation_backward(ck_cuda *cu, const ck_op_params *op, const ck
                                    const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)args;
-    if (!is_activation(op->kind))
-        return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
-                       ck_op_kind_name(op->kind));
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s backward: needs one input and dout",
-                       ck_op_kind_name(op->kind));
+    CK_TRY(ck_opc_activation_bwd(CUDA_BE, op, io, g, err));
     if (!g->din[0])
         return CK_OK;
-    const ck_tensor *ts[] = {g->dout, g->din[0]};
-    CK_TRY(check_pointwise(ck_op_kind_name(op->kind), io->in[0], ts, 2, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     activation_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
         ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), (int)op->kind, op->slope, n);

@@ -79,34 +79,13 @@ static int64_t prod(const int64_t *v, int n)
     return p;
 }
 
-/* Checks x (N, C, s...), W (F, C, k...), b (F), y (N, F, o...) against op (as the CPU's
- * conv_setup) and fills g. */
+/* Checks x (N, C, s...), W (F, C, k...), b (F), y (N, F, o...) against op (the shapes as
+ * the CPU's conv_setup, backends/op_check.h) and fills g. */
 static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
                             const ck_tensor *b, const ck_tensor *y, conv_geom *g, ck_error *err)
 {
-    char sx[96], sw[96], sy[96];
+    CK_TRY(ck_opc_conv_fit(op, x, w, b, y, err));
     const int nsp = op->nsp;
-    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
-        return ck_fail(err, CK_ERR_INTERNAL, "conv: %d spatial dims (1 to 3 supported)", nsp);
-    if (!w)
-        return ck_fail(err, CK_ERR_INTERNAL, "conv%dd on '%s': no weight tensor", nsp,
-                       ck_cuda_tname(x));
-    ck_shape_str(&x->shape, sx, sizeof sx);
-    ck_shape_str(&w->shape, sw, sizeof sw);
-    ck_shape_str(&y->shape, sy, sizeof sy);
-    bool ok = x->shape.ndim == nsp + 2 && w->shape.ndim == nsp + 2 &&
-              y->shape.ndim == nsp + 2 && w->shape.dim[1] == x->shape.dim[1] &&
-              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == w->shape.dim[0];
-    for (int a = 0; ok && a < nsp; a++)
-        ok = w->shape.dim[2 + a] == op->kernel[a];
-    if (!ok)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "conv%dd: input '%s' %s, weight '%s' %s and output '%s' %s do not fit",
-                       nsp, ck_cuda_tname(x), sx, ck_cuda_tname(w), sw, ck_cuda_tname(y), sy);
-    if (b && ck_shape_numel(&b->shape) != w->shape.dim[0])
-        return ck_fail(err, CK_ERR_INTERNAL, "conv%dd: bias '%s' does not have %lld entries",
-                       nsp, ck_cuda_tname(b), (long long)w->shape.dim[0]);
-
     memset(g, 0, sizeof *g);
     g->nsp = nsp;
     g->ncd = nsp == 3 ? 3 : 2;
@@ -135,11 +114,15 @@ static ck_status conv_setup(const ck_op_params *op, const ck_tensor *x, const ck
     /* the legacy descriptors take int sizes and strides */
     const int64_t nx = g->N * g->C * prod(g->pin, g->ncd), ny = g->N * g->F * prod(g->out, g->ncd),
                   nw = g->F * g->C * prod(g->k, g->ncd);
-    if (nx > INT_MAX || ny > INT_MAX || nw > INT_MAX)
+    if (nx > INT_MAX || ny > INT_MAX || nw > INT_MAX) {
+        char sx[96], sy[96];
+        ck_shape_str(&x->shape, sx, sizeof sx);
+        ck_shape_str(&y->shape, sy, sizeof sy);
         return ck_fail(err, CK_ERR_UNSUPPORTED,
                        "conv%dd: input '%s' %s or output '%s' %s has more than 2^31 - 1 "
                        "elements, the most cuDNN's convolution descriptors take", nsp,
                        ck_cuda_tname(x), sx, ck_cuda_tname(y), sy);
+    }
     return CK_OK;
 }
 

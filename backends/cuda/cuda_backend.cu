@@ -138,19 +138,7 @@ void ck_dev_buf::release()
 }
 
 // ----------------------------------------------------------------------------
-// dtype checks, conversion, and the wide path
-
-ck_status ck_cuda_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
-                                     ck_error *err)
-{
-    for (int i = 0; i < n; i++)
-        if (t[i] && !ck_cuda_float_dtype(t[i]->dtype))
-            return ck_fail(err, CK_ERR_UNSUPPORTED,
-                           "%s: dtype %s of '%s' is not supported by the cuda backend "
-                           "(fp32, fp64, fp16 and bf16 only)", op, ck_dtype_name(t[i]->dtype),
-                           ck_cuda_tname(t[i]));
-    return CK_OK;
-}
+// conversion and the wide path
 
 /* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/cpu/convert.c) */
 __global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumulate, int64_t n)
@@ -437,8 +425,8 @@ static_assert(CK_OP_LINEAR == 0 && CK_OP_CONV == 1 && CK_OP_RELU == 2 && CK_OP_L
 
 static ck_status unsupported(const ck_op_params *op, ck_dtype dt, ck_error *err)
 {
-    return ck_fail(err, CK_ERR_UNSUPPORTED, "cuda backend: op %s in %s is not implemented "
-                   "(fp32, fp64, fp16 and bf16 are)", ck_op_kind_name(op->kind),
+    return ck_fail(err, CK_ERR_UNSUPPORTED, "cuda backend: no kernel for op %s in %s "
+                   "(fp32, fp64, fp16 and bf16 have kernels)", ck_op_kind_name(op->kind),
                    ck_dtype_name(dt));
 }
 

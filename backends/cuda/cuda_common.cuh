@@ -30,6 +30,10 @@
 #include <string.h>
 
 #include "cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
+#include "../op_check.h" /* the host-side checks shared with the CPU backend, C linkage */
+
+/* the backend's name in the shared checks' messages (backends/op_check.h) */
+#define CUDA_BE "cuda"
 
 /* half.h names a local `half`, which shadows CUDA's global `half` type under -Wshadow */
 #pragma GCC diagnostic push
@@ -97,16 +101,11 @@ ck_status ck_gpu_status(cudnnStatus_t rc, const char *file, int line, const char
 /* After a kernel launch: a bad launch configuration shows up here. */
 #define CK_LAUNCH_CHECK() CK_CUDA_CHECK(cudaGetLastError())
 
-#define CK_TRY(expr)                                                                       \
-    do {                                                                                   \
-        ck_status ck_try_st_ = (expr);                                                     \
-        if (ck_try_st_ != CK_OK)                                                           \
-            return ck_try_st_;                                                             \
-    } while (0)
+/* CK_TRY(expr): return expr's status unless it is CK_OK (backends/op_check.h) */
 
 static inline const char *ck_cuda_tname(const ck_tensor *t)
 {
-    return t && t->name ? t->name : "(unnamed)";
+    return ck_opc_tname(t);
 }
 
 // ----------------------------------------------------------------------------
@@ -205,16 +204,7 @@ enum { CK_MODE_F32 = 0, CK_MODE_F64 = 1, CK_MODE_WIDE = 2 };
 /* The dtype every non-NULL t[0..n) shares, or CK_DTYPE_COUNT: cpu_common_dtype */
 static inline ck_dtype ck_common_dtype(const ck_tensor *const *t, int n)
 {
-    ck_dtype dt = CK_DTYPE_COUNT;
-    for (int i = 0; i < n; i++) {
-        if (!t[i])
-            continue;
-        if (dt == CK_DTYPE_COUNT)
-            dt = t[i]->dtype;
-        else if (t[i]->dtype != dt)
-            return CK_DTYPE_COUNT;
-    }
-    return dt;
+    return ck_opc_common_dtype(t, n);
 }
 
 static inline int ck_mode_of(const ck_tensor *const *t, int n)
@@ -242,13 +232,16 @@ __device__ __forceinline__ void ck_acc_mode(const ck_dv &v, int64_t i, double x,
 /* A float dtype the kernels handle (fp32, fp64, fp16, bf16). */
 static inline bool ck_cuda_float_dtype(ck_dtype dt)
 {
-    return dt == CK_F32 || dt == CK_F64 || dt == CK_F16 || dt == CK_BF16;
+    return ck_opc_is_float(dt);
 }
 
 /* Every non-NULL t[0..n) has a float dtype; otherwise CK_ERR_UNSUPPORTED naming op, the
- * tensor and its dtype (as cpu_check_float_dtypes). */
-ck_status ck_cuda_check_float_dtypes(const char *op, const ck_tensor *const *t, int n,
-                                     ck_error *err);
+ * tensor and its dtype (ck_opc_float_dtypes, as cpu_check_float_dtypes). */
+static inline ck_status ck_cuda_check_float_dtypes(const char *op, const ck_tensor *const *t,
+                                                   int n, ck_error *err)
+{
+    return ck_opc_float_dtypes(CUDA_BE, op, t, n, err);
+}
 
 // ----------------------------------------------------------------------------
 // launch shapes

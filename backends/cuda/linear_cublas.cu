@@ -127,41 +127,6 @@ __global__ void linear_dbias_apply_kernel(ck_dv db, const double *sum, int64_t u
 }
 
 // ----------------------------------------------------------------------------
-// checks shared by forward and backward (as backends/cpu/linear.c)
-
-typedef struct {
-    int64_t M, in, units;
-} linear_dims;
-
-/* Checks x (..., in), W (units, in), b (units), y (..., units) and returns M, in, units. */
-static ck_status linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_tensor *b,
-                               const ck_tensor *y, linear_dims *d, ck_error *err)
-{
-    char s1[96], s2[96];
-    if (!w)
-        return ck_fail(err, CK_ERR_INTERNAL, "linear on '%s': no weight tensor",
-                       ck_cuda_tname(x));
-    if (x->shape.ndim < 1 || w->shape.ndim != 2 ||
-        w->shape.dim[1] != x->shape.dim[x->shape.ndim - 1])
-        return ck_fail(err, CK_ERR_INTERNAL, "linear: input '%s' %s does not match weight '%s' %s",
-                       ck_cuda_tname(x), ck_shape_str(&x->shape, s1, sizeof s1),
-                       ck_cuda_tname(w), ck_shape_str(&w->shape, s2, sizeof s2));
-    d->in = w->shape.dim[1];
-    d->units = w->shape.dim[0];
-    d->M = ck_shape_numel(&x->shape) / d->in;
-    if (y->shape.ndim != x->shape.ndim || y->shape.dim[y->shape.ndim - 1] != d->units ||
-        ck_shape_numel(&y->shape) != d->M * d->units)
-        return ck_fail(err, CK_ERR_INTERNAL, "linear: output '%s' %s does not match input '%s' %s",
-                       ck_cuda_tname(y), ck_shape_str(&y->shape, s1, sizeof s1),
-                       ck_cuda_tname(x), ck_shape_str(&x->shape, s2, sizeof s2));
-    if (b && ck_shape_numel(&b->shape) != d->units)
-        return ck_fail(err, CK_ERR_INTERNAL, "linear: bias '%s' %s does not have %lld entries",
-                       ck_cuda_tname(b), ck_shape_str(&b->shape, s1, sizeof s1),
-                       (long long)d->units);
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
 ck_status cuda_linear_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
@@ -171,8 +136,8 @@ ck_status cuda_linear_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_
     const ck_tensor *b = op->bias ? io->bias : NULL;
     const ck_tensor *all[] = {x, io->weight, b, io->out};
     CK_TRY(ck_cuda_check_float_dtypes("linear", all, 4, err));
-    linear_dims d;
-    CK_TRY(linear_shapes(x, io->weight, b, io->out, &d, err));
+    ck_linear_dims d;
+    CK_TRY(ck_opc_linear_shapes(x, io->weight, b, io->out, &d, err));
     const ck_dtype dt = ck_common_dtype(all, 4);
     if (dt == CK_DTYPE_COUNT)
         return cuda_forward_wide(cu, cuda_linear_forward, op, args, io, err);
@@ -194,8 +159,8 @@ ck_status cuda_linear_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
     ck_tensor *db = op->bias ? g->dbias : NULL;
     const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
     CK_TRY(ck_cuda_check_float_dtypes("linear", all, 6, err));
-    linear_dims d;
-    CK_TRY(linear_shapes(x, io->weight, db, g->dout, &d, err));
+    ck_linear_dims d;
+    CK_TRY(ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err));
     const ck_dtype dt = ck_common_dtype(all, 6);
     if (dt == CK_DTYPE_COUNT)
         return cuda_backward_wide(cu, cuda_linear_backward, op, args, io, g, err);

@@ -13,15 +13,12 @@
 
 #include <math.h>
 #include <math_constants.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 // ----------------------------------------------------------------------------
 // cross-entropy layout: y (N, C, S), target (N, S)
 
-typedef struct {
-    int64_t N, C, S;
-} ce_dims;
+typedef ck_ncs_dims ce_dims;
 
 __device__ __forceinline__ int64_t ce_index(const ce_dims &d, int64_t n, int64_t c, int64_t s)
 {
@@ -107,29 +104,15 @@ __global__ void loss_ce_grad_kernel(ck_dv dy, ck_dv y, const int32_t *t, double 
 // ----------------------------------------------------------------------------
 // checks (as the CPU's)
 
-/* The target's shape is y's without dim 1, its dtype i32 and every class in [0, C); the
- * classes are read from a host copy. */
-static ck_status ce_check(ck_cuda *cu, const ck_tensor *y, const ck_tensor *target, ce_dims *d,
-                          ck_error *err)
+/* Validates y and target for `kind` (backends/op_check.h); for cross-entropy also fills *d
+ * and checks every class index is in [0, C), reading the classes from a host copy of the
+ * target. */
+static ck_status loss_check(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                            const ck_tensor *target, ce_dims *d, ck_error *err)
 {
-    char a[128], b[128];
-    if (y->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INPUT, "cross_entropy: %s has shape %s, needs (N, C, ...)",
-                       ck_cuda_tname(y), ck_shape_str(&y->shape, a, sizeof a));
-    if (target->dtype != CK_I32)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "cross_entropy: target %s is %s, expected i32",
-                       ck_cuda_tname(target), ck_dtype_name(target->dtype));
-    bool ok = target->shape.ndim == y->shape.ndim - 1 && target->shape.dim[0] == y->shape.dim[0];
-    for (int i = 1; ok && i < target->shape.ndim; i++)
-        ok = target->shape.dim[i] == y->shape.dim[i + 1];
-    if (!ok)
-        return ck_fail(err, CK_ERR_INPUT, "cross_entropy: target %s has shape %s, expected %s "
-                       "without dim 1 (%s)", ck_cuda_tname(target),
-                       ck_shape_str(&target->shape, a, sizeof a), ck_cuda_tname(y),
-                       ck_shape_str(&y->shape, b, sizeof b));
-    d->N = y->shape.dim[0];
-    d->C = y->shape.dim[1];
-    d->S = ck_shape_numel(&y->shape) / (d->N * d->C);
+    CK_TRY(ck_opc_loss(CUDA_BE, kind, y, target, d, err));
+    if (kind != CK_LOSS_CROSS_ENTROPY)
+        return CK_OK;
     const int64_t numel = d->N * d->S;
     int32_t *t = static_cast<int32_t *>(malloc((size_t)numel * sizeof *t + 1));
     if (!t)
@@ -139,59 +122,10 @@ static ck_status ce_check(ck_cuda *cu, const ck_tensor *y, const ck_tensor *targ
                                                cudaMemcpyDeviceToHost, cu->stream));
     if (st == CK_OK)
         st = CK_GPU_CALL(cudaStreamSynchronize(cu->stream));
-    for (int64_t i = 0; st == CK_OK && i < numel; i++) {
-        if (t[i] < 0 || t[i] >= d->C) {
-            int64_t idx[CK_MAX_DIMS];
-            ck_shape_unflatten(&target->shape, i, idx);
-            char where[160];
-            size_t used = 0;
-            for (int k = 0; k < target->shape.ndim && used < sizeof where; k++) {
-                int w = snprintf(where + used, sizeof where - used, "%s%lld", k ? ", " : "",
-                                 (long long)idx[k]);
-                if (w > 0)
-                    used += (size_t)w;
-            }
-            st = ck_fail(err, CK_ERR_INPUT, "cross_entropy: class index %s[%s] = %d is outside "
-                         "[0, %lld)", ck_cuda_tname(target), where, t[i], (long long)d->C);
-        }
-    }
+    if (st == CK_OK)
+        st = ck_opc_ce_classes(target, t, d, err);
     free(t);
     return st;
-}
-
-/* Validates y and target for `kind`; for cross-entropy also fills *d. */
-static ck_status loss_check(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
-                            const ck_tensor *target, ce_dims *d, ck_error *err)
-{
-    const char *fn = ck_loss_kind_name(kind);
-    char what[64];
-    snprintf(what, sizeof what, "%s loss", fn);
-    const ck_tensor *ys[] = {y};
-    CK_TRY(ck_cuda_check_float_dtypes(what, ys, 1, err));
-    switch (kind) {
-    case CK_LOSS_MEAN:
-    case CK_LOSS_SUM:
-        return CK_OK;
-    case CK_LOSS_MSE:
-        if (!target)
-            return ck_fail(err, CK_ERR_INTERNAL, "mse loss: no target");
-        if (!ck_cuda_float_dtype(target->dtype))
-            return ck_fail(err, CK_ERR_UNSUPPORTED, "mse loss: target %s is %s, expected a "
-                           "float dtype", ck_cuda_tname(target), ck_dtype_name(target->dtype));
-        if (!ck_shape_equal(&target->shape, &y->shape)) {
-            char a[128], b[128];
-            return ck_fail(err, CK_ERR_INPUT, "mse loss: target %s has shape %s, %s has %s",
-                           ck_cuda_tname(target), ck_shape_str(&target->shape, a, sizeof a),
-                           ck_cuda_tname(y), ck_shape_str(&y->shape, b, sizeof b));
-        }
-        return CK_OK;
-    case CK_LOSS_CROSS_ENTROPY:
-        if (!target)
-            return ck_fail(err, CK_ERR_INTERNAL, "cross_entropy loss: no target");
-        return ce_check(cu, y, target, d, err);
-    default:
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "loss kind %d is not implemented", (int)kind);
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -239,10 +173,7 @@ ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
 {
     ce_dims d = {0, 0, 0};
     CK_TRY(loss_check(cu, kind, y, target, &d, err));
-    if (!dy || !ck_cuda_float_dtype(dy->dtype) || !ck_shape_equal(&dy->shape, &y->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s loss backward: the gradient tensor must have "
-                       "a float dtype and the shape of %s", ck_loss_kind_name(kind),
-                       ck_cuda_tname(y));
+    CK_TRY(ck_opc_loss_dy(kind, y, dy, err));
     const int64_t numel = ck_shape_numel(&y->shape);
     switch (kind) {
     case CK_LOSS_MEAN:

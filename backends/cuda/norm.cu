@@ -32,43 +32,10 @@ __device__ __forceinline__ void acc_if(const ck_dv &a, int64_t i, double v)
         ck_acc(a, i, v);
 }
 
-// ----------------------------------------------------------------------------
-// checks (as the CPU's)
-
-/* t is NULL, or has a float dtype and `numel` elements (numel < 0: any count). */
-static ck_status check_tensor(const char *fn, const ck_tensor *t, int64_t numel, ck_error *err)
-{
-    if (!t)
-        return CK_OK;
-    const ck_tensor *ts[] = {t};
-    CK_TRY(ck_cuda_check_float_dtypes(fn, ts, 1, err));
-    if (numel >= 0 && ck_shape_numel(&t->shape) != numel)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, expected %lld", fn,
-                       ck_cuda_tname(t), (long long)ck_shape_numel(&t->shape), (long long)numel);
-    return CK_OK;
-}
-
-/* `saved` has its own float dtype and holds 2 x rows values. */
-static ck_status check_saved(const char *fn, const ck_tensor *saved, int64_t rows, ck_error *err)
-{
-    if (!saved)
-        return CK_OK;
-    if (!ck_cuda_float_dtype(saved->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: saved tensor %s is %s, expected a float "
-                       "dtype", fn, ck_cuda_tname(saved), ck_dtype_name(saved->dtype));
-    if (ck_shape_numel(&saved->shape) != 2 * rows)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: saved tensor %s has %lld elements, "
-                       "expected 2 x %lld", fn, ck_cuda_tname(saved),
-                       (long long)ck_shape_numel(&saved->shape), (long long)rows);
-    return CK_OK;
-}
-
 // ================================ batchnorm ================================
 
 /* x viewed as (N, C, S) with S the product of the spatial dims */
-typedef struct {
-    int64_t N, C, S;
-} bn_dims;
+typedef ck_ncs_dims bn_dims;
 
 __device__ __forceinline__ int64_t bn_index(const bn_dims &d, int64_t n, int64_t c, int64_t s)
 {
@@ -204,50 +171,12 @@ __global__ void bn_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck_dv wei
     }
 }
 
-static ck_status bn_check_io(const char *fn, const ck_op_params *op, const ck_op_io *io,
-                             bn_dims *d, ck_error *err)
-{
-    if (io->n_in != 1 || !io->in[0])
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
-    const ck_tensor *x = io->in[0];
-    CK_TRY(check_tensor(fn, x, -1, err));
-    if (x->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
-                       ck_cuda_tname(x), x->shape.ndim);
-    d->N = x->shape.dim[0];
-    d->C = x->shape.dim[1];
-    d->S = 1;
-    for (int i = 2; i < x->shape.ndim; i++)
-        d->S *= x->shape.dim[i];
-    CK_TRY(check_tensor(fn, io->weight, d->C, err));
-    CK_TRY(check_tensor(fn, io->bias, d->C, err));
-    CK_TRY(check_tensor(fn, io->running_mean, d->C, err));
-    CK_TRY(check_tensor(fn, io->running_var, d->C, err));
-    CK_TRY(check_saved(fn, io->saved, d->C, err));
-    if (io->num_batches_tracked && (io->num_batches_tracked->dtype != CK_I64 ||
-                                    ck_shape_numel(&io->num_batches_tracked->shape) != 1))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s must be one i64", fn,
-                       ck_cuda_tname(io->num_batches_tracked));
-    if (op->eval && (!io->running_mean || !io->running_var))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: eval mode needs running_mean and running_var",
-                       fn);
-    if (!op->eval && d->N * d->S < 2)
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s has %lld value per channel; training mode "
-                       "needs more than 1 (as PyTorch)", fn, ck_cuda_tname(x),
-                       (long long)(d->N * d->S));
-    return CK_OK;
-}
-
 ck_status cuda_batchnorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                  ck_op_io *io, ck_error *err)
 {
-    const char *fn = "batchnorm";
     bn_dims d;
-    CK_TRY(bn_check_io(fn, op, io, &d, err));
-    if (!io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
+    CK_TRY(ck_opc_batchnorm_fwd(CUDA_BE, op, io, &d, err));
     const ck_tensor *x = io->in[0];
-    CK_TRY(check_tensor(fn, io->out, ck_shape_numel(&x->shape), err));
     const bool update = !op->eval && args->update_running_stats;
     const int64_t cnt = d.N * d.S, C = d.C;
 
@@ -280,19 +209,10 @@ ck_status cuda_batchnorm_backward(ck_cuda *cu, const ck_op_params *op, const ck_
                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)args;
-    const char *fn = "batchnorm backward";
     bn_dims d;
-    CK_TRY(bn_check_io(fn, op, io, &d, err));
-    if (!io->saved)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
-    if (!g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
+    CK_TRY(ck_opc_batchnorm_bwd(CUDA_BE, op, io, g, &d, err));
     const ck_tensor *x = io->in[0];
     const int64_t numel = ck_shape_numel(&x->shape), C = d.C;
-    CK_TRY(check_tensor(fn, g->dout, numel, err));
-    CK_TRY(check_tensor(fn, g->din[0], numel, err));
-    CK_TRY(check_tensor(fn, g->dweight, C, err));
-    CK_TRY(check_tensor(fn, g->dbias, C, err));
 
     ck_dev_buf sums; /* {sum dy, sum dy xhat} per channel */
     CK_TRY(sums.alloc(cu, (size_t)C * 2 * sizeof(double), "batchnorm gradient sums", err));
@@ -418,35 +338,13 @@ __global__ void ln_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck_dv wei
     }
 }
 
-static ck_status ln_check_io(const char *fn, const ck_op_io *io, int64_t *N, int64_t *D,
-                             ck_error *err)
-{
-    if (io->n_in != 1 || !io->in[0])
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
-    const ck_tensor *x = io->in[0];
-    CK_TRY(check_tensor(fn, x, -1, err));
-    if (x->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, ...)", fn,
-                       ck_cuda_tname(x), x->shape.ndim);
-    *N = x->shape.dim[0];
-    *D = ck_shape_numel(&x->shape) / *N;
-    CK_TRY(check_tensor(fn, io->weight, *D, err));
-    CK_TRY(check_tensor(fn, io->bias, *D, err));
-    CK_TRY(check_saved(fn, io->saved, *N, err));
-    return CK_OK;
-}
-
 ck_status cuda_layernorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                  ck_op_io *io, ck_error *err)
 {
     (void)args;
-    const char *fn = "layernorm";
     int64_t N, D;
-    CK_TRY(ln_check_io(fn, io, &N, &D, err));
-    if (!io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
+    CK_TRY(ck_opc_layernorm_fwd(CUDA_BE, io, &N, &D, err));
     const ck_tensor *x = io->in[0];
-    CK_TRY(check_tensor(fn, io->out, N * D, err));
 
     ck_dev_buf stats, coef; /* stats: sum, sq (N each); coef: (mean, invstd) per sample */
     CK_TRY(stats.alloc(cu, (size_t)N * 2 * sizeof(double), "layernorm statistics", err));
@@ -472,18 +370,9 @@ ck_status cuda_layernorm_backward(ck_cuda *cu, const ck_op_params *op, const ck_
 {
     (void)op;
     (void)args;
-    const char *fn = "layernorm backward";
     int64_t N, D;
-    CK_TRY(ln_check_io(fn, io, &N, &D, err));
-    if (!io->saved)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs the saved (mean, invstd) tensor", fn);
-    if (!g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
+    CK_TRY(ck_opc_layernorm_bwd(CUDA_BE, io, g, &N, &D, err));
     const ck_tensor *x = io->in[0];
-    CK_TRY(check_tensor(fn, g->dout, N * D, err));
-    CK_TRY(check_tensor(fn, g->din[0], N * D, err));
-    CK_TRY(check_tensor(fn, g->dweight, D, err));
-    CK_TRY(check_tensor(fn, g->dbias, D, err));
 
     if (g->dweight || g->dbias) {
         ck_dev_buf sums; /* {sum_n dy, sum_n dy xhat} per element j */

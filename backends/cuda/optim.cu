@@ -55,46 +55,21 @@ __global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, ck_dv st
     }
 }
 
-/* t is present (when `required`), has a float dtype and the parameter's element count. */
-static ck_status check_like_param(const char *fn, const ck_tensor *param, const ck_tensor *t,
-                                  const char *role, bool required, ck_error *err)
-{
-    if (!t)
-        return required ? ck_fail(err, CK_ERR_INTERNAL, "%s: %s needs a %s tensor", fn,
-                                  ck_cuda_tname(param), role)
-                        : CK_OK;
-    if (!ck_cuda_float_dtype(t->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s %s of %s is %s; the cuda backend "
-                       "computes in fp32, fp64, fp16 and bf16", fn, role, ck_cuda_tname(t),
-                       ck_cuda_tname(param), ck_dtype_name(t->dtype));
-    if (ck_shape_numel(&t->shape) != ck_shape_numel(&param->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s %s has %lld elements, %s has %lld", fn, role,
-                       ck_cuda_tname(t), (long long)ck_shape_numel(&t->shape),
-                       ck_cuda_tname(param), (long long)ck_shape_numel(&param->shape));
-    return CK_OK;
-}
-
 ck_status cuda_optimizer_step(ck_cuda *cu, const ck_optimizer *opt, int64_t step,
                               double grad_scale, ck_tensor *param, const ck_tensor *grad,
                               ck_tensor *state0, ck_tensor *state1, ck_error *err)
 {
     if ((unsigned)opt->kind >= CK_OPT_KIND_COUNT)
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "optimizer kind %d is not implemented",
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "unknown optimizer kind %d",
                        (int)opt->kind);
     const char *fn = ck_optimizer_kind_name(opt->kind);
     if (!ck_cuda_float_dtype(param->dtype))
         return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: %s is %s; the cuda backend computes in "
                        "fp32, fp64, fp16 or bf16", fn, ck_cuda_tname(param),
                        ck_dtype_name(param->dtype));
-    if (step < 1)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: step %lld, steps count from 1", fn,
-                       (long long)step);
-    CK_TRY(check_like_param(fn, param, grad, "gradient", true, err));
+    CK_TRY(ck_opc_optimizer_args(CUDA_BE, fn, opt, step, param, grad, state0, state1, err));
     const bool uses0 = opt->kind == CK_OPT_MOMENTUM || opt->kind == CK_OPT_ADAM;
     const bool uses1 = opt->kind == CK_OPT_ADAM;
-    CK_TRY(check_like_param(fn, param, state0, uses1 ? "first moment" : "momentum buffer", uses0,
-                            err));
-    CK_TRY(check_like_param(fn, param, state1, "second moment", uses1, err));
 
     optim_args o;
     o.kind = (int)opt->kind;

@@ -19,11 +19,9 @@
 // ----------------------------------------------------------------------------
 // geometry
 
-typedef struct {
-    int64_t planes;        /* N * C */
-    int64_t in[3], out[3]; /* spatial sizes (D, H, W) of x and y, leading dims 1 */
-    int64_t kernel[3], stride[3];
-} pool_geom;
+/* planes (N * C), in/out spatial sizes (D, H, W), kernel, stride; filled and checked by
+ * ck_opc_pool_setup (backends/op_check.h) */
+typedef ck_pool_geom pool_geom;
 
 /* Offset in an input plane of the window of output (o0, o1, o2). */
 __device__ __forceinline__ int64_t window_origin(const pool_geom &g, int64_t o0, int64_t o1,
@@ -135,48 +133,6 @@ __global__ void pool_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, bool is_
 }
 
 // ----------------------------------------------------------------------------
-// checks and setup (as the CPU's)
-
-static const char *pool_name(const ck_op_params *op)
-{
-    return op->kind == CK_OP_MAXPOOL ? "maxpool" : "avgpool";
-}
-
-/* Checks the op kind and x (N, C, s...), y (N, C, o...) against the windows and fills g:
- * every window of y must lie inside x. */
-static ck_status pool_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *y,
-                            bool *is_max, pool_geom *g, ck_error *err)
-{
-    if (op->kind != CK_OP_MAXPOOL && op->kind != CK_OP_AVGPOOL)
-        return ck_fail(err, CK_ERR_INTERNAL, "pool: op kind %s is not a pooling op",
-                       ck_op_kind_name(op->kind));
-    *is_max = op->kind == CK_OP_MAXPOOL;
-    const char *what = pool_name(op);
-    const int nsp = op->nsp;
-    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %d spatial dims (1 to 3 supported)", what, nsp);
-    char sx[96], sy[96];
-    bool ok = x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
-              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
-    g->planes = x->shape.dim[0] * x->shape.dim[1];
-    for (int a = 0; ok && a < 3; a++) {
-        int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
-        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
-        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
-        g->kernel[a] = s < 0 ? 1 : op->kernel[s];
-        g->stride[a] = s < 0 ? 1 : op->stride[s];
-        ok = g->kernel[a] >= 1 && g->stride[a] >= 1 && g->out[a] >= 1 &&
-             (g->out[a] - 1) * g->stride[a] + g->kernel[a] <= g->in[a];
-    }
-    if (!ok)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "%s%dd: output '%s' %s does not fit input '%s' %s with its windows", what,
-                       nsp, ck_cuda_tname(y), ck_shape_str(&y->shape, sy, sizeof sy),
-                       ck_cuda_tname(x), ck_shape_str(&x->shape, sx, sizeof sx));
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
 ck_status cuda_pool_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
@@ -185,10 +141,10 @@ ck_status cuda_pool_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, io->out};
-    CK_TRY(ck_cuda_check_float_dtypes(pool_name(op), all, 2, err));
+    CK_TRY(ck_cuda_check_float_dtypes(ck_opc_pool_name(op), all, 2, err));
     bool is_max;
     pool_geom g;
-    CK_TRY(pool_setup(op, x, io->out, &is_max, &g, err));
+    CK_TRY(ck_opc_pool_setup(op, x, io->out, &is_max, &g, err));
     const int64_t n = ck_shape_numel(&io->out->shape);
     const unsigned blocks = ck_blocks(n);
     if (ck_mode_of(all, 2) == CK_MODE_F32)
@@ -207,10 +163,10 @@ ck_status cuda_pool_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
     (void)args;
     const ck_tensor *x = io->in[0];
     const ck_tensor *all[] = {x, gr->dout, gr->din[0]};
-    CK_TRY(ck_cuda_check_float_dtypes(pool_name(op), all, 3, err));
+    CK_TRY(ck_cuda_check_float_dtypes(ck_opc_pool_name(op), all, 3, err));
     bool is_max;
     pool_geom g;
-    CK_TRY(pool_setup(op, x, gr->dout, &is_max, &g, err));
+    CK_TRY(ck_opc_pool_setup(op, x, gr->dout, &is_max, &g, err));
     if (!gr->din[0])
         return CK_OK;
     const int64_t n = ck_shape_numel(&x->shape);

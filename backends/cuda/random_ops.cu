@@ -55,45 +55,12 @@ __global__ void noise_backward_kernel(ck_dv dx, ck_dv dout, int64_t numel)
 }
 
 // ----------------------------------------------------------------------------
-// checks (as the CPU's)
-
-/* Every tensor has a float dtype; every non-NULL tensor of ts has x's element count. */
-static ck_status check_pointwise(const char *fn, const ck_tensor *x, const ck_tensor *const *ts,
-                                 int n, ck_error *err)
-{
-    const ck_tensor *xs[] = {x};
-    CK_TRY(ck_cuda_check_float_dtypes(fn, xs, 1, err));
-    CK_TRY(ck_cuda_check_float_dtypes(fn, ts, n, err));
-    int64_t numel = ck_shape_numel(&x->shape);
-    for (int i = 0; i < n; i++) {
-        const ck_tensor *t = ts[i];
-        if (t && ck_shape_numel(&t->shape) != numel)
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has %lld elements, %s has %lld", fn,
-                           ck_cuda_tname(t), (long long)ck_shape_numel(&t->shape),
-                           ck_cuda_tname(x), (long long)numel);
-    }
-    return CK_OK;
-}
-
-static ck_status dropout_check_rate(const char *fn, double rate, ck_error *err)
-{
-    if (!(rate >= 0.0 && rate < 1.0))
-        return ck_fail(err, CK_ERR_INPUT, "%s: rate %g is outside [0, 1)", fn, rate);
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
 ck_status cuda_dropout_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                ck_op_io *io, ck_error *err)
 {
-    const char *fn = "dropout";
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output", fn);
-    CK_TRY(dropout_check_rate(fn, op->rate, err));
-    const ck_tensor *ts[] = {io->out};
-    CK_TRY(check_pointwise(fn, io->in[0], ts, 1, err));
+    CK_TRY(ck_opc_dropout_fwd(CUDA_BE, op, io, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     const uint32_t threshold = ck_dropout_threshold(op->rate);
     const double scale = 1.0 / (1.0 - op->rate);
@@ -106,14 +73,9 @@ ck_status cuda_dropout_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
 ck_status cuda_dropout_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    const char *fn = "dropout backward";
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and dout", fn);
+    CK_TRY(ck_opc_dropout_bwd(CUDA_BE, op, io, g, err));
     if (!g->din[0])
         return CK_OK;
-    CK_TRY(dropout_check_rate(fn, op->rate, err));
-    const ck_tensor *ts[] = {g->dout, g->din[0]};
-    CK_TRY(check_pointwise(fn, io->in[0], ts, 2, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     const uint32_t threshold = ck_dropout_threshold(op->rate);
     const double scale = 1.0 / (1.0 - op->rate);
@@ -126,13 +88,7 @@ ck_status cuda_dropout_backward(ck_cuda *cu, const ck_op_params *op, const ck_fw
 ck_status cuda_noise_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                              ck_op_io *io, ck_error *err)
 {
-    const char *fn = "gaussian_noise";
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output", fn);
-    if (!(op->stddev >= 0.0))
-        return ck_fail(err, CK_ERR_INPUT, "%s: stddev must be >= 0, got %g", fn, op->stddev);
-    const ck_tensor *ts[] = {io->out};
-    CK_TRY(check_pointwise(fn, io->in[0], ts, 1, err));
+    CK_TRY(ck_opc_noise_fwd(CUDA_BE, op, io, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     noise_forward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
         ck_view(io->out), ck_view(io->in[0]), args->rng, op->stddev, n);
@@ -145,13 +101,9 @@ ck_status cuda_noise_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_
 {
     (void)op;
     (void)args;
-    const char *fn = "gaussian_noise backward";
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and dout", fn);
+    CK_TRY(ck_opc_noise_bwd(CUDA_BE, io, g, err));
     if (!g->din[0])
         return CK_OK;
-    const ck_tensor *ts[] = {g->dout, g->din[0]};
-    CK_TRY(check_pointwise(fn, io->in[0], ts, 2, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     noise_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
         ck_view(g->din[0]), ck_view(g->dout), n);

@@ -70,37 +70,6 @@ static ck_status accumulate(ck_cuda *cu, ck_tensor *dx, const ck_tensor *dy, int
 }
 
 // ----------------------------------------------------------------------------
-// checks (as the CPU's)
-
-/* ref and t (when not NULL) have float dtypes; with `shape` set, t has ref's shape. */
-static ck_status check_like(const char *fn, const ck_tensor *ref, const ck_tensor *t, bool shape,
-                            ck_error *err)
-{
-    const ck_tensor *ts[] = {ref, t};
-    CK_TRY(ck_cuda_check_float_dtypes(fn, ts, 2, err));
-    if (!t)
-        return CK_OK;
-    if (shape && !ck_shape_equal(&t->shape, &ref->shape)) {
-        char a[128], b[128];
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s", fn,
-                       ck_cuda_tname(t), ck_shape_str(&t->shape, a, sizeof a),
-                       ck_cuda_tname(ref), ck_shape_str(&ref->shape, b, sizeof b));
-    }
-    return CK_OK;
-}
-
-static ck_status check_inputs(const char *fn, const ck_op_io *io, int min_in, ck_error *err)
-{
-    if (io->n_in < min_in || io->n_in > CK_MAX_INPUTS)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: got %d inputs, needs %d to %d", fn, io->n_in,
-                       min_in, CK_MAX_INPUTS);
-    for (int i = 0; i < io->n_in; i++)
-        if (!io->in[i])
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: input %d is missing", fn, i);
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // add
 
 ck_status cuda_add_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
@@ -108,13 +77,7 @@ ck_status cuda_add_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_arg
 {
     (void)op;
     (void)args;
-    const char *fn = "add";
-    CK_TRY(check_inputs(fn, io, 1, err));
-    if (!io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
-    for (int k = 1; k < io->n_in; k++)
-        CK_TRY(check_like(fn, io->in[0], io->in[k], true, err));
-    CK_TRY(check_like(fn, io->in[0], io->out, true, err));
+    CK_TRY(ck_opc_add_fwd(CUDA_BE, io, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     input_list in;
     memset(&in, 0, sizeof in);
@@ -131,13 +94,7 @@ ck_status cuda_add_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
 {
     (void)op;
     (void)args;
-    const char *fn = "add backward";
-    CK_TRY(check_inputs(fn, io, 1, err));
-    if (!g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
-    CK_TRY(check_like(fn, io->in[0], g->dout, true, err));
-    for (int k = 0; k < io->n_in; k++)
-        CK_TRY(check_like(fn, io->in[0], g->din[k], true, err));
+    CK_TRY(ck_opc_add_bwd(CUDA_BE, io, g, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     for (int k = 0; k < io->n_in; k++)
         if (g->din[k])
@@ -148,57 +105,13 @@ ck_status cuda_add_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
 // ----------------------------------------------------------------------------
 // concat
 
-/* Every input is (N, C_k, S...) with the same N and S; out is (N, sum C_k, S...).
- * Writes each input's C_k * S block size to `block`, the output's to *out_block, and
- * the batch size to *N. */
-static ck_status concat_dims(const char *fn, const ck_op_io *io, const ck_tensor *out,
-                             int64_t *N, int64_t *block, int64_t *out_block, ck_error *err)
-{
-    const ck_tensor *x0 = io->in[0];
-    if (x0->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
-                       ck_cuda_tname(x0), x0->shape.ndim);
-    int64_t S = 1;
-    for (int d = 2; d < x0->shape.ndim; d++)
-        S *= x0->shape.dim[d];
-    int64_t channels = 0;
-    for (int k = 0; k < io->n_in; k++) {
-        const ck_tensor *x = io->in[k];
-        CK_TRY(check_like(fn, x0, x, false, err));
-        bool same = x->shape.ndim == x0->shape.ndim;
-        for (int d = 0; same && d < x0->shape.ndim; d++)
-            same = d == 1 || x->shape.dim[d] == x0->shape.dim[d];
-        if (!same) {
-            char a[128], b[128];
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s; only dim 1 "
-                           "may differ", fn, ck_cuda_tname(x), ck_shape_str(&x->shape, a, sizeof a),
-                           ck_cuda_tname(x0), ck_shape_str(&x0->shape, b, sizeof b));
-        }
-        block[k] = x->shape.dim[1] * S;
-        channels += x->shape.dim[1];
-    }
-    CK_TRY(check_like(fn, x0, out, false, err));
-    if (out->shape.ndim != x0->shape.ndim ||
-        ck_shape_numel(&out->shape) != x0->shape.dim[0] * channels * S ||
-        out->shape.dim[0] != x0->shape.dim[0] || out->shape.dim[1] != channels)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s is not (%lld, %lld, ...)", fn,
-                       ck_cuda_tname(out), (long long)x0->shape.dim[0], (long long)channels);
-    *N = x0->shape.dim[0];
-    *out_block = channels * S;
-    return CK_OK;
-}
-
 ck_status cuda_concat_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                               ck_op_io *io, ck_error *err)
 {
     (void)op;
     (void)args;
-    const char *fn = "concat";
-    CK_TRY(check_inputs(fn, io, 1, err));
-    if (!io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
     int64_t N, block[CK_MAX_INPUTS], out_block;
-    CK_TRY(concat_dims(fn, io, io->out, &N, block, &out_block, err));
+    CK_TRY(ck_opc_concat_fwd(CUDA_BE, io, &N, block, &out_block, err));
     /* out[n, off_k + j] = in[k][n, j]: a strided 2-D copy per input of the output's dtype */
     const size_t es = ck_dtype_size(io->out->dtype);
     int64_t off = 0;
@@ -223,14 +136,8 @@ ck_status cuda_concat_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
 {
     (void)op;
     (void)args;
-    const char *fn = "concat backward";
-    CK_TRY(check_inputs(fn, io, 1, err));
-    if (!g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
     int64_t N, block[CK_MAX_INPUTS], out_block;
-    CK_TRY(concat_dims(fn, io, g->dout, &N, block, &out_block, err));
-    for (int k = 0; k < io->n_in; k++)
-        CK_TRY(check_like(fn, io->in[k], g->din[k], true, err));
+    CK_TRY(ck_opc_concat_bwd(CUDA_BE, io, g, &N, block, &out_block, err));
     int64_t off = 0;
     for (int k = 0; k < io->n_in; k++) {
         if (g->din[k]) {
@@ -246,29 +153,12 @@ ck_status cuda_concat_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd
 // ----------------------------------------------------------------------------
 // flatten
 
-static ck_status flatten_check(const char *fn, const ck_tensor *x, const ck_tensor *flat,
-                               ck_error *err)
-{
-    CK_TRY(check_like(fn, x, flat, false, err));
-    if (x->shape.ndim < 1 || flat->shape.ndim != 2 || flat->shape.dim[0] != x->shape.dim[0] ||
-        ck_shape_numel(&flat->shape) != ck_shape_numel(&x->shape)) {
-        char a[128], b[128];
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, not the flattening of %s %s",
-                       fn, ck_cuda_tname(flat), ck_shape_str(&flat->shape, a, sizeof a),
-                       ck_cuda_tname(x), ck_shape_str(&x->shape, b, sizeof b));
-    }
-    return CK_OK;
-}
-
 ck_status cuda_flatten_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                ck_op_io *io, ck_error *err)
 {
     (void)op;
     (void)args;
-    const char *fn = "flatten";
-    if (io->n_in != 1 || !io->in[0] || !io->out)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and an output", fn);
-    CK_TRY(flatten_check(fn, io->in[0], io->out, err));
+    CK_TRY(ck_opc_flatten_fwd(CUDA_BE, io, err));
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     if (io->out->dtype != io->in[0]->dtype) {
         copy_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(io->out),
@@ -286,11 +176,7 @@ ck_status cuda_flatten_backward(ck_cuda *cu, const ck_op_params *op, const ck_fw
 {
     (void)op;
     (void)args;
-    const char *fn = "flatten backward";
-    if (io->n_in != 1 || !io->in[0] || !g->dout)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input and dout", fn);
-    CK_TRY(flatten_check(fn, io->in[0], g->dout, err));
-    CK_TRY(check_like(fn, io->in[0], g->din[0], true, err));
+    CK_TRY(ck_opc_flatten_bwd(CUDA_BE, io, g, err));
     if (g->din[0])
         CK_TRY(accumulate(cu, g->din[0], g->dout, ck_shape_numel(&io->in[0]->shape), err));
     return CK_OK;

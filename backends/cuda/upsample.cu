@@ -16,11 +16,9 @@
 // ----------------------------------------------------------------------------
 // geometry
 
-typedef struct {
-    int64_t planes;        /* N * C */
-    int64_t in[3], out[3]; /* spatial sizes (D, H, W) of x and y, leading dims 1 */
-    int64_t scale[3];
-} upsample_geom;
+/* planes (N * C), in/out spatial sizes (D, H, W), scale; filled and checked by
+ * ck_opc_upsample_setup (backends/op_check.h) */
+typedef ck_upsample_geom upsample_geom;
 
 // ----------------------------------------------------------------------------
 // kernels
@@ -65,35 +63,6 @@ __global__ void upsample_backward_kernel(ck_dv dinp, ck_dv dout, int mode, upsam
 }
 
 // ----------------------------------------------------------------------------
-// checks and setup (as the CPU's)
-
-/* Checks x (N, C, s...) and y (N, C, s * scale...) and fills g. */
-static ck_status upsample_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *y,
-                                upsample_geom *g, ck_error *err)
-{
-    const int nsp = op->nsp;
-    if (nsp < 1 || nsp > CK_MAX_SPATIAL)
-        return ck_fail(err, CK_ERR_INTERNAL, "upsample: %d spatial dims (1 to 3 supported)", nsp);
-    char sx[96], sy[96];
-    bool ok = x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
-              y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
-    g->planes = x->shape.dim[0] * x->shape.dim[1];
-    for (int a = 0; ok && a < 3; a++) {
-        int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
-        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
-        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
-        g->scale[a] = s < 0 ? 1 : op->scale[s];
-        ok = g->scale[a] >= 1 && g->out[a] == g->in[a] * g->scale[a];
-    }
-    if (!ok)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "upsample%dd: output '%s' %s is not input '%s' %s times scale", nsp,
-                       ck_cuda_tname(y), ck_shape_str(&y->shape, sy, sizeof sy), ck_cuda_tname(x),
-                       ck_shape_str(&x->shape, sx, sizeof sx));
-    return CK_OK;
-}
-
-// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
 ck_status cuda_upsample_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
@@ -104,7 +73,7 @@ ck_status cuda_upsample_forward(ck_cuda *cu, const ck_op_params *op, const ck_fw
     const ck_tensor *all[] = {x, io->out};
     CK_TRY(ck_cuda_check_float_dtypes("upsample", all, 2, err));
     upsample_geom g;
-    CK_TRY(upsample_setup(op, x, io->out, &g, err));
+    CK_TRY(ck_opc_upsample_setup(op, x, io->out, &g, err));
     const int64_t n = ck_shape_numel(&io->out->shape);
     upsample_forward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(io->out),
                                                                          ck_view(x), g);
@@ -120,7 +89,7 @@ ck_status cuda_upsample_backward(ck_cuda *cu, const ck_op_params *op, const ck_f
     const ck_tensor *all[] = {x, gr->dout, gr->din[0]};
     CK_TRY(ck_cuda_check_float_dtypes("upsample", all, 3, err));
     upsample_geom g;
-    CK_TRY(upsample_setup(op, x, gr->dout, &g, err));
+    CK_TRY(ck_opc_upsample_setup(op, x, gr->dout, &g, err));
     if (!gr->din[0])
         return CK_OK;
     const int64_t n = ck_shape_numel(&x->shape);
