@@ -563,7 +563,19 @@ int ck_cmd_list(const char *cases_dir)
             printf("  %-28s (does not load: %s)\n", files[i], err.msg);
             continue;
         }
-        printf("  %-28s expect %-9s %s\n", c.name, ck_expect_name(c.expect),
+        /* what the case expects in the dtypes it runs in: "identical", or per dtype
+         * "fp32 identical, fp16 mismatch" when they differ */
+        char expect[96];
+        ck_expect first = ck_case_expect(&c, c.precisions[0]);
+        bool all_same = true;
+        for (int k = 1; k < c.n_precisions; k++)
+            all_same = all_same && ck_case_expect(&c, c.precisions[k]) == first;
+        snprintf(expect, sizeof expect, "%s", ck_expect_name(first));
+        for (size_t used = 0, k = 0; !all_same && k < (size_t)c.n_precisions; k++)
+            used += (size_t)snprintf(expect + used, sizeof expect - used, "%s%s %s",
+                                     k ? ", " : "", ck_dtype_name(c.precisions[k]),
+                                     ck_expect_name(ck_case_expect(&c, c.precisions[k])));
+        printf("  %-28s expect %-9s %s\n", c.name, expect,
                c.description ? c.description : "");
         ck_case_free(&c);
     }

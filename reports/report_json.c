@@ -113,6 +113,10 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_null(b, cfg, "min_memory_saving");
     ck_json_add_string(b, cfg, "expect", ck_expect_name(ck_case_expect(cs, r->dtype)));
     ck_json_add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
+    if (cs->init_from)
+        ck_json_add_string(b, cfg, "init_from", cs->init_from);
+    else
+        ck_json_add_null(b, cfg, "init_from");
 }
 
 static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_run_summary *run,
