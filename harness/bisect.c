@@ -410,6 +410,8 @@ static ck_status measure_noise_floor(ck_backend *b, const ck_graph *g, ck_dtype 
     /* localise the first nondeterministic layer: two recorded plain runs at that step */
     recorder ra, rb;
     ck_record r1, r2;
+    memset(&ra, 0, sizeof ra);
+    memset(&rb, 0, sizeof rb);
     memset(&r1, 0, sizeof r1);
     memset(&r2, 0, sizeof r2);
     if ((st = recorder_init(&ra, b, g, step, 0, g->n - 1, err)) != CK_OK ||

@@ -133,7 +133,8 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
         io.in[j] = src < 0 ? input : &e->out[src];
         if (!io.in[j]->data) {
             st = ck_fail(err, CK_ERR_INTERNAL, "input %s of layer %s is not live",
-                         e->cfg.g->nodes[src].spec->name, nd->spec->name);
+                         src < 0 ? "(the model input)" : e->cfg.g->nodes[src].spec->name,
+                         nd->spec->name);
             goto fail;
         }
     }

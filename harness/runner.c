@@ -368,6 +368,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         goto out;
     double scale = c->loss_scale == CK_SCALE_NONE ? 1.0 : c->loss_scale_value;
     int clean_steps = 0;
+    int64_t updates = 0; /* optimizer steps taken: a skipped step does not count (PyTorch) */
     for (int step = 0; step < c->steps; step++) {
         double loss = 0.0;
         if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
@@ -390,7 +391,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
                                        rec->e[k].data);
         bool skip = c->loss_scale != CK_SCALE_NONE && !finite;
         rec->scales[step] = (ck_scale_step){.scale = scale, .skipped = skip};
-        if (!skip && (st = ck_model_update(&model, &c->optimizer, step + 1, 1.0, err)) != CK_OK)
+        if (!skip && (st = ck_model_update(&model, &c->optimizer, ++updates, 1.0, err)) != CK_OK)
             goto out;
         if (c->loss_scale == CK_SCALE_DYNAMIC) {
             if (!finite) {

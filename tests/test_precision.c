@@ -164,6 +164,41 @@ START_TEST(dynamic_scaling_skips_exactly_the_overflowing_steps)
 }
 END_TEST
 
+/* A skipped step is no optimizer step: Adam's bias correction counts applied updates only,
+ * so the first applied update after a skip moves every weight by lr (|m_hat / sqrt(v_hat)|
+ * is 1 at t = 1), as PyTorch's GradScaler + Adam do. */
+START_TEST(skipped_steps_do_not_advance_adam)
+{
+    static const char *adam_case =
+        "{\"name\": \"overflow_adam\", \"seed\": 2, \"precision\": \"fp16\","
+        " \"input\": {\"shape\": [2, 4]}, \"layers\": ["
+        "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 3}, {\"name\": \"t\", \"op\": \"tanh\"}],"
+        " \"loss\": {\"op\": \"sum\"},"
+        " \"train\": {\"steps\": 2, \"optimizer\": \"adam\", \"lr\": 0.01,"
+        " \"loss_scale\": \"dynamic\"}}";
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, adam_case);
+    ck_record rec;
+    ck_error err;
+    ck_assert_msg(ck_train(b, &bc.g, NULL, CK_F16, NULL, &rec, &err) == CK_OK, "%s", err.msg);
+    ck_assert(rec.scales[0].skipped && !rec.scales[1].skipped);
+    const ck_record_entry *w[2] = {NULL, NULL}; /* fc.weight after steps 0 and 1 */
+    for (int k = 0; k < rec.n; k++)
+        if (rec.e[k].kind == CK_KIND_PARAM && strcmp(rec.e[k].name, "fc.weight") == 0 &&
+            rec.e[k].step < 2)
+            w[rec.e[k].step] = &rec.e[k];
+    ck_assert(w[0] && w[1]);
+    for (int i = 0; i < 12; i++) {
+        double d = fabs((double)((const float *)w[1]->data)[i] - ((const float *)w[0]->data)[i]);
+        ck_assert_msg(d > 0.0099 && d < 0.0101, "element %d moved by %g, want lr = 0.01", i, d);
+    }
+    ck_record_free(&rec);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
 START_TEST(differing_scale_decisions_are_a_mismatch_of_their_own)
 {
     ck_backend *b = tu_cpu_backend();
@@ -307,6 +342,7 @@ Suite *suite_precision(void)
     tcase_add_test(tc, every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16);
     tcase_add_test(tc, autocast_drop_canary_is_caught_with_its_cause);
     tcase_add_test(tc, dynamic_scaling_skips_exactly_the_overflowing_steps);
+    tcase_add_test(tc, skipped_steps_do_not_advance_adam);
     tcase_add_test(tc, differing_scale_decisions_are_a_mismatch_of_their_own);
     tcase_add_test(tc, fp16_underflow_shows_in_flushed_counts_and_dynamic_scaling_prevents_it);
     suite_add_tcase(s, tc);
