@@ -10,15 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_util.h"
 #include "harness/npy.h"
 #include "harness/npz.h"
 #include "harness/tensorfile.h"
 
-static void fixture_path(char *buf, size_t n, const char *rel)
-{
-    const char *r = getenv("CK_ROOT");
-    snprintf(buf, n, "%s/tests/fixtures/%s", r ? r : ".", rel);
-}
 
 /* The fixture value of element i (make_fixtures.py), as a double. */
 static double expected_value(ck_file_dtype dt, int i)
@@ -80,40 +76,10 @@ static void load_ok(const char *rel, ck_tensorset *s)
 {
     char path[512];
     ck_error err;
-    fixture_path(path, sizeof path, rel);
+    tu_fixture_path(path, sizeof path, rel);
     ck_assert_msg(ck_tensorset_load(path, s, &err) == CK_OK, "%s: %s", rel, err.msg);
 }
 
-static void check_bad_fixtures(const char *prefix)
-{
-    char expect[512], line[512];
-    fixture_path(expect, sizeof expect, "bad/EXPECT");
-    FILE *f = fopen(expect, "r");
-    ck_assert_msg(f != NULL, "cannot open %s (set CK_ROOT)", expect);
-    int rows = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#' || strncmp(line, prefix, strlen(prefix)) != 0)
-            continue;
-        line[strcspn(line, "\n")] = '\0';
-        char *tab = strchr(line, '\t');
-        ck_assert_ptr_nonnull(tab);
-        *tab = '\0';
-        char path[1200], rel[600];
-        snprintf(rel, sizeof rel, "bad/%s", line);
-        fixture_path(path, sizeof path, rel);
-        ck_tensorset s;
-        ck_error err = {{0}};
-        ck_status st = ck_tensorset_load(path, &s, &err);
-        ck_assert_msg(st == CK_ERR_INPUT, "%s: status %s (%s)", line, ck_status_str(st), err.msg);
-        ck_assert_msg(strstr(err.msg, path) != NULL, "%s: file not named: %s", line, err.msg);
-        ck_assert_msg(strstr(err.msg, tab + 1) != NULL, "%s: lacks \"%s\": %s", line, tab + 1,
-                      err.msg);
-        ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: not one line", line);
-        rows++;
-    }
-    fclose(f);
-    ck_assert_msg(rows >= 10, "only %d bad fixtures start with %s", rows, prefix);
-}
 
 /* ---- .npy ---- */
 
@@ -225,7 +191,7 @@ END_TEST
 
 START_TEST(every_malformed_npy_class_is_refused_with_one_line)
 {
-    check_bad_fixtures("np_");
+    tu_check_bad_fixtures("np_");
 }
 END_TEST
 
@@ -284,14 +250,14 @@ END_TEST
 
 START_TEST(every_malformed_npz_class_is_refused_with_one_line)
 {
-    check_bad_fixtures("nz_");
+    tu_check_bad_fixtures("nz_");
 }
 END_TEST
 
 START_TEST(npz_parser_survives_truncation_at_every_length)
 {
     char path[512];
-    fixture_path(path, sizeof path, "good/np_deflated.npz");
+    tu_fixture_path(path, sizeof path, "good/np_deflated.npz");
     FILE *f = fopen(path, "rb");
     ck_assert_ptr_nonnull(f);
     static unsigned char buf[1 << 16];

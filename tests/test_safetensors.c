@@ -14,22 +14,14 @@
 
 #include <cjson/cJSON.h>
 
+#include "test_util.h"
 #include "harness/dump.h"
 #include "harness/safetensors.h"
 #include "harness/tensorfile.h"
 
 /* ---- helpers shared with test_npy.c through copies: each file stands alone ---- */
 
-static const char *root_dir(void)
-{
-    const char *r = getenv("CK_ROOT");
-    return r ? r : ".";
-}
 
-static void fixture_path(char *buf, size_t n, const char *rel)
-{
-    snprintf(buf, n, "%s/tests/fixtures/%s", root_dir(), rel);
-}
 
 static char *make_tmpdir(void)
 {
@@ -105,42 +97,6 @@ static void assert_fixture_values(const ck_named_tensor *t, const char *what)
                   ck_file_dtype_name(t->dtype));
 }
 
-/* Every row of bad/EXPECT whose file name starts with prefix: refused by
- * ck_tensorset_load with CK_ERR_INPUT and one line naming the file and the fragment. */
-static void check_bad_fixtures(const char *prefix)
-{
-    char expect[512], line[512];
-    fixture_path(expect, sizeof expect, "bad/EXPECT");
-    FILE *f = fopen(expect, "r");
-    ck_assert_msg(f != NULL, "cannot open %s (set CK_ROOT)", expect);
-    int rows = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#' || strncmp(line, prefix, strlen(prefix)) != 0)
-            continue;
-        line[strcspn(line, "\n")] = '\0';
-        char *tab = strchr(line, '\t');
-        ck_assert_ptr_nonnull(tab);
-        *tab = '\0';
-        const char *frag = tab + 1;
-        char path[1200], rel[600];
-        snprintf(rel, sizeof rel, "bad/%s", line);
-        fixture_path(path, sizeof path, rel);
-        ck_tensorset s;
-        ck_error err = {{0}};
-        ck_status st = ck_tensorset_load(path, &s, &err);
-        ck_assert_msg(st == CK_ERR_INPUT, "%s: status %s, want bad input (%s)", line,
-                      ck_status_str(st), err.msg);
-        ck_assert_msg(strstr(err.msg, path) != NULL, "%s: message does not name the file: %s",
-                      line, err.msg);
-        ck_assert_msg(strstr(err.msg, frag) != NULL, "%s: message lacks \"%s\": %s", line, frag,
-                      err.msg);
-        ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: message is not one line", line);
-        ck_assert_int_eq(s.n, 0);
-        rows++;
-    }
-    fclose(f);
-    ck_assert_msg(rows >= 10, "only %d bad fixtures start with %s", rows, prefix);
-}
 
 /* ---- round trips ---- */
 
@@ -241,7 +197,7 @@ END_TEST
 START_TEST(reference_writer_files_read_with_every_dtype)
 {
     char path[512];
-    fixture_path(path, sizeof path, "good/st_all_dtypes.safetensors");
+    tu_fixture_path(path, sizeof path, "good/st_all_dtypes.safetensors");
     ck_tensorset s;
     ck_error err;
     ck_assert_msg(ck_tensorset_load(path, &s, &err) == CK_OK, "%s", err.msg);
@@ -266,20 +222,20 @@ START_TEST(reference_writer_metadata_zero_size_and_empty_files)
     char path[512];
     ck_tensorset s;
     ck_error err;
-    fixture_path(path, sizeof path, "good/st_metadata.safetensors");
+    tu_fixture_path(path, sizeof path, "good/st_metadata.safetensors");
     ck_assert_msg(ck_tensorset_load(path, &s, &err) == CK_OK, "%s", err.msg);
     ck_assert_int_eq(s.n, 1);
     assert_fixture_values(&s.t[0], "w");
     ck_tensorset_free(&s);
 
-    fixture_path(path, sizeof path, "good/st_zero_size.safetensors");
+    tu_fixture_path(path, sizeof path, "good/st_zero_size.safetensors");
     ck_assert_msg(ck_tensorset_load(path, &s, &err) == CK_OK, "%s", err.msg);
     const ck_named_tensor *e = ck_tensorset_find(&s, "empty");
     ck_assert_ptr_nonnull(e);
     ck_assert_uint_eq(ck_named_tensor_bytes(e), 0);
     ck_tensorset_free(&s);
 
-    fixture_path(path, sizeof path, "good/st_no_tensors.safetensors");
+    tu_fixture_path(path, sizeof path, "good/st_no_tensors.safetensors");
     ck_assert_msg(ck_tensorset_load(path, &s, &err) == CK_OK, "%s", err.msg);
     ck_assert_int_eq(s.n, 0);
     ck_tensorset_free(&s);
@@ -290,7 +246,7 @@ END_TEST
 
 START_TEST(every_malformed_safetensors_class_is_refused_with_one_line)
 {
-    check_bad_fixtures("st_");
+    tu_check_bad_fixtures("st_");
 }
 END_TEST
 
@@ -345,7 +301,7 @@ START_TEST(directory_loads_every_tensor_file_and_refuses_clashes)
     char path[512];
     ck_tensorset s;
     ck_error err;
-    fixture_path(path, sizeof path, "dir");
+    tu_fixture_path(path, sizeof path, "dir");
     ck_assert_msg(ck_tensorset_load(path, &s, &err) == CK_OK, "%s", err.msg);
     ck_assert_int_eq(s.n, 4);
     /* a.npy, then b.safetensors (offset order: d before c), then e.npz */
@@ -357,7 +313,7 @@ START_TEST(directory_loads_every_tensor_file_and_refuses_clashes)
         assert_fixture_values(&s.t[i], s.t[i].name);
     ck_tensorset_free(&s);
 
-    fixture_path(path, sizeof path, "clash");
+    tu_fixture_path(path, sizeof path, "clash");
     ck_assert_int_eq(ck_tensorset_load(path, &s, &err), CK_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(err.msg, "x.npy"));
     ck_assert_ptr_nonnull(strstr(err.msg, "y.safetensors"));
@@ -378,7 +334,7 @@ START_TEST(copy_into_checks_name_dtype_and_shape)
     char path[512];
     ck_tensorset s;
     ck_error err;
-    fixture_path(path, sizeof path, "good/st_all_dtypes.safetensors");
+    tu_fixture_path(path, sizeof path, "good/st_all_dtypes.safetensors");
     ck_assert_int_eq(ck_tensorset_load(path, &s, &err), CK_OK);
     int64_t d23[2] = {2, 3}, d32[2] = {3, 2};
     ck_shape ok = ck_shape_make(2, d23), bad = ck_shape_make(2, d32);

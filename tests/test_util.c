@@ -12,6 +12,7 @@
 #include "harness/gradcheck.h"
 #include "harness/half.h"
 #include "harness/rng.h"
+#include "harness/tensorfile.h"
 
 /* ---- the CPU backend ---- */
 
@@ -204,4 +205,46 @@ void tu_free_built(tu_built_case *bc)
 {
     ck_graph_free(&bc->g);
     ck_case_free(&bc->cs);
+}
+
+/* ---- tensor-file fixtures (tests/fixtures, made by make_fixtures.py) ---- */
+
+void tu_fixture_path(char *buf, size_t n, const char *rel)
+{
+    snprintf(buf, n, "%s/tests/fixtures/%s", tu_root(), rel);
+}
+
+void tu_check_bad_fixtures(const char *prefix)
+{
+    char expect[512], line[512];
+    tu_fixture_path(expect, sizeof expect, "bad/EXPECT");
+    FILE *f = fopen(expect, "r");
+    ck_assert_msg(f != NULL, "cannot open %s (set CK_ROOT)", expect);
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || strncmp(line, prefix, strlen(prefix)) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        char *tab = strchr(line, '\t');
+        ck_assert_ptr_nonnull(tab);
+        *tab = '\0';
+        const char *frag = tab + 1;
+        char path[1200], rel[600];
+        snprintf(rel, sizeof rel, "bad/%s", line);
+        tu_fixture_path(path, sizeof path, rel);
+        ck_tensorset s;
+        ck_error err = {{0}};
+        ck_status st = ck_tensorset_load(path, &s, &err);
+        ck_assert_msg(st == CK_ERR_INPUT, "%s: status %s, want bad input (%s)", line,
+                      ck_status_str(st), err.msg);
+        ck_assert_msg(strstr(err.msg, path) != NULL, "%s: message does not name the file: %s",
+                      line, err.msg);
+        ck_assert_msg(strstr(err.msg, frag) != NULL, "%s: message lacks \"%s\": %s", line, frag,
+                      err.msg);
+        ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: message is not one line", line);
+        ck_assert_int_eq(s.n, 0);
+        rows++;
+    }
+    fclose(f);
+    ck_assert_msg(rows >= 10, "only %d bad fixtures start with %s", rows, prefix);
 }

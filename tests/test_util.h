@@ -106,4 +106,12 @@ void tu_build_text(tu_built_case *bc, const char *json);
 void tu_build_file(tu_built_case *bc, const char *name);
 void tu_free_built(tu_built_case *bc);
 
+/* ---- tensor-file fixtures ---- */
+
+/* <root>/tests/fixtures/<rel> */
+void tu_fixture_path(char *buf, size_t n, const char *rel);
+/* Every row of bad/EXPECT whose file name starts with prefix: refused by ck_tensorset_load
+ * with CK_ERR_INPUT, one line naming the file and the expected fragment, an empty set. */
+void tu_check_bad_fixtures(const char *prefix);
+
 #endif
