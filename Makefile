@@ -36,14 +36,18 @@ LDLIBS  += $(CJSON_LIBS) -lm
 LDLIBS  += -lz
 LDFLAGS += $(SAN)
 
-LIB_SRC := $(sort $(wildcard harness/*.c) $(wildcard backends/*.c) $(wildcard backends/cpu/*.c) \
-           $(wildcard reports/*.c))
-LIB_SRC := $(filter-out harness/main.c,$(LIB_SRC))
+# One folder per layer (README "How it works"): harness/{core,io,model,engine,verify,compare}
+# is the library, harness/cli the program, reports/ the writers, backends/ the registry and
+# the CPU backends (the CUDA backend is a module of its own, see the CUDA block).
+LAYERS  := harness/core harness/io harness/model harness/engine harness/verify harness/compare \
+           reports backends backends/ref
+LIB_SRC := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
+CLI_SRC := $(sort $(wildcard harness/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
-MAIN_OBJ := $(BUILD)/obj/harness/main.o
+MAIN_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 
 PROG := $(BUILD)/ckpt-harness
 LIB  := $(BUILD)/libckpt.a

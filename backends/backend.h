@@ -22,10 +22,10 @@
 #ifndef CK_BACKEND_H
 #define CK_BACKEND_H
 
-#include "../harness/ops.h"
-#include "../harness/rng.h"
-#include "../harness/status.h"
-#include "../harness/tensor.h"
+#include "harness/core/ops.h"
+#include "harness/core/rng.h"
+#include "harness/core/status.h"
+#include "harness/core/tensor.h"
 
 typedef struct {
     bool recompute;            /* this forward recomputes a checkpoint segment */
@@ -110,6 +110,6 @@ struct ck_backend {
 };
 
 /* The CPU reference backend (backends/cpu). Computes in fp32 and fp64. */
-ck_status ck_backend_cpu_create(ck_backend **out, ck_error *err);
+ck_status ck_backend_ref_create(ck_backend **out, ck_error *err);
 
 #endif

@@ -4,7 +4,7 @@
  * of the .cu files in backends/cuda/, so `--backend cuda` gets a real answer: this program
  * cannot run on a GPU, and how to rebuild one that can.
  */
-#include "cuda/cuda_api.h"
+#include "backends/cuda/cuda_api.h"
 
 #include <stdio.h>
 

@@ -1,7 +1,7 @@
 /*
  * The backends' shared host-side checks and geometry (op_check.h).
  */
-#include "op_check.h"
+#include "backends/op_check.h"
 
 #include <stdio.h>
 

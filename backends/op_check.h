@@ -24,7 +24,7 @@
 extern "C" {
 #endif
 
-#include "backend.h"
+#include "backends/backend.h"
 
 /* Evaluates expr (a ck_status) and returns it from the calling function unless CK_OK. */
 #define CK_TRY(expr)                                                                       \

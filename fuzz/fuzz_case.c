@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case.h"
-#include "harness/graph.h"
+#include "harness/model/case.h"
+#include "harness/model/graph.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

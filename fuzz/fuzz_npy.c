@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/npy.h"
-#include "harness/npz.h"
+#include "harness/io/npy.h"
+#include "harness/io/npz.h"
 
 static volatile unsigned sink;
 

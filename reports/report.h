@@ -14,8 +14,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "harness/result.h"
-#include "harness/status.h"
+#include "harness/verify/result.h"
+#include "harness/core/status.h"
 
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
 #define CK_REPORT_SCHEMA_VERSION 1

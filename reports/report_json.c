@@ -9,10 +9,10 @@
  * strings "NaN", "Infinity" and "-Infinity". The builder (harness/json_build.h) is shared
  * with the compare report.
  */
-#include "report.h"
+#include "reports/report.h"
 
-#include "harness/bisect.h"
-#include "harness/json_build.h"
+#include "harness/verify/bisect.h"
+#include "harness/io/json_build.h"
 
 #include <errno.h>
 #include <fcntl.h>

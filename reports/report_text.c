@@ -6,9 +6,9 @@
  * dependent spellings (non-finite numbers are spelled by hand, since printf may write
  * "-nan").
  */
-#include "report.h"
+#include "reports/report.h"
 
-#include "harness/bisect.h"
+#include "harness/verify/bisect.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "harness/bisect.h"
-#include "test_util.h"
+#include "harness/verify/bisect.h"
+#include "tests/test_util.h"
 
 static void run_and_bisect(ck_backend *b, tu_built_case *bc, ck_result *r)
 {
@@ -215,7 +215,7 @@ static ck_backend *flaky_backend(void)
     ck_error err;
     flaky_state *fs = calloc(1, sizeof *fs);
     ck_backend *b = calloc(1, sizeof *b);
-    ck_assert(fs && b && ck_backend_cpu_create(&fs->cpu, &err) == CK_OK);
+    ck_assert(fs && b && ck_backend_ref_create(&fs->cpu, &err) == CK_OK);
     *b = (ck_backend){.name = "flaky-test", .impl = fs, .alloc = f_alloc, .free = f_free,
                       .upload = f_upload, .download = f_download, .zero = f_zero, .copy = f_copy,
                       .supports = f_supports, .forward = flaky_forward, .backward = f_backward,

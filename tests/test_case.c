@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/case.h"
-#include "harness/graph.h"
+#include "harness/model/case.h"
+#include "harness/model/graph.h"
 
 #define CASE_PATH "t/case.json"
 

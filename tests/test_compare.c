@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "harness/compare.h"
+#include "harness/core/metrics.h"
 
 #define U64MAX UINT64_MAX
 

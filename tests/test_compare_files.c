@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/namemap.h"
-#include "harness/setcompare.h"
-#include "harness/tolerances.h"
+#include "harness/compare/namemap.h"
+#include "harness/compare/sets.h"
+#include "harness/compare/tolerances.h"
 
 static ck_status parse_tol(ck_tolerances *t, const char *text, ck_error *err)
 {

@@ -346,7 +346,7 @@ START_TEST(records_are_empty_for_other_backends)
 {
     ck_backend *cpu = NULL;
     ck_error err;
-    ck_assert_int_eq(ck_backend_cpu_create(&cpu, &err), CK_OK);
+    ck_assert_int_eq(ck_backend_ref_create(&cpu, &err), CK_OK);
     ck_assert(!ck_backend_is_cuda(cpu));
     ck_assert(!ck_backend_is_cuda(NULL));
     const ck_cuda_algo_record *r = (const ck_cuda_algo_record *)(uintptr_t)1;

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "harness/dump.h"
-#include "harness/runner.h"
+#include "harness/engine/dump.h"
+#include "harness/engine/train.h"
 #include "reports/report.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 static const char *case_text =
     "{\"name\": \"small\", \"seed\": 5, \"input\": {\"shape\": [4, 2, 8, 8]}, \"layers\": ["

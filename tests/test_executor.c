@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "harness/gradcheck.h"
-#include "harness/plan.h"
-#include "harness/runner.h"
+#include "harness/verify/gradcheck.h"
+#include "harness/model/plan.h"
+#include "harness/engine/train.h"
 #include "reports/report.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 /* ---------------------------------------------------------------------------------------
  * Helpers

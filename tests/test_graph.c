@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case.h"
-#include "harness/graph.h"
+#include "harness/model/case.h"
+#include "harness/model/graph.h"
 
 #define S2(a, b) {2, {a, b}}
 #define S3(a, b, c) {3, {a, b, c}}

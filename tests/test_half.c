@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "harness/half.h"
-#include "test_util.h"
+#include "harness/core/half.h"
+#include "tests/test_util.h"
 
 static uint32_t f32_bits(float f)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 static ck_tensor *targets_of(ck_shape shape, const int32_t *v)
 {

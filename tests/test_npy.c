@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "test_util.h"
-#include "harness/npy.h"
-#include "harness/npz.h"
-#include "harness/tensorfile.h"
+#include "tests/test_util.h"
+#include "harness/io/npy.h"
+#include "harness/io/npz.h"
+#include "harness/io/tensorset.h"
 
 
 /* The fixture value of element i (make_fixtures.py), as a double. */

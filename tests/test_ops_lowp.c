@@ -42,9 +42,9 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "harness/half.h"
-#include "harness/rng.h"
-#include "test_util.h"
+#include "harness/core/half.h"
+#include "harness/core/rng.h"
+#include "tests/test_util.h"
 
 // ----------------------------------------------------------------------------
 // tensors and the low formats

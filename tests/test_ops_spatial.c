@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu_ops.h"
-#include "harness/gradcheck.h"
-#include "harness/rng.h"
-#include "test_util.h"
+#include "backends/ref/ref_ops.h"
+#include "harness/verify/gradcheck.h"
+#include "harness/core/rng.h"
+#include "tests/test_util.h"
 
 // ----------------------------------------------------------------------------
 // helpers: tensors built from double arrays, op dispatch, a shape oracle
@@ -52,11 +52,11 @@ static ck_status op_forward(const ck_op_params *op, ck_op_io *io, ck_error *err)
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     switch (op->kind) {
-    case CK_OP_LINEAR: return cpu_linear_forward(op, &args, io, err);
-    case CK_OP_CONV: return cpu_conv_forward(op, &args, io, err);
+    case CK_OP_LINEAR: return ref_linear_forward(op, &args, io, err);
+    case CK_OP_CONV: return ref_conv_forward(op, &args, io, err);
     case CK_OP_MAXPOOL:
-    case CK_OP_AVGPOOL: return cpu_pool_forward(op, &args, io, err);
-    case CK_OP_UPSAMPLE: return cpu_upsample_forward(op, &args, io, err);
+    case CK_OP_AVGPOOL: return ref_pool_forward(op, &args, io, err);
+    case CK_OP_UPSAMPLE: return ref_upsample_forward(op, &args, io, err);
     default: return ck_fail(err, CK_ERR_INTERNAL, "not a spatial op");
     }
 }
@@ -67,11 +67,11 @@ static ck_status op_backward(const ck_op_params *op, const ck_op_io *io, ck_op_g
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
     switch (op->kind) {
-    case CK_OP_LINEAR: return cpu_linear_backward(op, &args, io, g, err);
-    case CK_OP_CONV: return cpu_conv_backward(op, &args, io, g, err);
+    case CK_OP_LINEAR: return ref_linear_backward(op, &args, io, g, err);
+    case CK_OP_CONV: return ref_conv_backward(op, &args, io, g, err);
     case CK_OP_MAXPOOL:
-    case CK_OP_AVGPOOL: return cpu_pool_backward(op, &args, io, g, err);
-    case CK_OP_UPSAMPLE: return cpu_upsample_backward(op, &args, io, g, err);
+    case CK_OP_AVGPOOL: return ref_pool_backward(op, &args, io, g, err);
+    case CK_OP_UPSAMPLE: return ref_upsample_backward(op, &args, io, g, err);
     default: return ck_fail(err, CK_ERR_INTERNAL, "not a spatial op");
     }
 }

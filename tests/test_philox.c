@@ -1,8 +1,8 @@
 /* Philox4x32-10 known answers (Random123) and the seed-stream derivations built on it. */
 #include <check.h>
 
-#include "harness/philox.h"
-#include "harness/rng.h"
+#include "harness/core/philox.h"
+#include "harness/core/rng.h"
 
 static const struct {
     const char *desc;

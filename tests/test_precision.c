@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "harness/bisect.h"
+#include "harness/verify/bisect.h"
 #include "reports/report.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 static const ck_tensor_result *find(const ck_tensor_result *t, int n, const char *name,
                                     ck_tensor_kind kind, int step)

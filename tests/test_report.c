@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/result.h"
+#include "harness/verify/result.h"
 #include "reports/report.h"
 
 /* ---- a tiny case: enc1 -> fc1, one segment over both, two steps ---- */

@@ -14,10 +14,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "test_util.h"
-#include "harness/dump.h"
-#include "harness/safetensors.h"
-#include "harness/tensorfile.h"
+#include "tests/test_util.h"
+#include "harness/engine/dump.h"
+#include "harness/io/safetensors.h"
+#include "harness/io/tensorset.h"
 
 /* ---- helpers shared with test_npy.c through copies: each file stands alone ---- */
 

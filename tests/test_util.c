@@ -1,7 +1,7 @@
 /*
  * Helpers shared by the Check suites (see test_util.h). No suite of its own.
  */
-#include "test_util.h"
+#include "tests/test_util.h"
 
 #include <check.h>
 #include <math.h>
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/gradcheck.h"
-#include "harness/half.h"
-#include "harness/rng.h"
-#include "harness/tensorfile.h"
+#include "harness/verify/gradcheck.h"
+#include "harness/core/half.h"
+#include "harness/core/rng.h"
+#include "harness/io/tensorset.h"
 
 /* ---- the CPU backend ---- */
 
@@ -22,7 +22,7 @@ ck_backend *tu_cpu_backend(void)
 {
     ck_backend *b = NULL;
     ck_error err = {{0}};
-    ck_assert_msg(ck_backend_cpu_create(&b, &err) == CK_OK, "cpu backend: %s", err.msg);
+    ck_assert_msg(ck_backend_ref_create(&b, &err) == CK_OK, "cpu backend: %s", err.msg);
     return b;
 }
 

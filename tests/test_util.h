@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "harness/graph.h"
+#include "harness/model/graph.h"
 
 /* SHAPE(2, 3): a ck_shape value (an expression). SHAPE_INIT(2, 3): the same shape as a
  * brace initializer, for static tables ({.in = {SHAPE_INIT(2, 3)}}). */

@@ -8,7 +8,7 @@
  * match the CPU bit for bit; gelu, tanh and sigmoid use CUDA's double erf/exp/tanh (within
  * 2 ulp in double), so after rounding to fp32 or lower they almost always match glibc's.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 /* glibc's M_SQRT1_2 and M_2_SQRTPI, spelled out for device code */
 #define CK_SQRT1_2 0.70710678118654752440

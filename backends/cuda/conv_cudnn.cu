@@ -31,7 +31,7 @@
  * not fit or that cuDNN refuses at run time (NOT_SUPPORTED) gives way to the next. What
  * ran is recorded per layer and pass (cuda_record_algo).
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 #include <limits.h>
 #include <stdio.h>

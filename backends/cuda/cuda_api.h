@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#include "../backend.h"
+#include "backends/backend.h"
 
 /* ---- algorithm policy (--algo) ---- */
 

@@ -9,7 +9,7 @@
  * stream and the backend synchronises at the end of each op, so an asynchronous CUDA
  * error is reported by the op (and layer) that caused it, not by a later one.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 #include <dlfcn.h>
 #include <stdio.h>

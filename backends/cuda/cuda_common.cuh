@@ -29,8 +29,8 @@
 
 #include <string.h>
 
-#include "cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
-#include "../op_check.h" /* the host-side checks shared with the CPU backend, C linkage */
+#include "backends/cuda/cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
+#include "backends/op_check.h" /* the host-side checks shared with the CPU backend, C linkage */
 
 /* the backend's name in the shared checks' messages (backends/op_check.h) */
 #define CUDA_BE "cuda"
@@ -39,7 +39,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 extern "C" {
-#include "../../harness/half.h"
+#include "harness/core/half.h"
 }
 #pragma GCC diagnostic pop
 

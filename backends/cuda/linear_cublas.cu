@@ -19,7 +19,7 @@
  * results are rounded once into their tensors, as the CPU's wide views do
  * (cuda_forward_wide / cuda_backward_wide).
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 // ----------------------------------------------------------------------------
 // cuBLAS handle and the one GEMM call

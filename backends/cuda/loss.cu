@@ -9,7 +9,7 @@
  * over the N * spatial positions. Class indices are checked on the host (a copy of the
  * target), so a bad index gets the CPU backend's message, naming its position.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 #include <math.h>
 #include <math_constants.h>

@@ -16,7 +16,7 @@
  * the CPU's left-to-right loop, so the double sums may differ from the CPU's in their
  * last bits; the rounded outputs rarely do).
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 // ----------------------------------------------------------------------------
 // absent weight/bias read as w = 1, b = 0

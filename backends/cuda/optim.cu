@@ -9,7 +9,7 @@
  * state. Adam's bias corrections are computed once on the host with the CPU's pow, so
  * every update is bit-identical to the CPU backend's.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 #include <math.h>
 

@@ -14,7 +14,7 @@
  * windows that contain it in the CPU's order (output row-major) and makes exactly the
  * additions the CPU makes to that element, so results are bit-identical to the CPU's.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 // ----------------------------------------------------------------------------
 // geometry

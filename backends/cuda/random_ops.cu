@@ -12,7 +12,7 @@
  * itself comes from ck_rng_normal_f32, whose logf/cosf/sqrtf are CUDA's here and glibc's
  * there (within 2 ulp of each other in fp32), so noise matches within tolerance, not bitwise.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 // ----------------------------------------------------------------------------
 // kernels

@@ -9,7 +9,7 @@
  * input order (one launch each), so a tensor feeding two inputs of the same layer gets
  * both contributions in the CPU's order.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 // ----------------------------------------------------------------------------
 // kernels

@@ -11,7 +11,7 @@
  * thread per output element forward, one per input element backward: no thread writes
  * another's element, so there are no atomics.
  */
-#include "cuda_common.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 // ----------------------------------------------------------------------------
 // geometry

@@ -33,15 +33,15 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_api.h"
-#include "harness/case.h"
-#include "harness/executor.h"
-#include "harness/gradcheck.h"
-#include "harness/graph.h"
-#include "harness/half.h"
-#include "harness/model.h"
-#include "harness/plan.h"
-#include "harness/rng.h"
-#include "harness/runner.h"
+#include "harness/model/case.h"
+#include "harness/engine/executor.h"
+#include "harness/verify/gradcheck.h"
+#include "harness/model/graph.h"
+#include "harness/core/half.h"
+#include "harness/model/params.h"
+#include "harness/model/plan.h"
+#include "harness/core/rng.h"
+#include "harness/engine/train.h"
 
 #define SHAPE(...)                                                                         \
     ((ck_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),         \
@@ -56,7 +56,7 @@ static ck_status create_under_test(ck_backend **b, int device, ck_cuda_algo_poli
                                    ck_error *err)
 {
     if (g_cpu_as_gpu)
-        return ck_backend_cpu_create(b, err);
+        return ck_backend_ref_create(b, err);
     return ck_backend_cuda_create(b, device, pol, err);
 }
 
@@ -1183,7 +1183,7 @@ int main(int argc, char **argv)
         return bench(bench_case, dtype, device, pol, out);
 
     ck_error err;
-    if (ck_backend_cpu_create(&g_cpu, &err) != CK_OK ||
+    if (ck_backend_ref_create(&g_cpu, &err) != CK_OK ||
         create_under_test(&g_gpu, device, pol, &err) != CK_OK) {
         printf("FAIL  creating the backends: %s\n", err.msg);
         return 1;

@@ -1,0 +1,194 @@
+/*
+ * The CPU reference backend: memory in host RAM, ops dispatched to one file per op family
+ * (ref_ops.h). Single-threaded and fixed-order by design: it is the reference every other
+ * backend is judged against, and plain vs checkpointed must be bitwise identical on it.
+ * Compute dtypes: fp32, fp64, fp16 and bf16; every op loads each tensor in its own dtype
+ * and rounds each output once (ref_elem.h, harness/precision.md). Memory is typeless:
+ * upload, download, zero and copy move ck_tensor_bytes of any dtype.
+ */
+#include "backends/ref/ref_elem.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+static ck_status ref_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
+{
+    (void)b;
+    /* 64-byte alignment for vectorised loops; aligned_alloc needs a multiple of it */
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes)
+        return ck_fail(err, CK_ERR_NOMEM, "allocation of %zu bytes overflows", bytes);
+    *ptr = aligned_alloc(64, rounded ? rounded : 64);
+    if (!*ptr)
+        return ck_fail(err, CK_ERR_NOMEM, "out of host memory allocating %zu bytes", bytes);
+    return CK_OK;
+}
+
+static void ref_free(ck_backend *b, void *ptr)
+{
+    (void)b;
+    free(ptr);
+}
+
+static ck_status ref_upload(ck_backend *b, ck_tensor *dst, const void *host, ck_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy(dst->data, host, ck_tensor_bytes(dst));
+    return CK_OK;
+}
+
+static ck_status ref_download(ck_backend *b, const ck_tensor *src, void *host, ck_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy(host, src->data, ck_tensor_bytes(src));
+    return CK_OK;
+}
+
+static ck_status ref_zero(ck_backend *b, ck_tensor *t, ck_error *err)
+{
+    (void)b;
+    (void)err;
+    memset(t->data, 0, ck_tensor_bytes(t));
+    return CK_OK;
+}
+
+static ck_status ref_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, ck_error *err)
+{
+    (void)b;
+    if (dst->dtype != src->dtype || !ck_shape_equal(&dst->shape, &src->shape))
+        return ck_fail(err, CK_ERR_INTERNAL, "copy between tensors of different dtype or shape");
+    memmove(dst->data, src->data, ck_tensor_bytes(src));
+    return CK_OK;
+}
+
+static bool ref_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
+{
+    (void)b;
+    return (unsigned)op->kind < CK_OP_KIND_COUNT && ref_is_float(dtype);
+}
+
+typedef ck_status (*ref_fwd_fn)(const ck_op_params *, const ck_fwd_args *, ck_op_io *, ck_error *);
+typedef ck_status (*ref_bwd_fn)(const ck_op_params *, const ck_fwd_args *, const ck_op_io *,
+                                ck_op_grads *, ck_error *);
+
+static const struct {
+    ref_fwd_fn forward;
+    ref_bwd_fn backward;
+} ref_op_table[CK_OP_KIND_COUNT] = {
+    [CK_OP_LINEAR] = {ref_linear_forward, ref_linear_backward},
+    [CK_OP_CONV] = {ref_conv_forward, ref_conv_backward},
+    [CK_OP_RELU] = {ref_activation_forward, ref_activation_backward},
+    [CK_OP_LEAKY_RELU] = {ref_activation_forward, ref_activation_backward},
+    [CK_OP_GELU] = {ref_activation_forward, ref_activation_backward},
+    [CK_OP_TANH] = {ref_activation_forward, ref_activation_backward},
+    [CK_OP_SIGMOID] = {ref_activation_forward, ref_activation_backward},
+    [CK_OP_BATCHNORM] = {ref_batchnorm_forward, ref_batchnorm_backward},
+    [CK_OP_LAYERNORM] = {ref_layernorm_forward, ref_layernorm_backward},
+    [CK_OP_DROPOUT] = {ref_dropout_forward, ref_dropout_backward},
+    [CK_OP_GAUSSIAN_NOISE] = {ref_noise_forward, ref_noise_backward},
+    [CK_OP_MAXPOOL] = {ref_pool_forward, ref_pool_backward},
+    [CK_OP_AVGPOOL] = {ref_pool_forward, ref_pool_backward},
+    [CK_OP_UPSAMPLE] = {ref_upsample_forward, ref_upsample_backward},
+    [CK_OP_ADD] = {ref_add_forward, ref_add_backward},
+    [CK_OP_CONCAT] = {ref_concat_forward, ref_concat_backward},
+    [CK_OP_FLATTEN] = {ref_flatten_forward, ref_flatten_backward},
+};
+
+static ck_status ref_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                             ck_op_io *io, ck_error *err)
+{
+    if (!ref_supports(b, op, io->out->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+                       ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
+    return ref_op_table[op->kind].forward(op, args, io, err);
+}
+
+static ck_status ref_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    if (!ref_supports(b, op, io->out->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+                       ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
+    return ref_op_table[op->kind].backward(op, args, io, g, err);
+}
+
+static ck_status ref_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
+                              const ck_tensor *target, double *loss, ck_error *err)
+{
+    (void)b;
+    return ref_loss_forward(kind, y, target, loss, err);
+}
+
+static ck_status ref_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
+                              const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err)
+{
+    (void)b;
+    return ref_loss_backward(kind, y, target, scale, dy, err);
+}
+
+static ck_status ref_conv_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
+                                double scale, bool accumulate, ck_error *err)
+{
+    (void)b;
+    return ref_convert(dst, src, scale, accumulate, err);
+}
+
+static ck_status ref_optim(ck_backend *b, const ck_optimizer *opt, int64_t step,
+                           double grad_scale, ck_tensor *param, const ck_tensor *grad,
+                           ck_tensor *state0, ck_tensor *state1, ck_error *err)
+{
+    (void)b;
+    return ref_optimizer_step(opt, step, grad_scale, param, grad, state0, state1, err);
+}
+
+static void ref_info(ck_backend *b, ck_backend_info *out)
+{
+    (void)b;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "cpu");
+    struct utsname u;
+    if (uname(&u) == 0)
+        snprintf(out->device, sizeof out->device, "%s host, single-threaded reference", u.machine);
+    else
+        snprintf(out->device, sizeof out->device, "host, single-threaded reference");
+#if defined(__clang__)
+    snprintf(out->versions, sizeof out->versions, "clang %s", __clang_version__);
+#elif defined(__GNUC__)
+    snprintf(out->versions, sizeof out->versions, "gcc %d.%d.%d", __GNUC__, __GNUC_MINOR__,
+             __GNUC_PATCHLEVEL__);
+#endif
+}
+
+static void ref_destroy(ck_backend *b)
+{
+    free(b);
+}
+
+ck_status ck_backend_ref_create(ck_backend **out, ck_error *err)
+{
+    ck_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
+    b->name = "cpu";
+    b->alloc = ref_alloc;
+    b->free = ref_free;
+    b->upload = ref_upload;
+    b->download = ref_download;
+    b->zero = ref_zero;
+    b->copy = ref_copy;
+    b->supports = ref_supports;
+    b->forward = ref_forward;
+    b->backward = ref_backward;
+    b->loss_forward = ref_loss_fwd;
+    b->loss_backward = ref_loss_bwd;
+    b->optimizer_step = ref_optim;
+    b->convert = ref_conv_dtype;
+    b->info = ref_info;
+    b->destroy = ref_destroy;
+    *out = b;
+    return CK_OK;
+}

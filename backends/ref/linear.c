@@ -1,0 +1,181 @@
+/*
+ * CPU linear layer (CK_OP_LINEAR): y = x W^T + b over the last dimension.
+ *
+ * x (..., in) is treated as M = numel / in rows. The kernels are written once as a macro
+ * and instantiated for float and double; the weight gradient is reduced over the rows in
+ * a double scratch buffer so fp32 runs lose little to the order of the sum.
+ *
+ * When every tensor of a call is fp32 (or every one fp64) the matching instantiation runs
+ * on the tensors themselves. Otherwise (fp16/bf16 tensors, or dtypes mixed per tensor) each
+ * tensor is widened to double once per call, the fp64 kernel runs, and each output element
+ * is rounded once into its tensor's dtype; gradients are computed from zero in double and
+ * then added to the existing values with one rounding (ref_elem.h, harness/precision.md).
+ * So a low-dtype y is exactly the fp64 result on the same inputs, rounded once.
+ */
+#include "backends/ref/ref_elem.h"
+
+#include <stdlib.h>
+
+// ----------------------------------------------------------------------------
+// kernels, one instantiation per element type
+
+#define LINEAR_KERNELS(T, SFX)                                                                 \
+    static void linear_forward_##SFX(T *out, const T *inp, const T *weight, const T *bias,     \
+                                     int64_t M, int64_t in, int64_t units)                     \
+    {                                                                                          \
+        /* out (M, units), inp (M, in), weight (units, in), bias (units) or NULL */            \
+        for (int64_t m = 0; m < M; m++) {                                                      \
+            const T *x = inp + m * in;                                                         \
+            T *y = out + m * units;                                                            \
+            for (int64_t u = 0; u < units; u++) {                                              \
+                const T *w = weight + u * in;                                                  \
+                T acc = bias ? bias[u] : (T)0;                                                 \
+                for (int64_t i = 0; i < in; i++)                                               \
+                    acc += x[i] * w[i];                                                        \
+                y[u] = acc;                                                                    \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    static void linear_backward_##SFX(T *dinp, T *dweight, T *dbias, double *dw_acc,           \
+                                      const T *dout, const T *inp, const T *weight,            \
+                                      int64_t M, int64_t in, int64_t units)                    \
+    {                                                                                          \
+        /* dinp (M, in), dweight (units, in), dbias (units), each NULL when not wanted;        \
+         * dw_acc (units, in) zeroed double scratch when dweight is wanted */                  \
+        for (int64_t m = 0; m < M; m++) {                                                      \
+            const T *dy = dout + m * units;                                                    \
+            const T *x = inp + m * in;                                                         \
+            T *dx = dinp ? dinp + m * in : NULL;                                               \
+            for (int64_t u = 0; u < units; u++) {                                              \
+                T d = dy[u];                                                                   \
+                if (dx) {                                                                      \
+                    const T *w = weight + u * in;                                              \
+                    for (int64_t i = 0; i < in; i++)                                           \
+                        dx[i] += d * w[i];                                                     \
+                }                                                                              \
+                if (dw_acc) {                                                                  \
+                    double *dw = dw_acc + u * in;                                              \
+                    for (int64_t i = 0; i < in; i++)                                           \
+                        dw[i] += (double)d * (double)x[i];                                     \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        if (dweight)                                                                           \
+            for (int64_t j = 0; j < units * in; j++)                                           \
+                dweight[j] += (T)dw_acc[j];                                                    \
+        if (dbias)                                                                             \
+            for (int64_t u = 0; u < units; u++) {                                              \
+                double acc = 0.0;                                                              \
+                for (int64_t m = 0; m < M; m++)                                                \
+                    acc += (double)dout[m * units + u];                                        \
+                dbias[u] += (T)acc;                                                            \
+            }                                                                                  \
+    }
+
+LINEAR_KERNELS(float, f32)
+LINEAR_KERNELS(double, f64)
+
+#undef LINEAR_KERNELS
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h)
+
+ck_status ref_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                             ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *b = op->bias ? io->bias : NULL;
+    const ck_tensor *all[] = {x, io->weight, b, io->out};
+    ck_status st = ref_check_float_dtypes("linear", all, 4, err);
+    if (st != CK_OK)
+        return st;
+    ck_linear_dims d;
+    if ((st = ck_opc_linear_shapes(x, io->weight, b, io->out, &d, err)) != CK_OK)
+        return st;
+    switch (ref_common_dtype(all, 4)) {
+    case CK_F32:
+        linear_forward_f32(io->out->data, x->data, io->weight->data, b ? b->data : NULL, d.M,
+                           d.in, d.units);
+        return CK_OK;
+    case CK_F64:
+        linear_forward_f64(io->out->data, x->data, io->weight->data, b ? b->data : NULL, d.M,
+                           d.in, d.units);
+        return CK_OK;
+    default:
+        break;
+    }
+    /* low or mixed dtypes: the fp64 kernel on wide views, each output rounded once */
+    ref_wide wx = {NULL, NULL}, ww = {NULL, NULL}, wb = {NULL, NULL}, wy = {NULL, NULL};
+    if ((st = ref_wide_in("linear", x, &wx, err)) == CK_OK &&
+        (st = ref_wide_in("linear", io->weight, &ww, err)) == CK_OK &&
+        (st = ref_wide_in("linear", b, &wb, err)) == CK_OK &&
+        (st = ref_wide_out("linear", io->out, false, &wy, err)) == CK_OK) {
+        linear_forward_f64(wy.data, wx.data, ww.data, wb.data, d.M, d.in, d.units);
+        ref_wide_store(io->out, &wy);
+    }
+    ref_wide_free(&wx);
+    ref_wide_free(&ww);
+    ref_wide_free(&wb);
+    ref_wide_free(&wy);
+    return st;
+}
+
+ck_status ref_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    const ck_tensor *x = io->in[0];
+    ck_tensor *db = op->bias ? g->dbias : NULL;
+    const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
+    ck_status st = ref_check_float_dtypes("linear", all, 6, err);
+    if (st != CK_OK)
+        return st;
+    ck_linear_dims d;
+    if ((st = ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err)) != CK_OK)
+        return st;
+    double *dw_acc = NULL;
+    if (g->dweight) {
+        dw_acc = calloc((size_t)(d.units * d.in), sizeof *dw_acc);
+        if (!dw_acc)
+            return ck_fail(err, CK_ERR_NOMEM, "linear: no memory for the weight gradient "
+                           "scratch of '%s' (%lld x %lld doubles)", ref_tname(io->weight),
+                           (long long)d.units, (long long)d.in);
+    }
+    const ck_dtype dt = ref_common_dtype(all, 6);
+    if (dt == CK_F32 || dt == CK_F64) {
+        void *dx = g->din[0] ? g->din[0]->data : NULL;
+        void *dw = g->dweight ? g->dweight->data : NULL;
+        void *dbias = db ? db->data : NULL;
+        if (dt == CK_F32)
+            linear_backward_f32(dx, dw, dbias, dw_acc, g->dout->data, x->data,
+                                io->weight->data, d.M, d.in, d.units);
+        else
+            linear_backward_f64(dx, dw, dbias, dw_acc, g->dout->data, x->data,
+                                io->weight->data, d.M, d.in, d.units);
+        free(dw_acc);
+        return CK_OK;
+    }
+    /* low or mixed dtypes: gradients computed from zero in double, then added with one
+     * rounding each */
+    ref_wide wx = {NULL, NULL}, ww = {NULL, NULL}, wdy = {NULL, NULL};
+    ref_wide wdx = {NULL, NULL}, wdw = {NULL, NULL}, wdb = {NULL, NULL};
+    if ((st = ref_wide_in("linear", x, &wx, err)) == CK_OK &&
+        (st = ref_wide_in("linear", io->weight, &ww, err)) == CK_OK &&
+        (st = ref_wide_in("linear", g->dout, &wdy, err)) == CK_OK &&
+        (st = ref_wide_out("linear", g->din[0], true, &wdx, err)) == CK_OK &&
+        (st = ref_wide_out("linear", g->dweight, true, &wdw, err)) == CK_OK &&
+        (st = ref_wide_out("linear", db, true, &wdb, err)) == CK_OK) {
+        linear_backward_f64(wdx.data, wdw.data, wdb.data, dw_acc, wdy.data, wx.data, ww.data,
+                            d.M, d.in, d.units);
+        ref_wide_accumulate(g->din[0], &wdx);
+        ref_wide_accumulate(g->dweight, &wdw);
+        ref_wide_accumulate(db, &wdb);
+    }
+    ref_wide *all_wide[] = {&wx, &ww, &wdy, &wdx, &wdw, &wdb};
+    for (int i = 0; i < 6; i++)
+        ref_wide_free(all_wide[i]);
+    free(dw_acc);
+    return st;
+}

@@ -1,0 +1,134 @@
+/*
+ * CPU losses: mean, sum, mse and cross-entropy, and their gradients.
+ *
+ * The loss is a double accumulated in a fixed order; the gradient dy = scale * dL/dy is
+ * computed in double and rounded once into dy's dtype. y, an mse target and dy are each
+ * loaded in their own dtype (fp32, fp64, fp16 or bf16: in a low-precision run all three
+ * are low, and the loss is still a double; ref_elem.h, harness/precision.md).
+ * Cross-entropy takes logits y (N, C, spatial...) and i32 class indices (N, spatial...),
+ * and averages
+ * logsumexp_c(y) - y[t] (max-subtracted) over the N * spatial positions, as PyTorch's
+ * cross_entropy with reduction "mean" and no weights.
+ */
+#include "backends/ref/ref_elem.h"
+
+#include <math.h>
+
+/* ---- cross-entropy layout: y (N, C, S), target (N, S) ---- */
+
+typedef ck_ncs_dims ce_dims;
+
+static inline int64_t ce_index(const ce_dims *d, int64_t n, int64_t c, int64_t s)
+{
+    return (n * d->C + c) * d->S + s;
+}
+
+/* max_c y[n, c, s] and sum_c exp(y[n, c, s] - max) at one position */
+static void ce_softmax_terms(const ck_tensor *y, const ce_dims *d, int64_t n, int64_t s,
+                             double *max, double *sumexp)
+{
+    double m = -INFINITY;
+    for (int64_t c = 0; c < d->C; c++)
+        m = fmax(m, ref_ld(y, ce_index(d, n, c, s)));
+    double se = 0.0;
+    for (int64_t c = 0; c < d->C; c++)
+        se += exp(ref_ld(y, ce_index(d, n, c, s)) - m);
+    *max = m;
+    *sumexp = se;
+}
+
+/* ---- checks shared by forward and backward ---- */
+
+/* Validates y and target for `kind` (backends/op_check.h); for cross-entropy also fills *d
+ * and checks every class index is in [0, C). */
+static ck_status loss_check(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
+                            ce_dims *d, ck_error *err)
+{
+    CK_TRY(ck_opc_loss(REF_BE, kind, y, target, d, err));
+    if (kind == CK_LOSS_CROSS_ENTROPY)
+        return ck_opc_ce_classes(target, target->data, d, err);
+    return CK_OK;
+}
+
+/* ================================ forward ================================ */
+
+ck_status ref_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
+                           double *loss, ck_error *err)
+{
+    ce_dims d;
+    CK_TRY(loss_check(kind, y, target, &d, err));
+    int64_t numel = ck_shape_numel(&y->shape);
+    double sum = 0.0;
+    switch (kind) {
+    case CK_LOSS_MEAN:
+    case CK_LOSS_SUM:
+        for (int64_t i = 0; i < numel; i++)
+            sum += ref_ld(y, i);
+        *loss = kind == CK_LOSS_MEAN ? sum / (double)numel : sum;
+        return CK_OK;
+    case CK_LOSS_MSE:
+        for (int64_t i = 0; i < numel; i++) {
+            double r = ref_ld(y, i) - ref_ld(target, i);
+            sum += r * r;
+        }
+        *loss = sum / (double)numel;
+        return CK_OK;
+    case CK_LOSS_CROSS_ENTROPY: {
+        const int32_t *t = target->data;
+        for (int64_t n = 0; n < d.N; n++)
+            for (int64_t s = 0; s < d.S; s++) {
+                double max, sumexp;
+                ce_softmax_terms(y, &d, n, s, &max, &sumexp);
+                sum += max + log(sumexp) - ref_ld(y, ce_index(&d, n, t[n * d.S + s], s));
+            }
+        *loss = sum / (double)(d.N * d.S);
+        return CK_OK;
+    }
+    default:
+        return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
+    }
+}
+
+/* ================================ backward ================================ */
+
+ck_status ref_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
+                            double scale, ck_tensor *dy, ck_error *err)
+{
+    ce_dims d;
+    CK_TRY(loss_check(kind, y, target, &d, err));
+    CK_TRY(ck_opc_loss_dy(kind, y, dy, err));
+    int64_t numel = ck_shape_numel(&y->shape);
+    switch (kind) {
+    case CK_LOSS_MEAN:
+    case CK_LOSS_SUM: {
+        double g = kind == CK_LOSS_MEAN ? scale / (double)numel : scale;
+        for (int64_t i = 0; i < numel; i++)
+            ref_st(dy, i, g);
+        return CK_OK;
+    }
+    case CK_LOSS_MSE: {
+        double g = 2.0 * scale / (double)numel;
+        for (int64_t i = 0; i < numel; i++)
+            ref_st(dy, i, g * (ref_ld(y, i) - ref_ld(target, i)));
+        return CK_OK;
+    }
+    case CK_LOSS_CROSS_ENTROPY: {
+        const int32_t *t = target->data;
+        double g = scale / (double)(d.N * d.S);
+        for (int64_t n = 0; n < d.N; n++)
+            for (int64_t s = 0; s < d.S; s++) {
+                double max, sumexp;
+                ce_softmax_terms(y, &d, n, s, &max, &sumexp);
+                int32_t cls = t[n * d.S + s];
+                for (int64_t c = 0; c < d.C; c++) {
+                    int64_t i = ce_index(&d, n, c, s);
+                    double p = exp(ref_ld(y, i) - max) / sumexp;
+                    ref_st(dy, i, g * (p - (c == cls ? 1.0 : 0.0)));
+                }
+            }
+        return CK_OK;
+    }
+    default:
+        return ck_fail(err, CK_ERR_INTERNAL, "loss kind %d passed the checks", (int)kind);
+    }
+}

@@ -1,0 +1,68 @@
+/*
+ * The subcommands behind the CLI. main.c parses arguments into these option structs and
+ * calls one function; everything else (loading cases, running, printing, writing reports)
+ * happens here. Each returns the process exit code: 0 passed, 1 a mismatch / unmet
+ * expectation / unmet memory saving / failed gradient check, 2 bad input or usage.
+ */
+#ifndef CK_COMMANDS_H
+#define CK_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "harness/model/case.h"
+
+#define CK_VERSION "0.1.0"
+
+enum { CK_EXIT_PASS = 0, CK_EXIT_FAIL = 1, CK_EXIT_USAGE = 2 };
+
+typedef struct {
+    const char **paths; /* case files or directories */
+    int n_paths;
+    bool has_rng, has_bn, has_steps, has_seed;
+    ck_rng_policy rng;
+    ck_bn_policy bn;
+    int steps;
+    uint64_t seed;
+    const char *report; /* file or directory; NULL: no report file */
+    const char *backend; /* "cpu" (default) or "cuda" */
+    int device;          /* --device N (cuda) */
+    const char *algo;    /* --algo deterministic|fastest (cuda) */
+    const char *against; /* --against BACKEND: cross-backend check */
+    const char *dtype;   /* "fp32" */
+    bool quiet;
+    int max_rows; /* summary rows per case */
+    bool bisect;           /* bisect whenever a case mismatches */
+    bool force_bisect;     /* the `bisect` command: always bisect */
+    bool noise_floor;      /* run plain twice and judge against the floor */
+    bool verify_recompute; /* compare every recomputed output with its original */
+    const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
+    bool dump_activations; /* --dump-activations: layer outputs too */
+    const char *init;      /* --init FILE: parameters and buffers from a file */
+} ck_run_opts;
+
+typedef struct {
+    const char **paths;
+    int n_paths;
+    double eps, atol, rtol;
+    int samples;
+    bool whole_only, ops_only;
+    bool quiet;
+    const char *backend;
+    int device;
+    const char *algo;
+} ck_gradcheck_cmd_opts;
+
+int ck_cmd_run(const ck_run_opts *o);
+/* `bisect`: run, then noise floor, segment search, layer localisation and causes. */
+int ck_cmd_bisect(const ck_run_opts *o);
+int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o);
+/* Lists ops and their options, and the cases found under cases_dir. */
+int ck_cmd_list(const char *cases_dir);
+
+/* Expands files and directories (their *.json, sorted) into a list of case files. */
+ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, int *n_out,
+                          ck_error *err);
+void ck_free_case_files(char **files, int n);
+
+#endif

@@ -1,0 +1,409 @@
+/*
+ * ckpt-harness: the command line. Parses arguments and dispatches to commands.c; nothing
+ * else happens here. Exit codes: 0 passed, 1 failed (mismatch, unmet expectation, unmet
+ * memory saving, failed gradient check), 2 bad input or usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/cli/cmd_compare.h"
+#include "harness/cli/commands.h"
+
+static const char *usage_main =
+    "usage: ckpt-harness <command> [options]\n"
+    "\n"
+    "Proves that gradient checkpointing changes memory and nothing else: each case is\n"
+    "trained twice from identical weights and data, plain and checkpointed, and the\n"
+    "losses, gradients, parameters and buffers are compared step by step.\n"
+    "\n"
+    "commands:\n"
+    "  run CASE|DIR...        run cases plain and checkpointed, compare, report\n"
+    "  bisect CASE|DIR...     run, then find the segment, layer and cause where they part\n"
+    "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
+    "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
+    "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
+    "\n"
+    "  ckpt-harness <command> --help   options of one command\n"
+    "  ckpt-harness --version\n"
+    "\n"
+    "exit codes: 0 passed, 1 failed (mismatch, unmet expectation or memory saving,\n"
+    "failed gradient check), 2 bad input or usage.\n";
+
+static const char *usage_run =
+    "usage: ckpt-harness run CASE|DIR... [options]\n"
+    "\n"
+    "Runs each case (a .json file, or every *.json in a directory) plain and with\n"
+    "checkpointing from identical seeds, compares every step's loss, gradients,\n"
+    "parameters and buffers, prints a summary and optionally writes JSON reports.\n"
+    "\n"
+    "options:\n"
+    "  --rng P            RNG policy for dropout/noise: counter, stateful, stash\n"
+    "  --bn-recompute P   batchnorm running stats on recompute: skip, update\n"
+    "  --steps N          training steps (overrides the case)\n"
+    "  --seed S           seed (overrides the case)\n"
+    "  --report PATH      write JSON reports: FILE.json for one case (FILE.<dtype>.json\n"
+    "                     when it runs in several dtypes), or a directory (created if\n"
+    "                     missing) holding <case>.json / <case>.<dtype>.json\n"
+    "  --dtype LIST       dtypes to run, e.g. fp32,fp16,bf16 (default: the case's precision)\n"
+    "  --backend B        cpu (default) or cuda (docs/cuda.md)\n"
+    "  --device N         the CUDA device (default 0)\n"
+    "  --algo P           cuda: deterministic (default: only algorithms cuDNN marks\n"
+    "                     deterministic) or fastest (nondeterministic allowed; implies\n"
+    "                     --noise-floor, so its run-to-run noise is not blamed on\n"
+    "                     checkpointing); the report lists what ran per layer and pass\n"
+    "  --against B        also run the plain configuration on backend B (e.g. cpu) and\n"
+    "                     compare (relative L2 per tensor: fp32 1e-5, fp16 1e-2, bf16 5e-2)\n"
+    "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
+    "  --bisect           when a case mismatches, find the segment, layer and cause\n"
+    "  --noise-floor      run plain twice; differences no larger than plain-vs-plain are\n"
+    "                     reported as within the noise floor, not blamed on checkpointing\n"
+    "  --verify-recompute keep the originals of recomputed activations and compare them\n"
+    "                     value by value with the recomputed ones (a difference fails)\n"
+    "  --dump DIR         write every run's parameters, gradients, buffers and losses per\n"
+    "                     step as safetensors under DIR/<case>[.<dtype>]/, with a\n"
+    "                     manifest.json (docs/interop.md)\n"
+    "  --dump-activations with --dump: every layer's output per step too\n"
+    "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
+    "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
+    "  --quiet            one line per case\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
+    "expect, unmet min_memory_saving), 2 bad input or usage.\n";
+
+static const char *usage_bisect =
+    "usage: ckpt-harness bisect CASE|DIR... [options]\n"
+    "\n"
+    "Runs each case like `run`, then explains where and why the plain and checkpointed\n"
+    "runs part: the noise floor (plain run twice), the smallest set of segments whose\n"
+    "checkpointing alone causes the divergence, the first layer whose recomputed output\n"
+    "differs from its original, the first output gradient that differs (backward order),\n"
+    "buffers changed by recomputation, RNG draws, and a readable cause with the evidence.\n"
+    "The JSON report gains a `bisect` section (reports/SCHEMA.md).\n"
+    "\n"
+    "options: as `run` (--rng, --bn-recompute, --steps, --seed, --report, --rows, --quiet,\n"
+    "--verify-recompute)\n"
+    "\n"
+    "exit codes: as `run`.\n";
+
+static const char *usage_gradcheck =
+    "usage: ckpt-harness gradcheck CASE|DIR... [options]\n"
+    "\n"
+    "Checks every backward against float64 central differences: the whole case (step 0's\n"
+    "loss against every parameter) and each layer on its own (a random projection of its\n"
+    "output against its inputs and parameters). An element passes when\n"
+    "|analytic - numeric| <= atol + rtol |numeric|. Prints the worst errors per tensor.\n"
+    "\n"
+    "options:\n"
+    "  --eps E        central-difference step (default 1e-6)\n"
+    "  --atol A       absolute tolerance (default 1e-5)\n"
+    "  --rtol R       relative tolerance (default 1e-3)\n"
+    "  --samples N    elements checked per tensor (default 64; all when smaller)\n"
+    "  --backend B    cpu (default) or cuda; --device N, --algo P as for run\n"
+    "  --whole-only   only the whole-case check\n"
+    "  --ops-only     only the per-layer checks\n"
+    "  -h, --help     this help\n"
+    "\n"
+    "exit codes: 0 all within tolerance, 1 some element outside, 2 bad input or usage.\n";
+
+static const char *usage_compare =
+    "usage: ckpt-harness compare A REF [options]\n"
+    "\n"
+    "Compares the tensors in A (under test) against REF (the reference), with the\n"
+    "metrics, verdicts and exit codes of `run`. A and REF are each a .safetensors, .npy\n"
+    "or .npz file, or a directory of them. Tensors are matched by name (a .npy file's\n"
+    "name is its stem, an .npz member's its name without .npy); names on one side\n"
+    "only, shape and dtype differences are reported. An element is close when\n"
+    "|a - ref| <= atol + rtol |ref|; integer and bool tensors must be equal.\n"
+    "\n"
+    "options:\n"
+    "  --rtol R           relative tolerance for every float dtype\n"
+    "  --atol A           absolute tolerance for every float dtype\n"
+    "                     (defaults per dtype as torch.testing: fp32 1.3e-6/1e-5,\n"
+    "                     fp16 1e-3/1e-5, bf16 1.6e-2/1e-5, fp64 1e-7/1e-7)\n"
+    "  --tolerances FILE  JSON: {\"default\": {\"rtol\", \"atol\"}, \"dtypes\": {\"F16\": {...}},\n"
+    "                     \"tensors\": {\"dec*.weight\": {...}}}; first matching pattern wins\n"
+    "  --map FILE         JSON: {\"rename\": {\"a\": \"b\"}, \"patterns\": [[\"^model\\\\.(.*)$\", \"\\\\1\"]]}\n"
+    "                     translates A's names into REF's (POSIX extended regex)\n"
+    "  --report FILE      write the JSON report (schema ckpt-harness/compare)\n"
+    "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
+    "  --quiet            only problems and the closing line\n"
+    "  -h, --help         this help\n"
+    "\n"
+    "See docs/interop.md for the file formats and recipes.\n"
+    "\n"
+    "exit codes: 0 every tensor identical or close, 1 a mismatch, missing or extra name,\n"
+    "shape or dtype difference, 2 bad input or usage.\n";
+
+static const char *usage_list =
+    "usage: ckpt-harness list [DIR]\n"
+    "\n"
+    "Lists the ops a case may use with their options, the losses, optimizers and\n"
+    "policies, and the cases found in DIR (default: cases).\n";
+
+static int usage_error(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ckpt-harness%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see 'ckpt-harness %s--help')\n", cmd ? cmd : "");
+    return CK_EXIT_USAGE;
+}
+
+static bool parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0.0) || v > 1e300)
+        return false;
+    *out = v;
+    return true;
+}
+
+enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
+       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+
+static int main_run(int argc, char **argv, bool bisect_cmd)
+{
+    const char *cmd = bisect_cmd ? "bisect" : "run";
+    static const struct option longopts[] = {
+        {"rng", required_argument, 0, OPT_RNG},       {"bn-recompute", required_argument, 0, OPT_BN},
+        {"steps", required_argument, 0, OPT_STEPS},   {"seed", required_argument, 0, OPT_SEED},
+        {"report", required_argument, 0, OPT_REPORT}, {"dtype", required_argument, 0, OPT_DTYPE},
+        {"backend", required_argument, 0, OPT_BACKEND}, {"rows", required_argument, 0, OPT_ROWS},
+        {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, 'h'},
+        {"bisect", no_argument, 0, OPT_BISECT},       {"noise-floor", no_argument, 0, OPT_NOISE},
+        {"verify-recompute", no_argument, 0, OPT_VERIFY}, {"dump", required_argument, 0, OPT_DUMP},
+        {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
+        {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
+        {"against", required_argument, 0, OPT_AGAINST}, {0, 0, 0, 0}};
+    ck_run_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_rows = 10;
+    long long v;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_RNG:
+            if (!ck_rng_policy_parse(optarg, &o.rng))
+                return usage_error(cmd, "--rng %s: expected counter, stateful or stash", optarg);
+            o.has_rng = true;
+            break;
+        case OPT_BN:
+            if (!ck_bn_policy_parse(optarg, &o.bn))
+                return usage_error(cmd, "--bn-recompute %s: expected skip or update", optarg);
+            o.has_bn = true;
+            break;
+        case OPT_STEPS:
+            if (!parse_int(optarg, 1, 1000000, &v))
+                return usage_error(cmd, "--steps %s: expected an integer from 1 to 1000000",
+                                   optarg);
+            o.steps = (int)v;
+            o.has_steps = true;
+            break;
+        case OPT_SEED:
+            if (!parse_u64(optarg, &o.seed))
+                return usage_error(cmd, "--seed %s: expected an unsigned 64-bit integer", optarg);
+            o.has_seed = true;
+            break;
+        case OPT_REPORT: o.report = optarg; break;
+        case OPT_DTYPE: o.dtype = optarg; break;
+        case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_ROWS:
+            if (!parse_int(optarg, -1, 1000000, &v))
+                return usage_error(cmd, "--rows %s: expected an integer >= -1", optarg);
+            o.max_rows = (int)v;
+            break;
+        case OPT_QUIET: o.quiet = true; break;
+        case OPT_BISECT: o.bisect = true; break;
+        case OPT_NOISE: o.noise_floor = true; break;
+        case OPT_VERIFY: o.verify_recompute = true; break;
+        case OPT_DUMP: o.dump = optarg; break;
+        case OPT_DUMP_ACT: o.dump_activations = true; break;
+        case OPT_INIT: o.init = optarg; break;
+        case OPT_DEVICE:
+            if (!parse_int(optarg, 0, 1024, &v))
+                return usage_error(cmd, "--device %s: expected a device number from 0", optarg);
+            o.device = (int)v;
+            break;
+        case OPT_ALGO: o.algo = optarg; break;
+        case OPT_AGAINST: o.against = optarg; break;
+        case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
+        default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error(cmd, "%s", "no case given");
+    o.paths = (const char **)argv + optind;
+    o.n_paths = argc - optind;
+    if (o.dump_activations && !o.dump)
+        return usage_error(cmd, "%s", "--dump-activations needs --dump DIR");
+    return bisect_cmd ? ck_cmd_bisect(&o) : ck_cmd_run(&o);
+}
+
+static int main_gradcheck(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"eps", required_argument, 0, OPT_EPS},   {"atol", required_argument, 0, OPT_ATOL},
+        {"rtol", required_argument, 0, OPT_RTOL}, {"samples", required_argument, 0, OPT_SAMPLES},
+        {"whole-only", no_argument, 0, OPT_WHOLE}, {"ops-only", no_argument, 0, OPT_OPS},
+        {"backend", required_argument, 0, OPT_BACKEND}, {"device", required_argument, 0, OPT_DEVICE},
+        {"algo", required_argument, 0, OPT_ALGO}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    ck_gradcheck_cmd_opts o;
+    memset(&o, 0, sizeof o);
+    o.atol = o.rtol = -1.0;
+    long long v;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_EPS:
+            if (!parse_double(optarg, &o.eps) || o.eps == 0.0)
+                return usage_error("gradcheck", "--eps %s: expected a positive number", optarg);
+            break;
+        case OPT_ATOL:
+            if (!parse_double(optarg, &o.atol))
+                return usage_error("gradcheck", "--atol %s: expected a number >= 0", optarg);
+            break;
+        case OPT_RTOL:
+            if (!parse_double(optarg, &o.rtol))
+                return usage_error("gradcheck", "--rtol %s: expected a number >= 0", optarg);
+            break;
+        case OPT_SAMPLES:
+            if (!parse_int(optarg, 1, 1 << 30, &v))
+                return usage_error("gradcheck", "--samples %s: expected a positive integer",
+                                   optarg);
+            o.samples = (int)v;
+            break;
+        case OPT_WHOLE: o.whole_only = true; break;
+        case OPT_BACKEND: o.backend = optarg; break;
+        case OPT_DEVICE:
+            if (!parse_int(optarg, 0, 1024, &v))
+                return usage_error("gradcheck", "--device %s: expected a device number from 0",
+                                   optarg);
+            o.device = (int)v;
+            break;
+        case OPT_ALGO: o.algo = optarg; break;
+        case OPT_OPS: o.ops_only = true; break;
+        case 'h': fputs(usage_gradcheck, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error("gradcheck", "%s needs a value", argv[optind - 1]);
+        default: return usage_error("gradcheck", "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (o.whole_only && o.ops_only)
+        return usage_error("gradcheck", "%s", "--whole-only and --ops-only exclude each other");
+    if (optind >= argc)
+        return usage_error("gradcheck", "%s", "no case given");
+    o.paths = (const char **)argv + optind;
+    o.n_paths = argc - optind;
+    return ck_cmd_gradcheck(&o);
+}
+
+enum { OPT_TOLERANCES = 512, OPT_MAP };
+
+static int main_compare(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"rtol", required_argument, 0, OPT_RTOL},     {"atol", required_argument, 0, OPT_ATOL},
+        {"tolerances", required_argument, 0, OPT_TOLERANCES},
+        {"map", required_argument, 0, OPT_MAP},       {"report", required_argument, 0, OPT_REPORT},
+        {"rows", required_argument, 0, OPT_ROWS},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    ck_compare_cmd_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_rows = 10;
+    long long v;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_RTOL:
+            if (!parse_double(optarg, &o.rtol))
+                return usage_error("compare", "--rtol %s: expected a number >= 0", optarg);
+            o.has_rtol = true;
+            break;
+        case OPT_ATOL:
+            if (!parse_double(optarg, &o.atol))
+                return usage_error("compare", "--atol %s: expected a number >= 0", optarg);
+            o.has_atol = true;
+            break;
+        case OPT_TOLERANCES: o.tolerances = optarg; break;
+        case OPT_MAP: o.map = optarg; break;
+        case OPT_REPORT: o.report = optarg; break;
+        case OPT_ROWS:
+            if (!parse_int(optarg, -1, 1000000, &v))
+                return usage_error("compare", "--rows %s: expected an integer >= -1", optarg);
+            o.max_rows = (int)v;
+            break;
+        case OPT_QUIET: o.quiet = true; break;
+        case 'h': fputs(usage_compare, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error("compare", "%s needs a value", argv[optind - 1]);
+        default: return usage_error("compare", "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2)
+        return usage_error("compare", "%s", "expected two tensor files or directories: A REF");
+    o.a = argv[optind];
+    o.ref = argv[optind + 1];
+    return ck_cmd_compare(&o);
+}
+
+static int main_list(int argc, char **argv)
+{
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        fputs(usage_list, stdout);
+        return CK_EXIT_PASS;
+    }
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-'))
+        return usage_error("list", "%s", "expected at most one directory");
+    return ck_cmd_list(argc == 2 ? argv[1] : NULL);
+}
+
+int main(int argc, char **argv)
+{
+    opterr = 0; /* our own one-line messages */
+    if (argc < 2)
+        return fputs(usage_main, stderr), CK_EXIT_USAGE;
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0)
+        return fputs(usage_main, stdout), CK_EXIT_PASS;
+    if (strcmp(cmd, "--version") == 0)
+        return printf("ckpt-harness %s\n", CK_VERSION), CK_EXIT_PASS;
+    if (strcmp(cmd, "run") == 0)
+        return main_run(argc - 1, argv + 1, false);
+    if (strcmp(cmd, "bisect") == 0)
+        return main_run(argc - 1, argv + 1, true);
+    if (strcmp(cmd, "gradcheck") == 0)
+        return main_gradcheck(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0)
+        return main_compare(argc - 1, argv + 1);
+    if (strcmp(cmd, "list") == 0)
+        return main_list(argc - 1, argv + 1);
+    return usage_error(NULL, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,376 @@
+/*
+ * Set comparison and the compare report (see setcompare.h). Integer widths ck_dtype lacks
+ * (i8, i16, u8, u16, u32, u64, bool) are widened to i64 and compared exactly by
+ * ck_compare; u64 values above 2^63 - 1 keep their bits, so their verdict is exact while
+ * their distances are those of the reinterpreted values.
+ */
+#include "harness/compare/sets.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/io/json_build.h"
+#include "reports/report.h"
+
+const char *ck_pair_kind_name(ck_pair_kind k)
+{
+    switch (k) {
+    case CK_PAIR_COMPARED: return "compared";
+    case CK_PAIR_MISSING: return "missing";
+    case CK_PAIR_EXTRA: return "extra";
+    case CK_PAIR_SHAPE: return "shape";
+    case CK_PAIR_DTYPE: return "dtype";
+    }
+    return "?";
+}
+
+void ck_set_comparison_free(ck_set_comparison *c)
+{
+    for (int i = 0; i < c->n; i++)
+        free(c->p[i].name);
+    free(c->p);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Comparing one pair                                                                  */
+/* ---------------------------------------------------------------------------------- */
+
+static int64_t widen(ck_file_dtype dt, const unsigned char *p)
+{
+    switch (dt) {
+    case CK_FT_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case CK_FT_I8: return (int8_t)p[0];
+    case CK_FT_U64: { uint64_t v; memcpy(&v, p, 8); return (int64_t)v; }
+    case CK_FT_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case CK_FT_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    default: return p[0]; /* u8, bool (its byte, so 2 and 1 differ) */
+    }
+}
+
+static ck_status compare_pair(const ck_named_tensor *a, const ck_named_tensor *r, ck_pair *p,
+                              ck_error *err)
+{
+    int64_t numel = 0;
+    ck_file_shape_size(&r->shape, r->dtype, &numel, NULL);
+    ck_dtype cd;
+    if (ck_file_dtype_to_ck(r->dtype, &cd) || numel == 0) {
+        p->verdict = ck_compare(numel ? cd : CK_I64, numel, a->data, r->data, p->rtol, p->atol,
+                                &p->m);
+        return CK_OK;
+    }
+    size_t es = ck_file_dtype_size(r->dtype);
+    int64_t *wa = malloc((size_t)numel * sizeof *wa), *wr = malloc((size_t)numel * sizeof *wr);
+    if (!wa || !wr) {
+        free(wa);
+        free(wr);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing \"%s\"", r->name);
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        wa[i] = widen(r->dtype, (const unsigned char *)a->data + (size_t)i * es);
+        wr[i] = widen(r->dtype, (const unsigned char *)r->data + (size_t)i * es);
+    }
+    p->verdict = ck_compare(CK_I64, numel, wa, wr, 0.0, 0.0, &p->m);
+    free(wa);
+    free(wr);
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Matching                                                                            */
+/* ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    int index;
+} name_index;
+
+static int cmp_name_index(const void *x, const void *y)
+{
+    const name_index *a = x, *b = y;
+    int c = strcmp(a->name, b->name);
+    return c ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+static int lookup(const name_index *sorted, int n, const char *name)
+{
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = strcmp(sorted[mid].name, name);
+        if (c == 0)
+            return sorted[mid].index;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static ck_status compare_sets_impl(const ck_tensorset *a, const ck_tensorset *ref,
+                                   const ck_name_map *map, const ck_tolerances *tol,
+                                   ck_set_comparison *out, ck_error *err)
+{
+    ck_status st = CK_OK;
+    char **mapped = calloc((size_t)a->n + 1, sizeof *mapped);
+    name_index *by_a = calloc((size_t)a->n + 1, sizeof *by_a);
+    bool *used = calloc((size_t)a->n + 1, sizeof *used);
+    memset(out, 0, sizeof *out);
+    out->p = calloc((size_t)a->n + (size_t)ref->n + 1, sizeof *out->p);
+    if (!mapped || !by_a || !used || !out->p) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+
+    for (int i = 0; i < a->n; i++) {
+        if (map)
+            st = ck_name_map_apply(map, a->t[i].name, &mapped[i], err);
+        else if (!(mapped[i] = strdup(a->t[i].name)))
+            st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        if (st != CK_OK)
+            goto cleanup;
+        by_a[i].name = mapped[i];
+        by_a[i].index = i;
+    }
+    qsort(by_a, (size_t)a->n, sizeof *by_a, cmp_name_index);
+    for (int i = 1; i < a->n; i++) {
+        if (strcmp(by_a[i - 1].name, by_a[i].name) == 0) {
+            st = ck_fail(err, CK_ERR_INPUT,
+                         "the name map sends both \"%.200s\" and \"%.200s\" (in %s) to \"%.200s\"",
+                         a->t[by_a[i - 1].index].name, a->t[by_a[i].index].name,
+                         a->file[by_a[i].index], by_a[i].name);
+            goto cleanup;
+        }
+    }
+
+    for (int r = 0; r < ref->n; r++) {
+        const ck_named_tensor *tr = &ref->t[r];
+        ck_pair *p = &out->p[out->n];
+        if (!(p->name = strdup(tr->name))) {
+            st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+            goto cleanup;
+        }
+        out->n++;
+        p->index_ref = r;
+        p->verdict = CK_VERDICT_MISMATCH;
+        int i = lookup(by_a, a->n, tr->name);
+        p->index_a = i;
+        if (i < 0) {
+            p->kind = CK_PAIR_MISSING;
+            continue;
+        }
+        used[i] = true;
+        const ck_named_tensor *ta = &a->t[i];
+        p->name_a = ta->name;
+        if (ta->dtype != tr->dtype) {
+            p->kind = CK_PAIR_DTYPE;
+            continue;
+        }
+        if (!ck_shape_equal(&ta->shape, &tr->shape)) {
+            p->kind = CK_PAIR_SHAPE;
+            continue;
+        }
+        p->kind = CK_PAIR_COMPARED;
+        ck_tolerances_resolve(tol, tr->name, tr->dtype, &p->rtol, &p->atol);
+        if ((st = compare_pair(ta, tr, p, err)) != CK_OK)
+            goto cleanup;
+    }
+    for (int i = 0; i < a->n; i++) {
+        if (used[i])
+            continue;
+        ck_pair *p = &out->p[out->n++];
+        p->kind = CK_PAIR_EXTRA;
+        p->name = mapped[i];
+        mapped[i] = NULL;
+        p->name_a = a->t[i].name;
+        p->index_a = i;
+        p->index_ref = -1;
+        p->verdict = CK_VERDICT_MISMATCH;
+    }
+
+    out->verdict = CK_VERDICT_IDENTICAL;
+    for (int i = 0; i < out->n; i++) {
+        const ck_pair *p = &out->p[i];
+        if (p->kind == CK_PAIR_COMPARED)
+            out->counts[p->verdict]++;
+        else
+            out->n_problems[p->kind]++;
+        if (p->verdict > out->verdict)
+            out->verdict = p->verdict;
+    }
+    out->pass = out->verdict != CK_VERDICT_MISMATCH;
+
+cleanup:
+    for (int i = 0; mapped && i < a->n; i++)
+        free(mapped[i]);
+    free(mapped);
+    free(by_a);
+    free(used);
+    if (st != CK_OK)
+        ck_set_comparison_free(out);
+    return st;
+}
+
+/* The one-line guarantee for every message of compare_sets. */
+ck_status ck_compare_sets(const ck_tensorset *a, const ck_tensorset *ref, const ck_name_map *map,
+                          const ck_tolerances *tol, ck_set_comparison *out, ck_error *err)
+{
+    return ck_error_one_line(err, compare_sets_impl(a, ref, map, tol, out, err));
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Text                                                                                */
+/* ---------------------------------------------------------------------------------- */
+
+void ck_pair_describe(const ck_pair *p, const ck_tensorset *a, const ck_tensorset *ref, char *buf,
+                      size_t n)
+{
+    char s1[160], s2[160];
+    const ck_named_tensor *ta = p->index_a >= 0 ? &a->t[p->index_a] : NULL;
+    const ck_named_tensor *tr = p->index_ref >= 0 ? &ref->t[p->index_ref] : NULL;
+    buf[0] = '\0';
+    switch (p->kind) {
+    case CK_PAIR_COMPARED:
+        if (p->verdict != CK_VERDICT_MISMATCH)
+            return;
+        {
+            char idx[160] = "";
+            if (p->m.first_bad >= 0 && tr->shape.ndim > 0) {
+                int64_t ix[CK_MAX_DIMS];
+                ck_shape sh = tr->shape;
+                ck_shape_unflatten(&sh, p->m.first_bad, ix);
+                ck_shape at = ck_shape_make(sh.ndim, ix);
+                snprintf(idx, sizeof idx, ", first at %s", ck_shape_str(&at, s1, sizeof s1));
+            }
+            if (ck_file_dtype_is_float(tr->dtype))
+                snprintf(buf, n,
+                         "mismatch: %s (%s): max_abs %.3g, %" PRId64 " of %" PRId64
+                         " elements outside rtol %g, atol %g%s",
+                         p->name, ck_file_dtype_name(tr->dtype), p->m.max_abs, p->m.n_outside,
+                         p->m.numel, p->rtol, p->atol, idx);
+            else
+                snprintf(buf, n,
+                         "mismatch: %s (%s, compared exactly): %" PRId64 " of %" PRId64
+                         " elements differ, by up to %" PRIu64 "%s",
+                         p->name, ck_file_dtype_name(tr->dtype), p->m.n_outside, p->m.numel,
+                         p->m.max_ulp, idx);
+        }
+        return;
+    case CK_PAIR_MISSING:
+        snprintf(buf, n, "missing: %s (in %s) has no counterpart in a", p->name,
+                 ref->file[p->index_ref]);
+        return;
+    case CK_PAIR_EXTRA:
+        if (strcmp(p->name, p->name_a) != 0)
+            snprintf(buf, n, "extra: %s (mapped to %s, in %s) has no counterpart in ref", p->name_a,
+                     p->name, a->file[p->index_a]);
+        else
+            snprintf(buf, n, "extra: %s (in %s) has no counterpart in ref", p->name_a,
+                     a->file[p->index_a]);
+        return;
+    case CK_PAIR_SHAPE:
+        snprintf(buf, n, "shape: %s is %s in a, %s in ref", p->name,
+                 ck_shape_str(&ta->shape, s1, sizeof s1), ck_shape_str(&tr->shape, s2, sizeof s2));
+        return;
+    case CK_PAIR_DTYPE:
+        snprintf(buf, n, "dtype: %s is %s in a, %s in ref", p->name, ck_file_dtype_name(ta->dtype),
+                 ck_file_dtype_name(tr->dtype));
+        return;
+    }
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* JSON                                                                                */
+/* ---------------------------------------------------------------------------------- */
+
+static void add_shape(ck_json_builder *b, cJSON *parent, const char *key, const ck_shape *s)
+{
+    cJSON *arr = ck_json_add_array(b, parent, key);
+    for (int d = 0; d < s->ndim && d < CK_MAX_DIMS; d++)
+        ck_json_add_int(b, arr, NULL, s->dim[d]);
+}
+
+static void add_side(ck_json_builder *b, cJSON *root, const char *key, const char *path,
+                     const ck_tensorset *s)
+{
+    cJSON *o = ck_json_add_object(b, root, key);
+    ck_json_add_string(b, o, "path", path);
+    ck_json_add_int(b, o, "tensors", s->n);
+}
+
+cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
+                          const ck_tensorset *ref, const ck_compare_meta *meta)
+{
+    ck_json_builder b = {false};
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return NULL;
+    ck_json_add_string(&b, root, "schema", CK_COMPARE_SCHEMA);
+    ck_json_add_int(&b, root, "schema_version", CK_COMPARE_SCHEMA_VERSION);
+    cJSON *tool = ck_json_add_object(&b, root, "tool");
+    ck_json_add_string(&b, tool, "name", "ckpt-harness");
+    ck_json_add_string(&b, tool, "version",
+                       meta && meta->tool_version ? meta->tool_version : "unknown");
+    add_side(&b, root, "a", meta ? meta->path_a : NULL, a);
+    add_side(&b, root, "ref", meta ? meta->path_ref : NULL, ref);
+    ck_json_add_string(&b, root, "map", meta ? meta->map_path : NULL);
+    ck_json_add_string(&b, root, "tolerances", meta ? meta->tol_path : NULL);
+
+    cJSON *tensors = ck_json_add_array(&b, root, "tensors");
+    cJSON *problems = ck_json_add_array(&b, root, "problems");
+    for (int i = 0; i < c->n && !b.failed; i++) {
+        const ck_pair *p = &c->p[i];
+        const ck_named_tensor *ta = p->index_a >= 0 ? &a->t[p->index_a] : NULL;
+        const ck_named_tensor *tr = p->index_ref >= 0 ? &ref->t[p->index_ref] : NULL;
+        cJSON *o = ck_json_add_object(&b, p->kind == CK_PAIR_COMPARED ? tensors : problems, NULL);
+        if (p->kind != CK_PAIR_COMPARED)
+            ck_json_add_string(&b, o, "kind", ck_pair_kind_name(p->kind));
+        ck_json_add_string(&b, o, "name", p->name);
+        ck_json_add_string(&b, o, "name_a", p->name_a);
+        ck_json_add_string(&b, o, "file_a", ta ? a->file[p->index_a] : NULL);
+        ck_json_add_string(&b, o, "file_ref", tr ? ref->file[p->index_ref] : NULL);
+        if (p->kind == CK_PAIR_COMPARED) {
+            ck_json_add_string(&b, o, "dtype", ck_file_dtype_name(tr->dtype));
+            add_shape(&b, o, "shape", &tr->shape);
+            ck_json_add_real(&b, o, "rtol", p->rtol);
+            ck_json_add_real(&b, o, "atol", p->atol);
+            ck_json_add_string(&b, o, "verdict", ck_verdict_name(p->verdict));
+            if (!b.failed)
+                ck_json_attach(&b, o, "metrics", ck_report_metrics_json(&p->m, &tr->shape));
+            continue;
+        }
+        if (ta) {
+            ck_json_add_string(&b, o, "dtype_a", ck_file_dtype_name(ta->dtype));
+            add_shape(&b, o, "shape_a", &ta->shape);
+        }
+        if (tr) {
+            ck_json_add_string(&b, o, "dtype_ref", ck_file_dtype_name(tr->dtype));
+            add_shape(&b, o, "shape_ref", &tr->shape);
+        }
+    }
+
+    cJSON *sum = ck_json_add_object(&b, root, "summary");
+    ck_json_add_int(&b, sum, "compared", c->counts[0] + c->counts[1] + c->counts[2]);
+    ck_json_add_int(&b, sum, "identical", c->counts[CK_VERDICT_IDENTICAL]);
+    ck_json_add_int(&b, sum, "close", c->counts[CK_VERDICT_CLOSE]);
+    ck_json_add_int(&b, sum, "mismatch", c->counts[CK_VERDICT_MISMATCH]);
+    for (int k = CK_PAIR_MISSING; k <= CK_PAIR_DTYPE; k++)
+        ck_json_add_int(&b, sum, ck_pair_kind_name((ck_pair_kind)k), c->n_problems[k]);
+    ck_json_add_string(&b, root, "verdict", ck_verdict_name(c->verdict));
+    ck_json_add_string(&b, root, "status", c->pass ? "pass" : "fail");
+    cJSON *fl = ck_json_add_array(&b, root, "failures");
+    for (int i = 0; i < c->n && !b.failed; i++) {
+        char line[1024];
+        ck_pair_describe(&c->p[i], a, ref, line, sizeof line);
+        if (line[0])
+            ck_json_add_string(&b, fl, NULL, line);
+    }
+    if (b.failed) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}

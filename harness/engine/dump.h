@@ -1,0 +1,44 @@
+/*
+ * Tensor dumps: what `run --dump DIR` writes so that every tensor the harness compares can
+ * be loaded in Python (safetensors.torch.load_file, safetensors.numpy.load_file) and
+ * compared again with `ckpt-harness compare`.
+ *
+ * One safetensors file per (run, step, kind), since a parameter and its gradient share a
+ * name (the report's tensor names are used unchanged), and a manifest.json beside them
+ * that says which file holds what:
+ *
+ *   {"schema": "ckpt-harness/dump-manifest", "schema_version": 1, "case": "unet3d_bn",
+ *    "files": [{"file": "plain/step_0000/grads.safetensors", "run": "plain", "step": 0,
+ *               "kind": "grad", "tensors": [{"name": "enc1.weight", "dtype": "fp32",
+ *                                            "shape": [4, 1, 3, 3, 3]}, ...]}, ...]}
+ *
+ * "file" is relative to the manifest's directory; entries keep the order they were added.
+ */
+#ifndef CK_DUMP_H
+#define CK_DUMP_H
+
+#include "harness/io/tensorset.h"
+
+#define CK_MANIFEST_SCHEMA "ckpt-harness/dump-manifest"
+#define CK_MANIFEST_SCHEMA_VERSION 1
+
+/* Writes n tensors (host data, names unique) as one safetensors file at path, atomically.
+ * Tensors keep the given order in the file. Creates no directories. */
+ck_status ck_dump_tensors(const char *path, int n, const ck_named_tensor *t, ck_error *err);
+
+typedef struct {
+    void *root;  /* cJSON *, built as entries are added */
+    void *files; /* cJSON *, the "files" array inside root */
+} ck_manifest;
+
+ck_status ck_manifest_init(ck_manifest *m, const char *case_name, ck_error *err);
+/* Records that file (relative to the manifest) holds these n tensors of one run, step
+ * (0-based; -1 for "before the first step", e.g. initial weights, written as null) and
+ * kind ("param", "grad", "buffer", "activation"). */
+ck_status ck_manifest_add(ck_manifest *m, const char *file, const char *run, int step,
+                          const char *kind, int n, const ck_named_tensor *t, ck_error *err);
+/* Writes the manifest (formatted JSON and a newline) to path atomically. */
+ck_status ck_manifest_write(const ck_manifest *m, const char *path, ck_error *err);
+void ck_manifest_free(ck_manifest *m);
+
+#endif

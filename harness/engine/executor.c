@@ -1,0 +1,316 @@
+/* Forward, loss, backward and segment recomputation with activation accounting. */
+#include "harness/engine/executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *make_name(const char *layer, const char *what)
+{
+    size_t n = strlen(layer) + strlen(what) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s:%s", layer, what);
+    return s;
+}
+
+ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
+{
+    memset(e, 0, sizeof *e);
+    e->cfg = *cfg;
+    e->dtype = cfg->model->dtype;
+    e->first_other_dtype_layer = -1;
+    ck_act_alloc_init(&e->act, cfg->b);
+    int n = cfg->g->n;
+    e->out = calloc((size_t)n, sizeof *e->out);
+    e->dout = calloc((size_t)n, sizeof *e->dout);
+    e->saved = calloc((size_t)n, sizeof *e->saved);
+    e->args = calloc((size_t)n, sizeof *e->args);
+    e->master_params = calloc((size_t)n, sizeof *e->master_params);
+    e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
+    if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params)
+        goto nomem;
+    for (int i = 0; i < n; i++) {
+        const ck_node *nd = &cfg->g->nodes[i];
+        const char *ln = nd->spec->name;
+        e->out[i].name = make_name(ln, "out");
+        e->out[i].dtype = e->dtype;
+        e->out[i].shape = nd->out_shape;
+        e->dout[i].name = make_name(ln, "grad");
+        e->dout[i].dtype = e->dtype;
+        e->dout[i].shape = nd->out_shape;
+        e->saved[i].name = make_name(ln, "saved");
+        e->saved[i].dtype = cfg->model->master_dtype; /* statistics stay wide (precision.md) */
+        e->saved[i].shape = nd->saved_shape;
+        if (!e->out[i].name || !e->dout[i].name || !e->saved[i].name)
+            goto nomem;
+    }
+    return CK_OK;
+nomem:
+    ck_exec_free(e);
+    return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the executor");
+}
+
+static void release_all(ck_exec *e)
+{
+    for (int i = 0; i < e->cfg.g->n; i++) {
+        ck_act_free_tensor(&e->act, &e->out[i]);
+        ck_act_free_tensor(&e->act, &e->dout[i]);
+        ck_act_free_tensor(&e->act, &e->saved[i]);
+    }
+}
+
+void ck_exec_free(ck_exec *e)
+{
+    if (e->out && e->dout && e->saved)
+        release_all(e);
+    for (int i = 0; e->cfg.g && i < e->cfg.g->n; i++) {
+        if (e->out)
+            free((char *)e->out[i].name);
+        if (e->dout)
+            free((char *)e->dout[i].name);
+        if (e->saved)
+            free((char *)e->saved[i].name);
+    }
+    free(e->out);
+    free(e->dout);
+    free(e->saved);
+    free(e->args);
+    free(e->master_params);
+    free(e->stash);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Forward of one layer
+ * --------------------------------------------------------------------------------------- */
+
+static bool op_draws_random(ck_op_kind k)
+{
+    return k == CK_OP_DROPOUT || k == CK_OP_GAUSSIAN_NOISE;
+}
+
+/* The stream a dropout/noise layer draws from under the RNG policy; advances the global
+ * stream for stateful/stash. */
+static ck_rng_stream draw_stream(ck_exec *e, int layer, int step)
+{
+    const ck_node *nd = &e->cfg.g->nodes[layer];
+    ck_rng_purpose purpose = nd->op.kind == CK_OP_DROPOUT ? CK_PURPOSE_DROPOUT : CK_PURPOSE_NOISE;
+    if (e->cfg.rng == CK_RNG_COUNTER)
+        return ck_rng_keyed(e->cfg.seed, (uint32_t)layer, purpose, (uint32_t)step);
+    ck_rng_stream s = ck_rng_keyed(e->cfg.seed, CK_RNG_NO_LAYER, CK_PURPOSE_GLOBAL, 0);
+    s.offset = e->global_offset;
+    uint64_t n = (uint64_t)ck_shape_numel(&nd->out_shape);
+    e->global_offset += nd->op.kind == CK_OP_DROPOUT ? ck_rng_uniform_words(n)
+                                                     : ck_rng_normal_words(n);
+    return s;
+}
+
+static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
+                               bool recompute, ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    ck_status st;
+    /* autocast_recompute `drop`: the recomputation forgets the low dtype and runs in fp32 on
+     * the fp32 master weights, as a recompute that lost its autocast state does */
+    bool low = e->dtype == CK_F16 || e->dtype == CK_BF16;
+    bool drop = recompute && low && e->cfg.autocast == CK_AUTOCAST_DROP;
+    ck_dtype want = drop ? CK_F32 : e->dtype;
+    if (e->out[i].data && e->out[i].dtype != want)
+        ck_act_free_tensor(&e->act, &e->out[i]);
+    e->out[i].dtype = want;
+    if (!e->out[i].data && (st = ck_act_alloc_tensor(&e->act, &e->out[i], err)) != CK_OK)
+        goto fail;
+    if (nd->has_saved && !e->saved[i].data &&
+        (st = ck_act_alloc_tensor(&e->act, &e->saved[i], err)) != CK_OK)
+        goto fail;
+
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = nd->n_in;
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        io.in[j] = src < 0 ? input : &e->out[src];
+        if (!io.in[j]->data) {
+            st = ck_fail(err, CK_ERR_INTERNAL, "input %s of layer %s is not live",
+                         src < 0 ? "(the model input)" : e->cfg.g->nodes[src].spec->name,
+                         nd->spec->name);
+            goto fail;
+        }
+    }
+    io.out = &e->out[i];
+    io.saved = nd->has_saved ? &e->saved[i] : NULL;
+    e->master_params[i] = drop;
+    if (drop) {
+        e->recomputed_other_dtype++;
+        if (e->first_other_dtype_layer < 0)
+            e->first_other_dtype_layer = i;
+    }
+    ck_model_bind(e->cfg.model, i, drop, &io, NULL);
+
+    ck_fwd_args *a = &e->args[i];
+    memset(a, 0, sizeof *a);
+    a->recompute = recompute;
+    a->update_running_stats = !e->cfg.freeze_buffers && !nd->op.eval &&
+                              (!recompute || e->cfg.bn == CK_BN_UPDATE);
+    if (op_draws_random(nd->op.kind))
+        a->rng = draw_stream(e, i, step);
+
+    if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK)
+        goto fail;
+    if (e->cfg.observer) {
+        ck_exec_event_info ev = {.ev = CK_EVENT_FORWARD, .layer = i, .step = step,
+                                 .recompute = recompute, .tensor = &e->out[i], .io = &io,
+                                 .args = a};
+        if ((st = e->cfg.observer(e->cfg.observer_user, &ev, err)) != CK_OK)
+            goto fail;
+    }
+    return CK_OK;
+fail:
+    ck_error_prefix(err, "layer %s (%s)%s", nd->spec->name, nd->spec->op_name,
+                    recompute ? " during recomputation" : "");
+    return st;
+}
+
+/* Frees the outputs a segment does not keep, right after its forward. */
+static void drop_segment_internals(ck_exec *e, const ck_segment *seg)
+{
+    for (int k = seg->first; k <= seg->last; k++) {
+        if (e->cfg.plan->dropped[k]) {
+            ck_act_free_tensor(&e->act, &e->out[k]);
+            ck_act_free_tensor(&e->act, &e->saved[k]);
+        }
+    }
+}
+
+/* Runs a segment forward again from its kept inputs, before its backward. */
+static ck_status recompute_segment(ck_exec *e, int s, int step, const ck_tensor *input,
+                                   ck_error *err)
+{
+    const ck_segment *seg = &e->cfg.plan->segments[s];
+    uint64_t resume = e->global_offset;
+    if (e->cfg.rng == CK_RNG_STASH)
+        e->global_offset = e->stash[s]; /* replay the draws made by the original forward */
+    for (int k = seg->first; k <= seg->last; k++) {
+        ck_status st = forward_layer(e, k, step, input, true, err);
+        if (st != CK_OK)
+            return st;
+        e->recomputed_layers++;
+    }
+    if (e->cfg.rng == CK_RNG_STASH)
+        e->global_offset = resume; /* like preserve_rng_state: the stream outside is untouched */
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Backward of one layer
+ * --------------------------------------------------------------------------------------- */
+
+static ck_status ensure_grad(ck_exec *e, int i, ck_error *err)
+{
+    if (e->dout[i].data)
+        return CK_OK;
+    ck_status st = ck_act_alloc_tensor(&e->act, &e->dout[i], err);
+    if (st == CK_OK)
+        st = e->cfg.b->zero(e->cfg.b, &e->dout[i], err);
+    return st;
+}
+
+static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
+                                ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    ck_status st = CK_OK;
+    if (!e->dout[i].data) /* the output does not reach the loss: nothing flows back */
+        goto done;
+    if (e->cfg.observer) {
+        ck_exec_event_info ev = {.ev = CK_EVENT_BACKWARD, .layer = i, .step = step,
+                                 .tensor = &e->dout[i]};
+        if ((st = e->cfg.observer(e->cfg.observer_user, &ev, err)) != CK_OK)
+            goto fail;
+    }
+
+    ck_op_io io;
+    ck_op_grads g;
+    memset(&io, 0, sizeof io);
+    memset(&g, 0, sizeof g);
+    io.n_in = nd->n_in;
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        io.in[j] = src < 0 ? input : &e->out[src];
+        if (src >= 0) {
+            if ((st = ensure_grad(e, src, err)) != CK_OK)
+                goto fail;
+            g.din[j] = &e->dout[src];
+        }
+    }
+    io.out = &e->out[i];
+    io.saved = nd->has_saved ? &e->saved[i] : NULL;
+    g.dout = &e->dout[i];
+    ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
+    if ((st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
+        goto fail;
+done:
+    /* every consumer's backward has run (they come later in topological order) */
+    ck_act_free_tensor(&e->act, &e->out[i]);
+    ck_act_free_tensor(&e->act, &e->saved[i]);
+    ck_act_free_tensor(&e->act, &e->dout[i]);
+    return CK_OK;
+fail:
+    ck_error_prefix(err, "backward of layer %s (%s)", nd->spec->name, nd->spec->op_name);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * One step
+ * --------------------------------------------------------------------------------------- */
+
+ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,
+                       ck_loss_kind loss_kind, double loss_scale, bool backward, double *loss,
+                       ck_error *err)
+{
+    const ck_graph *g = e->cfg.g;
+    const ck_plan *plan = e->cfg.plan;
+    ck_backend *b = e->cfg.b;
+    int n = g->n;
+    ck_status st = CK_OK;
+
+    for (int i = 0; i < n; i++) {
+        int s = plan ? plan->segment_of[i] : -1;
+        if (s >= 0 && plan->segments[s].first == i)
+            e->stash[s] = e->global_offset;
+        if ((st = forward_layer(e, i, step, input, false, err)) != CK_OK)
+            goto out;
+        if (s >= 0 && plan->segments[s].last == i)
+            drop_segment_internals(e, &plan->segments[s]);
+    }
+
+    if ((st = b->loss_forward(b, loss_kind, &e->out[n - 1], target, loss, err)) != CK_OK) {
+        ck_error_prefix(err, "loss (%s)", ck_loss_kind_name(loss_kind));
+        goto out;
+    }
+    if (!backward)
+        goto out;
+
+    if ((st = ck_act_alloc_tensor(&e->act, &e->dout[n - 1], err)) != CK_OK)
+        goto out;
+    if ((st = b->loss_backward(b, loss_kind, &e->out[n - 1], target, loss_scale, &e->dout[n - 1],
+                               err)) != CK_OK) {
+        ck_error_prefix(err, "loss backward (%s)", ck_loss_kind_name(loss_kind));
+        goto out;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        int s = plan ? plan->segment_of[i] : -1;
+        if (s >= 0 && plan->segments[s].last == i &&
+            (st = recompute_segment(e, s, step, input, err)) != CK_OK)
+            goto out;
+        if ((st = backward_layer(e, i, step, input, err)) != CK_OK)
+            goto out;
+    }
+out:
+    release_all(e);
+    if (st == CK_OK && e->act.live_bytes != 0)
+        st = ck_fail(err, CK_ERR_INTERNAL, "executor leaked %lld activation bytes",
+                     (long long)e->act.live_bytes);
+    return st;
+}

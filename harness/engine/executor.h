@@ -1,0 +1,79 @@
+/*
+ * The executor: one training step's forward, loss and backward over the graph, plain or
+ * checkpointed, with every activation-side buffer going through the accounting allocator.
+ *
+ * Plain: every layer output stays live until that layer's backward.
+ * Checkpointed (plan != NULL): after a segment's forward, outputs used only inside it are
+ * freed; when backward reaches the segment's last layer, the whole segment is run forward
+ * again (a recomputation, args.recompute = true) from its kept inputs, then backward
+ * proceeds through it. Layers with side effects consult the policies on recomputation:
+ * batchnorm updates running statistics again only under `update`; dropout and noise draw
+ * keyed streams (`counter`), the advancing global stream (`stateful`), or the global
+ * stream rewound to the segment's entry state (`stash`).
+ */
+#ifndef CK_EXECUTOR_H
+#define CK_EXECUTOR_H
+
+#include "harness/engine/alloc.h"
+#include "harness/model/case.h"
+#include "harness/model/params.h"
+#include "harness/model/plan.h"
+
+typedef struct ck_exec ck_exec;
+
+/* Observer for layer events (bisect, --verify-recompute, activation dumps); may be NULL.
+ * Everything it is given lives in backend memory and is valid only during the call. */
+typedef enum { CK_EVENT_FORWARD = 0, CK_EVENT_BACKWARD } ck_exec_event;
+
+typedef struct {
+    ck_exec_event ev;
+    int layer;
+    int step;
+    bool recompute;           /* FORWARD: this forward recomputes a segment */
+    const ck_tensor *tensor;  /* FORWARD: the layer's output; BACKWARD: its output gradient */
+    const ck_op_io *io;       /* FORWARD: the op's tensors, buffers included; else NULL */
+    const ck_fwd_args *args;  /* FORWARD: the args it ran with (RNG stream); else NULL */
+} ck_exec_event_info;
+
+/* Returns CK_OK to continue; anything else aborts the step with that status (err filled). */
+typedef ck_status (*ck_exec_observer)(void *user, const ck_exec_event_info *ev, ck_error *err);
+
+typedef struct {
+    ck_backend *b;
+    const ck_graph *g;
+    ck_model *model;
+    const ck_plan *plan; /* NULL: plain run */
+    uint64_t seed;
+    ck_rng_policy rng;
+    ck_bn_policy bn;
+    ck_autocast_policy autocast; /* low-precision runs: the dtype a recomputation runs in */
+    bool freeze_buffers; /* never update batchnorm running statistics (gradcheck) */
+    ck_exec_observer observer;
+    void *observer_user;
+} ck_exec_config;
+
+struct ck_exec {
+    ck_exec_config cfg;
+    ck_dtype dtype;
+    ck_act_alloc act;
+    ck_tensor *out, *dout, *saved; /* per layer; data NULL when not live */
+    ck_fwd_args *args;             /* per layer: the args of its latest forward */
+    bool *master_params;           /* per layer: its latest forward ran on fp32 masters */
+    uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */
+    uint64_t *stash;               /* per segment: global_offset at segment entry */
+    int64_t recomputed_layers;
+    int64_t recomputed_other_dtype; /* recomputations that ran in another dtype than the forward */
+    int first_other_dtype_layer;    /* the first such layer, or -1 */
+};
+
+ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err);
+void ck_exec_free(ck_exec *e);
+
+/* One step: forward, loss, and (when backward is set) backward accumulating into the
+ * model's gradients (the caller zeroes them). loss_scale multiplies dL/dy. All
+ * activations are freed before it returns. */
+ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,
+                       ck_loss_kind loss_kind, double loss_scale, bool backward, double *loss,
+                       ck_error *err);
+
+#endif

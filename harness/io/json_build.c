@@ -1,0 +1,82 @@
+/* The report builder (see json_build.h). */
+#include "harness/io/json_build.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "harness/io/json_strict.h"
+
+cJSON *ck_json_attach(ck_json_builder *b, cJSON *parent, const char *key, cJSON *item)
+{
+    if (b->failed || !parent || !item ||
+        !(key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item))) {
+        cJSON_Delete(item);
+        b->failed = true;
+        return NULL;
+    }
+    return item;
+}
+
+cJSON *ck_json_add_object(ck_json_builder *b, cJSON *parent, const char *key)
+{
+    return b->failed ? NULL : ck_json_attach(b, parent, key, cJSON_CreateObject());
+}
+
+cJSON *ck_json_add_array(ck_json_builder *b, cJSON *parent, const char *key)
+{
+    return b->failed ? NULL : ck_json_attach(b, parent, key, cJSON_CreateArray());
+}
+
+void ck_json_add_string(ck_json_builder *b, cJSON *parent, const char *key, const char *s)
+{
+    if (!b->failed)
+        ck_json_attach(b, parent, key, s ? cJSON_CreateString(s) : cJSON_CreateNull());
+}
+
+void ck_json_add_bool(ck_json_builder *b, cJSON *parent, const char *key, bool v)
+{
+    if (!b->failed)
+        ck_json_attach(b, parent, key, cJSON_CreateBool(v));
+}
+
+void ck_json_add_null(ck_json_builder *b, cJSON *parent, const char *key)
+{
+    if (!b->failed)
+        ck_json_attach(b, parent, key, cJSON_CreateNull());
+}
+
+void ck_json_add_raw(ck_json_builder *b, cJSON *parent, const char *key, const char *text)
+{
+    if (!b->failed)
+        ck_json_attach(b, parent, key, cJSON_CreateRaw(text));
+}
+
+void ck_json_add_int(ck_json_builder *b, cJSON *parent, const char *key, int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRId64, v);
+    ck_json_add_raw(b, parent, key, buf);
+}
+
+void ck_json_add_uint(ck_json_builder *b, cJSON *parent, const char *key, uint64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
+    ck_json_add_raw(b, parent, key, buf);
+}
+
+void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double v)
+{
+    if (isnan(v)) {
+        ck_json_add_string(b, parent, key, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        ck_json_add_string(b, parent, key, v > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    char buf[48];
+    ck_json_real_text(v, buf, sizeof buf);
+    ck_json_add_raw(b, parent, key, buf);
+}

@@ -1,0 +1,132 @@
+/*
+ * A model case: the parsed, validated contents of a case file (format in cases/README.md).
+ *
+ * ck_case_parse checks syntax, types, ranges, names and references and fills this
+ * struct; shape checks happen in ck_graph_build (graph.h). Every error is one line that
+ * starts with the file and the JSON path, e.g.
+ *   cases/x.json: layers[3].kernel: must be a positive integer, got -1
+ */
+#ifndef CK_CASE_H
+#define CK_CASE_H
+
+#include "harness/core/ops.h"
+#include "harness/core/status.h"
+#include "harness/core/tensor.h"
+
+typedef enum { CK_DIST_UNIFORM = 0, CK_DIST_NORMAL } ck_dist;
+typedef enum { CK_CKPT_SQRT = 0, CK_CKPT_EVERY, CK_CKPT_SEGMENTS } ck_ckpt_kind;
+typedef enum { CK_RNG_COUNTER = 0, CK_RNG_STATEFUL, CK_RNG_STASH } ck_rng_policy;
+typedef enum { CK_BN_SKIP = 0, CK_BN_UPDATE } ck_bn_policy;
+typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH } ck_expect;
+typedef enum { CK_SCALE_NONE = 0, CK_SCALE_STATIC, CK_SCALE_DYNAMIC } ck_loss_scale_kind;
+typedef enum { CK_AUTOCAST_RESTORE = 0, CK_AUTOCAST_DROP } ck_autocast_policy;
+
+#define CK_MAX_PRECISIONS 3
+
+typedef struct {
+    char *pattern; /* fnmatch pattern over tensor names, e.g. "dec*.weight" */
+    double rtol, atol;
+    double rel_l2; /* < 0: unset; else the tensor is close when ||a - ref|| / ||ref|| <= it */
+} ck_tol_pattern;
+
+typedef struct {
+    char *name;          /* unique within the case */
+    char *op_name;       /* as written: "conv3d", "maxpool2d", ... */
+    ck_op_params op;     /* options parsed; padding not yet resolved */
+    int n_in;
+    int in[CK_MAX_INPUTS]; /* layer indices, all < this layer's; -1 = the model input */
+} ck_layer_spec;
+
+typedef struct {
+    char *path; /* the file it came from (for messages) */
+    char *name;
+    char *description; /* may be NULL */
+    uint64_t seed;     /* default 0 */
+
+    ck_shape input_shape; /* (N, ...) */
+    ck_dist input_dist;   /* default uniform */
+
+    int n_layers;
+    ck_layer_spec *layers;
+
+    ck_loss_kind loss; /* default mean */
+
+    ck_ckpt_kind ckpt_kind; /* default sqrt */
+    int ckpt_every;         /* CK_CKPT_EVERY */
+    int n_segments;         /* CK_CKPT_SEGMENTS */
+    int (*segments)[2];     /* inclusive [first, last] layer indices, in order */
+
+    int steps; /* default 1 */
+    ck_optimizer optimizer; /* default sgd, lr 0.01 */
+
+    ck_rng_policy rng;     /* default counter */
+    ck_bn_policy bn;       /* default skip */
+
+    double rtol, atol;     /* default 1.3e-6, 1e-5 (torch fp32) */
+    bool has_min_memory_saving;
+    double min_memory_saving; /* fraction in [0, 1) */
+
+    ck_expect expect;          /* default close; with per-dtype overrides below */
+    bool has_expect_dtype[3];  /* expect given per dtype: fp32, fp16, bf16 */
+    ck_expect expect_dtype[3];
+    bool expect_memory_met;    /* default true; false for canaries of useless checkpointing */
+
+    char *init_from; /* "init": {"from": FILE}: parameters and buffers loaded by name; a
+                        relative path is taken from the case file's directory; NULL: seeded */
+
+    /* ---- mixed precision (harness/precision.md) ---- */
+    int n_precisions;                      /* default 1: {fp32} */
+    ck_dtype precisions[CK_MAX_PRECISIONS]; /* fp32, fp16, bf16, in the order written */
+    ck_loss_scale_kind loss_scale;         /* train.loss_scale, default none */
+    double loss_scale_value;               /* static: the scale; dynamic: initial; 65536 */
+    int growth_interval;                   /* dynamic: clean steps before x2, default 2000 */
+    ck_autocast_policy autocast;           /* policies.autocast_recompute, default restore */
+    double fp16_rtol, fp16_atol;           /* low vs fp32: tolerance.fp16, default 1e-3, 1e-5 */
+    double bf16_rtol, bf16_atol;           /* tolerance.bf16, default 1.6e-2, 1e-5 */
+    double fp16_rel_l2, bf16_rel_l2;       /* optional norm criterion, < 0 when unset */
+    int n_tol_patterns;                    /* tolerance.tensors: first match wins */
+    ck_tol_pattern *tol_patterns;
+    ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default) or mismatch */
+} ck_case;
+
+/* Parses text (len bytes, need not be NUL-terminated). `path` is used in messages. */
+ck_status ck_case_parse(const char *text, size_t len, const char *path, ck_case *out,
+                        ck_error *err);
+/* Reads and parses a file. */
+ck_status ck_case_load(const char *path, ck_case *out, ck_error *err);
+void ck_case_free(ck_case *c);
+
+const char *ck_rng_policy_name(ck_rng_policy p);
+bool ck_rng_policy_parse(const char *s, ck_rng_policy *out);
+const char *ck_bn_policy_name(ck_bn_policy p);
+bool ck_bn_policy_parse(const char *s, ck_bn_policy *out);
+const char *ck_expect_name(ck_expect e);
+const char *ck_loss_scale_name(ck_loss_scale_kind k);
+/* The case's expectation for plain vs checkpointed in dtype dt (`expect`, a string or an
+ * object {"fp32": ..., "fp16": ..., "bf16": ...}). */
+ck_expect ck_case_expect(const ck_case *c, ck_dtype dt);
+/* The case's expectation for a low-precision run against fp32 (expect_precision). */
+ck_expect ck_case_expect_vs_fp32(const ck_case *c, ck_dtype dt);
+const char *ck_autocast_name(ck_autocast_policy p);
+bool ck_autocast_parse(const char *s, ck_autocast_policy *out);
+bool ck_loss_scale_parse(const char *s, ck_loss_scale_kind *out);
+/* The tolerance for comparing a low-precision run's tensor with the fp32 run's: the first
+ * tolerance.tensors pattern that matches "<kind>:<name>" or "<name>" (so "grad:fc*.weight"
+ * selects gradients only, "fc*.weight" gradients and parameters), else the dtype's
+ * default. kind is "loss", "grad", "param" or "buffer". */
+void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
+                                 const char *name, double *rtol, double *atol, double *rel_l2);
+
+/* ---- the op catalogue (for the parser and `ckpt-harness list`) ---- */
+typedef struct {
+    const char *name;    /* as written in a case: "conv3d" */
+    ck_op_kind kind;
+    int nsp;
+    const char *summary; /* one line */
+    const char *options; /* "filters (int, required), kernel (int|[ints], required), ..." */
+} ck_op_info;
+
+const ck_op_info *ck_op_catalogue(int *count);
+const ck_op_info *ck_op_find(const char *name);
+
+#endif

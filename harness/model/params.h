@@ -1,0 +1,67 @@
+/*
+ * The model's state: parameters, their gradients, optimizer state and buffers, one set per
+ * layer, living in backend memory. Not activation memory (not counted by ck_act_alloc).
+ *
+ * Initialisation is a pure function of (seed, layer index, slot, element): see rng.h and
+ * cases/README.md. Tensor names are "<layer>.<suffix>", e.g. "enc1.weight",
+ * "enc1_bn.running_mean".
+ */
+#ifndef CK_MODEL_H
+#define CK_MODEL_H
+
+#include "backends/backend.h"
+#include "harness/model/graph.h"
+
+typedef struct {
+    /* per params[] slot of the node: the master copy (fp32; fp64 in gradient checks), its
+     * gradient and optimizer state */
+    ck_tensor param[2], grad[2], state0[2], state1[2];
+    /* low-precision runs, linear/conv only: the weights cast to the low dtype once per step
+     * and the low-dtype gradient backward accumulates into (data NULL otherwise) */
+    ck_tensor low_param[2], low_grad[2];
+    ck_tensor buffer[3]; /* per buffers[] slot: master dtype (num_batches_tracked i64) */
+} ck_layer_state;
+
+typedef struct {
+    ck_backend *b;
+    const ck_graph *g;
+    ck_dtype dtype;        /* the run's compute dtype: fp32, fp64, fp16 or bf16 */
+    ck_dtype master_dtype; /* fp64 for fp64 runs, else fp32 */
+    ck_layer_state *layers;
+} ck_model;
+
+ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                          ck_error *err);
+/* Draws parameters from the seed stream, sets buffers to their initial values and zeroes
+ * optimizer state; then, when the case says "init": {"from": FILE}, loads every parameter
+ * and buffer by name from FILE (ck_model_load). */
+ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err);
+/* Loads parameters and buffers by name ("enc1.weight", "bn.running_mean") from a
+ * safetensors/.npy/.npz file or directory, converting float dtypes to the master dtype.
+ * Every parameter and buffer must be there with its shape, and every tensor in the file
+ * must belong to one: each mismatch is an error naming the file and tensor. */
+ck_status ck_model_load(ck_model *m, const char *path, ck_error *err);
+/* The checks of ck_model_load without a model: used to refuse a bad file before any run. */
+ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *err);
+ck_status ck_model_zero_grads(ck_model *m, ck_error *err);
+/* Low-precision runs: casts the master weights of linear/conv layers to the low dtype. */
+ck_status ck_model_cast_params(ck_model *m, ck_error *err);
+/* After backward with loss scale S: master grad = (master grad + low grad) / S, rounded
+ * once to the master dtype. Nothing to do for S == 1 without low copies. */
+ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err);
+/* One optimizer update of every parameter (step is 1-based). */
+ck_status ck_model_update(ck_model *m, const ck_optimizer *opt, int64_t step, double grad_scale,
+                          ck_error *err);
+void ck_model_free(ck_model *m);
+
+/* Fills io's weight/bias/buffers and g's dweight/dbias (g may be NULL) for layer i: the
+ * low-precision copies when the layer has them, unless `master` asks for the fp32 masters
+ * (a recomputation under autocast_recompute `drop`). */
+void ck_model_bind(ck_model *m, int i, bool master, ck_op_io *io, ck_op_grads *g);
+
+/* Converts n doubles to dtype dt (f32/f64/f16/bf16/i32/i64) into dst, rounding once. */
+void ck_convert_from_f64(ck_dtype dt, void *dst, const double *src, int64_t n);
+/* Allocates host memory, converts, uploads into t (already allocated). */
+ck_status ck_upload_f64(ck_backend *b, ck_tensor *t, const double *src, ck_error *err);
+
+#endif

@@ -1,0 +1,911 @@
+/*
+ * Bisect: noise floor, segment search, layer localisation, causes, and the value-level
+ * recompute check (see bisect.h for the method).
+ */
+#include "harness/verify/bisect.h"
+
+#include "harness/core/half.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A checkpointed difference counts as noise when it is no larger than this many times the
+ * difference between two plain runs: one plain-vs-plain sample underestimates the spread
+ * of a nondeterministic reduction, and twice its max_abs still tells noise (same order)
+ * from a real divergence (orders larger). */
+#define CK_NOISE_FLOOR_FACTOR 2.0
+
+/* =======================================================================================
+ * The recorder: an executor observer that copies and compares layer tensors
+ * ======================================================================================= */
+
+typedef struct {
+    void *data;
+    ck_dtype dtype;
+    ck_shape shape;
+} host_copy;
+
+typedef struct recorder recorder;
+
+struct recorder {
+    ck_backend *b;
+    const ck_graph *g;
+    int step;   /* only this step; -1: every step */
+    int lo, hi; /* layer window, inclusive */
+    int dlo;    /* output gradients are kept/compared for layers dlo..hi */
+    const ck_plan *plan; /* check_recompute keeps originals only of layers in its segments */
+    bool keep_forward;  /* keep forward outputs (the reference of a forward comparison) */
+    bool keep_douts;    /* keep output gradients (the reference of a backward comparison) */
+    bool check_recompute; /* compare recomputed outputs with this run's originals */
+    const recorder *ref;  /* compare forward outputs / output gradients with this run's */
+
+    host_copy *fwd;    /* per layer: the latest original forward output */
+    ck_fwd_args *fwd_args;
+    host_copy *dout;   /* per layer */
+    host_copy (*buf)[3]; /* per layer: buffers after the original forward */
+
+    /* findings */
+    ck_layer_finding first_fwd_diff;  /* vs ref, forward order */
+    ck_layer_finding first_dout_diff; /* vs ref, backward order */
+    int n_checks, cap_checks;
+    ck_recompute_check *checks;
+    int state_layer;
+    char state_buffer[32];
+    ck_metrics state_m;
+    int64_t nbt_orig, nbt_recomp;
+};
+
+static void copy_free(host_copy *c)
+{
+    free(c->data);
+    memset(c, 0, sizeof *c);
+}
+
+static ck_status copy_tensor(ck_backend *b, const ck_tensor *t, host_copy *c, ck_error *err)
+{
+    size_t bytes = ck_tensor_bytes(t);
+    if (!c->data || ck_dtype_size(c->dtype) * (size_t)ck_shape_numel(&c->shape) != bytes) {
+        free(c->data);
+        c->data = malloc(bytes ? bytes : 1);
+        if (!c->data)
+            return ck_fail(err, CK_ERR_NOMEM, "out of host memory recording %s (%zu bytes)",
+                           t->name ? t->name : "a tensor", bytes);
+    }
+    c->dtype = t->dtype;
+    c->shape = t->shape;
+    return b->download(b, t, c->data, err);
+}
+
+static double load_double(ck_dtype dt, const void *data, int64_t i)
+{
+    switch (dt) {
+    case CK_F64: return ((const double *)data)[i];
+    case CK_F32: return ((const float *)data)[i];
+    case CK_F16: return ck_f16_to_f32(((const uint16_t *)data)[i]);
+    case CK_BF16: return ck_bf16_to_f32(((const uint16_t *)data)[i]);
+    default: return NAN;
+    }
+}
+
+/* Compares a live tensor with a host copy (the copy is the reference). */
+static ck_status compare_live(recorder *r, const ck_tensor *t, const host_copy *ref,
+                              ck_metrics *m, ck_verdict *v, ck_error *err)
+{
+    host_copy cur;
+    memset(&cur, 0, sizeof cur);
+    ck_status st = copy_tensor(r->b, t, &cur, err);
+    if (st != CK_OK) {
+        copy_free(&cur);
+        return st;
+    }
+    if (cur.dtype != ref->dtype || !ck_shape_equal(&cur.shape, &ref->shape)) {
+        /* a recomputation in another dtype: compare the values as doubles */
+        memset(m, 0, sizeof *m);
+        m->numel = ck_shape_numel(&ref->shape);
+        m->first_bad = 0;
+        m->n_outside = m->numel;
+        *v = CK_VERDICT_MISMATCH;
+        if (ck_shape_equal(&cur.shape, &ref->shape) && ck_dtype_is_float(cur.dtype) &&
+            ck_dtype_is_float(ref->dtype)) {
+            int64_t n = m->numel;
+            double *a = malloc((size_t)n * sizeof *a), *bb = malloc((size_t)n * sizeof *bb);
+            if (a && bb) {
+                for (int64_t i = 0; i < n; i++) {
+                    a[i] = load_double(cur.dtype, cur.data, i);
+                    bb[i] = load_double(ref->dtype, ref->data, i);
+                }
+                ck_compare(CK_F64, n, a, bb, 0.0, 0.0, m);
+                m->bitwise = false;
+            }
+            free(a);
+            free(bb);
+        }
+    } else {
+        *v = ck_compare(cur.dtype, ck_shape_numel(&cur.shape), cur.data, ref->data,
+                        r->g->cs->rtol, r->g->cs->atol, m);
+    }
+    copy_free(&cur);
+    return CK_OK;
+}
+
+/* How many elements of a dropout/noise draw differ between two streams. */
+static int64_t rng_draws_differ(const ck_node *nd, const ck_rng_stream *a, const ck_rng_stream *b)
+{
+    if (memcmp(a, b, sizeof *a) == 0)
+        return 0;
+    int64_t n = ck_shape_numel(&nd->out_shape), differ = 0;
+    if (nd->op.kind == CK_OP_DROPOUT) {
+        uint32_t thr = ck_dropout_threshold(nd->op.rate);
+        for (int64_t i = 0; i < n; i++)
+            differ += (ck_rng_u32(a, (uint64_t)i) < thr) != (ck_rng_u32(b, (uint64_t)i) < thr);
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float x = ck_rng_normal_f32(a, (uint64_t)i), y = ck_rng_normal_f32(b, (uint64_t)i);
+            differ += memcmp(&x, &y, sizeof x) != 0;
+        }
+    }
+    return differ;
+}
+
+static ck_status push_check(recorder *r, const ck_recompute_check *c, ck_error *err)
+{
+    if (r->n_checks == r->cap_checks) {
+        int cap = r->cap_checks ? 2 * r->cap_checks : 32;
+        ck_recompute_check *nc = realloc(r->checks, (size_t)cap * sizeof *nc);
+        if (!nc)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory recording recompute checks");
+        r->checks = nc;
+        r->cap_checks = cap;
+    }
+    r->checks[r->n_checks++] = *c;
+    return CK_OK;
+}
+
+static const ck_tensor *io_buffer(const ck_op_io *io, int k)
+{
+    return k == 0 ? io->running_mean : k == 1 ? io->running_var : io->num_batches_tracked;
+}
+
+static const char *buffer_suffix(int k)
+{
+    return k == 0 ? "running_mean" : k == 1 ? "running_var" : "num_batches_tracked";
+}
+
+static int64_t nbt_value(const host_copy *c)
+{
+    return c->data && c->dtype == CK_I64 ? *(const int64_t *)c->data : -1;
+}
+
+static ck_status on_forward(recorder *r, const ck_exec_event_info *ev, ck_error *err)
+{
+    int i = ev->layer;
+    const ck_node *nd = &r->g->nodes[i];
+    ck_status st = CK_OK;
+    bool recomputed_later = r->check_recompute && r->plan && r->plan->segment_of[i] >= 0;
+    if (!ev->recompute) {
+        if ((r->keep_forward || recomputed_later) &&
+            (st = copy_tensor(r->b, ev->tensor, &r->fwd[i], err)) != CK_OK)
+            return st;
+        r->fwd_args[i] = *ev->args;
+        if (r->ref && r->ref->fwd[i].data && r->first_fwd_diff.layer < 0) {
+            ck_metrics m;
+            ck_verdict v;
+            if ((st = compare_live(r, ev->tensor, &r->ref->fwd[i], &m, &v, err)) != CK_OK)
+                return st;
+            if (v != CK_VERDICT_IDENTICAL)
+                r->first_fwd_diff = (ck_layer_finding){.layer = i, .step = ev->step, .m = m,
+                                                       .verdict = v};
+        }
+        if (recomputed_later)
+            for (int k = 0; k < 3; k++)
+                if (io_buffer(ev->io, k) &&
+                    (st = copy_tensor(r->b, io_buffer(ev->io, k), &r->buf[i][k], err)) != CK_OK)
+                    return st;
+        return CK_OK;
+    }
+    if (!r->check_recompute || !r->fwd[i].data)
+        return CK_OK;
+    ck_recompute_check c = {.layer = i, .step = ev->step, .orig_dtype = r->fwd[i].dtype,
+                            .recomp_dtype = ev->tensor->dtype, .rng_differs = -1};
+    if ((st = compare_live(r, ev->tensor, &r->fwd[i], &c.m, &c.verdict, err)) != CK_OK)
+        return st;
+    if (nd->op.kind == CK_OP_DROPOUT || nd->op.kind == CK_OP_GAUSSIAN_NOISE)
+        c.rng_differs = rng_draws_differ(nd, &r->fwd_args[i].rng, &ev->args->rng);
+    if ((st = push_check(r, &c, err)) != CK_OK)
+        return st;
+    copy_free(&r->fwd[i]); /* compared: memory back */
+    for (int k = 0; k < 3; k++) {
+        if (!r->buf[i][k].data || !io_buffer(ev->io, k))
+            continue;
+        ck_metrics m;
+        ck_verdict v;
+        if ((st = compare_live(r, io_buffer(ev->io, k), &r->buf[i][k], &m, &v, err)) != CK_OK)
+            return st;
+        if (v != CK_VERDICT_IDENTICAL && (r->state_layer < 0 || i < r->state_layer)) {
+            r->state_layer = i;
+            snprintf(r->state_buffer, sizeof r->state_buffer, "%s", buffer_suffix(k));
+            r->state_m = m;
+            host_copy now;
+            memset(&now, 0, sizeof now);
+            r->nbt_orig = nbt_value(&r->buf[i][2]);
+            r->nbt_recomp = -1;
+            if (ev->io->num_batches_tracked &&
+                copy_tensor(r->b, ev->io->num_batches_tracked, &now, err) == CK_OK)
+                r->nbt_recomp = nbt_value(&now);
+            copy_free(&now);
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        copy_free(&r->buf[i][k]);
+    return CK_OK;
+}
+
+static ck_status on_backward(recorder *r, const ck_exec_event_info *ev, ck_error *err)
+{
+    int i = ev->layer;
+    ck_status st;
+    if (r->keep_douts && (st = copy_tensor(r->b, ev->tensor, &r->dout[i], err)) != CK_OK)
+        return st;
+    if (r->ref && r->ref->dout[i].data && r->first_dout_diff.layer < 0) {
+        ck_metrics m;
+        ck_verdict v;
+        if ((st = compare_live(r, ev->tensor, &r->ref->dout[i], &m, &v, err)) != CK_OK)
+            return st;
+        if (v != CK_VERDICT_IDENTICAL)
+            r->first_dout_diff = (ck_layer_finding){.layer = i, .step = ev->step, .m = m,
+                                                    .verdict = v};
+    }
+    return CK_OK;
+}
+
+static ck_status recorder_observe(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    recorder *r = user;
+    if ((r->step >= 0 && ev->step != r->step) || ev->layer > r->hi)
+        return CK_OK;
+    if (ev->ev == CK_EVENT_FORWARD)
+        return ev->layer >= r->lo ? on_forward(r, ev, err) : CK_OK;
+    return ev->layer >= r->dlo ? on_backward(r, ev, err) : CK_OK;
+}
+
+static ck_status recorder_init(recorder *r, ck_backend *b, const ck_graph *g, int step, int lo,
+                               int hi, ck_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->b = b;
+    r->g = g;
+    r->step = step;
+    r->lo = lo;
+    r->dlo = lo;
+    r->hi = hi;
+    r->first_fwd_diff.layer = r->first_dout_diff.layer = -1;
+    r->state_layer = -1;
+    r->nbt_orig = r->nbt_recomp = -1;
+    r->fwd = calloc((size_t)g->n, sizeof *r->fwd);
+    r->fwd_args = calloc((size_t)g->n, sizeof *r->fwd_args);
+    r->dout = calloc((size_t)g->n, sizeof *r->dout);
+    r->buf = calloc((size_t)g->n, sizeof *r->buf);
+    if (!r->fwd || !r->fwd_args || !r->dout || !r->buf)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating a recorder");
+    return CK_OK;
+}
+
+static void recorder_free(recorder *r)
+{
+    for (int i = 0; r->g && i < r->g->n; i++) {
+        if (r->fwd)
+            copy_free(&r->fwd[i]);
+        if (r->dout)
+            copy_free(&r->dout[i]);
+        for (int k = 0; r->buf && k < 3; k++)
+            copy_free(&r->buf[i][k]);
+    }
+    free(r->fwd);
+    free(r->fwd_args);
+    free(r->dout);
+    free(r->buf);
+    free(r->checks);
+    memset(r, 0, sizeof *r);
+}
+
+static ck_status train_observed(ck_backend *b, const ck_graph *g, const ck_plan *plan,
+                                ck_dtype dtype, recorder *r, ck_record *rec, ck_error *err)
+{
+    ck_run_hooks hooks = {.observer = r ? recorder_observe : NULL, .observer_user = r};
+    return ck_train(b, g, plan, dtype, &hooks, rec, err);
+}
+
+/* =======================================================================================
+ * Judgements
+ * ======================================================================================= */
+
+static bool tensor_within_floor(const ck_tensor_result *c, const ck_tensor_result *f)
+{
+    if (c->verdict == CK_VERDICT_IDENTICAL)
+        return true;
+    if (!f || f->verdict == CK_VERDICT_IDENTICAL || c->m.max_ulp == UINT64_MAX)
+        return false;
+    return c->m.max_abs <= CK_NOISE_FLOOR_FACTOR * f->m.max_abs;
+}
+
+/* Whether a comparison counts as a divergence for this case (its expect decides whether
+ * any bit counts), ignoring differences within the noise floor. */
+static bool diverges(const ck_case *c, const ck_result *cmp, const ck_bisect_result *br)
+{
+    for (int k = 0; k < cmp->n_tensors; k++) {
+        const ck_tensor_result *t = &cmp->tensors[k];
+        bool counts = ck_case_expect(c, cmp->dtype) == CK_EXPECT_IDENTICAL ? t->verdict != CK_VERDICT_IDENTICAL
+                                                       : t->verdict == CK_VERDICT_MISMATCH;
+        if (!counts)
+            continue;
+        const ck_tensor_result *f = br && br->noise_floor_measured && k < br->n_floor
+                                        ? &br->floor[k]
+                                        : NULL;
+        if (!tensor_within_floor(t, f))
+            return true;
+    }
+    return false;
+}
+
+static int first_divergent_step(const ck_case *c, const ck_result *cmp, const ck_bisect_result *br)
+{
+    for (int k = 0; k < cmp->n_tensors; k++) {
+        const ck_tensor_result *t = &cmp->tensors[k];
+        if (t->verdict == CK_VERDICT_IDENTICAL)
+            continue;
+        if (ck_case_expect(c, cmp->dtype) != CK_EXPECT_IDENTICAL && t->verdict != CK_VERDICT_MISMATCH)
+            continue;
+        const ck_tensor_result *f = br && br->noise_floor_measured && k < br->n_floor
+                                        ? &br->floor[k]
+                                        : NULL;
+        if (!tensor_within_floor(t, f))
+            return t->step;
+    }
+    return -1;
+}
+
+/* Compares two records (b against the reference a) into a scratch result. */
+static ck_status compare_runs(const ck_graph *g, ck_dtype dtype, const ck_record *ref,
+                              const ck_record *other, ck_result *out, ck_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->cs = g->cs;
+    out->g = g;
+    out->dtype = dtype;
+    return ck_compare_records(g, ref, other, out, err);
+}
+
+/* =======================================================================================
+ * Noise floor
+ * ======================================================================================= */
+
+static ck_status measure_noise_floor(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                     const ck_record *plain, ck_bisect_result *br, ck_error *err)
+{
+    ck_record again;
+    ck_result cmp;
+    memset(&cmp, 0, sizeof cmp);
+    ck_status st = train_observed(b, g, NULL, dtype, NULL, &again, err);
+    if (st == CK_OK)
+        st = compare_runs(g, dtype, plain, &again, &cmp, err);
+    ck_record_free(&again);
+    if (st != CK_OK) {
+        ck_result_free(&cmp);
+        return st;
+    }
+    br->noise_floor_measured = true;
+    br->n_floor = cmp.n_tensors;
+    br->floor = cmp.tensors;
+    br->floor_verdict = cmp.verdict;
+    cmp.tensors = NULL;
+    cmp.n_tensors = 0;
+    int step = cmp.first_divergence >= 0 ? br->floor[cmp.first_divergence].step : -1;
+    ck_result_free(&cmp);
+    if (step < 0)
+        return CK_OK;
+
+    /* localise the first nondeterministic layer: two recorded plain runs at that step */
+    recorder ra, rb;
+    ck_record r1, r2;
+    memset(&ra, 0, sizeof ra);
+    memset(&rb, 0, sizeof rb);
+    memset(&r1, 0, sizeof r1);
+    memset(&r2, 0, sizeof r2);
+    if ((st = recorder_init(&ra, b, g, step, 0, g->n - 1, err)) != CK_OK ||
+        (st = recorder_init(&rb, b, g, step, 0, g->n - 1, err)) != CK_OK)
+        goto out;
+    ra.keep_forward = ra.keep_douts = true;
+    rb.ref = &ra;
+    if ((st = train_observed(b, g, NULL, dtype, &ra, &r1, err)) != CK_OK ||
+        (st = train_observed(b, g, NULL, dtype, &rb, &r2, err)) != CK_OK)
+        goto out;
+    if (rb.first_fwd_diff.layer >= 0) {
+        br->nondet = rb.first_fwd_diff;
+    } else if (rb.first_dout_diff.layer >= 0) {
+        br->nondet = rb.first_dout_diff;
+        br->nondet_in_backward = true;
+    } else {
+        br->nondet.step = step; /* the difference is in parameter gradients or the update */
+    }
+out:
+    recorder_free(&ra);
+    recorder_free(&rb);
+    ck_record_free(&r1);
+    ck_record_free(&r2);
+    return st;
+}
+
+/* =======================================================================================
+ * Segment search
+ * ======================================================================================= */
+
+typedef struct {
+    ck_backend *b;
+    const ck_graph *g;
+    ck_dtype dtype;
+    const ck_record *plain;
+    ck_bisect_result *br;
+    int runs;
+} search_ctx;
+
+static ck_status subset_diverges(search_ctx *s, const bool *enabled, bool *out, ck_error *err)
+{
+    ck_plan plan;
+    ck_record rec;
+    ck_result cmp;
+    memset(&rec, 0, sizeof rec);
+    memset(&cmp, 0, sizeof cmp);
+    ck_status st = ck_plan_build_subset(s->g, enabled, &plan, err);
+    if (st != CK_OK)
+        return st;
+    s->runs++;
+    if ((st = train_observed(s->b, s->g, &plan, s->dtype, NULL, &rec, err)) == CK_OK &&
+        (st = compare_runs(s->g, s->dtype, s->plain, &rec, &cmp, err)) == CK_OK)
+        *out = diverges(s->g->cs, &cmp, s->br);
+    ck_result_free(&cmp);
+    ck_record_free(&rec);
+    ck_plan_free(&plan);
+    return st;
+}
+
+/* Narrows the set of checkpointed segments: halves while one half alone diverges, then
+ * drops segments one by one while the rest still diverges (a 1-minimal set), then
+ * confirms the final set with one more run. */
+static ck_status search_segments(search_ctx *s, int k, bool *set, ck_error *err)
+{
+    bool *trial = calloc((size_t)k + 1, sizeof *trial);
+    if (!trial)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory searching segments");
+    ck_status st = CK_OK;
+    bool d = false;
+    for (;;) {
+        int members[4096], m = 0;
+        for (int i = 0; i < k && m < 4096; i++)
+            if (set[i])
+                members[m++] = i;
+        if (m <= 1)
+            break;
+        bool narrowed = false;
+        for (int half = 0; half < 2 && !narrowed; half++) {
+            memset(trial, 0, (size_t)k * sizeof *trial);
+            int from = half ? m / 2 : 0, to = half ? m : m / 2;
+            for (int j = from; j < to; j++)
+                trial[members[j]] = true;
+            if ((st = subset_diverges(s, trial, &d, err)) != CK_OK)
+                goto out;
+            if (d) {
+                memcpy(set, trial, (size_t)k * sizeof *set);
+                narrowed = true;
+            }
+        }
+        if (!narrowed)
+            break;
+    }
+    for (int i = 0; i < k; i++) {
+        if (!set[i])
+            continue;
+        int members = 0;
+        for (int j = 0; j < k; j++)
+            members += set[j];
+        if (members <= 1)
+            break;
+        memcpy(trial, set, (size_t)k * sizeof *trial);
+        trial[i] = false;
+        if ((st = subset_diverges(s, trial, &d, err)) != CK_OK)
+            goto out;
+        if (d)
+            set[i] = false;
+    }
+    if ((st = subset_diverges(s, set, &d, err)) != CK_OK)
+        goto out;
+    if (!d)
+        st = ck_fail(err, CK_ERR_INTERNAL, "segment search: the final set does not reproduce the "
+                                           "divergence (the case is nondeterministic beyond its "
+                                           "noise floor)");
+out:
+    free(trial);
+    return st;
+}
+
+/* =======================================================================================
+ * Layer localisation
+ * ======================================================================================= */
+
+/* Records one segment of the culprit plan at br->step: its recomputed outputs and buffers
+ * against their originals, and output gradients from its inputs' producers on against the
+ * plain run's. Memory: one copy of the segment's outputs and gradients. */
+static ck_status localise_layers(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                 const ck_plan *plan, const ck_segment *seg, ck_bisect_result *br,
+                                 ck_error *err)
+{
+    recorder rp, rc;
+    ck_record p, c;
+    memset(&p, 0, sizeof p);
+    memset(&c, 0, sizeof c);
+    memset(&rp, 0, sizeof rp);
+    memset(&rc, 0, sizeof rc);
+    ck_status st;
+    int dlo = seg->first;
+    for (int k = seg->first; k <= seg->last; k++)
+        for (int j = 0; j < g->nodes[k].n_in; j++)
+            if (g->nodes[k].in[j] >= 0 && g->nodes[k].in[j] < dlo)
+                dlo = g->nodes[k].in[j];
+    if ((st = recorder_init(&rp, b, g, br->step, seg->first, seg->last, err)) != CK_OK ||
+        (st = recorder_init(&rc, b, g, br->step, seg->first, seg->last, err)) != CK_OK)
+        goto out;
+    rp.dlo = rc.dlo = dlo;
+    rp.keep_douts = true;
+    rc.check_recompute = true;
+    rc.plan = plan;
+    rc.ref = &rp;
+    if ((st = train_observed(b, g, NULL, dtype, &rp, &p, err)) != CK_OK ||
+        (st = train_observed(b, g, plan, dtype, &rc, &c, err)) != CK_OK)
+        goto out;
+    /* the first recomputed layer (topological order) whose output differs */
+    for (int k = 0; k < rc.n_checks; k++) {
+        const ck_recompute_check *ck = &rc.checks[k];
+        if (ck->verdict == CK_VERDICT_IDENTICAL)
+            continue;
+        if (br->forward.layer < 0 || ck->layer < br->forward.layer) {
+            br->forward = (ck_layer_finding){.layer = ck->layer, .step = ck->step, .m = ck->m,
+                                             .verdict = ck->verdict};
+            br->forward_orig_dtype = ck->orig_dtype;
+            br->forward_recomp_dtype = ck->recomp_dtype;
+            br->rng = *ck;
+            if (ck->rng_differs < 0)
+                br->rng.layer = -1;
+        }
+    }
+    br->backward = rc.first_dout_diff;
+    br->state_layer = rc.state_layer;
+    snprintf(br->state_buffer, sizeof br->state_buffer, "%s", rc.state_buffer);
+    br->state_m = rc.state_m;
+    br->nbt_orig = rc.nbt_orig;
+    br->nbt_recomp = rc.nbt_recomp;
+out:
+    recorder_free(&rp);
+    recorder_free(&rc);
+    ck_record_free(&p);
+    ck_record_free(&c);
+    return st;
+}
+
+/* =======================================================================================
+ * Causes
+ * ======================================================================================= */
+
+static void add_cause(ck_bisect_result *br, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_cause(ck_bisect_result *br, const char *fmt, ...)
+{
+    if (br->n_causes >= CK_BISECT_MAX_CAUSES)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(br->causes[br->n_causes++], CK_BISECT_LINE, fmt, ap);
+    va_end(ap);
+}
+
+static const char *layer_name(const ck_graph *g, int i)
+{
+    return i >= 0 && i < g->n ? g->nodes[i].spec->name : "?";
+}
+
+static const char *op_name(const ck_graph *g, int i)
+{
+    return i >= 0 && i < g->n ? g->nodes[i].spec->op_name : "?";
+}
+
+static void explain(const ck_graph *g, ck_bisect_result *br)
+{
+    const ck_case *c = g->cs;
+    if (br->noise_floor_measured && br->floor_verdict != CK_VERDICT_IDENTICAL) {
+        if (br->nondet.layer >= 0)
+            add_cause(br,
+                      "%s `%s` is nondeterministic: its output%s differs between two plain runs "
+                      "at step %d (max_abs %.3g, %" PRId64 " of %" PRId64 " elements)",
+                      op_name(g, br->nondet.layer), layer_name(g, br->nondet.layer),
+                      br->nondet_in_backward ? " gradient" : "", br->nondet.step,
+                      br->nondet.m.max_abs, br->nondet.m.n_outside ? br->nondet.m.n_outside
+                                                                   : br->nondet.m.numel,
+                      br->nondet.m.numel);
+        else
+            add_cause(br, "two plain runs differ from step %d on, but no layer output or output "
+                          "gradient does: the parameter-gradient reductions or the update are "
+                          "nondeterministic (cause unknown)",
+                      br->nondet.step);
+        if (br->within_noise_floor)
+            add_cause(br, "every difference between the plain and checkpointed runs is within "
+                          "the noise floor (at most %.0fx the plain-vs-plain difference): not "
+                          "caused by checkpointing",
+                      CK_NOISE_FLOOR_FACTOR);
+    }
+    if (br->step < 0)
+        return;
+    int f = br->forward.layer;
+    if (f >= 0 && br->rng.layer == f && br->rng.rng_differs > 0) {
+        const ck_node *nd = &g->nodes[f];
+        add_cause(br,
+                  "%s `%s` drew a different %s on recomputation (rng policy `%s`): %" PRId64
+                  " of %" PRId64 " %s elements differ",
+                  nd->spec->op_name, nd->spec->name,
+                  nd->op.kind == CK_OP_DROPOUT ? "mask" : "noise", ck_rng_policy_name(c->rng),
+                  br->rng.rng_differs, ck_shape_numel(&nd->out_shape),
+                  nd->op.kind == CK_OP_DROPOUT ? "mask" : "noise");
+    } else if (f >= 0 && br->forward_orig_dtype != br->forward_recomp_dtype) {
+        add_cause(br, "recomputed segment ran in %s, original in %s: `%s` (%s) first differs "
+                      "(max_abs %.3g)",
+                  ck_dtype_name(br->forward_recomp_dtype), ck_dtype_name(br->forward_orig_dtype),
+                  layer_name(g, f), op_name(g, f), br->forward.m.max_abs);
+    } else if (f >= 0 && br->state_layer < 0) {
+        add_cause(br, "%s `%s`: its recomputed output differs from its original output at step "
+                      "%d (max_abs %.3g, %" PRId64 " of %" PRId64 " elements): cause unknown",
+                  op_name(g, f), layer_name(g, f), br->forward.step, br->forward.m.max_abs,
+                  br->forward.m.n_outside ? br->forward.m.n_outside : br->forward.m.numel,
+                  br->forward.m.numel);
+    }
+    if (br->state_layer >= 0) {
+        if (br->nbt_orig >= 0 && br->nbt_recomp >= 0)
+            add_cause(br, "%s `%s` %s updated during recomputation (num_batches_tracked %" PRId64
+                          " vs %" PRId64 ", batchnorm_recompute `%s`)",
+                      op_name(g, br->state_layer), layer_name(g, br->state_layer),
+                      br->state_buffer, br->nbt_recomp, br->nbt_orig, ck_bn_policy_name(c->bn));
+        else
+            add_cause(br, "%s `%s` %s changed during recomputation (max_abs %.3g)",
+                      op_name(g, br->state_layer), layer_name(g, br->state_layer),
+                      br->state_buffer, br->state_m.max_abs);
+    }
+    if (f < 0 && br->state_layer < 0 && !br->within_noise_floor) {
+        if (br->backward.layer >= 0)
+            add_cause(br, "no recomputed output and no buffer differs, but the output gradient "
+                          "of `%s` (%s) differs first in backward order at step %d (max_abs %.3g): "
+                          "cause unknown",
+                      layer_name(g, br->backward.layer), op_name(g, br->backward.layer),
+                      br->backward.step, br->backward.m.max_abs);
+        else
+            add_cause(br, "the runs part at step %d, but no recomputed output, buffer or output "
+                          "gradient in the culprit segments differs: cause unknown",
+                      br->step);
+    }
+}
+
+/* =======================================================================================
+ * Entry points
+ * ======================================================================================= */
+
+void ck_bisect_result_free(ck_bisect_result *br)
+{
+    if (!br)
+        return;
+    for (int i = 0; i < br->n_floor && br->floor; i++)
+        free(br->floor[i].name);
+    free(br->floor);
+    free(br->culprit);
+    memset(br, 0, sizeof *br);
+}
+
+ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_bisect_opts *o,
+                    ck_result *res, ck_error *err)
+{
+    ck_bisect_result *br = calloc(1, sizeof *br);
+    if (!br)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    br->step = -1;
+    br->forward.layer = br->backward.layer = br->nondet.layer = br->state_layer = -1;
+    br->rng.layer = -1;
+    br->nbt_orig = br->nbt_recomp = -1;
+    ck_record plain;
+    memset(&plain, 0, sizeof plain);
+    ck_plan full;
+    memset(&full, 0, sizeof full);
+    ck_status st = ck_plan_build(g, &full, err);
+    if (st != CK_OK)
+        goto out;
+    br->n_segments = full.n_segments;
+    br->culprit = calloc((size_t)full.n_segments + 1, sizeof *br->culprit);
+    if (!br->culprit) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((st = train_observed(b, g, NULL, dtype, NULL, &plain, err)) != CK_OK)
+        goto out;
+
+    if (o->noise_floor) {
+        if ((st = measure_noise_floor(b, g, dtype, &plain, br, err)) != CK_OK)
+            goto out;
+        bool all_within = true;
+        for (int k = 0; k < res->n_tensors && k < br->n_floor; k++)
+            all_within = all_within && tensor_within_floor(&res->tensors[k], &br->floor[k]);
+        br->within_noise_floor = br->floor_verdict != CK_VERDICT_IDENTICAL && all_within;
+    }
+
+    if (o->localise && diverges(g->cs, res, br)) {
+        for (int s = 0; s < full.n_segments; s++)
+            br->culprit[s] = true;
+        search_ctx sc = {.b = b, .g = g, .dtype = dtype, .plain = &plain, .br = br};
+        if (full.n_segments > 1 && (st = search_segments(&sc, full.n_segments, br->culprit, err)) != CK_OK)
+            goto out;
+        br->searched = true;
+        br->search_runs = sc.runs;
+
+        /* localise at the first divergent step of the culprit set, one segment at a time */
+        ck_plan culprit_plan;
+        if ((st = ck_plan_build_subset(g, br->culprit, &culprit_plan, err)) != CK_OK)
+            goto out;
+        ck_record rec;
+        ck_result cmp;
+        memset(&cmp, 0, sizeof cmp);
+        st = train_observed(b, g, &culprit_plan, dtype, NULL, &rec, err);
+        if (st == CK_OK)
+            st = compare_runs(g, dtype, &plain, &rec, &cmp, err);
+        ck_record_free(&rec);
+        if (st == CK_OK)
+            br->step = first_divergent_step(g->cs, &cmp, br);
+        ck_result_free(&cmp);
+        for (int s = 0; st == CK_OK && br->step >= 0 && s < culprit_plan.n_segments; s++) {
+            const ck_segment *seg = &culprit_plan.segments[s];
+            ck_bisect_result part = *br;
+            part.forward.layer = part.backward.layer = part.state_layer = -1;
+            part.rng.layer = -1;
+            st = localise_layers(b, g, dtype, &culprit_plan, seg, &part, err);
+            if (st != CK_OK)
+                break;
+            if (part.forward.layer >= 0 && br->forward.layer < 0) {
+                br->forward = part.forward;
+                br->rng = part.rng;
+                br->forward_orig_dtype = part.forward_orig_dtype;
+                br->forward_recomp_dtype = part.forward_recomp_dtype;
+            }
+            if (part.state_layer >= 0 && br->state_layer < 0) {
+                br->state_layer = part.state_layer;
+                memcpy(br->state_buffer, part.state_buffer, sizeof br->state_buffer);
+                br->state_m = part.state_m;
+                br->nbt_orig = part.nbt_orig;
+                br->nbt_recomp = part.nbt_recomp;
+            }
+            if (part.backward.layer >= 0 &&
+                (br->backward.layer < 0 || part.backward.layer > br->backward.layer))
+                br->backward = part.backward;
+            if (br->forward.layer >= 0 || br->state_layer >= 0)
+                break;
+        }
+        ck_plan_free(&culprit_plan);
+        if (st != CK_OK)
+            goto out;
+    }
+    explain(g, br);
+    if (res->scale_mismatches > 0 && res->plain.scales && res->ckpt.scales) {
+        int s = res->first_scale_mismatch;
+        add_cause(br, "the loss scaler decided differently at step %d: plain scale %g%s, "
+                      "checkpointed %g%s (%d step%s differ)",
+                  s, res->plain.scales[s].scale, res->plain.scales[s].skipped ? " (skipped)" : "",
+                  res->ckpt.scales[s].scale, res->ckpt.scales[s].skipped ? " (skipped)" : "",
+                  res->scale_mismatches, res->scale_mismatches == 1 ? "" : "s");
+    }
+    if (br->within_noise_floor && res->verdict == CK_VERDICT_MISMATCH) {
+        /* the measured differences are noise: judge the case against the floor */
+        res->verdict = CK_VERDICT_CLOSE;
+        ck_result_judge(res);
+    }
+out:
+    ck_record_free(&plain);
+    ck_plan_free(&full);
+    if (st != CK_OK) {
+        ck_bisect_result_free(br);
+        free(br);
+        ck_error_prefix(err, "%s: bisect", g->cs->path);
+        return st;
+    }
+    if (res->bisect) {
+        ck_bisect_result_free(res->bisect);
+        free(res->bisect);
+    }
+    res->bisect = br;
+    return CK_OK;
+}
+
+ck_status ck_verify_recompute(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
+                              ck_error *err)
+{
+    recorder r;
+    ck_plan plan;
+    ck_record rec;
+    memset(&rec, 0, sizeof rec);
+    ck_status st = ck_plan_build(g, &plan, err);
+    if (st != CK_OK)
+        return st;
+    if ((st = recorder_init(&r, b, g, -1, 0, g->n - 1, err)) != CK_OK)
+        goto out;
+    r.check_recompute = true;
+    r.plan = &plan;
+    if ((st = train_observed(b, g, &plan, dtype, &r, &rec, err)) != CK_OK)
+        goto out;
+    free(res->recompute_checks);
+    res->recompute_checks = r.checks;
+    res->n_recompute_checks = r.n_checks;
+    r.checks = NULL;
+    res->verified_recompute = true;
+    res->recompute_mismatches = 0;
+    for (int k = 0; k < res->n_recompute_checks; k++)
+        res->recompute_mismatches += res->recompute_checks[k].verdict != CK_VERDICT_IDENTICAL;
+    ck_result_judge(res);
+out:
+    recorder_free(&r);
+    ck_record_free(&rec);
+    ck_plan_free(&plan);
+    return st;
+}
+
+/* =======================================================================================
+ * The story
+ * ======================================================================================= */
+
+void ck_bisect_print_story(FILE *f, const ck_result *res)
+{
+    const ck_bisect_result *br = res->bisect;
+    const ck_graph *g = res->g;
+    if (!br)
+        return;
+    fprintf(f, "bisect %s:\n", g->cs->name);
+    if (br->noise_floor_measured)
+        fprintf(f, "  noise floor: two plain runs are %s\n",
+                br->floor_verdict == CK_VERDICT_IDENTICAL ? "bitwise identical"
+                                                          : "NOT identical (nondeterministic)");
+    if (br->searched && br->n_segments == 1) {
+        fprintf(f, "  segment search: the case has one segment, [%s .. %s]\n",
+                layer_name(g, res->segments[0].first), layer_name(g, res->segments[0].last));
+    } else if (br->searched) {
+        fprintf(f, "  segment search (%d checkpointed run%s): the divergence needs segment%s",
+                br->search_runs, br->search_runs == 1 ? "" : "s", "");
+        int shown = 0;
+        for (int s = 0; s < br->n_segments; s++) {
+            if (!br->culprit[s] || s >= res->n_segments)
+                continue;
+            fprintf(f, "%s %d [%s .. %s]", shown++ ? "," : "", s,
+                    layer_name(g, res->segments[s].first), layer_name(g, res->segments[s].last));
+        }
+        fprintf(f, "\n");
+    }
+    if (br->step >= 0) {
+        fprintf(f, "  first divergent step: %d\n", br->step);
+        if (br->forward.layer >= 0)
+            fprintf(f, "  forward: `%s` is the first layer whose recomputed output differs from "
+                       "its original (max_abs %.3g)\n",
+                    layer_name(g, br->forward.layer), br->forward.m.max_abs);
+        else
+            fprintf(f, "  forward: every recomputed output equals its original\n");
+        if (br->backward.layer >= 0)
+            fprintf(f, "  backward: `%s` is the first layer (backward order) whose output "
+                       "gradient differs from the plain run's (max_abs %.3g)\n",
+                    layer_name(g, br->backward.layer), br->backward.m.max_abs);
+        if (br->state_layer >= 0)
+            fprintf(f, "  state: `%s`.%s changed during recomputation\n",
+                    layer_name(g, br->state_layer), br->state_buffer);
+    }
+    for (int i = 0; i < br->n_causes; i++)
+        fprintf(f, "  cause: %s\n", br->causes[i]);
+    if (br->n_causes == 0)
+        fprintf(f, "  no divergence to explain\n");
+}
