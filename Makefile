@@ -33,7 +33,7 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(SAN) -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
            -I. -MMD -MP
 LDLIBS  += $(CJSON_LIBS) -lm
-LDLIBS  += -lz
+LDLIBS  += -lz -ldl
 LDFLAGS += $(SAN)
 
 # One folder per layer (README "How it works"): harness/{core,io,model,engine,verify,compare}
@@ -61,7 +61,7 @@ all: $(PROG)
 # CUDA backend (backends/cuda/, docs/cuda.md). Knobs: CUDA = auto | 1 | 0, CUDA_HOME, NVCC,
 # CUDNN_HOME, CUDA_ARCH. `auto` builds the backend wherever $(NVCC) and cuDNN are found
 # (so CI compiles and links it without a GPU) and the CPU-only program elsewhere, where
-# backends/cuda_absent.c answers `--backend cuda`. Sanitizer builds (SAN set, as
+# the registry answers `--backend cuda` with one line saying so. Sanitizer builds (SAN set, as
 # check-asan does) leave CUDA out: ASan's shadow-memory reservation collides with the CUDA
 # driver's address-space reservation, and nvcc's device code is not instrumented anyway.
 # Switching CUDA on or off needs a clean BUILD (or another one: BUILD=build/nocuda).
@@ -114,10 +114,17 @@ LIB_OBJ += $(BUILD)/obj/backends/cuda/algo_policy.o
 GPU_TEST := $(BUILD)/test_gpu
 
 ifeq ($(CUDA_OFF_WHY),)
+  # The CUDA backend is a module, $(BUILD)/ckpt-harness-cuda.so, that the registry
+  # (backends/registry.c) loads with dlopen when --backend cuda is asked for: the program
+  # itself links no CUDA library and runs on machines without them. The module carries
+  # its own position-independent copies of the core and the shared host checks.
   CUDA_SRC := $(sort $(wildcard backends/cuda/*.cu))
-  CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
-  LIB_OBJ  := $(filter-out $(BUILD)/obj/backends/cuda_absent.o,$(LIB_OBJ)) $(CUDA_OBJ)
-  CFLAGS   += -DCK_HAVE_CUDA=1
+  CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/pic/%.o)
+  CUDA_MODULE := $(BUILD)/ckpt-harness-cuda.so
+  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) backends/op_check.c \
+                   backends/cuda/algo_policy.c backends/cuda/cuda_module.c
+  CUDA_MODULE_OBJ := $(CUDA_OBJ) $(CUDA_MODULE_C:%.c=$(BUILD)/pic/%.o)
+  CFLAGS   += -DCK_HAVE_CUDA=1 -DCK_CUDA_MODULE_BUILT=1
   SYS_LIBDIRS := /usr/lib/x86_64-linux-gnu /usr/lib /lib
   CK_COMMA := ,
   CUDA_LDLIBS := -L$(CUDA_LIBDIR) $(if $(filter-out $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-L$(CUDNN_LIBDIR)) \
@@ -126,21 +133,26 @@ ifeq ($(CUDA_OFF_WHY),)
                  $(if $(filter-out $(SYS_LIBDIRS) $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-Wl$(CK_COMMA)-rpath$(CK_COMMA)$(CUDNN_LIBDIR))
   NVCCFLAGS ?=
   NVCCFLAGS += -std=c++17 $(OPT) -g $(CUDA_ARCH) -fmad=false --Werror all-warnings \
-               -Xcompiler -Wall,-Wextra,-Werror,-Wshadow,-Wno-unused-parameter \
+               -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wshadow,-Wno-unused-parameter \
                -I. $(if $(filter /usr/include,$(CUDNN_INC)),,-I$(CUDNN_INC)) -MMD -MP
 
-  $(PROG) $(TESTS) $(GPU_TEST): LDLIBS += $(CUDA_LDLIBS)
+  all: $(CUDA_MODULE)
+  check-run: $(CUDA_MODULE)
+  run-cases-run: $(CUDA_MODULE)
 
-  $(BUILD)/obj/%.o: %.cu $(CONFIG_STAMP)
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+  $(CUDA_MODULE): $(CUDA_MODULE_OBJ)
+	$(CC) -shared -Wl,--no-undefined -o $@ $^ $(CUDA_LDLIBS) -lm
 
-  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+  # the GPU test program links the backend directly (it is the backend's own test)
+  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(CUDA_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LDLIBS)
 
   # the GPU test program checks itself with a second CPU backend, then runs on the GPU
+  # where the CUDA libraries are absent the program cannot start: say so instead of failing
   cuda-check: $(GPU_TEST)
-	@$(GPU_TEST) --cpu-as-gpu --quick >$(BUILD)/test_gpu_selftest.log 2>&1 || \
+	@if ldd $(GPU_TEST) | grep -q 'not found'; then \
+	    echo "ckpt-harness: GPU tests skipped: the CUDA libraries are not installed here"; exit 0; fi; \
+	$(GPU_TEST) --cpu-as-gpu --quick >$(BUILD)/test_gpu_selftest.log 2>&1 || \
 	    { cat $(BUILD)/test_gpu_selftest.log; exit 1; }
 	@echo "test_gpu --cpu-as-gpu: $$(tail -n 1 $(BUILD)/test_gpu_selftest.log)"
 	$(GPU_TEST) --quick
@@ -170,7 +182,7 @@ gpu-check:
 	bash tests/gpu/run.sh $(GPU_OUT)
 
 .PHONY: cuda-check check-cpu-only gpu-check
--include $(CUDA_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
+-include $(CUDA_OBJ:.o=.d) $(CUDA_MODULE_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 # --------------------------------------------------------------- end of the CUDA block ---
 
 # Objects depend on a stamp named after the compile configuration, so switching CUDA,
@@ -185,6 +197,15 @@ $(CONFIG_STAMP):
 $(BUILD)/obj/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# position-independent objects for the CUDA module
+$(BUILD)/pic/%.o: %.c $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/pic/%.o: %.cu $(CONFIG_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

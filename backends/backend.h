@@ -107,9 +107,40 @@ struct ck_backend {
 
     void (*info)(ck_backend *b, ck_backend_info *out);
     void (*destroy)(ck_backend *b);
+
+    /* ---- optional capabilities ---- */
+    /* The function behind a capability name (CK_PROC_*), or NULL when this backend has
+     * none; NULL itself when the backend has no optional capabilities at all. Callers go
+     * through ck_backend_proc (registry.h), never through a backend's own header. */
+    void *(*get_proc)(ck_backend *b, const char *name);
 };
 
-/* The CPU reference backend (backends/cpu). Computes in fp32 and fp64. */
-ck_status ck_backend_ref_create(ck_backend **out, ck_error *err);
+/* Which algorithm a backend ran for one (layer, pass): the CUDA backend's records
+ * (cuDNN/cuBLAS), in a backend-independent form; the CPU backends have one fixed algorithm
+ * per op and no records. */
+typedef struct {
+    char layer[64];
+    char op[16];
+    char pass[24];    /* "forward", "backward_data", "backward_filter" */
+    char dtype[8];
+    char engine[64];  /* e.g. "cudnn IMPLICIT_PRECOMP_GEMM" */
+    int algo;         /* cuDNN enum value, -1 for cuBLAS */
+    bool deterministic;
+    char math[48];    /* e.g. "FMA (no TF32)" */
+    int64_t workspace_bytes;
+    double time_ms;   /* measured by cudnnFind; -1 when chosen by heuristics */
+    char chosen_by[16];
+    int64_t calls;
+    bool changed;     /* another algorithm ran for this layer and pass earlier */
+} ck_algo_record;
+
+/* Capability "algo_records": copies up to max of the records so far, in first-run order,
+ * into out (which may be NULL when max is 0) and returns how many there are in all. */
+#define CK_PROC_ALGO_RECORDS "algo_records"
+typedef int (*ck_algo_records_fn)(ck_backend *b, ck_algo_record *out, int max);
+/* Capability "algo_records_clear": forgets the records (between cases). */
+#define CK_PROC_ALGO_RECORDS_CLEAR "algo_records_clear"
+typedef void (*ck_algo_records_clear_fn)(ck_backend *b);
+
 
 #endif

@@ -59,6 +59,12 @@ void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows);
 /* One line for --quiet: "PASS unet3d_bn  identical  memory 1.23 MiB -> 0.80 MiB (-35.0%)". */
 void ck_report_print_oneline(FILE *f, const ck_result *r);
 
+/* ---- The bisect story (bisect_story.c) ---- */
+
+/* "bisect <case>:" and one indented line per finding: noise floor, segment search, first
+ * divergent step, forward/backward/state culprits, causes. Nothing when r->bisect is NULL. */
+void ck_bisect_print_story(FILE *f, const ck_result *r);
+
 /* ---- Lines shared by both writers (report_text.c) ---- */
 
 #define CK_REPORT_LINE_MAX 512

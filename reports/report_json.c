@@ -12,6 +12,7 @@
 #include "reports/report.h"
 
 #include "harness/verify/bisect.h"
+#include "harness/io/files.h"
 #include "harness/io/json_build.h"
 
 #include <errno.h>
@@ -547,71 +548,10 @@ done:
 ck_status ck_report_write_json(const ck_result *r, const ck_report_meta *meta, const char *path,
                                ck_error *err)
 {
-    ck_status st = CK_OK;
-    char *text = NULL, *tmp = NULL;
-    FILE *f = NULL;
-    int fd = -1;
-    bool created = false;
-
-    text = ck_report_json_string(r, meta);
-    if (!text) {
-        st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory while building the report", path);
-        goto cleanup;
-    }
-    size_t tmp_len = strlen(path) + 32;
-    tmp = malloc(tmp_len);
-    if (!tmp) {
-        st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", path);
-        goto cleanup;
-    }
-    /* Same directory as path, so the rename cannot cross file systems; the pid keeps two
-     * processes writing the same report from sharing a temporary file. */
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot create temporary file %s: %s", path, tmp,
-                     strerror(errno));
-        goto cleanup;
-    }
-    created = true;
-    f = fdopen(fd, "w");
-    if (!f) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
-        goto cleanup;
-    }
-    fd = -1; /* owned by f now */
-
-    size_t len = strlen(text);
-    if (fwrite(text, 1, len, f) != len || fputc('\n', f) == EOF || fflush(f) != 0) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot write %s: %s", path, tmp, strerror(errno));
-        goto cleanup;
-    }
-    if (fsync(fileno(f)) != 0) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot sync %s: %s", path, tmp, strerror(errno));
-        goto cleanup;
-    }
-    int rc = fclose(f);
-    f = NULL;
-    if (rc != 0) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot close %s: %s", path, tmp, strerror(errno));
-        goto cleanup;
-    }
-    if (rename(tmp, path) != 0) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp,
-                     strerror(errno));
-        goto cleanup;
-    }
-    created = false; /* the temporary file is the report now */
-
-cleanup:
-    if (f)
-        fclose(f);
-    if (fd >= 0)
-        close(fd);
-    if (created)
-        unlink(tmp);
-    free(tmp);
+    char *text = ck_report_json_string(r, meta);
+    if (!text)
+        return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory while building the report", path);
+    ck_status st = ck_write_text_atomic(path, text, err);
     free(text);
     return st;
 }

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
+#include "harness/verify/judge.h"
+#include "harness/verify/run_case.h"
 #include "backends/backend.h"
 #include "harness/verify/bisect.h"
 #include "tests/test_util.h"
@@ -215,7 +218,7 @@ static ck_backend *flaky_backend(void)
     ck_error err;
     flaky_state *fs = calloc(1, sizeof *fs);
     ck_backend *b = calloc(1, sizeof *b);
-    ck_assert(fs && b && ck_backend_ref_create(&fs->cpu, &err) == CK_OK);
+    ck_assert(fs && b && ck_backend_create("cpu", NULL, &fs->cpu, &err) == CK_OK);
     *b = (ck_backend){.name = "flaky-test", .impl = fs, .alloc = f_alloc, .free = f_free,
                       .upload = f_upload, .download = f_download, .zero = f_zero, .copy = f_copy,
                       .supports = f_supports, .forward = flaky_forward, .backward = f_backward,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/compare_report.h"
 #include "harness/compare/namemap.h"
 #include "harness/compare/sets.h"
 #include "harness/compare/tolerances.h"

@@ -9,7 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/verify/judge.h"
+#include "harness/verify/run_case.h"
 #include "backends/backend.h"
+#include "harness/io/tensorload.h"
 #include "harness/engine/dump.h"
 #include "harness/engine/train.h"
 #include "reports/report.h"

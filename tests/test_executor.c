@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/verify/judge.h"
+#include "harness/verify/run_case.h"
 #include "backends/backend.h"
 #include "harness/verify/gradcheck.h"
 #include "harness/model/plan.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/test_util.h"
+#include "harness/io/tensorload.h"
 #include "harness/io/npy.h"
 #include "harness/io/npz.h"
 #include "harness/io/tensorset.h"

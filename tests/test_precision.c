@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/verify/judge.h"
+#include "harness/verify/run_case.h"
 #include "backends/backend.h"
 #include "harness/verify/bisect.h"
 #include "reports/report.h"

@@ -15,6 +15,8 @@
 #include <cjson/cJSON.h>
 
 #include "tests/test_util.h"
+#include "harness/io/tensorload.h"
+#include "harness/core/text.h"
 #include "harness/engine/dump.h"
 #include "harness/io/safetensors.h"
 #include "harness/io/tensorset.h"

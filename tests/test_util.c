@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the Check suites (see test_util.h). No suite of its own.
  */
+#include "backends/registry.h"
 #include "tests/test_util.h"
 
 #include <check.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/io/tensorload.h"
 #include "harness/verify/gradcheck.h"
 #include "harness/core/half.h"
 #include "harness/core/rng.h"
@@ -22,7 +24,7 @@ ck_backend *tu_cpu_backend(void)
 {
     ck_backend *b = NULL;
     ck_error err = {{0}};
-    ck_assert_msg(ck_backend_ref_create(&b, &err) == CK_OK, "cpu backend: %s", err.msg);
+    ck_assert_msg(ck_backend_create("cpu", NULL, &b, &err) == CK_OK, "cpu backend: %s", err.msg);
     return b;
 }
 

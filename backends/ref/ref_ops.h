@@ -44,4 +44,7 @@ ck_status ref_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
                              ck_tensor *param, const ck_tensor *grad, ck_tensor *state0,
                              ck_tensor *state1, ck_error *err);
 
+/* The reference backend itself (backend_ref.c); created by name through the registry. */
+ck_status ck_backend_ref_create(ck_backend **out, ck_error *err);
+
 #endif

@@ -1,4 +1,6 @@
 /* The `run`, `gradcheck` and `list` subcommands (see commands.h). */
+#include "harness/verify/judge.h"
+#include "harness/verify/run_case.h"
 #include "harness/cli/commands.h"
 
 #include <dirent.h>
@@ -8,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backends/cuda/cuda_api.h"
+#include "backends/registry.h"
 #include "reports/report.h"
 #include "harness/verify/bisect.h"
 #include "harness/io/files.h"
@@ -238,67 +240,39 @@ static bool create_backend(const char *name, int device, const char *algo, ck_ba
 {
     ck_error err;
     *out = NULL;
-    if (!name || strcmp(name, "cpu") == 0) {
-        if (algo) {
-            fprintf(stderr, "ckpt-harness: --algo applies to --backend cuda (the cpu backend has "
-                            "one fixed algorithm per op)\n");
-            return false;
-        }
-        if (ck_backend_ref_create(out, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
-            return false;
-        }
-        return true;
+    name = name ? name : "cpu";
+    if (algo && !ck_backend_has_algorithms(name)) {
+        fprintf(stderr, "ckpt-harness: --algo applies to --backend cuda (the %s backend has "
+                        "one fixed algorithm per op)\n", name);
+        return false;
     }
-    if (strcmp(name, "cuda") == 0) {
-        ck_cuda_algo_policy policy = CK_CUDA_ALGO_DETERMINISTIC;
-        if (algo && !ck_cuda_algo_policy_parse(algo, &policy)) {
-            fprintf(stderr, "ckpt-harness: --algo %s: expected deterministic or fastest\n", algo);
-            return false;
-        }
-        if (ck_backend_cuda_create(out, device, policy, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
-            return false;
-        }
-        return true;
+    ck_backend_options bo = {device, algo};
+    if (ck_backend_create(name, &bo, out, &err) != CK_OK) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        return false;
     }
-    fprintf(stderr, "ckpt-harness: --backend %s: unknown backend (available: cpu, cuda)\n", name);
-    return false;
+    return true;
 }
 
-/* The CUDA backend's algorithm records, in the backend-independent form of the report. */
+/* The backend's algorithm records (a capability only the CUDA backend has), for the report. */
 static void take_algo_records(ck_backend *b, const char *algo, ck_result *res)
 {
-    if (!ck_backend_is_cuda(b))
+    union {
+        void *p;
+        ck_algo_records_fn f;
+    } u = {ck_backend_proc(b, CK_PROC_ALGO_RECORDS)};
+    if (!u.p)
         return;
     snprintf(res->algo_policy, sizeof res->algo_policy, "%s", algo ? algo : "deterministic");
-    const ck_cuda_algo_record *recs = NULL;
-    int n = ck_cuda_algo_records(b, &recs);
+    int n = u.f(b, NULL, 0);
     res->algos = calloc((size_t)n + 1, sizeof *res->algos);
     if (!res->algos)
         return;
-    for (int i = 0; i < n; i++) {
-        ck_algo_record *a = &res->algos[i];
-        const ck_cuda_algo_record *r = &recs[i];
-        snprintf(a->layer, sizeof a->layer, "%s", r->layer);
-        snprintf(a->op, sizeof a->op, "%s", r->op);
-        snprintf(a->pass, sizeof a->pass, "%s", ck_cuda_pass_name(r->pass));
-        snprintf(a->dtype, sizeof a->dtype, "%s", ck_dtype_name(r->dtype));
-        snprintf(a->engine, sizeof a->engine, "%s", r->engine);
-        snprintf(a->math, sizeof a->math, "%s", r->math);
-        snprintf(a->chosen_by, sizeof a->chosen_by, "%s", r->chosen_by);
-        a->algo = r->algo;
-        a->deterministic = r->deterministic;
-        a->workspace_bytes = (int64_t)r->workspace_bytes;
-        a->time_ms = r->time_ms;
-        a->calls = r->calls;
-        a->changed = r->changed;
-    }
-    res->n_algos = n;
+    res->n_algos = u.f(b, res->algos, n);
+    if (res->n_algos > n)
+        res->n_algos = n;
 }
 
-/* One (case, dtype): run, optional checks, print, write the report. Returns 0 passed,
- * 1 failed, 2 error (printed). */
 static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
                    ck_dtype dtype, const char *progress, bool as_dir, bool several_dtypes)
 {
@@ -314,8 +288,12 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
                  c->name, several_dtypes ? "." : "", several_dtypes ? ck_dtype_name(dtype) : "");
         ro.dump_dir = dump_dir;
     }
-    if (ck_backend_is_cuda(b))
-        ck_cuda_algo_records_clear(b);
+    union {
+        void *p;
+        ck_algo_records_clear_fn f;
+    } clear = {ck_backend_proc(b, CK_PROC_ALGO_RECORDS_CLEAR)};
+    if (clear.p)
+        clear.f(b);
     ck_status st = ck_run_case_ex(b, g, dtype, &ro, &res, &err);
     if (st == CK_OK && o->dump && !o->quiet)
         printf("dump: %s/manifest.json\n", dump_dir);

@@ -1,4 +1,5 @@
 /* Name maps: exact renames, then regex rewrite rules (see namemap.h). */
+#include "harness/io/files.h"
 #include "harness/compare/namemap.h"
 
 #include <stdio.h>

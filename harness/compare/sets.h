@@ -15,8 +15,6 @@
 #include "harness/io/tensorset.h"
 #include "harness/compare/tolerances.h"
 
-#define CK_COMPARE_SCHEMA "ckpt-harness/compare"
-#define CK_COMPARE_SCHEMA_VERSION 1
 
 typedef enum {
     CK_PAIR_COMPARED = 0, /* both sides, same shape and dtype: metrics and verdict */
@@ -53,19 +51,5 @@ typedef struct {
 ck_status ck_compare_sets(const ck_tensorset *a, const ck_tensorset *ref, const ck_name_map *map,
                           const ck_tolerances *tol, ck_set_comparison *out, ck_error *err);
 void ck_set_comparison_free(ck_set_comparison *c);
-
-typedef struct {
-    const char *tool_version;
-    const char *path_a, *path_ref;     /* as the user named them */
-    const char *map_path, *tol_path;   /* NULL when not given */
-} ck_compare_meta;
-
-/* The report tree; NULL when out of memory. */
-cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
-                          const ck_tensorset *ref, const ck_compare_meta *meta);
-
-/* One readable line per failing pair (mismatch or problem), into buf; "" for others. */
-void ck_pair_describe(const ck_pair *p, const ck_tensorset *a, const ck_tensorset *ref, char *buf,
-                      size_t n);
 
 #endif

@@ -1,4 +1,5 @@
 /* Tolerance resolution and the tolerance file (see tolerances.h). */
+#include "harness/io/files.h"
 #include "harness/compare/tolerances.h"
 
 #include <fnmatch.h>

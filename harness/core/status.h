@@ -35,4 +35,9 @@ ck_status ck_fail(ck_error *err, ck_status status, const char *fmt, ...)
 /* Prepends "prefix: " to an existing message (used to add file or layer context). */
 void ck_error_prefix(ck_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Keeps err's message on one line: control characters a file smuggled in (a tensor or
+ * member name with a newline) are written as \n, \t or \xNN; the message is cut if it
+ * no longer fits. Every reader calls it on failure. Returns status. */
+ck_status ck_error_one_line(ck_error *err, ck_status status);
+
 #endif

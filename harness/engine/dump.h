@@ -17,6 +17,8 @@
 #ifndef CK_DUMP_H
 #define CK_DUMP_H
 
+#include "harness/engine/executor.h"
+#include "harness/engine/records.h"
 #include "harness/io/tensorset.h"
 
 #define CK_MANIFEST_SCHEMA "ckpt-harness/dump-manifest"
@@ -40,5 +42,37 @@ ck_status ck_manifest_add(ck_manifest *m, const char *file, const char *run, int
 /* Writes the manifest (formatted JSON and a newline) to path atomically. */
 ck_status ck_manifest_write(const ck_manifest *m, const char *path, ck_error *err);
 void ck_manifest_free(ck_manifest *m);
+
+/* ---- what one training run writes (run --dump) ---- */
+
+/* One run's part of a dump: its subdirectory and the manifest its files are recorded in. */
+typedef struct ck_dump_spec {
+    const char *dir;        /* the (case, dtype) dump directory; created by the caller */
+    const char *label;      /* "plain" or "checkpointed": the run's subdirectory */
+    ck_manifest *manifest;  /* the files are recorded here */
+    bool activations;       /* also every layer's output (original forwards) per step */
+} ck_dump_spec;
+
+/* Parameters and buffers right after initialisation (<label>/init/weights.safetensors):
+ * what `--init` reads back. */
+ck_status ck_dump_init(const ck_dump_spec *d, ck_model *m, ck_error *err);
+/* The record entries [from, rec->n) of one step, one file per kind
+ * (<label>/step_NNNN/{loss,grads,params,buffers}.safetensors). */
+ck_status ck_dump_step(const ck_dump_spec *d, const ck_record *rec, int from, int step,
+                       ck_error *err);
+
+/* --dump-activations: an executor observer that keeps each original forward output of a
+ * step and writes them when the step ends; it forwards every event to the inner observer. */
+typedef struct {
+    ck_exec_observer inner;
+    void *inner_user;
+    ck_backend *b;
+    const ck_graph *g;
+    ck_record acts; /* this step's outputs */
+} ck_act_dumper;
+
+ck_status ck_act_observe(void *user, const ck_exec_event_info *ev, ck_error *err);
+/* Writes the step's kept outputs (<label>/step_NNNN/activations.safetensors) and forgets them. */
+ck_status ck_dump_activations(const ck_dump_spec *d, ck_act_dumper *a, int step, ck_error *err);
 
 #endif

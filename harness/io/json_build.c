@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "harness/io/files.h"
 #include "harness/io/json_strict.h"
 
 cJSON *ck_json_attach(ck_json_builder *b, cJSON *parent, const char *key, cJSON *item)
@@ -79,4 +80,15 @@ void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double
     char buf[48];
     ck_json_real_text(v, buf, sizeof buf);
     ck_json_add_raw(b, parent, key, buf);
+}
+
+ck_status ck_json_write_file(const cJSON *root, const char *path, const char *what,
+                             ck_error *err)
+{
+    char *text = root ? cJSON_Print(root) : NULL;
+    if (!text)
+        return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory building the %s", path, what);
+    ck_status st = ck_write_text_atomic(path, text, err);
+    cJSON_free(text);
+    return st;
 }

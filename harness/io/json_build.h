@@ -18,6 +18,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "harness/core/status.h"
+
 typedef struct {
     bool failed;
 } ck_json_builder;
@@ -47,5 +49,10 @@ void ck_json_add_uint(ck_json_builder *b, cJSON *parent, const char *key, uint64
  * round-trips; -0.0 is written "-0". Non-finite: the strings "NaN", "Infinity",
  * "-Infinity". */
 void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double v);
+
+/* Writes root as formatted JSON (cJSON_Print) and a newline to path atomically
+ * (ck_write_text_atomic); `what` names the document in the out-of-memory message. */
+ck_status ck_json_write_file(const cJSON *root, const char *path, const char *what,
+                             ck_error *err);
 
 #endif

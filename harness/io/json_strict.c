@@ -1,12 +1,12 @@
 /* Strict JSON parsing and exact number helpers (see json_strict.h). */
+#include "harness/core/text.h"
 #include "harness/io/json_strict.h"
+#include "harness/io/json_get.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "harness/io/tensorset.h"
 
 static bool is_space(char c)
 {
@@ -33,56 +33,6 @@ static bool has_nul_escape(const char *s, size_t n)
         }
     }
     return false;
-}
-
-typedef struct {
-    const char *key;
-    int index;
-} keyed;
-
-static int cmp_keyed(const void *a, const void *b)
-{
-    const keyed *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    return c ? c : (x->index > y->index) - (x->index < y->index);
-}
-
-/* Returns the first duplicated key found (depth first), NULL if none; *oom on failure. */
-static const char *find_duplicate(const cJSON *node, bool *oom)
-{
-    if (cJSON_IsObject(node)) {
-        int n = 0;
-        for (const cJSON *c = node->child; c; c = c->next)
-            n++;
-        if (n > 1) {
-            keyed *keys = malloc((size_t)n * sizeof *keys);
-            if (!keys) {
-                *oom = true;
-                return NULL;
-            }
-            int i = 0;
-            for (const cJSON *c = node->child; c; c = c->next, i++) {
-                keys[i].key = c->string ? c->string : "";
-                keys[i].index = i;
-            }
-            qsort(keys, (size_t)n, sizeof *keys, cmp_keyed);
-            const char *dup = NULL;
-            for (i = 1; i < n && !dup; i++)
-                if (strcmp(keys[i - 1].key, keys[i].key) == 0)
-                    dup = keys[i].key;
-            free(keys);
-            if (dup)
-                return dup;
-        }
-    }
-    if (cJSON_IsObject(node) || cJSON_IsArray(node)) {
-        for (const cJSON *c = node->child; c; c = c->next) {
-            const char *dup = find_duplicate(c, oom);
-            if (dup || *oom)
-                return dup;
-        }
-    }
-    return NULL;
 }
 
 ck_status ck_json_parse_strict(const char *text, size_t len, const char *path, const char *what,
@@ -128,8 +78,8 @@ ck_status ck_json_parse_strict(const char *text, size_t len, const char *path, c
     }
     free(copy);
     bool oom = false;
-    const char *dup = find_duplicate(doc, &oom);
-    if (oom || dup) {
+    const char *dup = NULL;
+    if (ck_json_has_duplicate(doc, &dup, &oom) || oom) {
         ck_status st = oom ? ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", path)
                            : ck_fail(err, CK_ERR_INPUT, "%s%s%s: duplicate key \"%.200s\"", path,
                                      sep, what, dup);

@@ -5,6 +5,8 @@
  * numpy writes; nothing in it is evaluated. Sizes are overflow-checked before any data
  * is touched.
  */
+#include "harness/io/files.h"
+#include "harness/core/text.h"
 #include "harness/io/npy.h"
 
 #include <inttypes.h>

@@ -2,6 +2,7 @@
  * .npz reader (format and refusals: npz.h): a zip central-directory walker with every
  * offset bounds-checked, zip64 support, and zlib for deflated members.
  */
+#include "harness/core/text.h"
 #include "harness/io/npz.h"
 
 #include <inttypes.h>

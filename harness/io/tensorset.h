@@ -1,9 +1,9 @@
 /*
  * Tensor files: the in-memory "named tensor set" that every tensor-file reader fills and
- * every writer takes, the dtypes those files may hold, and what the readers share
- * (mapping a file, atomic writes, loading a file or a directory by its extension).
+ * every writer takes, and the dtypes those files may hold.
  *
- * The formats live in their own modules: safetensors.h, npy.h, npz.h. Every reader is
+ * The formats live in their own modules: safetensors.h, npy.h, npz.h; loading a file or a
+ * directory by extension is tensorload.h; mapping and atomic writes are files.h. Every reader is
  * strict (see each header) and reports a bad file with one line that names the file and
  * the tensor or header field, returning CK_ERR_INPUT (CK_ERR_IO when the file cannot be
  * read at all, CK_ERR_NOMEM when memory runs out).
@@ -13,8 +13,8 @@
  * that needs no conversion points straight into the file's read-only mapping, so large
  * files are never copied whole. Data pointers may be unaligned: read them with memcpy.
  */
-#ifndef CK_TENSORFILE_H
-#define CK_TENSORFILE_H
+#ifndef CK_TENSORSET_H
+#define CK_TENSORSET_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -98,13 +98,6 @@ const ck_named_tensor *ck_tensorset_find(const ck_tensorset *s, const char *name
 /* Index of the tensor named name, or -1. */
 int ck_tensorset_index(const ck_tensorset *s, const char *name);
 
-/* Loads path into out, which is initialised here and left empty on failure. path is a .safetensors,
- * .npy or .npz file (by extension), or a directory: every *.safetensors, *.npy and *.npz in it (not
- * recursive, in name order). A .npy file's tensor is named after the file's stem; a
- * .npz member after the member name without ".npy". Two tensors with one name are an
- * error naming both files. */
-ck_status ck_tensorset_load(const char *path, ck_tensorset *out, ck_error *err);
-
 /* Copies the tensor named name into dst (for loading weights): an error naming the file
  * and tensor when it is missing or its dtype or shape differ from what is asked. */
 ck_status ck_tensorset_copy_into(const ck_tensorset *s, const char *name, ck_file_dtype dtype,
@@ -127,11 +120,6 @@ const char *ck_tensorset_keep_string(ck_tensorset *s, const char *str);
  * already in dst: "<name>: in both <file a> and <file b>". */
 ck_status ck_tensorset_merge(ck_tensorset *dst, ck_tensorset *src, ck_error *err);
 
-/* Maps path read-only. An empty file gives *p NULL and *len 0. Not a regular file, or
- * not readable: CK_ERR_IO naming path. Release with ck_unmap_file. */
-ck_status ck_map_file(const char *path, void **p, size_t *len, ck_error *err);
-void ck_unmap_file(void *p, size_t len);
-
 /* A parser of a whole file of one format into out (ck_safetensors_parse, ck_npz_parse). */
 typedef ck_status (*ck_tensorset_parse_fn)(const void *buf, size_t len, const char *path,
                                            ck_tensorset *out, ck_error *err);
@@ -139,29 +127,5 @@ typedef ck_status (*ck_tensorset_parse_fn)(const void *buf, size_t len, const ch
  * into it. On failure the mapping is released and out holds nothing. */
 ck_status ck_tensorset_load_mapped(const char *path, ck_tensorset_parse_fn parse,
                                    ck_tensorset *out, ck_error *err);
-
-/* An atomic file write: data goes to `<path>.tmp.<pid>` in the same directory, which is
- * flushed, fsync'd and renamed over path on commit, so a reader sees the old file or the
- * new one, never half of one. abort (or a failed commit) removes the temporary file. */
-typedef struct {
-    const char *path;
-    char *tmp;
-    void *f; /* FILE * */
-    bool failed;
-} ck_atomic_file;
-
-ck_status ck_atomic_open(ck_atomic_file *af, const char *path, ck_error *err);
-/* Writes len bytes; failures are remembered and reported by commit. */
-void ck_atomic_write(ck_atomic_file *af, const void *data, size_t len);
-ck_status ck_atomic_commit(ck_atomic_file *af, ck_error *err);
-void ck_atomic_abort(ck_atomic_file *af);
-
-/* Keeps err's message on one line: control characters a file smuggled in (a tensor or
- * member name with a newline) are written as \n, \t or \xNN; the message is cut if it
- * no longer fits. Every reader calls it on failure. Returns status. */
-ck_status ck_error_one_line(ck_error *err, ck_status status);
-
-/* Strict UTF-8 (no overlong forms, surrogates or code points above U+10FFFF). */
-bool ck_utf8_valid(const char *s, size_t n);
 
 #endif

@@ -12,14 +12,7 @@
 #include "harness/core/ops.h"
 #include "harness/core/status.h"
 #include "harness/core/tensor.h"
-
-typedef enum { CK_DIST_UNIFORM = 0, CK_DIST_NORMAL } ck_dist;
-typedef enum { CK_CKPT_SQRT = 0, CK_CKPT_EVERY, CK_CKPT_SEGMENTS } ck_ckpt_kind;
-typedef enum { CK_RNG_COUNTER = 0, CK_RNG_STATEFUL, CK_RNG_STASH } ck_rng_policy;
-typedef enum { CK_BN_SKIP = 0, CK_BN_UPDATE } ck_bn_policy;
-typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH } ck_expect;
-typedef enum { CK_SCALE_NONE = 0, CK_SCALE_STATIC, CK_SCALE_DYNAMIC } ck_loss_scale_kind;
-typedef enum { CK_AUTOCAST_RESTORE = 0, CK_AUTOCAST_DROP } ck_autocast_policy;
+#include "harness/model/catalogue.h"
 
 #define CK_MAX_PRECISIONS 3
 
@@ -96,37 +89,16 @@ ck_status ck_case_parse(const char *text, size_t len, const char *path, ck_case 
 ck_status ck_case_load(const char *path, ck_case *out, ck_error *err);
 void ck_case_free(ck_case *c);
 
-const char *ck_rng_policy_name(ck_rng_policy p);
-bool ck_rng_policy_parse(const char *s, ck_rng_policy *out);
-const char *ck_bn_policy_name(ck_bn_policy p);
-bool ck_bn_policy_parse(const char *s, ck_bn_policy *out);
-const char *ck_expect_name(ck_expect e);
-const char *ck_loss_scale_name(ck_loss_scale_kind k);
 /* The case's expectation for plain vs checkpointed in dtype dt (`expect`, a string or an
  * object {"fp32": ..., "fp16": ..., "bf16": ...}). */
 ck_expect ck_case_expect(const ck_case *c, ck_dtype dt);
 /* The case's expectation for a low-precision run against fp32 (expect_precision). */
 ck_expect ck_case_expect_vs_fp32(const ck_case *c, ck_dtype dt);
-const char *ck_autocast_name(ck_autocast_policy p);
-bool ck_autocast_parse(const char *s, ck_autocast_policy *out);
-bool ck_loss_scale_parse(const char *s, ck_loss_scale_kind *out);
 /* The tolerance for comparing a low-precision run's tensor with the fp32 run's: the first
  * tolerance.tensors pattern that matches "<kind>:<name>" or "<name>" (so "grad:fc*.weight"
  * selects gradients only, "fc*.weight" gradients and parameters), else the dtype's
  * default. kind is "loss", "grad", "param" or "buffer". */
 void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
                                  const char *name, double *rtol, double *atol, double *rel_l2);
-
-/* ---- the op catalogue (for the parser and `ckpt-harness list`) ---- */
-typedef struct {
-    const char *name;    /* as written in a case: "conv3d" */
-    ck_op_kind kind;
-    int nsp;
-    const char *summary; /* one line */
-    const char *options; /* "filters (int, required), kernel (int|[ints], required), ..." */
-} ck_op_info;
-
-const ck_op_info *ck_op_catalogue(int *count);
-const ck_op_info *ck_op_find(const char *name);
 
 #endif

@@ -1,4 +1,5 @@
 /* Parameter store: allocation, seeded initialisation, optimizer updates (see model.h). */
+#include "harness/io/tensorload.h"
 #include "harness/model/params.h"
 
 #include "harness/core/half.h"

@@ -12,7 +12,10 @@
 #define CK_PLAN_H
 
 #include "harness/model/graph.h"
-#include "harness/verify/result.h"
+
+typedef struct {
+    int first, last; /* inclusive layer indices */
+} ck_segment;
 
 typedef struct {
     int n_segments;

@@ -4,21 +4,10 @@
  */
 #include "harness/verify/result.h"
 
-#include "harness/verify/bisect.h"
+#include "harness/verify/findings.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-const char *ck_tensor_kind_name(ck_tensor_kind k)
-{
-    switch (k) {
-    case CK_KIND_LOSS: return "loss";
-    case CK_KIND_GRAD: return "grad";
-    case CK_KIND_PARAM: return "param";
-    case CK_KIND_BUFFER: return "buffer";
-    }
-    return "?";
-}
 
 void ck_result_free(ck_result *r)
 {

@@ -1,41 +1,17 @@
 /*
  * The outcome of running one case: what the report writers (reports/) print.
- * Filled by the runner (runner.c); owned by the caller, freed with ck_result_free.
+ * Filled by run_case.c and judge.c (bisect.c adds its findings); owned by the caller,
+ * freed with ck_result_free.
  */
 #ifndef CK_RESULT_H
 #define CK_RESULT_H
 
 #include "harness/core/metrics.h"
+#include "harness/engine/records.h"
 #include "harness/model/graph.h"
+#include "harness/model/plan.h"
+#include "harness/verify/findings.h"
 
-typedef enum {
-    CK_KIND_LOSS = 0,
-    CK_KIND_GRAD,
-    CK_KIND_PARAM,
-    CK_KIND_BUFFER
-} ck_tensor_kind;
-
-const char *ck_tensor_kind_name(ck_tensor_kind k); /* "loss", "grad", "param", "buffer" */
-
-typedef struct {
-    char *name;         /* "enc1.weight", "enc1_bn.running_mean", "loss" */
-    ck_tensor_kind kind;
-    int step;           /* 0-based */
-    ck_dtype dtype;
-    ck_shape shape;
-    ck_metrics m;
-    ck_verdict verdict;
-    /* low precision vs fp32 only (-1 where not applicable): the tolerance used, and how
-     * many values overflowed to inf, flushed to zero or were subnormal in the low dtype */
-    double rtol, atol;
-    double rel_l2_limit; /* < 0: elementwise verdict; else close iff rel_l2 <= it */
-    int64_t cast_overflow, cast_flushed, cast_subnormal;
-} ck_tensor_result;
-
-typedef struct {
-    double scale; /* the loss scale this step's backward used */
-    bool skipped; /* the optimizer step was skipped (non-finite gradients) */
-} ck_scale_step;
 
 typedef struct {
     const char *label;     /* "plain", "checkpointed" */
@@ -49,30 +25,6 @@ typedef struct {
     int first_other_dtype_layer;    /* the first such layer, or -1 */
 } ck_run_summary;
 
-typedef struct {
-    int first, last; /* inclusive layer indices */
-} ck_segment;
-
-typedef struct ck_bisect_result ck_bisect_result; /* bisect.h */
-
-/* Which algorithm a backend ran for one (layer, pass): filled from the CUDA backend's
- * records (cuDNN/cuBLAS); empty on the CPU, which has one fixed algorithm per op. */
-typedef struct {
-    char layer[64];
-    char op[16];
-    char pass[24];    /* "forward", "backward_data", "backward_filter" */
-    char dtype[8];
-    char engine[64];  /* e.g. "cudnn IMPLICIT_PRECOMP_GEMM" */
-    int algo;         /* cuDNN enum value, -1 for cuBLAS */
-    bool deterministic;
-    char math[48];    /* e.g. "FMA (no TF32)" */
-    int64_t workspace_bytes;
-    double time_ms;   /* measured by cudnnFind; -1 when chosen by heuristics */
-    char chosen_by[16];
-    int64_t calls;
-    bool changed;     /* another algorithm ran for this layer and pass earlier */
-} ck_algo_record;
-struct ck_recompute_check;
 
 typedef struct {
     const ck_case *cs;

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/registry.h"
 #include "backends/backend.h"
 #include "backends/cuda/cuda_api.h"
 #include "harness/model/case.h"
@@ -56,7 +57,7 @@ static ck_status create_under_test(ck_backend **b, int device, ck_cuda_algo_poli
                                    ck_error *err)
 {
     if (g_cpu_as_gpu)
-        return ck_backend_ref_create(b, err);
+        return ck_backend_create("cpu", NULL, b, err);
     return ck_backend_cuda_create(b, device, pol, err);
 }
 
@@ -1183,7 +1184,7 @@ int main(int argc, char **argv)
         return bench(bench_case, dtype, device, pol, out);
 
     ck_error err;
-    if (ck_backend_ref_create(&g_cpu, &err) != CK_OK ||
+    if (ck_backend_create("cpu", NULL, &g_cpu, &err) != CK_OK ||
         create_under_test(&g_gpu, device, pol, &err) != CK_OK) {
         printf("FAIL  creating the backends: %s\n", err.msg);
         return 1;

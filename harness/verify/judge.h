@@ -1,0 +1,42 @@
+/*
+ * Judging run records into a ck_result: plain vs checkpointed (the case's tolerance), a
+ * low-precision run vs fp32 (the precision tolerances), one backend vs another (--against),
+ * and whether the verdicts meet the case's expectations.
+ */
+#ifndef CK_JUDGE_H
+#define CK_JUDGE_H
+
+#include "harness/engine/train.h"
+#include "harness/verify/result.h"
+
+/* Compares two records entry by entry (ckpt against the plain reference) into res's
+ * tensors, first_divergence and verdict, with the case's tolerance. */
+ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
+                             ck_result *res, ck_error *err);
+
+/* Compares a low-precision plain record (dtype `low`) with the fp32 plain record: the
+ * case's per-dtype and per-pattern tolerances, and per tensor how many values overflowed,
+ * flushed to zero or were subnormal in the low dtype. Fills res->vs_fp32*. */
+ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *fp32,
+                             const ck_record *lowrec, ck_result *res, ck_error *err);
+
+/* The cross-backend check (--against): trains the plain configuration on `ref` too and
+ * compares b's plain run with it, tensor by tensor, by relative L2 error: at most 1e-5 in
+ * fp32 (reduction orders differ), 1e-2 in fp16, 5e-2 in bf16 (the precision.md rounding
+ * points are shared, the accumulation order is not). Fills res->vs_backend*; a mismatch
+ * fails the case. */
+ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
+                              ck_result *res, ck_error *err);
+
+/* Moves a record's per-run facts (losses, scales, peak memory, recomputation counts, wall
+ * time) into a run summary of the result; the record keeps its entries. */
+void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
+
+/* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
+ * tolerance; mismatch: something outside). */
+bool ck_expectation_met(ck_expect e, ck_verdict v);
+/* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met and any
+ * recompute mismatches (which make the verdict a mismatch). */
+void ck_result_judge(ck_result *res);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * One case end to end: the plain and the checkpointed run (with dumps when asked), the
+ * fp32 reference of a low-precision run, and the judgement (run_case.h).
+ */
+#include "harness/verify/run_case.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/engine/dump.h"
+#include "harness/io/files.h"
+#include "harness/verify/judge.h"
+
+ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
+                      ck_error *err)
+{
+    return ck_run_case_ex(b, g, dtype, NULL, res, err);
+}
+
+ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                         const ck_case_run_opts *opts, ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_manifest manifest;
+    bool dumping = opts && opts->dump_dir;
+    memset(&manifest, 0, sizeof manifest);
+    ck_record plain, ckpt;
+    ck_plan plan;
+    memset(res, 0, sizeof *res);
+    memset(&plain, 0, sizeof plain);
+    memset(&ckpt, 0, sizeof ckpt);
+    res->cs = c;
+    res->g = g;
+    res->dtype = dtype;
+    ck_backend_info info;
+    b->info(b, &info);
+    snprintf(res->backend, sizeof res->backend, "%s", info.name);
+    snprintf(res->backend_device, sizeof res->backend_device, "%s", info.device);
+    snprintf(res->backend_versions, sizeof res->backend_versions, "%s", info.versions);
+
+    ck_status st = ck_plan_build(g, &plan, err);
+    if (st != CK_OK)
+        return st;
+    res->n_segments = plan.n_segments;
+    res->segments = malloc((size_t)(plan.n_segments ? plan.n_segments : 1) * sizeof *res->segments);
+    if (!res->segments) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
+
+    ck_dump_spec dplain = {0}, dckpt = {0};
+    ck_run_hooks hplain = {0}, hckpt = {0};
+    if (dumping) {
+        if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
+            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK)
+            goto out;
+        dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
+                                .activations = opts->dump_activations};
+        dckpt = dplain;
+        dckpt.label = "checkpointed";
+        hplain.dump = &dplain;
+        hckpt.dump = &dckpt;
+    }
+    if ((st = ck_train(b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK ||
+        (st = ck_train(b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
+        goto out;
+    if (dumping) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
+        if ((st = ck_manifest_write(&manifest, path, err)) != CK_OK)
+            goto out;
+    }
+    if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
+        goto out;
+    if (dtype == CK_F16 || dtype == CK_BF16) {
+        /* the second judgement: how far is low-precision training from fp32 at all? */
+        ck_record fp32;
+        if ((st = ck_train(b, g, NULL, CK_F32, NULL, &fp32, err)) == CK_OK)
+            st = ck_compare_vs_fp32(g, dtype, &fp32, &plain, res, err);
+        ck_record_free(&fp32);
+        if (st != CK_OK)
+            goto out;
+    }
+    ck_fill_summary(&res->plain, "plain", &plain);
+    ck_fill_summary(&res->ckpt, "checkpointed", &ckpt);
+    res->first_scale_mismatch = -1;
+    for (int s = 0; s < c->steps; s++) {
+        if (res->plain.scales[s].scale != res->ckpt.scales[s].scale ||
+            res->plain.scales[s].skipped != res->ckpt.scales[s].skipped) {
+            res->scale_mismatches++;
+            if (res->first_scale_mismatch < 0)
+                res->first_scale_mismatch = s;
+        }
+    }
+    int64_t pp = res->plain.peak_activation_bytes, cp = res->ckpt.peak_activation_bytes;
+    res->memory_saving = pp > 0 ? 1.0 - (double)cp / (double)pp : 0.0;
+    res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;
+    ck_result_judge(res);
+out:
+    if (dumping)
+        ck_manifest_free(&manifest);
+    ck_record_free(&plain);
+    ck_record_free(&ckpt);
+    ck_plan_free(&plan);
+    return st;
+}
