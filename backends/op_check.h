@@ -26,14 +26,6 @@ extern "C" {
 
 #include "backends/backend.h"
 
-/* Evaluates expr (a ck_status) and returns it from the calling function unless CK_OK. */
-#define CK_TRY(expr)                                                                       \
-    do {                                                                                   \
-        ck_status ck_try_st_ = (expr);                                                     \
-        if (ck_try_st_ != CK_OK)                                                           \
-            return ck_try_st_;                                                             \
-    } while (0)
-
 /* ---- tensors and dtypes ---- */
 
 /* a tensor's name for messages: its name, or "(unnamed)" (also for NULL) */

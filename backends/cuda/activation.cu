@@ -66,7 +66,7 @@ __device__ __forceinline__ double ck_dact(int kind, double slope, double x)
 // kernels
 
 /* out = act(inp); all (numel) */
-__global__ void activation_forward_kernel(ck_dv out, ck_dv inp, int kind, double slope,
+static __global__ void activation_forward_kernel(ck_dv out, ck_dv inp, int kind, double slope,
                                           int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
@@ -74,7 +74,7 @@ __global__ void activation_forward_kernel(ck_dv out, ck_dv inp, int kind, double
 }
 
 /* dinp += dout * act'(inp); all (numel) */
-__global__ void activation_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, int kind,
+static __global__ void activation_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, int kind,
                                            double slope, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)

@@ -501,7 +501,7 @@ static conv_box make_box(int64_t planes, const int64_t *sp, int ncd)
 }
 
 /* dst (padded box) = src (inner box) placed at offset lo, zeros around it; one dtype */
-__global__ void conv_pad_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box inner, int64_t lo0,
+static __global__ void conv_pad_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box inner, int64_t lo0,
                                 int64_t lo1, int64_t lo2)
 {
     CK_GRID_STRIDE(i, outer.planes * outer.d[0] * outer.d[1] * outer.d[2])
@@ -520,7 +520,7 @@ __global__ void conv_pad_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box i
 }
 
 /* dst (inner box) = src (padded box) at offset lo; one dtype */
-__global__ void conv_crop_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box inner, int64_t lo0,
+static __global__ void conv_crop_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box inner, int64_t lo0,
                                  int64_t lo1, int64_t lo2)
 {
     CK_GRID_STRIDE(i, inner.planes * inner.d[0] * inner.d[1] * inner.d[2])
@@ -536,7 +536,7 @@ __global__ void conv_crop_kernel(ck_dv dst, ck_dv src, conv_box outer, conv_box 
 }
 
 /* y[n, f, s] = b[f]; y (N, F, S), same dtype */
-__global__ void conv_bias_fill_kernel(ck_dv y, ck_dv b, int64_t total, int64_t F, int64_t S)
+static __global__ void conv_bias_fill_kernel(ck_dv y, ck_dv b, int64_t total, int64_t F, int64_t S)
 {
     CK_GRID_STRIDE(i, total)
     ck_st(y, i, ck_ld(b, (i / S) % F));
@@ -554,7 +554,7 @@ struct conv_dbias_term {
 };
 
 /* db[f] += (T)sum[f] as the CPU adds it (ck_acc_mode) */
-__global__ void conv_dbias_apply_kernel(ck_dv db, const double *sum, int64_t F, int mode)
+static __global__ void conv_dbias_apply_kernel(ck_dv db, const double *sum, int64_t F, int mode)
 {
     CK_GRID_STRIDE(f, F)
     ck_acc_mode(db, f, sum[f], mode);

@@ -141,7 +141,7 @@ void ck_dev_buf::release()
 // conversion and the wide path
 
 /* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/cpu/convert.c) */
-__global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumulate, int64_t n)
+static __global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumulate, int64_t n)
 {
     CK_GRID_STRIDE(i, n)
     {
@@ -151,7 +151,7 @@ __global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumula
 }
 
 /* dst += src with one rounding (cpu_wide_accumulate) */
-__global__ void accumulate_wide_kernel(ck_dv dst, ck_dv src, int64_t n)
+static __global__ void accumulate_wide_kernel(ck_dv dst, ck_dv src, int64_t n)
 {
     CK_GRID_STRIDE(i, n)
     ck_acc(dst, i, ck_ld(src, i));
@@ -628,7 +628,7 @@ static void fill_info(ck_cuda *cu, const cudaDeviceProp *prop)
              ck_cuda_algo_policy_name(cu->policy));
 }
 
-__global__ void ck_probe_kernel(int *p)
+static __global__ void ck_probe_kernel(int *p)
 {
     if (p)
         *p = 1;

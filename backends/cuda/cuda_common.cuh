@@ -273,7 +273,7 @@ template <int K> struct ck_dvec {
 /* Stage 1: block b sums chunk (b % chunks) of row (b / chunks): each thread a strided
  * subset in ascending order, then a fixed shared-memory tree. */
 template <int K, typename F>
-__global__ void ck_row_partial_kernel(F f, int64_t M, int chunks, int64_t chunk_len,
+static __global__ void ck_row_partial_kernel(F f, int64_t M, int chunks, int64_t chunk_len,
                                       double *partial)
 {
     __shared__ double sh[K][CK_THREADS];
@@ -305,7 +305,7 @@ __global__ void ck_row_partial_kernel(F f, int64_t M, int chunks, int64_t chunk_
 
 /* Stage 2: one block per row sums its chunks the same way. */
 template <int K>
-__global__ void ck_row_final_kernel(const double *partial, int64_t rows, int chunks, double *out)
+static __global__ void ck_row_final_kernel(const double *partial, int64_t rows, int chunks, double *out)
 {
     __shared__ double sh[K][CK_THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {

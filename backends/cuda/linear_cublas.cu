@@ -103,7 +103,7 @@ static ck_status record(ck_cuda *cu, const ck_tensor *weight, ck_cuda_pass pass,
 // kernels
 
 /* y[m, u] = b[u]; y (M, units), same dtype */
-__global__ void linear_bias_fill_kernel(ck_dv y, ck_dv b, int64_t M, int64_t units)
+static __global__ void linear_bias_fill_kernel(ck_dv y, ck_dv b, int64_t M, int64_t units)
 {
     CK_GRID_STRIDE(i, M * units)
     ck_st(y, i, ck_ld(b, i % units));
@@ -120,7 +120,7 @@ struct linear_dbias_term {
 };
 
 /* db[u] += (T)sum[u] as the CPU adds it (ck_acc_mode) */
-__global__ void linear_dbias_apply_kernel(ck_dv db, const double *sum, int64_t units, int mode)
+static __global__ void linear_dbias_apply_kernel(ck_dv db, const double *sum, int64_t units, int mode)
 {
     CK_GRID_STRIDE(u, units)
     ck_acc_mode(db, u, sum[u], mode);

@@ -71,21 +71,21 @@ struct loss_ce_term {
 };
 
 /* dy = g */
-__global__ void loss_fill_kernel(ck_dv dy, double g, int64_t numel)
+static __global__ void loss_fill_kernel(ck_dv dy, double g, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     ck_st(dy, i, g);
 }
 
 /* dy = g (y - t) */
-__global__ void loss_mse_grad_kernel(ck_dv dy, ck_dv y, ck_dv t, double g, int64_t numel)
+static __global__ void loss_mse_grad_kernel(ck_dv dy, ck_dv y, ck_dv t, double g, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     ck_st(dy, i, g * (ck_ld(y, i) - ck_ld(t, i)));
 }
 
 /* dy[n, c, s] = g (softmax_c - [c == t]), one thread per position */
-__global__ void loss_ce_grad_kernel(ck_dv dy, ck_dv y, const int32_t *t, double g, ce_dims d)
+static __global__ void loss_ce_grad_kernel(ck_dv dy, ck_dv y, const int32_t *t, double g, ce_dims d)
 {
     CK_GRID_STRIDE(m, d.N * d.S)
     {

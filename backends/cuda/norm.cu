@@ -65,7 +65,7 @@ struct bn_sq_term {
 };
 
 /* mean[c] = sum[c] / cnt */
-__global__ void bn_mean_kernel(double *mean, const double *sum, int64_t C, double cnt)
+static __global__ void bn_mean_kernel(double *mean, const double *sum, int64_t C, double cnt)
 {
     CK_GRID_STRIDE(c, C)
     mean[c] = sum[c] / cnt;
@@ -74,7 +74,7 @@ __global__ void bn_mean_kernel(double *mean, const double *sum, int64_t C, doubl
 /* Per channel: var, invstd, running statistics (when update), saved; leaves the
  * normalisation's mean and invstd in coef[c] = {mean, invstd}. Training: mean holds the
  * batch mean, sq the sum of squared deviations; eval: both unused. */
-__global__ void bn_channel_kernel(double *coef, const double *mean, const double *sq, ck_dv saved,
+static __global__ void bn_channel_kernel(double *coef, const double *mean, const double *sq, ck_dv saved,
                                   ck_dv running_mean, ck_dv running_var, int64_t C, int64_t cnt,
                                   double eps, double momentum, bool eval, bool update)
 {
@@ -108,7 +108,7 @@ __global__ void bn_channel_kernel(double *coef, const double *mean, const double
 }
 
 /* out = (x - mean) * invstd * w + b per channel */
-__global__ void bn_apply_kernel(ck_dv out, ck_dv x, const double *coef, ck_dv weight, ck_dv bias,
+static __global__ void bn_apply_kernel(ck_dv out, ck_dv x, const double *coef, ck_dv weight, ck_dv bias,
                                 bn_dims d)
 {
     CK_GRID_STRIDE(i, d.N * d.C * d.S)
@@ -120,7 +120,7 @@ __global__ void bn_apply_kernel(ck_dv out, ck_dv x, const double *coef, ck_dv we
     }
 }
 
-__global__ void bn_count_kernel(int64_t *num_batches_tracked)
+static __global__ void bn_count_kernel(int64_t *num_batches_tracked)
 {
     num_batches_tracked[0] += 1;
 }
@@ -140,7 +140,7 @@ struct bn_grad_term {
 };
 
 /* dweight[c] += sum(dy xhat), dbias[c] += sum(dy); sums[c] = {sum dy, sum dy xhat} */
-__global__ void bn_param_grad_kernel(ck_dv dweight, ck_dv dbias, const double *sums, int64_t C)
+static __global__ void bn_param_grad_kernel(ck_dv dweight, ck_dv dbias, const double *sums, int64_t C)
 {
     CK_GRID_STRIDE(c, C)
     {
@@ -150,7 +150,7 @@ __global__ void bn_param_grad_kernel(ck_dv dweight, ck_dv dbias, const double *s
 }
 
 /* training: dx += invstd w / n (n dy - sum dy - xhat sum(dy xhat)); eval: dx += dy w invstd */
-__global__ void bn_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck_dv weight,
+static __global__ void bn_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck_dv weight,
                              const double *sums, bn_dims d, bool eval)
 {
     const double cnt = (double)(d.N * d.S);
@@ -254,14 +254,14 @@ struct ln_sq_term {
 };
 
 /* mean_n = sum_n / D into coef[2n] */
-__global__ void ln_mean_kernel(double *coef, const double *sum, int64_t N, int64_t D)
+static __global__ void ln_mean_kernel(double *coef, const double *sum, int64_t N, int64_t D)
 {
     CK_GRID_STRIDE(n, N)
     coef[2 * n] = sum[n] / (double)D;
 }
 
 /* invstd_n into coef[2n + 1]; mean and invstd into saved */
-__global__ void ln_invstd_kernel(double *coef, const double *sq, ck_dv saved, int64_t N, int64_t D,
+static __global__ void ln_invstd_kernel(double *coef, const double *sq, ck_dv saved, int64_t N, int64_t D,
                                  double eps)
 {
     CK_GRID_STRIDE(n, N)
@@ -277,7 +277,7 @@ __global__ void ln_invstd_kernel(double *coef, const double *sq, ck_dv saved, in
 }
 
 /* out = xhat * w + b */
-__global__ void ln_apply_kernel(ck_dv out, ck_dv x, const double *coef, ck_dv weight, ck_dv bias,
+static __global__ void ln_apply_kernel(ck_dv out, ck_dv x, const double *coef, ck_dv weight, ck_dv bias,
                                 int64_t N, int64_t D)
 {
     CK_GRID_STRIDE(i, N * D)
@@ -313,7 +313,7 @@ struct ln_dx_term {
 };
 
 /* dweight[j] += sum_n dy xhat, dbias[j] += sum_n dy */
-__global__ void ln_param_grad_kernel(ck_dv dweight, ck_dv dbias, const double *sums, int64_t D)
+static __global__ void ln_param_grad_kernel(ck_dv dweight, ck_dv dbias, const double *sums, int64_t D)
 {
     CK_GRID_STRIDE(j, D)
     {
@@ -323,7 +323,7 @@ __global__ void ln_param_grad_kernel(ck_dv dweight, ck_dv dbias, const double *s
 }
 
 /* dx += invstd / D (D g - sum g - xhat sum(g xhat)) */
-__global__ void ln_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck_dv weight,
+static __global__ void ln_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck_dv weight,
                              const double *sums, int64_t N, int64_t D)
 {
     CK_GRID_STRIDE(i, N * D)

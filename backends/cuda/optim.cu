@@ -20,7 +20,7 @@ typedef struct {
     int64_t step;
 } optim_args;
 
-__global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, ck_dv state1,
+static __global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, ck_dv state1,
                                  double grad_scale, optim_args o, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)

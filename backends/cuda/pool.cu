@@ -54,7 +54,7 @@ __device__ int64_t max_window(const ck_dv &x, int64_t base, const pool_geom &g)
 
 /* out (N, C, O0, O1, O2), inp (N, C, I0, I1, I2) */
 template <typename A>
-__global__ void pool_forward_kernel(ck_dv out, ck_dv inp, bool is_max, pool_geom g)
+static __global__ void pool_forward_kernel(ck_dv out, ck_dv inp, bool is_max, pool_geom g)
 {
     const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
     const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
@@ -93,7 +93,7 @@ __device__ __forceinline__ void covering(int64_t i, int64_t k, int64_t s, int64_
  * the CPU's in-place `dx += d` in A from dx's value; wide: the sum from zero, then added to
  * dx with one rounding. */
 template <typename A>
-__global__ void pool_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, bool is_max, bool wide,
+static __global__ void pool_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, bool is_max, bool wide,
                                      pool_geom g)
 {
     const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];

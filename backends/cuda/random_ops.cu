@@ -18,7 +18,7 @@
 // kernels
 
 /* out = keep ? x / (1 - rate) : 0; element i is dropped iff its word is below threshold */
-__global__ void dropout_forward_kernel(ck_dv out, ck_dv x, ck_rng_stream rng, uint32_t threshold,
+static __global__ void dropout_forward_kernel(ck_dv out, ck_dv x, ck_rng_stream rng, uint32_t threshold,
                                        double scale, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
@@ -29,7 +29,7 @@ __global__ void dropout_forward_kernel(ck_dv out, ck_dv x, ck_rng_stream rng, ui
 }
 
 /* dx += keep ? dout / (1 - rate) : 0, with the mask regenerated from rng */
-__global__ void dropout_backward_kernel(ck_dv dx, ck_dv dout, ck_rng_stream rng,
+static __global__ void dropout_backward_kernel(ck_dv dx, ck_dv dout, ck_rng_stream rng,
                                         uint32_t threshold, double scale, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
@@ -40,7 +40,7 @@ __global__ void dropout_backward_kernel(ck_dv dx, ck_dv dout, ck_rng_stream rng,
 }
 
 /* out = x + stddev * n_i with n_i the float normal draw of element i */
-__global__ void noise_forward_kernel(ck_dv out, ck_dv x, ck_rng_stream rng, double stddev,
+static __global__ void noise_forward_kernel(ck_dv out, ck_dv x, ck_rng_stream rng, double stddev,
                                      int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
@@ -48,7 +48,7 @@ __global__ void noise_forward_kernel(ck_dv out, ck_dv x, ck_rng_stream rng, doub
 }
 
 /* dx += dout */
-__global__ void noise_backward_kernel(ck_dv dx, ck_dv dout, int64_t numel)
+static __global__ void noise_backward_kernel(ck_dv dx, ck_dv dout, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     ck_acc(dx, i, ck_ld(dout, i));

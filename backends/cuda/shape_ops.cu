@@ -19,7 +19,7 @@ typedef struct {
 } input_list;
 
 /* out = in[0] + in[1] + ... in input order; all (numel) */
-__global__ void add_forward_kernel(ck_dv out, input_list in, int n_in, int64_t numel)
+static __global__ void add_forward_kernel(ck_dv out, input_list in, int n_in, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     {
@@ -31,14 +31,14 @@ __global__ void add_forward_kernel(ck_dv out, input_list in, int n_in, int64_t n
 }
 
 /* dx[i] += dy[i]; all (numel) */
-__global__ void accumulate_kernel(ck_dv dx, ck_dv dy, int64_t numel)
+static __global__ void accumulate_kernel(ck_dv dx, ck_dv dy, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     ck_acc(dx, i, ck_ld(dy, i));
 }
 
 /* out[n, off + j] = in[n, j]; out (N, out_block), in (N, block) */
-__global__ void concat_forward_kernel(ck_dv out, ck_dv in, int64_t N, int64_t block,
+static __global__ void concat_forward_kernel(ck_dv out, ck_dv in, int64_t N, int64_t block,
                                       int64_t out_block, int64_t off)
 {
     CK_GRID_STRIDE(i, N * block)
@@ -46,7 +46,7 @@ __global__ void concat_forward_kernel(ck_dv out, ck_dv in, int64_t N, int64_t bl
 }
 
 /* din[n, j] += dout[n, off + j]; din (N, block), dout (N, out_block) */
-__global__ void concat_backward_kernel(ck_dv din, ck_dv dout, int64_t N, int64_t block,
+static __global__ void concat_backward_kernel(ck_dv din, ck_dv dout, int64_t N, int64_t block,
                                        int64_t out_block, int64_t off)
 {
     CK_GRID_STRIDE(i, N * block)
@@ -54,7 +54,7 @@ __global__ void concat_backward_kernel(ck_dv din, ck_dv dout, int64_t N, int64_t
 }
 
 /* out = x, one rounding when the dtypes differ */
-__global__ void copy_kernel(ck_dv out, ck_dv x, int64_t numel)
+static __global__ void copy_kernel(ck_dv out, ck_dv x, int64_t numel)
 {
     CK_GRID_STRIDE(i, numel)
     ck_st(out, i, ck_ld(x, i));

@@ -24,7 +24,7 @@ typedef ck_upsample_geom upsample_geom;
 // kernels
 
 /* out (N, C, I0*s0, I1*s1, I2*s2), inp (N, C, I0, I1, I2) */
-__global__ void upsample_forward_kernel(ck_dv out, ck_dv inp, upsample_geom g)
+static __global__ void upsample_forward_kernel(ck_dv out, ck_dv inp, upsample_geom g)
 {
     const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
     const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];
@@ -40,7 +40,7 @@ __global__ void upsample_forward_kernel(ck_dv out, ck_dv inp, upsample_geom g)
 }
 
 /* dinp (N, C, I0, I1, I2) accumulated, dout (N, C, I0*s0, I1*s1, I2*s2) */
-__global__ void upsample_backward_kernel(ck_dv dinp, ck_dv dout, int mode, upsample_geom g)
+static __global__ void upsample_backward_kernel(ck_dv dinp, ck_dv dout, int mode, upsample_geom g)
 {
     const int64_t in_plane = g.in[0] * g.in[1] * g.in[2];
     const int64_t out_plane = g.out[0] * g.out[1] * g.out[2];

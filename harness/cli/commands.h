@@ -60,9 +60,4 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o);
 /* Lists ops and their options, and the cases found under cases_dir. */
 int ck_cmd_list(const char *cases_dir);
 
-/* Expands files and directories (their *.json, sorted) into a list of case files. */
-ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, int *n_out,
-                          ck_error *err);
-void ck_free_case_files(char **files, int n);
-
 #endif

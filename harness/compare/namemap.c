@@ -140,16 +140,15 @@ ck_status ck_name_map_parse(ck_name_map *m, const char *text, size_t len, const 
     return ck_error_one_line(err, name_map_parse_impl(m, text, len, path, err));
 }
 
+static ck_status parse_into(void *obj, const char *text, size_t len, const char *path,
+                            ck_error *err)
+{
+    return ck_name_map_parse(obj, text, len, path, err);
+}
+
 ck_status ck_name_map_load(ck_name_map *m, const char *path, ck_error *err)
 {
-    void *p;
-    size_t len;
-    ck_status st = ck_map_file(path, &p, &len, err);
-    if (st != CK_OK)
-        return st;
-    st = ck_name_map_parse(m, p ? p : "", len, path, err);
-    ck_unmap_file(p, len);
-    return st;
+    return ck_parse_file(path, parse_into, m, err);
 }
 
 /* Appends n bytes to a growing buffer. */

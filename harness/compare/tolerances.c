@@ -162,14 +162,13 @@ ck_status ck_tolerances_parse(ck_tolerances *t, const char *text, size_t len, co
     return ck_error_one_line(err, tolerances_parse_impl(t, text, len, path, err));
 }
 
+static ck_status parse_into(void *obj, const char *text, size_t len, const char *path,
+                            ck_error *err)
+{
+    return ck_tolerances_parse(obj, text, len, path, err);
+}
+
 ck_status ck_tolerances_load(ck_tolerances *t, const char *path, ck_error *err)
 {
-    void *p;
-    size_t len;
-    ck_status st = ck_map_file(path, &p, &len, err);
-    if (st != CK_OK)
-        return st;
-    st = ck_tolerances_parse(t, p ? p : "", len, path, err);
-    ck_unmap_file(p, len);
-    return st;
+    return ck_parse_file(path, parse_into, t, err);
 }

@@ -28,6 +28,16 @@ typedef struct {
 
 const char *ck_status_str(ck_status s);
 
+/* Evaluates a ck_status expression and returns it from the calling function when it is not
+ * CK_OK: the one early-return macro (for functions that own nothing yet; code that holds
+ * resources keeps its single cleanup label). */
+#define CK_TRY(expr)                                                                       \
+    do {                                                                                   \
+        ck_status ck_try_status_ = (expr);                                                 \
+        if (ck_try_status_ != CK_OK)                                                       \
+            return ck_try_status_;                                                         \
+    } while (0)
+
 /* Formats a message into err (if err is not NULL) and returns status. */
 ck_status ck_fail(ck_error *err, ck_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -217,3 +217,15 @@ cleanup:
     free(buf);
     return st;
 }
+
+ck_status ck_parse_file(const char *path, ck_text_parse_fn parse, void *obj, ck_error *err)
+{
+    void *p;
+    size_t len;
+    ck_status st = ck_map_file(path, &p, &len, err);
+    if (st != CK_OK)
+        return st;
+    st = parse(obj, p ? (const char *)p : "", len, path, err);
+    ck_unmap_file(p, len);
+    return st;
+}

@@ -43,4 +43,11 @@ ck_status ck_write_text_atomic(const char *path, const char *text, ck_error *err
 ck_status ck_read_file(const char *path, size_t max_bytes, char **text, size_t *len,
                        ck_error *err);
 
+/* A parser of a whole text file's bytes into obj (tolerance files, name maps). */
+typedef ck_status (*ck_text_parse_fn)(void *obj, const char *text, size_t len, const char *path,
+                                      ck_error *err);
+/* Maps path read-only, hands its bytes to parse and unmaps it: the one way a small text
+ * file is read and parsed. An empty file is parsed as "". */
+ck_status ck_parse_file(const char *path, ck_text_parse_fn parse, void *obj, ck_error *err);
+
 #endif

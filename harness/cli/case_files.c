@@ -1,0 +1,175 @@
+/*
+ * Finding and loading case files for the subcommands (case_files.h): files and folders
+ * expand into *.json in name order, and every case is parsed and built before any run so
+ * bad input stops the command first.
+ */
+#include "harness/cli/case_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness/model/params.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+bool ck_cli_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static ck_status push_path(char ***list, int *n, int *cap, char *path, ck_error *err)
+{
+    if (!path)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory listing cases");
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 16;
+        char **nl = realloc(*list, (size_t)nc * sizeof *nl);
+        if (!nl) {
+            free(path);
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory listing cases");
+        }
+        *list = nl;
+        *cap = nc;
+    }
+    (*list)[(*n)++] = path;
+    return CK_OK;
+}
+
+ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, int *n_out,
+                                ck_error *err)
+{
+    char **list = NULL;
+    int n = 0, cap = 0;
+    ck_status st = CK_OK;
+    for (int i = 0; i < n_paths && st == CK_OK; i++) {
+        struct stat sb;
+        if (stat(paths[i], &sb) != 0) {
+            st = ck_fail(err, CK_ERR_IO, "%s: %s", paths[i], strerror(errno));
+            break;
+        }
+        if (!S_ISDIR(sb.st_mode)) {
+            st = push_path(&list, &n, &cap, strdup(paths[i]), err);
+            continue;
+        }
+        DIR *d = opendir(paths[i]);
+        if (!d) {
+            st = ck_fail(err, CK_ERR_IO, "%s: %s", paths[i], strerror(errno));
+            break;
+        }
+        int first = n;
+        struct dirent *de;
+        while (st == CK_OK && (de = readdir(d)) != NULL) {
+            if (de->d_name[0] == '.' || !ck_cli_ends_with(de->d_name, ".json"))
+                continue;
+            size_t len = strlen(paths[i]) + strlen(de->d_name) + 2;
+            char *p = malloc(len);
+            if (p)
+                snprintf(p, len, "%s%s%s", paths[i], ck_cli_ends_with(paths[i], "/") ? "" : "/",
+                         de->d_name);
+            st = push_path(&list, &n, &cap, p, err);
+        }
+        closedir(d);
+        if (st == CK_OK && n == first)
+            st = ck_fail(err, CK_ERR_INPUT, "%s: no *.json case files in this directory",
+                         paths[i]);
+        if (st == CK_OK)
+            qsort(list + first, (size_t)(n - first), sizeof *list, cmp_str);
+    }
+    if (st != CK_OK) {
+        ck_free_case_files(list, n);
+        return st;
+    }
+    *out = list;
+    *n_out = n;
+    return CK_OK;
+}
+
+void ck_free_case_files(char **files, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(files[i]);
+    free(files);
+}
+
+void ck_cli_free_cases(ck_loaded_case *lc, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (lc[i].built)
+            ck_graph_free(&lc[i].g);
+        if (lc[i].loaded)
+            ck_case_free(&lc[i].cs);
+    }
+    free(lc);
+}
+
+/* Loads and builds every case first, so bad input stops the command before any run. */
+int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
+                      ck_loaded_case **out, int *n_out)
+{
+    ck_error err;
+    char **files = NULL;
+    int n = 0;
+    if (ck_collect_case_files(paths, n_paths, &files, &n, &err) != CK_OK) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        return CK_EXIT_USAGE;
+    }
+    ck_loaded_case *lc = calloc((size_t)n + 1, sizeof *lc);
+    if (!lc) {
+        ck_free_case_files(files, n);
+        fprintf(stderr, "ckpt-harness: out of memory\n");
+        return CK_EXIT_USAGE;
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        if (ck_case_load(files[i], &lc[i].cs, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            bad++;
+            continue;
+        }
+        lc[i].loaded = true;
+        if (ov) {
+            if (ov->has_rng)
+                lc[i].cs.rng = ov->rng;
+            if (ov->has_bn)
+                lc[i].cs.bn = ov->bn;
+            if (ov->has_steps)
+                lc[i].cs.steps = ov->steps;
+            if (ov->has_seed)
+                lc[i].cs.seed = ov->seed;
+            if (ov->init) {
+                free(lc[i].cs.init_from);
+                if (!(lc[i].cs.init_from = strdup(ov->init))) {
+                    fprintf(stderr, "ckpt-harness: out of memory\n");
+                    bad++;
+                    continue;
+                }
+            }
+        }
+        if (ck_graph_build(&lc[i].cs, &lc[i].g, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            bad++;
+            continue;
+        }
+        lc[i].built = true;
+        if (lc[i].cs.init_from && ck_graph_check_weights(&lc[i].g, lc[i].cs.init_from, &err) != CK_OK) {
+            fprintf(stderr, "ckpt-harness: %s: %s\n", lc[i].cs.path, err.msg);
+            bad++;
+        }
+    }
+    ck_free_case_files(files, n);
+    if (bad) {
+        ck_cli_free_cases(lc, n);
+        return CK_EXIT_USAGE;
+    }
+    *out = lc;
+    *n_out = n;
+    return CK_EXIT_PASS;
+}

@@ -1,0 +1,34 @@
+/*
+ * Case files for the subcommands: expanding paths, and loading and building every case
+ * (with the command line's overrides) before any run.
+ */
+#ifndef CK_CASE_FILES_H
+#define CK_CASE_FILES_H
+
+#include <stdbool.h>
+
+#include "harness/cli/commands.h"
+#include "harness/model/graph.h"
+
+typedef struct {
+    ck_case cs;
+    ck_graph g;
+    bool loaded, built;
+} ck_loaded_case;
+
+/* Expands files and directories (their *.json, sorted) into a list of case files. */
+ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, int *n_out,
+                                ck_error *err);
+void ck_free_case_files(char **files, int n);
+
+/* Loads and builds every case (ov: the command line's overrides, may be NULL); prints one
+ * line per bad case on stderr and returns CK_EXIT_USAGE when any is bad, else CK_EXIT_PASS
+ * with *out (free with ck_cli_free_cases). */
+int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
+                      ck_loaded_case **out, int *n_out);
+void ck_cli_free_cases(ck_loaded_case *lc, int n);
+
+/* Whether s ends with suffix. */
+bool ck_cli_ends_with(const char *s, const char *suffix);
+
+#endif
