@@ -33,7 +33,9 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     double *host = NULL;
     memset(input, 0, sizeof *input);
     memset(target, 0, sizeof *target);
-    ck_status st = alloc_plain_tensor(b, input, "input", dtype, &g->input_shape, err);
+    const bool tokens = c->input_dist == CK_DIST_TOKENS;
+    ck_status st = alloc_plain_tensor(b, input, "input", tokens ? CK_I32 : dtype,
+                                      &g->input_shape, err);
     if (st != CK_OK)
         goto fail;
     int64_t n = ck_shape_numel(&g->input_shape);
@@ -47,8 +49,9 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     }
     ck_rng_stream s = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, (uint32_t)step);
     for (int64_t i = 0; i < n; i++)
-        host[i] = c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
-                                                  : ck_rng_uniform_f64(&s, (uint64_t)i);
+        host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
+                  : c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
+                                                    : ck_rng_uniform_f64(&s, (uint64_t)i);
     if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
         goto fail;
 
@@ -62,7 +65,7 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
         if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
             goto fail;
-        uint32_t classes = (uint32_t)g->output_shape.dim[1];
+        uint32_t classes = (uint32_t)g->output_shape.dim[g->loss_spec.class_dim];
         for (int64_t i = 0; i < nt; i++)
             host[i] = (double)ck_rng_below(&ts, (uint64_t)i, classes);
         st = ck_upload_f64(b, target, host, err);
