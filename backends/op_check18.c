@@ -374,6 +374,27 @@ ck_status ck_opc18_pool(const char *be, const ck_op_params *op, const ck_tensor 
     return CK_OK;
 }
 
+/* -------------------------------------------------------------------------- positional */
+
+ck_status ck_opc18_positional(const char *be, const ck_tensor *x, const ck_tensor *w,
+                              const ck_tensor *y, int64_t *N, int64_t *M, ck_error *err)
+{
+    CK_TRY(need("positional", x, "input", err));
+    CK_TRY(need("positional", w, "weight", err));
+    CK_TRY(need("positional", y, "output (or its gradient)", err));
+    const ck_tensor *ts[] = {y};
+    CK_TRY(ck_opc_pointwise(be, "positional", x, ts, 1, err));
+    const ck_tensor *ws[] = {w};
+    CK_TRY(ck_opc_float_dtypes(be, "positional", ws, 1, err));
+    char s1[96], s2[96];
+    *N = x->shape.ndim >= 2 ? x->shape.dim[0] : 0;
+    *M = *N ? ck_shape_numel(&x->shape) / *N : 0;
+    if (*N == 0 || ck_shape_numel(&w->shape) != *M)
+        return ck_fail(err, CK_ERR_INTERNAL, "positional: weight '%s' %s does not fit input '%s' %s",
+                       ck_opc_tname(w), SH(w, s1), ck_opc_tname(x), SH(x, s2));
+    return CK_OK;
+}
+
 /* ----------------------------------------------------------------------- cross-entropy */
 
 ck_status ck_opc18_ce(const char *be, const ck_loss_spec *loss, const ck_tensor *y,

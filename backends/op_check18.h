@@ -10,7 +10,7 @@
 #define CK_OP_CHECK18_H
 
 #include "backends/op_check.h"
-#include "backends/ref/k18.h"
+#include "backends/op_geom18.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -61,6 +61,9 @@ ck_status ck_opc18_pool(const char *be, const ck_op_params *op, const ck_tensor 
                         const ck_tensor *y, k18_pool_geom *g, ck_error *err);
 /* true when a pool needs the padded kernel */
 bool ck_opc18_pool_padded(const ck_op_params *op);
+/* x (N, ...), w x[1:], y (or dy) x's shape: N and M = numel(w) */
+ck_status ck_opc18_positional(const char *be, const ck_tensor *x, const ck_tensor *w,
+                              const ck_tensor *y, int64_t *N, int64_t *M, ck_error *err);
 /* logits y viewed (outer, C, inner) around class_dim; target (outer, inner) i32 */
 ck_status ck_opc18_ce(const char *be, const ck_loss_spec *loss, const ck_tensor *y,
                       const ck_tensor *target, int64_t *outer, int64_t *C, int64_t *inner,

@@ -220,13 +220,19 @@ ck_status cuda_attention_backward(ck_cuda *cu, const ck_op_params *op, const ck_
         return k18c_attention_bwd(cu, ck_view(g->din[0]), ck_view(g->din[1]), ck_view(g->din[2]),
                                   ck_view(g->dout), ck_view(io->in[0]), ck_view(io->in[1]),
                                   ck_view(io->in[2]), geo, err);
-    /* q = k = v: three gradients into one tensor, one after the other */
+    /* q = k = v: the three gradients summed in an fp64 scratch, then added to the tensor
+     * with one rounding (as the reference's shared wide scratch) */
     ck_tensor *d = g->din[0];
-    ck_dv none = ck_view(NULL);
-    CK_TRY(k18c_attention_bwd(cu, ck_view(d), none, none, ck_view(g->dout), ck_view(io->in[0]),
-                              ck_view(io->in[0]), ck_view(io->in[0]), geo, err));
-    CK_TRY(k18c_attention_bwd(cu, none, ck_view(d), none, ck_view(g->dout), ck_view(io->in[0]),
-                              ck_view(io->in[0]), ck_view(io->in[0]), geo, err));
-    return k18c_attention_bwd(cu, none, none, ck_view(d), ck_view(g->dout), ck_view(io->in[0]),
-                              ck_view(io->in[0]), ck_view(io->in[0]), geo, err);
+    if (!d)
+        return CK_OK;
+    ck_tensor acc = *d;
+    acc.dtype = CK_F64;
+    acc.name = "attention gradient scratch";
+    ck_dev_buf buf;
+    CK_TRY(buf.alloc(cu, ck_tensor_bytes(&acc), "attention gradient scratch", err));
+    acc.data = buf.p;
+    CK_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, ck_tensor_bytes(&acc), cu->stream));
+    const ck_dv x = ck_view(io->in[0]), a = ck_view(&acc);
+    CK_TRY(k18c_attention_bwd(cu, a, a, a, ck_view(g->dout), x, x, x, geo, err));
+    return cuda_convert(cu, d, &acc, 1.0, true, err);
 }

@@ -427,6 +427,7 @@ static const cuda_op_entry cuda_op_table[CK_OP_KIND_COUNT] = {
     /* CK_OP_MUL */ {cuda_pointwise18_forward, cuda_pointwise18_backward},
     /* CK_OP_SILU */ {cuda_pointwise18_forward, cuda_pointwise18_backward},
     /* CK_OP_CONV_TRANSPOSE */ {cuda_conv_transpose_forward, cuda_conv_transpose_backward},
+    /* CK_OP_POSITIONAL */ {cuda_positional_forward, cuda_positional_backward},
 };
 
 /* The kernels an op's options select within its family (as the reference backend's
@@ -442,7 +443,8 @@ static_assert(CK_OP_LINEAR == 0 && CK_OP_CONV == 1 && CK_OP_RELU == 2 && CK_OP_L
                   CK_OP_LOG_SOFTMAX == 19 && CK_OP_ATTENTION == 20 && CK_OP_EMBEDDING == 21 &&
                   CK_OP_RESHAPE == 22 && CK_OP_PERMUTE == 23 && CK_OP_RMSNORM == 24 &&
                   CK_OP_GROUPNORM == 25 && CK_OP_MUL == 26 && CK_OP_SILU == 27 &&
-                  CK_OP_CONV_TRANSPOSE == 28 && CK_OP_KIND_COUNT == 29,
+                  CK_OP_CONV_TRANSPOSE == 28 && CK_OP_POSITIONAL == 29 &&
+                  CK_OP_KIND_COUNT == 30,
               "cuda_op_table follows the order of ck_op_kind");
 
 static cuda_fwd_fn cuda_pick_forward(const ck_op_params *op)

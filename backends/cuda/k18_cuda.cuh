@@ -14,7 +14,7 @@
 
 extern "C" {
 #include "backends/op_check18.h"
-#include "backends/ref/k18.h"
+#include "backends/op_geom18.h"
 }
 
 ck_status k18c_matmul_fwd(ck_cuda *cu, ck_dv y, ck_dv a, ck_dv b, const k18_matmul_geom &g,
@@ -45,7 +45,7 @@ ck_status k18c_groupnorm_fwd(ck_cuda *cu, ck_dv y, ck_dv saved, ck_dv x, ck_dv w
 ck_status k18c_groupnorm_bwd(ck_cuda *cu, ck_dv dx, ck_dv dw, ck_dv db, ck_dv dy, ck_dv x,
                              ck_dv w, int64_t N, int64_t C, int64_t S, int64_t G, double eps,
                              ck_error *err);
-/* kind: 0 mul, 1 silu, 2 gelu tanh */
+/* kind: 0 mul, 1 silu, 2 gelu tanh; backward 3: mul(x, x) into one gradient */
 ck_status k18c_pointwise_fwd(ck_cuda *cu, int kind, ck_dv y, ck_dv a, ck_dv b, int64_t n,
                              ck_error *err);
 ck_status k18c_pointwise_bwd(ck_cuda *cu, int kind, ck_dv da, ck_dv db, ck_dv dy, ck_dv a,
@@ -78,6 +78,7 @@ K18_CUDA_OP_DECL(pointwise18)     /* CK_OP_MUL, CK_OP_SILU, CK_OP_GELU tanh */
 K18_CUDA_OP_DECL(conv_transpose)  /* CK_OP_CONV_TRANSPOSE */
 K18_CUDA_OP_DECL(upsample_linear) /* CK_OP_UPSAMPLE, linear modes */
 K18_CUDA_OP_DECL(pool_pad)        /* padded CK_OP_MAXPOOL, CK_OP_AVGPOOL */
+K18_CUDA_OP_DECL(positional)      /* CK_OP_POSITIONAL (pointwise18.cu) */
 
 #undef K18_CUDA_OP_DECL
 

@@ -33,7 +33,10 @@ __global__ void pw_bwd_kernel(int kind, ck_dv da, ck_dv db, ck_dv dy, ck_dv a, c
     CK_GRID_STRIDE(i, n)
     {
         const double g = ck_ld(dy, i), x = ck_ld(a, i);
-        if (kind == 0) {
+        if (kind == 3) {
+            /* mul(x, x): both contributions, in the reference's order, rounded once */
+            ck_acc(da, i, g * ck_ld(b, i) + g * x);
+        } else if (kind == 0) {
             if (da.p)
                 ck_acc(da, i, g * ck_ld(b, i));
             if (db.p)
@@ -103,17 +106,71 @@ ck_status cuda_pointwise18_backward(ck_cuda *cu, const ck_op_params *op,
     (void)args;
     const bool two = op->kind == CK_OP_MUL;
     CK_TRY(pw_check(op, io, g->dout, g->din[0], two ? g->din[1] : NULL, err));
-    if (two && g->din[0] && g->din[0] == g->din[1]) {
-        /* mul(x, x): the two contributions one after the other, as the reference */
-        CK_TRY(k18c_pointwise_bwd(cu, 0, ck_view(g->din[0]), ck_view(NULL), ck_view(g->dout),
-                                  ck_view(io->in[0]), ck_view(io->in[1]),
-                                  ck_shape_numel(&io->in[0]->shape), err));
-        return k18c_pointwise_bwd(cu, 0, ck_view(NULL), ck_view(g->din[1]), ck_view(g->dout),
+    if (two && g->din[0] && g->din[0] == g->din[1])
+        return k18c_pointwise_bwd(cu, 3, ck_view(g->din[0]), ck_view(NULL), ck_view(g->dout),
                                   ck_view(io->in[0]), ck_view(io->in[1]),
                                   ck_shape_numel(&io->in[0]->shape), err);
-    }
     return k18c_pointwise_bwd(cu, pw_kind(op), ck_view(g->din[0]),
                               ck_view(two ? g->din[1] : NULL), ck_view(g->dout),
                               ck_view(io->in[0]), ck_view(two ? io->in[1] : NULL),
                               ck_shape_numel(&io->in[0]->shape), err);
+}
+
+// ----------------------------------------------------------------------------
+// CK_OP_POSITIONAL (backends/ref/pointwise18.c): y = x + W repeated over the batch
+
+__global__ void pos_fwd_kernel(ck_dv y, ck_dv x, ck_dv w, int64_t N, int64_t M)
+{
+    CK_GRID_STRIDE(i, N * M)
+    ck_st(y, i, ck_ld(x, i) + ck_ld(w, i % M));
+}
+
+__global__ void pos_dx_kernel(ck_dv dx, ck_dv dy, int64_t n)
+{
+    CK_GRID_STRIDE(i, n)
+    ck_acc(dx, i, ck_ld(dy, i));
+}
+
+__global__ void pos_dw_kernel(ck_dv dw, ck_dv dy, int64_t N, int64_t M)
+{
+    CK_GRID_STRIDE(j, M)
+    {
+        double acc = 0.0;
+        for (int64_t n = 0; n < N; n++)
+            acc = __dadd_rn(acc, ck_ld(dy, n * M + j));
+        ck_acc(dw, j, acc);
+    }
+}
+
+ck_status cuda_positional_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                  ck_op_io *io, ck_error *err)
+{
+    (void)op;
+    (void)args;
+    int64_t N, M;
+    CK_TRY(ck_opc18_positional(CUDA_BE, io->in[0], io->weight, io->out, &N, &M, err));
+    pos_fwd_kernel<<<ck_blocks(N * M), CK_THREADS, 0, cu->stream>>>(
+        ck_view(io->out), ck_view(io->in[0]), ck_view(io->weight), N, M);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+ck_status cuda_positional_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)op;
+    (void)args;
+    int64_t N, M;
+    CK_TRY(ck_opc18_positional(CUDA_BE, io->in[0], io->weight, g->dout, &N, &M, err));
+    if (g->din[0]) {
+        pos_dx_kernel<<<ck_blocks(N * M), CK_THREADS, 0, cu->stream>>>(ck_view(g->din[0]),
+                                                                      ck_view(g->dout), N * M);
+        CK_LAUNCH_CHECK();
+    }
+    if (g->dweight) {
+        pos_dw_kernel<<<ck_blocks(M), CK_THREADS, 0, cu->stream>>>(ck_view(g->dweight),
+                                                                  ck_view(g->dout), N, M);
+        CK_LAUNCH_CHECK();
+    }
+    return CK_OK;
 }

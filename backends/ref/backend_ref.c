@@ -109,6 +109,7 @@ static const struct {
     [CK_OP_MUL] = {ref_pointwise18_forward, ref_pointwise18_backward},
     [CK_OP_SILU] = {ref_pointwise18_forward, ref_pointwise18_backward},
     [CK_OP_CONV_TRANSPOSE] = {ref_conv_transpose_forward, ref_conv_transpose_backward},
+    [CK_OP_POSITIONAL] = {ref_positional_forward, ref_positional_backward},
 };
 
 /* The kernels an op's options select within its family: gelu's tanh approximation, padded

@@ -14,15 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "harness/core/rng.h"
+#include "backends/op_geom18.h"
 
 /* ---- matmul: Y (B, M, N) = op(A) (B, M, K) x op(Bm) (Bb, K, N); Bb = B or 1 (shared) ---- */
-typedef struct {
-    int64_t batch, M, K, N;
-    bool trans_a; /* A stored (B, K, M) */
-    bool trans_b; /* Bm stored (Bb, N, K) */
-    bool b_shared; /* Bm has batch 1 (a parameter, or a 2-D activation) */
-} k18_matmul_geom;
 void k18_matmul_fwd(double *y, const double *a, const double *b, const k18_matmul_geom *g);
 void k18_matmul_bwd(double *da, double *db, const double *dy, const double *a, const double *b,
                     const k18_matmul_geom *g);
@@ -39,13 +33,6 @@ void k18_softmax_bwd(double *dx, const double *dy, const double *x, int64_t oute
  * S = q_h k_h^T * scale (+ -inf where causal and j > i), P = softmax_j(S),
  * Pd = P * keep / (1 - rate) with keep of element ((n H + h) Lq + i) Lk + j drawn as
  * dropout's (word >= threshold), y_h = Pd v_h. */
-typedef struct {
-    int64_t N, Lq, Lk, H, Dk, Dv;
-    double scale;
-    bool causal;
-    double rate;                /* 0: no dropout (rng unused) */
-    const ck_rng_stream *rng;
-} k18_attn_geom;
 /* scratch: Lk doubles */
 void k18_attention_fwd(double *y, const double *q, const double *k, const double *v,
                        const k18_attn_geom *g, double *scratch);
@@ -93,10 +80,6 @@ double k18_dgelu_tanh(double x);
  * x (N, Ci, I...), W (Ci, Co, k...), b (Co) or NULL, y (N, Co, O...) with
  * O = (I - 1) stride - 2 pad + dil (k - 1) + out_pad + 1 (pad may differ lo/hi: y[o] takes
  * input position i, tap t where o = i stride - pad_lo + t dil). */
-typedef struct {
-    int64_t N, Ci, Co;
-    int64_t in[3], out[3], k[3], stride[3], dil[3], pad[3];
-} k18_convt_geom;
 void k18_convt_fwd(double *y, const double *x, const double *w, const double *b,
                    const k18_convt_geom *g);
 void k18_convt_bwd(double *dx, double *dw, double *db, const double *dy, const double *x,
@@ -104,10 +87,6 @@ void k18_convt_bwd(double *dx, double *dw, double *db, const double *dy, const d
 
 /* ---- (bi/tri)linear upsampling, 3 spatial dims (leading dims 1, scale 1) ----
  * planes = N * C; output size in * scale per dim; PyTorch's source index rule. */
-typedef struct {
-    int64_t planes, in[3], out[3];
-    bool align_corners;
-} k18_lerp_geom;
 void k18_upsample_linear_fwd(double *y, const double *x, const k18_lerp_geom *g);
 void k18_upsample_linear_bwd(double *dx, const double *dy, const k18_lerp_geom *g);
 
@@ -115,10 +94,6 @@ void k18_upsample_linear_bwd(double *dx, const double *dy, const k18_lerp_geom *
  * max: padding is -inf, first maximum (NaN wins) in the row-major window scan;
  * avg: count_include_pad (PyTorch's default) divides by the window clipped to the padded
  * input, else by the number of real elements. */
-typedef struct {
-    int64_t planes, in[3], out[3], k[3], stride[3], pad[3];
-    bool is_max, count_include_pad;
-} k18_pool_geom;
 void k18_pool_fwd(double *y, const double *x, const k18_pool_geom *g);
 void k18_pool_bwd(double *dx, const double *dy, const double *x, const k18_pool_geom *g);
 

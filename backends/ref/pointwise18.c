@@ -113,3 +113,50 @@ ck_status ref_pointwise18_backward(const ck_op_params *op, const ck_fwd_args *ar
     }
     return ref18_end(&s, true);
 }
+
+// ----------------------------------------------------------------------------
+// CK_OP_POSITIONAL: y = x + W, W (L, ...) repeated over the batch; dW sums the batch
+
+ck_status ref_positional_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                 ck_error *err)
+{
+    (void)op;
+    (void)args;
+    int64_t N, M;
+    CK_TRY(ck_opc18_positional(REF_BE, io->in[0], io->weight, io->out, &N, &M, err));
+    ref18_scope s;
+    ref18_begin(&s, "positional", err);
+    const double *x = ref18_in(&s, io->in[0]), *w = ref18_in(&s, io->weight);
+    double *y = ref18_out(&s, io->out);
+    if (s.st == CK_OK)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t j = 0; j < M; j++)
+                y[n * M + j] = x[n * M + j] + w[j];
+    return ref18_end(&s, true);
+}
+
+ck_status ref_positional_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)op;
+    (void)args;
+    int64_t N, M;
+    CK_TRY(ck_opc18_positional(REF_BE, io->in[0], io->weight, g->dout, &N, &M, err));
+    ref18_scope s;
+    ref18_begin(&s, "positional backward", err);
+    const double *dy = ref18_in(&s, g->dout);
+    double *dx = ref18_grad(&s, g->din[0]), *dw = ref18_grad(&s, g->dweight);
+    if (s.st == CK_OK) {
+        if (dx)
+            for (int64_t i = 0; i < N * M; i++)
+                dx[i] += dy[i];
+        if (dw)
+            for (int64_t j = 0; j < M; j++) {
+                double acc = 0.0;
+                for (int64_t n = 0; n < N; n++)
+                    acc += dy[n * M + j];
+                dw[j] += acc;
+            }
+    }
+    return ref18_end(&s, true);
+}

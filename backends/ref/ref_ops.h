@@ -43,6 +43,7 @@ CPU_OP_DECL(pointwise18)     /* CK_OP_MUL, CK_OP_SILU, CK_OP_GELU tanh (pointwis
 CPU_OP_DECL(conv_transpose)  /* CK_OP_CONV_TRANSPOSE (conv_transpose.c) */
 CPU_OP_DECL(upsample_linear) /* CK_OP_UPSAMPLE, linear modes (upsample_linear.c) */
 CPU_OP_DECL(pool_pad)        /* CK_OP_MAXPOOL, CK_OP_AVGPOOL with padding (pool_pad.c) */
+CPU_OP_DECL(positional)      /* CK_OP_POSITIONAL (pointwise18.c) */
 
 #undef CPU_OP_DECL
 

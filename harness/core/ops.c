@@ -22,6 +22,7 @@ static const char *const op_kind_names[CK_OP_KIND_COUNT] = {
     [CK_OP_PERMUTE] = "permute",     [CK_OP_RMSNORM] = "rmsnorm",
     [CK_OP_GROUPNORM] = "groupnorm", [CK_OP_MUL] = "mul",
     [CK_OP_SILU] = "silu",           [CK_OP_CONV_TRANSPOSE] = "conv_transpose",
+    [CK_OP_POSITIONAL] = "positional",
 };
 
 static const char *const loss_kind_names[CK_LOSS_KIND_COUNT] = {

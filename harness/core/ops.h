@@ -48,6 +48,7 @@ typedef enum {
     CK_OP_MUL,            /* element-wise product of 2 inputs of one shape */
     CK_OP_SILU,           /* x sigmoid(x) */
     CK_OP_CONV_TRANSPOSE, /* conv_transpose1d/2d/3d as PyTorch; W (C, F, k...), b (F) */
+    CK_OP_POSITIONAL,     /* learned positions: y = x + W over (N, L, ...); W (L, ...) */
     CK_OP_KIND_COUNT
 } ck_op_kind;
 
@@ -155,7 +156,7 @@ const char *ck_optimizer_kind_name(ck_optimizer_kind k);
 static inline bool ck_op_casts_params(ck_op_kind k)
 {
     return k == CK_OP_LINEAR || k == CK_OP_CONV || k == CK_OP_CONV_TRANSPOSE ||
-           k == CK_OP_MATMUL || k == CK_OP_EMBEDDING;
+           k == CK_OP_MATMUL || k == CK_OP_EMBEDDING || k == CK_OP_POSITIONAL;
 }
 
 /* Sets the defaults documented in cases/README.md for an op of the given kind. */

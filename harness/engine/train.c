@@ -135,7 +135,9 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         return st;
     const ck_dump_spec *dump = hooks ? hooks->dump : NULL;
     ck_act_dumper acts = {.inner = hooks ? hooks->observer : NULL,
-                       .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g};
+                          .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g,
+                          .activations = dump && dump->activations,
+                          .activation_grads = dump && dump->activation_grads};
     if ((st = ck_model_init(&model, c->seed, err)) != CK_OK)
         goto out;
     if (dump && (st = ck_dump_init(dump, &model, err)) != CK_OK)
@@ -146,7 +148,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
     };
-    if (dump && dump->activations) {
+    if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;
         cfg.observer_user = &acts;
     }
@@ -163,6 +165,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
             (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, scale,
                                true, &loss, err)) != CK_OK ||
             (st = ck_model_unscale_grads(&model, scale, err)) != CK_OK)
+            goto out;
+        if (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK)
             goto out;
         ck_free_data(b, &input, &target);
         rec->losses[step] = loss;
@@ -192,7 +196,10 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
             goto out;
         if (dump && (st = ck_dump_step(dump, rec, first_grad, step, err)) != CK_OK)
             goto out;
-        if (dump && dump->activations && (st = ck_dump_activations(dump, &acts, step, err)) != CK_OK)
+        if (dump && (st = ck_dump_activations(dump, &acts, step, err)) != CK_OK)
+            goto out;
+        if (dump && dump->optimizer_state &&
+            (st = ck_dump_optimizer(dump, &model, &c->optimizer, step, err)) != CK_OK)
             goto out;
     }
     rec->peak_activation_bytes = ex.act.peak_bytes;
@@ -201,6 +208,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     rec->first_other_dtype_layer = ex.first_other_dtype_layer;
 out:
     ck_record_free(&acts.acts);
+    ck_record_free(&acts.grads);
+    ck_record_free(&acts.random);
     ck_free_data(b, &input, &target);
     ck_exec_free(&ex);
     ck_model_free(&model);

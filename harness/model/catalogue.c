@@ -109,6 +109,8 @@ static const ck_op_info op_catalogue[] = {
      WINDOW_OPTS_CONVT},
     {"conv_transpose2d", CK_OP_CONV_TRANSPOSE, 2,
      "2-D transposed convolution over (N, C, H, W)", WINDOW_OPTS_CONVT},
+    {"positional", CK_OP_POSITIONAL, 0,
+     "learned positions: x (N, L, ...) plus a weight (L, ...) shared by the batch", "none"},
     {"conv_transpose3d", CK_OP_CONV_TRANSPOSE, 3,
      "3-D transposed convolution over (N, C, D, H, W)", WINDOW_OPTS_CONVT},
 };
@@ -274,7 +276,7 @@ static const ck_option_def *const options_by_kind[CK_OP_KIND_COUNT] = {
     [CK_OP_RESHAPE] = reshape_options,   [CK_OP_PERMUTE] = permute_options,
     [CK_OP_RMSNORM] = rmsnorm_options,   [CK_OP_GROUPNORM] = groupnorm_options,
     [CK_OP_MUL] = no_options,            [CK_OP_SILU] = no_options,
-    [CK_OP_CONV_TRANSPOSE] = convt_options,
+    [CK_OP_CONV_TRANSPOSE] = convt_options, [CK_OP_POSITIONAL] = no_options,
 };
 
 bool ck_op_takes_many_inputs(ck_op_kind kind)

@@ -418,6 +418,10 @@ ck_status ck_op_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *
         break;
     case CK_OP_SILU:
         break;
+    case CK_OP_POSITIONAL:
+        if ((st = need_min_rank(op, &in[0], 2, "(N, L, ...)", err)) != CK_OK)
+            return st;
+        break;
     case CK_OP_MUL:
         if (!ck_shape_equal(&in[0], &in[1])) {
             char s2[128];
@@ -617,6 +621,12 @@ void ck_op_state_specs(ck_node *node, const ck_shape *in0)
         /* PyTorch nn.Embedding: N(0, 1) */
         node->params[node->n_params++] = make_spec("weight", shape_of(2, op->vocab, op->units),
                                                    CK_F32, CK_INIT_NORMAL, 1.0);
+        break;
+    case CK_OP_POSITIONAL:
+        /* weight (L, ...) = x[1:]; N(0, 1) as an nn.Embedding of positions */
+        node->params[node->n_params++] =
+            make_spec("weight", ck_shape_make(in0->ndim - 1, in0->dim + 1), CK_F32,
+                      CK_INIT_NORMAL, 1.0);
         break;
     case CK_OP_CONV_TRANSPOSE: {
         /* weight (C_in, F, k...); PyTorch's fan_in is weight.size(1) * prod(k) = F * prod(k) */
