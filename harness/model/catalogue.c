@@ -94,9 +94,10 @@ static const ck_op_info op_catalogue[] = {
     {"reshape", CK_OP_RESHAPE, 0, "the same values in another shape (batch dim included)",
      "shape ([ints], required; one -1 is inferred)"},
     {"permute", CK_OP_PERMUTE, 0, "dims reordered: y = x.permute(dims)",
-     "dims ([ints], required: a permutation of every dim, negative from the end)"},
+     "dims ([ints], required: a permutation of every dim, negative from the end); dim0 and "
+     "dim1 belong to transpose"},
     {"transpose", CK_OP_PERMUTE, 0, "two dims swapped: y = x.transpose(dim0, dim1)",
-     "dim0 (int, required), dim1 (int, required)"},
+     "dim0 (int, required), dim1 (int, required); dims belongs to permute"},
     {"rmsnorm", CK_OP_RMSNORM, 0, "x / sqrt(mean(x^2) + eps) * weight over the trailing dims",
      "normalized_shape (int or [ints], default the last dim), eps (number > 0, default 1e-6)"},
     {"groupnorm", CK_OP_GROUPNORM, 0,
