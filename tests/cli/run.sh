@@ -161,6 +161,8 @@ expect_exit 0 "bisect --help" -- "$PROG" bisect --help
 # ---- issue 18: transformer and U-Net ops ---------------------------------------------------
 expect_exit 0 "bisect the GPT canary" -- "$PROG" bisect "$ROOT/cases/canary_gpt_stateful.json" --dtype fp32
 grep -q "cause: attention dropout \`b0_attn\` drew a different mask on recomputation (rng policy \`stateful\`)" "$TMP/out" && ok || bad "the GPT canary is bisected to the attention dropout"
+expect_exit 1 "the GPT decoder under --rng stateful is caught" -- "$PROG" run --bisect --rng stateful --dtype fp32 "$ROOT/cases/gpt_decoder.json"
+grep -q "cause: attention dropout \`b0_attn\` drew a different mask" "$TMP/out" && ok || bad "run --bisect --rng stateful names the attention dropout"
 expect_exit 0 "gradcheck on the GPT decoder" -- "$PROG" gradcheck --samples 4 "$ROOT/cases/gpt_decoder.json"
 expect_exit 0 "gradcheck on the Llama blocks" -- "$PROG" gradcheck --samples 4 "$ROOT/cases/llama_blocks.json"
 expect_exit 0 "gradcheck on the op fixtures" -- "$PROG" gradcheck --samples 8 "$ROOT/tests/fixtures/torch/cases"
