@@ -10,7 +10,8 @@
  *  - fp16/bf16 (harness/precision.md), the bounds of test_ops_lowp.c: the low forward
  *    output is BITWISE the fp64 output (same values) rounded once; each low gradient is
  *    BITWISE its prior value plus the fp64 contribution, rounded once; fp32 parameters of
- *    the norms (rmsnorm, groupnorm, layernorm) get BITWISE the fp32 run's gradients;
+ *    the norms (rmsnorm, groupnorm, layernorm) get BITWISE the fp32 run's gradients; and
+ *    every low value is within one low-dtype ulp of the fp32 run's value rounded;
  *  - accumulation: backward adds to the gradients it is given.
  * Plus hand-computed values for the ops whose results are easy to state, and the
  * attention dropout mask's dependence on its stream.
@@ -429,6 +430,22 @@ static void assert_accumulated_once(const char *desc, const ck_tensor *low, cons
     }
 }
 
+/* |low - round_L(f32)| <= 1 ulp_L given |f32 - wide| < 1 ulp_L (wide: old + ref, or ref) */
+static void assert_within_ulp_of_fp32(const char *desc, const ck_tensor *low, const ck_tensor *f32,
+                                      const ck_tensor *old, const ck_tensor *ref)
+{
+    const ck_dtype dt = low->dtype;
+    for (int64_t i = 0; i < ck_shape_numel(&low->shape); i++) {
+        const double v32 = tu_tget(f32, i), wide = (old ? tu_tget(old, i) : 0.0) + tu_tget(ref, i);
+        const double ulp = fmax(ulp_low(v32, dt), ulp_low(wide, dt));
+        REQUIRE(fabs(v32 - wide) < ulp, "%s: premise: fp32 %s[%lld] = %a is not within one ulp "
+                "of fp64 %a", desc, f32->name, (long long)i, v32, wide);
+        const double diff = fabs(tu_tget(low, i) - ck_round_to_dtype(v32, dt));
+        REQUIRE(diff <= ulp, "%s: %s[%lld] = %a is %g ulps from fp32 %a rounded", desc,
+                low->name, (long long)i, tu_tget(low, i), diff / ulp, v32);
+    }
+}
+
 static void assert_same_bits(const char *desc, const ck_tensor *a, const ck_tensor *b)
 {
     ck_assert_int_eq(a->dtype, b->dtype);
@@ -452,14 +469,19 @@ START_TEST(every_op_rounds_once_in_fp16_and_bf16)
     run_op(desc, &n, &ref, true);
     run_op(desc, &n, &f32, true);
     assert_rounded_once(desc, low.out, ref.out);
+    assert_within_ulp_of_fp32(desc, low.out, f32.out, NULL, ref.out);
     for (int k = 0; k < r->n_in; k++)
-        if (low.din[k])
+        if (low.din[k]) {
             assert_accumulated_once(desc, low.din[k], old.din[k], ref.din[k]);
+            assert_within_ulp_of_fp32(desc, low.din[k], f32.din[k], old.din[k], ref.din[k]);
+        }
     for (int p = 0; p < n.n_params; p++) {
-        if (is_norm(r->kind))
+        if (is_norm(r->kind)) {
             assert_same_bits(desc, low.dpar[p], f32.dpar[p]); /* fp32 in both runs */
-        else
+        } else {
             assert_accumulated_once(desc, low.dpar[p], old.dpar[p], ref.dpar[p]);
+            assert_within_ulp_of_fp32(desc, low.dpar[p], f32.dpar[p], old.dpar[p], ref.dpar[p]);
+        }
     }
     run_free(&low);
     run_free(&ref);
