@@ -729,6 +729,8 @@ static const struct {
      "permute: dims repeats dim 1"},
     {"[{\"name\": \"m\", \"op\": \"matmul\"}]",
      "layers[0] (m).units: required for matmul with one input"},
+    {"[{\"name\": \"m\", \"op\": \"matmul\", \"units\": 3, \"transpose_b\": true}]",
+     "layers[0] (m).transpose_b: applies to a second input"},
     {"[{\"name\": \"a\", \"op\": \"attention\", \"heads\": 4}]",
      "attention: heads 4 does not divide"},
     {"[{\"name\": \"r\", \"op\": \"reshape\", \"shape\": [5, -1]}]",

@@ -462,6 +462,10 @@ static ck_status parse_layer(const ck_jctx *cx, ck_case *c, const cJSON *layers_
                                        "weight of shape [K, units]); or give 2 inputs");
         if (L->n_in == 2 && L->op.units != 0)
             return ck_jfail(cx, kpath, "matmul with 2 inputs has no weight: drop units");
+        ck_jpath_key(kpath, sizeof kpath, lpath, "transpose_b");
+        if (L->n_in == 1 && L->op.trans_b)
+            return ck_jfail(cx, kpath, "applies to a second input; the weight of a one-input "
+                                       "matmul is [K, units] as written");
     }
     return CK_OK;
 }
