@@ -121,7 +121,7 @@ ifeq ($(CUDA_OFF_WHY),)
   CUDA_SRC := $(sort $(wildcard backends/cuda/*.cu))
   CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/pic/%.o)
   CUDA_MODULE := $(BUILD)/ckpt-harness-cuda.so
-  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) backends/op_check.c \
+  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) backends/op_check.c backends/op_check18.c \
                    backends/cuda/algo_policy.c backends/cuda/cuda_module.c
   CUDA_MODULE_OBJ := $(CUDA_OBJ) $(CUDA_MODULE_C:%.c=$(BUILD)/pic/%.o)
   CFLAGS   += -DCK_HAVE_CUDA=1 -DCK_CUDA_MODULE_BUILT=1

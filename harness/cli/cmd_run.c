@@ -67,7 +67,9 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
     ck_result res;
     if (!o->quiet)
         fprintf(stderr, "%s %s (%s, %s)\n", progress, c->name, c->path, ck_dtype_name(dtype));
-    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations};
+    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations,
+                           .dump_activation_grads = o->dump_activation_grads,
+                           .dump_optimizer = o->dump_optimizer};
     char dump_dir[4096];
     if (o->dump) {
         snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ck_cli_ends_with(o->dump, "/") ? "" : "/",

@@ -38,6 +38,8 @@ typedef struct {
     bool verify_recompute; /* compare every recomputed output with its original */
     const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
     bool dump_activations; /* --dump-activations: layer outputs too */
+    bool dump_activation_grads; /* --dump-activation-grads: their gradients too */
+    bool dump_optimizer;   /* --dump-optimizer: optimizer state after each step */
     const char *init;      /* --init FILE: parameters and buffers from a file */
     /* an ONNX model given as a case (run MODEL.onnx): what the import adds */
     const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */

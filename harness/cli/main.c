@@ -68,6 +68,8 @@ static const char *usage_run =
     "                     step as safetensors under DIR/<case>[.<dtype>]/, with a\n"
     "                     manifest.json (docs/interop.md)\n"
     "  --dump-activations with --dump: every layer's output per step too\n"
+    "  --dump-activation-grads with --dump: every layer's output gradient per step too\n"
+    "  --dump-optimizer with --dump: the optimizer state after every step too\n"
     "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
     "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
     "  --quiet            one line per case\n"
@@ -194,7 +196,7 @@ static bool parse_double(const char *s, double *out)
 }
 
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
-       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_DUMP_AGRAD, OPT_DUMP_OPT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
 /* run MODEL.onnx: the import's settings */
 enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
 
@@ -209,7 +211,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, 'h'},
         {"bisect", no_argument, 0, OPT_BISECT},       {"noise-floor", no_argument, 0, OPT_NOISE},
         {"verify-recompute", no_argument, 0, OPT_VERIFY}, {"dump", required_argument, 0, OPT_DUMP},
-        {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
+        {"dump-activations", no_argument, 0, OPT_DUMP_ACT},
+        {"dump-activation-grads", no_argument, 0, OPT_DUMP_AGRAD},
+        {"dump-optimizer", no_argument, 0, OPT_DUMP_OPT}, {"init", required_argument, 0, OPT_INIT},
         {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
         {"against", required_argument, 0, OPT_AGAINST},
         {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},
@@ -258,6 +262,8 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         case OPT_VERIFY: o.verify_recompute = true; break;
         case OPT_DUMP: o.dump = optarg; break;
         case OPT_DUMP_ACT: o.dump_activations = true; break;
+        case OPT_DUMP_AGRAD: o.dump_activation_grads = true; break;
+        case OPT_DUMP_OPT: o.dump_optimizer = true; break;
         case OPT_INIT: o.init = optarg; break;
         case OPT_DEVICE:
             if (!parse_int(optarg, 0, 1024, &v))
@@ -280,6 +286,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     o.n_paths = argc - optind;
     if (o.dump_activations && !o.dump)
         return usage_error(cmd, "%s", "--dump-activations needs --dump DIR");
+    if ((o.dump_activation_grads || o.dump_optimizer) && !o.dump)
+        return usage_error(cmd, "%s", o.dump_optimizer ? "--dump-optimizer needs --dump DIR"
+                                                       : "--dump-activation-grads needs --dump DIR");
     return bisect_cmd ? ck_cmd_bisect(&o) : ck_cmd_run(&o);
 }
 

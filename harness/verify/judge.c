@@ -108,7 +108,7 @@ static bool param_is_cast(const ck_graph *g, const char *name)
     size_t len = dot ? (size_t)(dot - name) : strlen(name);
     for (int i = 0; i < g->n; i++)
         if (strlen(g->nodes[i].spec->name) == len && strncmp(g->nodes[i].spec->name, name, len) == 0)
-            return g->nodes[i].op.kind == CK_OP_LINEAR || g->nodes[i].op.kind == CK_OP_CONV;
+            return ck_op_casts_params(g->nodes[i].op.kind);
     return false;
 }
 

@@ -54,10 +54,13 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_run_hooks hplain = {0}, hckpt = {0};
     if (dumping) {
         if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
-            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK)
+            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK ||
+            (st = ck_manifest_describe(&manifest, g, &plan, dtype, err)) != CK_OK)
             goto out;
         dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
-                                .activations = opts->dump_activations};
+                                .activations = opts->dump_activations,
+                                .activation_grads = opts->dump_activation_grads,
+                                .optimizer_state = opts->dump_optimizer};
         dckpt = dplain;
         dckpt.label = "checkpointed";
         hplain.dump = &dplain;

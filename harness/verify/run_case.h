@@ -11,6 +11,8 @@
 typedef struct {
     const char *dump_dir;  /* write the plain and checkpointed runs' tensors here; NULL: no */
     bool dump_activations;
+    bool dump_activation_grads; /* every layer's output gradient per step too */
+    bool dump_optimizer;        /* the optimizer state after every step too */
 } ck_case_run_opts;
 
 /* Plain and checkpointed runs of the case, compared into res (free with ck_result_free). */
