@@ -51,11 +51,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BN_EXPLAINED = """\
 known difference (pytorch issue 96136): torch.utils.checkpoint recomputes each block's
 forward during backward with the module still in train mode, so every BatchNorm inside a
-checkpointed block updates its running statistics twice per step: num_batches_tracked is
-{ckpt_nbt} instead of {plain_nbt}, and running_mean/running_var took a second momentum
-step. Loss and gradients are unaffected (compare --include 'grad.*' passes), but eval-mode
-outputs after training differ. Assert it in CI with --expect-mismatch 'buffer.*', or fix it
-(e.g. momentum 0 during recomputation, or keep BatchNorm outside checkpointed blocks)."""
+checkpointed block updates its running statistics twice per step:
+num_batches_tracked is {ckpt_nbt} instead of {plain_nbt}, and running_mean/running_var took
+a second momentum step. Loss and gradients are unaffected (compare --include 'grad.*'
+passes), but eval-mode outputs after training differ. Assert it in CI with
+--expect-mismatch 'buffer.*', or fix it (e.g. momentum 0 during recomputation, or keep
+BatchNorm outside checkpointed blocks)."""
 
 
 class Block(nn.Module):
@@ -113,7 +114,9 @@ def one_step(model, x, y, amp_dtype, device):
 
 
 def find_harness(arg):
-    for c in (arg, os.environ.get("CKPT_HARNESS"),
+    if arg:  # named explicitly: that one or none
+        return arg if os.path.isfile(arg) and os.access(arg, os.X_OK) else None
+    for c in (os.environ.get("CKPT_HARNESS"),
               os.path.join(HERE, "..", "build", "ckpt-harness"), shutil.which("ckpt-harness")):
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
@@ -123,10 +126,11 @@ def find_harness(arg):
 def compare(harness, a, ref, *extra):
     cmd = [harness, "compare", a, ref, "--rows", "5", *extra]
     print("$", " ".join(cmd), flush=True)
-    return subprocess.run(cmd).returncode
+    sys.stdout.flush()
+    return subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr).returncode
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="dumps")
     ap.add_argument("--harness", help="the ckpt-harness program (default: $CKPT_HARNESS, "
@@ -140,7 +144,7 @@ def main():
     ap.add_argument("--amp", action="store_true", help="autocast (bf16 on CPU, fp16 on GPU)")
     ap.add_argument("--reentrant", action="store_true", help="use_reentrant=True")
     ap.add_argument("--dump-only", action="store_true", help="write the dumps, compare nothing")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.expect_bn_update and not args.batchnorm:
         ap.error("--expect-bn-update needs --batchnorm")
     dropout = args.dropout or args.no_preserve_rng

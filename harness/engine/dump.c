@@ -202,3 +202,42 @@ ck_status ck_dump_activations(const ck_dump_spec *d, ck_act_dumper *a, int step,
     ck_record_free(&a->acts);
     return st;
 }
+
+ck_status ck_dump_data(const ck_dump_spec *d, ck_backend *b, const ck_tensor *input,
+                       const ck_tensor *target, int step, ck_error *err)
+{
+    ck_record tmp;
+    memset(&tmp, 0, sizeof tmp);
+    ck_status st = ck_record_add(&tmp, "input", CK_KIND_PARAM, step, input->dtype, &input->shape,
+                                 NULL, b, input, err);
+    if (st == CK_OK && target && target->data)
+        st = ck_record_add(&tmp, "target", CK_KIND_PARAM, step, target->dtype, &target->shape,
+                           NULL, b, target, err);
+    ck_named_tensor t[2];
+    for (int k = 0; st == CK_OK && k < tmp.n; k++)
+        t[k] = (ck_named_tensor){.name = tmp.e[k].name, .dtype = ck_file_dtype_from_ck(tmp.e[k].dtype),
+                                 .shape = tmp.e[k].shape, .data = tmp.e[k].data};
+    char sub[32];
+    snprintf(sub, sizeof sub, "step_%04d", step);
+    if (st == CK_OK)
+        st = dump_file(d, sub, step, "data", "data", tmp.n, t, err);
+    ck_record_free(&tmp);
+    return st;
+}
+
+ck_status ck_dump_case_file(const char *dir, const char *case_path, ck_error *err)
+{
+    char *text = NULL, path[4096];
+    size_t len = 0;
+    ck_status st = ck_read_file(case_path, (size_t)64 << 20, &text, &len, err);
+    if (st != CK_OK)
+        return st;
+    snprintf(path, sizeof path, "%s/case.json", dir);
+    ck_atomic_file af;
+    if ((st = ck_atomic_open(&af, path, err)) == CK_OK) {
+        ck_atomic_write(&af, text, len); /* the bytes as they are */
+        st = ck_atomic_commit(&af, err);
+    }
+    free(text);
+    return st;
+}

@@ -61,6 +61,16 @@ ck_status ck_dump_init(const ck_dump_spec *d, ck_model *m, ck_error *err);
 ck_status ck_dump_step(const ck_dump_spec *d, const ck_record *rec, int from, int step,
                        ck_error *err);
 
+/* The model input and the loss target of one step (<label>/step_NNNN/data.safetensors,
+ * manifest kind "data", tensors "input" and, when the loss has one, "target"): what a
+ * replay in another framework (examples/replay_torch.py) feeds the model. */
+ck_status ck_dump_data(const ck_dump_spec *d, ck_backend *b, const ck_tensor *input,
+                       const ck_tensor *target, int step, ck_error *err);
+
+/* A copy of the case file beside the manifest (<dir>/case.json), so a dump says which model
+ * it holds. */
+ck_status ck_dump_case_file(const char *dir, const char *case_path, ck_error *err);
+
 /* --dump-activations: an executor observer that keeps each original forward output of a
  * step and writes them when the step ends; it forwards every event to the inner observer. */
 typedef struct {

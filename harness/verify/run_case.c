@@ -54,7 +54,8 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_run_hooks hplain = {0}, hckpt = {0};
     if (dumping) {
         if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
-            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK)
+            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK ||
+            (c->path && (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
             goto out;
         dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
                                 .activations = opts->dump_activations};
