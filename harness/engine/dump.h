@@ -13,6 +13,7 @@
  *                                            "shape": [4, 1, 3, 3, 3]}, ...]}, ...]}
  *
  * "file" is relative to the manifest's directory; entries keep the order they were added.
+ * Beside the manifest, case.json is a copy of the case file (ck_dump_case_file).
  */
 #ifndef CK_DUMP_H
 #define CK_DUMP_H
@@ -36,7 +37,7 @@ typedef struct {
 ck_status ck_manifest_init(ck_manifest *m, const char *case_name, ck_error *err);
 /* Records that file (relative to the manifest) holds these n tensors of one run, step
  * (0-based; -1 for "before the first step", e.g. initial weights, written as null) and
- * kind ("param", "grad", "buffer", "activation"). */
+ * kind ("param", "grad", "buffer", "activation", "data"). */
 ck_status ck_manifest_add(ck_manifest *m, const char *file, const char *run, int step,
                           const char *kind, int n, const ck_named_tensor *t, ck_error *err);
 /* Writes the manifest (formatted JSON and a newline) to path atomically. */
