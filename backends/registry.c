@@ -29,8 +29,8 @@ static void *cuda_handle;
 static char cuda_load_error[CK_ERROR_MAX - 64];
 
 /* Where the module is: $CK_CUDA_MODULE, else beside the running program, else the
- * installed library folder. */
-static void cuda_module_path(char *buf, size_t n)
+ * installed library folder. (Unused in a build without the module: CUDA=0, sanitizers.) */
+static void __attribute__((unused)) cuda_module_path(char *buf, size_t n)
 {
     const char *env = getenv("CK_CUDA_MODULE");
     if (env && env[0]) {

@@ -40,9 +40,12 @@ import subprocess
 import sys
 
 import numpy as np
-import torch
-import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
+
+# deterministic cuBLAS on a GPU (torch.use_deterministic_algorithms needs it)
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_lite  # noqa: E402  (numpy-only safetensors; safetensors.torch works too)
@@ -93,9 +96,9 @@ def dump(path, model, loss):
     """Everything `compare` should look at, as one safetensors file."""
     t = {"loss": np.asarray(float(loss), np.float32).reshape(())}
     for name, p in model.named_parameters():
-        t["grad." + name] = p.grad.detach().float().contiguous().numpy()
+        t["grad." + name] = p.grad.detach().float().cpu().contiguous().numpy()
     for name, b in model.named_buffers():
-        t["buffer." + name] = b.detach().contiguous().numpy()
+        t["buffer." + name] = b.detach().cpu().contiguous().numpy()
     safetensors_lite.save(path, t)
 
 

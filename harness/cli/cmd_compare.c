@@ -30,8 +30,9 @@ static ck_status write_report(const ck_set_comparison *c, const ck_tensorset *a,
     return st;
 }
 
-/* Loads an operand: a file or directory, or FILE:NAME (one tensor of FILE) when the whole
- * operand names nothing on disk but the part before its last ':' does. */
+/* Loads an operand: a file or directory, or FILE:NAME (one tensor of FILE, which may be a
+ * directory too) when the whole operand names nothing on disk but the part before its last
+ * ':' does. */
 static ck_status load_operand(const char *arg, ck_tensorset *s, ck_error *err)
 {
     struct stat sb;
@@ -45,7 +46,7 @@ static ck_status load_operand(const char *arg, ck_tensorset *s, ck_error *err)
     memcpy(file, arg, len);
     file[len] = '\0';
     ck_status st;
-    if (stat(file, &sb) != 0 || S_ISDIR(sb.st_mode)) {
+    if (stat(file, &sb) != 0) {
         free(file);
         return ck_tensorset_load(arg, s, err); /* its own "cannot open" message */
     }
