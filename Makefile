@@ -5,6 +5,7 @@
 #   make check-asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make run-cases    run every shipped case, reports into build/reports/
 #   make bench        print a timing table (never part of check)
+#   make check-tf     the TensorFlow example, where TF_PYTHON imports tensorflow
 #
 # Knobs (override on the command line): BUILD, CC, OPT, SAN.
 
@@ -251,6 +252,7 @@ check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
 	CK_PROG=$(PROG) sh tests/cli/onnx.sh
+	CK_PROG=$(PROG) sh tests/interop/run.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps
@@ -268,6 +270,15 @@ bench: deps
 
 bench-run: $(PROG)
 	sh tests/bench/run.sh $(PROG)
+
+# The TensorFlow example (examples/tf_recompute_grad_dump.py, docs/interop.md): its control
+# run and its documented outcomes, where $(TF_PYTHON) imports tensorflow (a message
+# otherwise). Not part of check: TensorFlow is a 300 MB install.
+TF_PYTHON ?= python3
+check-tf: $(PROG)
+	CK_PROG=$(PROG) CK_PYTHON=$(TF_PYTHON) sh tests/interop/run_tf.sh
+
+.PHONY: check-tf
 
 clean:
 	rm -rf $(BUILD)

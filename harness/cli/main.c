@@ -136,15 +136,27 @@ static const char *usage_compare =
     "                     \"tensors\": {\"dec*.weight\": {...}}}; first matching pattern wins\n"
     "  --map FILE         JSON: {\"rename\": {\"a\": \"b\"}, \"patterns\": [[\"^model\\\\.(.*)$\", \"\\\\1\"]]}\n"
     "                     translates A's names into REF's (POSIX extended regex)\n"
+    "  --include PAT      compare only tensors whose name matches the shell pattern PAT\n"
+    "                     (fnmatch, e.g. 'grad.*'); repeatable\n"
+    "  --exclude PAT      leave out tensors whose name matches PAT; repeatable\n"
+    "  --expect-mismatch PAT\n"
+    "                     a known difference: mismatching tensors matching PAT do not\n"
+    "                     fail, and PAT must match at least one mismatching tensor (else\n"
+    "                     exit 1); repeatable\n"
     "  --report FILE      write the JSON report (schema ckpt-harness/compare)\n"
     "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
     "  --quiet            only problems and the closing line\n"
     "  -h, --help         this help\n"
     "\n"
-    "See docs/interop.md for the file formats and recipes.\n"
+    "An operand may be FILE:NAME, the one tensor NAME of FILE. When A and REF hold one\n"
+    "tensor each they are compared with each other whatever their names.\n"
+    "Integer and bool tensors are compared exactly; a --tolerances \"tensors\" row naming\n"
+    "one may excuse a difference (e.g. {\"buffer.*num_batches_tracked\": {\"atol\": 1}}).\n"
+    "See docs/interop.md for the file formats, recipes and the control-first rule.\n"
     "\n"
-    "exit codes: 0 every tensor identical or close, 1 a mismatch, missing or extra name,\n"
-    "shape or dtype difference, 2 bad input or usage.\n";
+    "exit codes: 0 every tensor identical or close (or an expected mismatch), 1 an\n"
+    "unexpected mismatch, missing or extra name, shape or dtype difference, or an\n"
+    "--expect-mismatch pattern that matched no mismatch, 2 bad input or usage.\n";
 
 static const char *usage_list =
     "usage: ckpt-harness list [DIR]\n"
@@ -349,7 +361,7 @@ static int main_gradcheck(int argc, char **argv)
     return ck_cmd_gradcheck(&o);
 }
 
-enum { OPT_TOLERANCES = 512, OPT_MAP };
+enum { OPT_TOLERANCES = 512, OPT_MAP, OPT_INCLUDE, OPT_EXCLUDE, OPT_EXPECT_MISMATCH };
 
 static int main_compare(int argc, char **argv)
 {
@@ -358,10 +370,21 @@ static int main_compare(int argc, char **argv)
         {"tolerances", required_argument, 0, OPT_TOLERANCES},
         {"map", required_argument, 0, OPT_MAP},       {"report", required_argument, 0, OPT_REPORT},
         {"rows", required_argument, 0, OPT_ROWS},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"include", required_argument, 0, OPT_INCLUDE},
+        {"exclude", required_argument, 0, OPT_EXCLUDE},
+        {"expect-mismatch", required_argument, 0, OPT_EXPECT_MISMATCH},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     ck_compare_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
+    /* each pattern list holds at most one entry per argument */
+    static const char *pattern_lists[3][256];
+    const char **lists[3] = {pattern_lists[0], pattern_lists[1], pattern_lists[2]};
+    if (argc > 256)
+        return usage_error("compare", "%s", "too many arguments");
+    o.include = lists[0];
+    o.exclude = lists[1];
+    o.expect = lists[2];
     long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -378,6 +401,9 @@ static int main_compare(int argc, char **argv)
             break;
         case OPT_TOLERANCES: o.tolerances = optarg; break;
         case OPT_MAP: o.map = optarg; break;
+        case OPT_INCLUDE: o.include[o.n_include++] = optarg; break;
+        case OPT_EXCLUDE: o.exclude[o.n_exclude++] = optarg; break;
+        case OPT_EXPECT_MISMATCH: o.expect[o.n_expect++] = optarg; break;
         case OPT_REPORT: o.report = optarg; break;
         case OPT_ROWS:
             if (!parse_int(optarg, -1, 1000000, &v))

@@ -377,3 +377,20 @@ ck_status ck_manifest_describe(ck_manifest *m, const ck_graph *g, const ck_plan 
     cJSON_AddItemToObject((cJSON *)m->root, "config", cfg);
     return CK_OK;
 }
+
+ck_status ck_dump_case_file(const char *dir, const char *case_path, ck_error *err)
+{
+    char *text = NULL, path[4096];
+    size_t len = 0;
+    ck_status st = ck_read_file(case_path, (size_t)64 << 20, &text, &len, err);
+    if (st != CK_OK)
+        return st;
+    snprintf(path, sizeof path, "%s/case.json", dir);
+    ck_atomic_file af;
+    if ((st = ck_atomic_open(&af, path, err)) == CK_OK) {
+        ck_atomic_write(&af, text, len); /* the bytes as they are */
+        st = ck_atomic_commit(&af, err);
+    }
+    free(text);
+    return st;
+}

@@ -13,6 +13,7 @@
  *                                            "shape": [4, 1, 3, 3, 3]}, ...]}, ...]}
  *
  * "file" is relative to the manifest's directory; entries keep the order they were added.
+ * Beside the manifest, case.json is a copy of the case file (ck_dump_case_file).
  */
 #ifndef CK_DUMP_H
 #define CK_DUMP_H
@@ -38,7 +39,7 @@ typedef struct {
 ck_status ck_manifest_init(ck_manifest *m, const char *case_name, ck_error *err);
 /* Records that file (relative to the manifest) holds these n tensors of one run, step
  * (0-based; -1 for "before the first step", e.g. initial weights, written as null) and
- * kind ("param", "grad", "buffer", "activation"). */
+ * kind ("param", "grad", "buffer", "activation", "data"). */
 ck_status ck_manifest_add(ck_manifest *m, const char *file, const char *run, int step,
                           const char *kind, int n, const ck_named_tensor *t, ck_error *err);
 /* Adds "config" to the manifest: what a reproduction needs besides the tensors: seed,
@@ -79,6 +80,10 @@ ck_status ck_dump_data(const ck_dump_spec *d, ck_backend *b, const ck_tensor *in
  * "<param>.state0" (momentum buffer / adam m), "<param>.state1" (adam v)). */
 ck_status ck_dump_optimizer(const ck_dump_spec *d, ck_model *m, const ck_optimizer *opt,
                             int step, ck_error *err);
+
+/* A copy of the case file beside the manifest (<dir>/case.json), so a dump says which model
+ * it holds. */
+ck_status ck_dump_case_file(const char *dir, const char *case_path, ck_error *err);
 
 /* An executor observer installed whenever a run dumps: keeps, per step, each original
  * forward output (when activations), each layer's output gradient (when

@@ -160,13 +160,12 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     for (int step = 0; step < c->steps; step++) {
         double loss = 0.0;
         if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
+            (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
             (st = ck_model_zero_grads(&model, err)) != CK_OK ||
             (st = ck_model_cast_params(&model, err)) != CK_OK ||
             (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, scale,
                                true, &loss, err)) != CK_OK ||
             (st = ck_model_unscale_grads(&model, scale, err)) != CK_OK)
-            goto out;
-        if (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK)
             goto out;
         ck_free_data(b, &input, &target);
         rec->losses[step] = loss;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/engine/dump.h"
 #include "harness/io/files.h"
@@ -55,7 +56,9 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     if (dumping) {
         if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
             (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK ||
-            (st = ck_manifest_describe(&manifest, g, &plan, dtype, err)) != CK_OK)
+            (st = ck_manifest_describe(&manifest, g, &plan, dtype, err)) != CK_OK ||
+            (c->path && access(c->path, R_OK) == 0 && /* parsed from a file, not from text */
+             (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
             goto out;
         dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
                                 .activations = opts->dump_activations,

@@ -134,6 +134,11 @@ grep -q "vs cpu: identical" "$TMP/out" && grep -q '"cross_backend"' "$TMP/x.json
 # ---- dump and init ----------------------------------------------------------------------
 expect_exit 0 "run --dump" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --dump "$TMP/dump" --report "$TMP/d0.json" --quiet
 [ -f "$TMP/dump/cnn_bn/manifest.json" ] && [ -f "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors" ] && ok || bad "dump files and manifest written"
+cmp -s "$ROOT/cases/cnn_bn.json" "$TMP/dump/cnn_bn/case.json" && ok || bad "dump holds a copy of the case file"
+expect_exit 0 "the dumped step data (input, target) is the same in both runs" -- "$PROG" compare "$TMP/dump/cnn_bn/checkpointed/step_0001/data.safetensors" "$TMP/dump/cnn_bn/plain/step_0001/data.safetensors"
+grep -qF "PASS identical: 2 compared" "$TMP/out" && ok || bad "dump data: both tensors identical"
+expect_exit 1 "steps draw different data" -- "$PROG" compare "$TMP/dump/cnn_bn/plain/step_0000/data.safetensors:input" "$TMP/dump/cnn_bn/plain/step_0001/data.safetensors:input"
+grep -q '"kind":	"data"' "$TMP/dump/cnn_bn/manifest.json" && ok || bad "manifest lists the data files"
 expect_exit 0 "compare the dumped plain and checkpointed gradients" -- "$PROG" compare "$TMP/dump/cnn_bn/plain/step_0001/grads.safetensors" "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors"
 expect_exit 0 "run --init from the dumped weights" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors" --report "$TMP/d1.json" --quiet
 grep -v 'wall_time_s\|"init_from"' "$TMP/d0.json" >"$TMP/a"
