@@ -18,10 +18,27 @@
 #include "harness/core/status.h"
 
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
-#define CK_REPORT_SCHEMA_VERSION 1
+#define CK_REPORT_SCHEMA_VERSION 2
+
+/* Where a report came from (the `run` section, SCHEMA.md "Run metadata"). NULL strings
+ * are written as null; host and started_utc are left out under reproducible. */
+typedef struct {
+    const char *git_commit;   /* the commit the program was built from */
+    bool cuda;                /* the CUDA module was built */
+    const char *compiler;     /* e.g. "cc 12.2.0" */
+    const char *cflags;
+    const char *host;
+    const char *started_utc;  /* "2026-11-30T06:32:08Z" */
+    const char *command_line;
+    const char *case_sha256;  /* of the case file */
+    const char *init_path;    /* --init / init.from, or NULL */
+    const char *init_sha256;  /* of that file (a directory: NULL) */
+    bool reproducible;        /* leave host, start time and wall times out */
+} ck_run_metadata;
 
 typedef struct {
     const char *tool_version; /* e.g. "0.1.0"; NULL writes "unknown" */
+    const ck_run_metadata *run; /* NULL: no `run` section */
     const char *case_path;    /* the case file as the user named it; NULL: r->cs->path */
     bool include_wall_time;   /* false leaves wall_time_s out (tests compare bytes) */
 } ck_report_meta;

@@ -18,6 +18,7 @@ typedef struct {
     const char *report;     /* --report FILE, or NULL */
     int max_rows;           /* summary rows, worst first; -1 all */
     bool quiet;             /* only the closing line (and problems) */
+    const char *junit;      /* --junit FILE, or NULL */
 } ck_compare_cmd_opts;
 
 /* Returns the exit code: 0 every tensor identical or close, 1 any mismatch, missing or
