@@ -116,15 +116,17 @@ static void bound_chart(ck_strbuf *b, const cJSON *rep)
     const char **labels = calloc((size_t)n + 1, sizeof *labels);
     const char **kinds = calloc((size_t)n + 1, sizeof *kinds);
     double *y = calloc((size_t)n + 1, sizeof *y);
-    if (!labels || !kinds || !y) {
+    char (*names)[160] = calloc((size_t)n + 1, sizeof *names);
+    if (!labels || !kinds || !y || !names) {
         b->failed = true;
         goto out;
     }
     for (int i = 0; i < n; i++) {
         const cJSON *t = cJSON_GetArrayItem(ts, i);
-        const char *name = jstr(t, "name");
-        if (!name)
+        if (!jstr(t, "name"))
             continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s %s", jstr(t, "kind") ? jstr(t, "kind") : "", jstr(t, "name"));
         double r = jnum(get(get(t, "metrics"), "bound_ratio"));
         if (isnan(r))
             r = jstr(t, "verdict") && strcmp(jstr(t, "verdict"), "mismatch") == 0 ? INFINITY : 0.0;
@@ -132,7 +134,8 @@ static void bound_chart(ck_strbuf *b, const cJSON *rep)
         while (k < m && strcmp(labels[k], name) != 0)
             k++;
         if (k == m) {
-            labels[m] = name;
+            snprintf(names[m], sizeof names[m], "%s", name);
+            labels[m] = names[m];
             kinds[m] = jstr(t, "kind");
             y[m++] = r;
         } else if (r > y[k]) {
@@ -144,6 +147,7 @@ out:
     free(labels);
     free(kinds);
     free(y);
+    free(names);
 }
 
 static void loss_chart(ck_strbuf *b, const cJSON *rep)

@@ -7,7 +7,10 @@
 
 #include "reports/report.h"
 
-enum { W = 720, H = 260, L = 70, R = 20, T = 30, B = 50 };
+enum { W = 720, L = 70, R = 20, T = 30 };
+/* the height and bottom margin of the chart being drawn (the bound chart is taller: its
+ * tensor names stand below it) */
+static int H = 260, B = 50;
 
 static double px(double v, double lo, double hi) { return L + (v - lo) / (hi - lo) * (W - L - R); }
 static double py(double v, double lo, double hi) { return H - B - (v - lo) / (hi - lo) * (H - T - B); }
@@ -36,6 +39,8 @@ static void tick_label(char *buf, size_t n, double v, bool bytes)
 
 void ck_svg_line_chart(ck_strbuf *b, const ck_svg_axes *ax, const ck_svg_series *s, int ns)
 {
+    H = 260;
+    B = 50;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     int points = 0;
     for (int k = 0; k < ns; k++)
@@ -73,6 +78,8 @@ void ck_svg_line_chart(ck_strbuf *b, const ck_svg_axes *ax, const ck_svg_series 
                       "<text x=\"%d\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%s</text>\n",
                    L, W - R, py(v, ylo, yhi), py(v, ylo, yhi), L - 4, py(v, ylo, yhi) + 3, lab);
         double xv = xlo + (xhi - xlo) * t / 4.0;
+        if (xhi - xlo < 8 && xv != floor(xv))
+            continue; /* steps: whole numbers only */
         ck_sb_addf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\">%.4g</text>\n",
                    px(xv, xlo, xhi), H - B + 14, xv);
     }
@@ -135,6 +142,9 @@ static const char *kind_color(const char *kind)
 void ck_svg_bound_chart(ck_strbuf *b, const char *title, const char *const *labels,
                         const char *const *kinds, const double *y, int n)
 {
+    bool names = n <= 48;
+    H = names ? 330 : 260;
+    B = names ? 120 : 50;
     frame(b, title, n);
     if (n == 0) {
         ck_sb_add(b, "<text x=\"300\" y=\"130\">no tensors</text>\n</svg>\n");
@@ -180,6 +190,13 @@ void ck_svg_bound_chart(ck_strbuf *b, const char *title, const char *const *labe
                    out ? "#d62728" : kind_color(kinds[i]));
         ck_sb_add_xml(b, labels[i]);
         ck_sb_addf(b, ": %.3g</title></circle>\n", y[i]);
+        if (names) {
+            ck_sb_addf(b, "<text class=\"ck-label\" x=\"%.1f\" y=\"%d\" font-size=\"9\" "
+                          "text-anchor=\"end\" transform=\"rotate(-50 %.1f %d)\"%s>", cx, H - B + 12,
+                       cx, H - B + 12, out ? " fill=\"#d62728\" font-weight=\"bold\"" : "");
+            ck_sb_add_xml(b, labels[i]);
+            ck_sb_add(b, "</text>\n");
+        }
     }
     if (worst >= 0 && y[worst] > 0) {
         double v = isinf(y[worst]) ? hi : log10(y[worst]);
@@ -193,8 +210,7 @@ void ck_svg_bound_chart(ck_strbuf *b, const char *title, const char *const *labe
         ck_sb_addf(b, " (%.3g)</text>\n", y[worst]);
     }
     ck_sb_addf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">tensors in "
-                  "record order (loss, buffers, gradients by layer, parameters by layer); "
-                  "colour: grad blue, param green, buffer purple, outside red</text>\n",
-               (L + W - R) / 2, H - 12);
+                  "record order; grad blue, param green, buffer purple, outside the bound red"
+                  "</text>\n", (L + W - R) / 2, H - 4);
     ck_sb_add(b, "</svg>\n");
 }

@@ -188,7 +188,7 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "ckpt-harness%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see 'ckpt-harness %s--help')\n", cmd ? cmd : "");
+    fprintf(stderr, " (see 'ckpt-harness %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
     return CK_EXIT_USAGE;
 }
 
