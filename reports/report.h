@@ -38,9 +38,9 @@ typedef struct {
 
 typedef struct {
     const char *tool_version; /* e.g. "0.1.0"; NULL writes "unknown" */
-    const ck_run_metadata *run; /* NULL: no `run` section */
     const char *case_path;    /* the case file as the user named it; NULL: r->cs->path */
     bool include_wall_time;   /* false leaves wall_time_s out (tests compare bytes) */
+    const ck_run_metadata *run; /* NULL: no `run` section */
 } ck_report_meta;
 
 /* ---- JSON (report_json.c) ---- */

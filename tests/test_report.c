@@ -139,7 +139,7 @@ static void fixture_init(fixture *fx)
     r->pass = false;
 }
 
-static const ck_report_meta no_time = {"0.1.0-test", NULL, false};
+static const ck_report_meta no_time = {.tool_version = "0.1.0-test", .case_path = NULL, .include_wall_time = false};
 
 static bool starts_with(const char *s, const char *prefix)
 {
@@ -278,7 +278,8 @@ START_TEST(json_renders_identical_bytes_twice)
     ck_assert_ptr_nonnull(b);
     ck_assert_str_eq(a, b);
 
-    ck_report_meta timed = {"0.1.0-test", "elsewhere/tiny.json", true};
+    ck_report_meta timed = {.tool_version = "0.1.0-test", .case_path = "elsewhere/tiny.json",
+                            .include_wall_time = true};
     cJSON *root = render(&fx1.r, &timed);
     ck_assert(at(root, "runs.plain.wall_time_s")->valuedouble == 0.25);
     ck_assert_str_eq(at(root, "case.file")->valuestring, "elsewhere/tiny.json");
