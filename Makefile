@@ -227,6 +227,12 @@ $(BUILD)/obj/harness/cli/build_info.o: CFLAGS += -DCK_GIT_COMMIT='"$(CK_GIT_COMM
     -DCK_BUILD_CFLAGS='"$(CK_CFLAGS_TEXT)"'
 # the installed program finds the CUDA module in $(PREFIX)/lib/ckpt-harness (the registry
 # looks beside the program first)
+PREFIX_STAMP := $(BUILD)/.prefix-$(shell printf '%s' '$(LIBDIR_INSTALL)' | cksum | cut -d' ' -f1)
+$(PREFIX_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.prefix-*
+	@touch $@
+$(BUILD)/obj/backends/registry.o: $(PREFIX_STAMP)
 $(BUILD)/obj/backends/registry.o: CFLAGS += -DCK_LIBDIR='"$(LIBDIR_INSTALL)"'
 
 $(LIB): $(LIB_OBJ)
