@@ -232,8 +232,10 @@ $(PREFIX_STAMP):
 	@mkdir -p $(BUILD)
 	@rm -f $(BUILD)/.prefix-*
 	@touch $@
+ifneq ($(CUDA_MODULE),)
 $(BUILD)/obj/backends/registry.o: $(PREFIX_STAMP)
 $(BUILD)/obj/backends/registry.o: CFLAGS += -DCK_LIBDIR='"$(LIBDIR_INSTALL)"'
+endif
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

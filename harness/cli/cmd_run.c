@@ -20,6 +20,7 @@
 #include "harness/cli/build_info.h"
 #include "harness/cli/case_files.h"
 #include "harness/cli/color.h"
+#include "harness/cli/progress.h"
 #include "harness/cli/run_outputs.h"
 #include "harness/io/file_digest.h"
 #include "harness/io/files.h"
@@ -112,7 +113,7 @@ typedef struct {
 
 static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
                     const work_item *w, const run_context *ctx, bool as_dir, FILE *out,
-                    FILE *errf, work_result *wr)
+                    FILE *errf, ck_progress *prog, work_result *wr)
 {
     const ck_case *c = g->cs;
     ck_dtype dtype = w->dtype;
@@ -120,7 +121,9 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
     ck_result res;
     double t0 = now_s();
     memset(wr, 0, sizeof *wr);
-    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations};
+    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations,
+                           .progress = prog && prog->tty ? ck_progress_update : NULL,
+                           .progress_user = prog};
     char dump_dir[4096];
     if (o->dump) {
         snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ck_cli_ends_with(o->dump, "/") ? "" : "/",
@@ -149,6 +152,8 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
     }
     if (st == CK_OK)
         ck_cli_take_algo_records(b, o->algo, &res);
+    if (prog)
+        ck_progress_done(prog);
     if (st != CK_OK) {
         fprintf(errf, "ckpt-harness: %s\n", err.msg);
         ck_result_free(&res);
@@ -288,15 +293,6 @@ static const char *case_label(const ck_loaded_case *lc)
     if (lc->loaded && lc->cs.name)
         return lc->cs.name;
     return base_name(lc->file ? lc->file : "?");
-}
-
-static void print_progress(const ck_run_opts *o, int k, int total, const ck_loaded_case *lc,
-                           const work_item *w)
-{
-    if (o->quiet)
-        return;
-    fprintf(stderr, "[%d/%d] %s (%s, %s)\n", k, total, case_label(lc), lc->file,
-            lc->built ? ck_dtype_name(w->dtype) : "-");
 }
 
 int ck_cmd_run(const ck_run_opts *o)
@@ -443,6 +439,8 @@ int ck_cmd_run(const ck_run_opts *o)
         }
     }
 
+    ck_progress prog;
+    ck_progress_init(&prog, o->quiet, total);
     int emitted = 0;
     pid_t *pids = calloc((size_t)total + 1, sizeof *pids);
     int running = 0, next = 0;
@@ -453,14 +451,16 @@ int ck_cmd_run(const ck_run_opts *o)
             ck_loaded_case *c = &lc[work[k].li];
             if (!o->quiet && k > 0)
                 printf("\n");
+            const char *dname = c->built ? ck_dtype_name(work[k].dtype) : "-";
             if (jobs == 1 && !done[k]) {
-                print_progress(o, k + 1, total, c, &work[k]);
+                ck_progress_case(&prog, k + 1, case_label(c), c->file, dname);
                 fflush(stdout);
-                /* through a buffer only to colour the status words on a terminal */
+                /* through a buffer: colour on a terminal, long lines wrapped at 80 columns */
                 char *buf = NULL;
                 size_t blen = 0;
-                FILE *mem = ck_cli_color_on(stdout) ? open_memstream(&buf, &blen) : NULL;
-                run_one(o, b, ref, &c->g, &work[k], &ctx, as_dir, mem ? mem : stdout, stderr, &res[k]);
+                FILE *mem = open_memstream(&buf, &blen);
+                run_one(o, b, ref, &c->g, &work[k], &ctx, as_dir, mem ? mem : stdout, stderr, &prog,
+                        &res[k]);
                 if (mem) {
                     fclose(mem);
                     ck_cli_color_write(stdout, buf, blen);
@@ -468,7 +468,10 @@ int ck_cmd_run(const ck_run_opts *o)
                 }
                 done[k] = true;
             } else {
-                print_progress(o, k + 1, total, c, &work[k]);
+                bool tty = prog.tty;
+                prog.tty = false; /* finished already: the plain line */
+                ck_progress_case(&prog, k + 1, case_label(c), c->file, dname);
+                prog.tty = tty;
                 if (jobs > 1 && c->built && !work[k].skip) {
                     char p[sizeof tmpdir + 64];
                     fflush(stdout);
@@ -507,7 +510,7 @@ int ck_cmd_run(const ck_run_opts *o)
                 if (!out || !errf)
                     _exit(3);
                 work_result wr;
-                run_one(o, b, ref, &lc[work[k].li].g, &work[k], &ctx, as_dir, out, errf, &wr);
+                run_one(o, b, ref, &lc[work[k].li].g, &work[k], &ctx, as_dir, out, errf, NULL, &wr);
                 snprintf(p, sizeof p, "%s/%d.json", tmpdir, k);
                 worker_write(p, &wr);
                 fclose(out);

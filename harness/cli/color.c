@@ -1,4 +1,4 @@
-/* Terminal colour (color.h). */
+/* Terminal colour and line wrapping of the text output (color.h). */
 #include "harness/cli/color.h"
 
 #include <stdlib.h>
@@ -30,6 +30,42 @@ bool ck_cli_color_on(FILE *f)
     return mode == 1 || isatty(fileno(f));
 }
 
+enum { WIDTH = 80 };
+
+/* One line (without its newline) in pieces of at most WIDTH columns where it has spaces;
+ * its first `skip` bytes were already written (a coloured word). */
+static void put_wrapped(FILE *f, const char *s, size_t len, size_t skip)
+{
+    size_t indent = 0;
+    while (indent < len && s[indent] == ' ')
+        indent++;
+    bool first = true;
+    while (len > 0) {
+        size_t lead = first ? 0 : indent + 4;
+        if (lead > WIDTH / 2)
+            lead = WIDTH / 2;
+        size_t room = WIDTH - lead, cut = len;
+        if (len > room) {
+            size_t floor_at = first ? indent : 0;
+            cut = room;
+            while (cut > floor_at && s[cut] != ' ')
+                cut--;
+            if (cut <= floor_at)
+                cut = len; /* no space to break at: leave it whole */
+        }
+        if (!first)
+            fprintf(f, "%*s", (int)lead, "");
+        size_t from = first ? (skip < cut ? skip : cut) : 0;
+        fwrite(s + from, 1, cut - from, f);
+        fputc('\n', f);
+        while (cut < len && s[cut] == ' ')
+            cut++;
+        s += cut;
+        len -= cut;
+        first = false;
+    }
+}
+
 void ck_cli_color_write(FILE *f, const char *text, size_t n)
 {
     static const struct {
@@ -40,17 +76,18 @@ void ck_cli_color_write(FILE *f, const char *text, size_t n)
     while (i < n) {
         const char *nl = memchr(text + i, '\n', n - i);
         size_t len = nl ? (size_t)(nl - (text + i)) + 1 : n - i;
-        bool done = false;
-        for (size_t w = 0; on && w < sizeof words / sizeof words[0] && !done; w++) {
+        size_t body = nl ? len - 1 : len, skip = 0;
+        for (size_t w = 0; on && w < sizeof words / sizeof words[0] && !skip; w++) {
             size_t wl = strlen(words[w].word);
-            if (len > wl && strncmp(text + i, words[w].word, wl) == 0 && text[i + wl] == ' ') {
+            if (body > wl && strncmp(text + i, words[w].word, wl) == 0 && text[i + wl] == ' ') {
                 fprintf(f, "%s\033[1m%s\033[0m", words[w].code, words[w].word);
-                fwrite(text + i + wl, 1, len - wl, f);
-                done = true;
+                skip = wl;
             }
         }
-        if (!done)
-            fwrite(text + i, 1, len, f);
+        if (body <= WIDTH || !nl)
+            fwrite(text + i + skip, 1, len - skip, f);
+        else
+            put_wrapped(f, text + i, body, skip);
         i += len;
     }
 }

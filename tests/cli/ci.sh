@@ -52,6 +52,19 @@ grep -q '"fail":	1' "$TMP/serial/summary.json" && grep -q '"pass":	5' "$TMP/seri
 [ "$(ls "$TMP/serial" | wc -l)" -eq 7 ] && ok || bad "serial report folder: $(ls "$TMP/serial")"
 grep -q 'class="case-name">canary_fails<' "$TMP/serial.html" && ok || bad "html names the failing case"
 
+# ---- text for people: 80 columns, one line per passing case, progress lines, colour -------
+run 1 "default text" -- "$PROG" run "$C"
+awk 'length($0) > 80 { n++ } END { exit n > 0 }' "$TMP/out" && ok || bad "lines wider than 80 columns: $(awk 'length($0) > 80' "$TMP/out" | head -2)"
+[ "$(grep -c '^PASS ' "$TMP/out")" -eq 5 ] && ok || bad "a passing case prints one line"
+grep -q '^step kind' "$TMP/out" && ok || bad "the failing case prints its rows"
+[ "$(grep -c '^\[[0-9]/6\] ' "$TMP/err")" -eq 6 ] && ok || bad "one progress line per case on stderr (not a terminal): $(cat "$TMP/err")"
+grep -q "$(printf '\033')" "$TMP/out" && bad "colour when stdout is not a terminal" || ok
+"$PROG" run "$C/canary_no_saving.json" --color always >"$TMP/out" 2>/dev/null
+grep -q "$(printf '\033')\[32m" "$TMP/out" && ok || bad "--color always colours PASS"
+NO_COLOR=1 "$PROG" run "$C/canary_no_saving.json" --color always >"$TMP/out" 2>/dev/null
+grep -q "$(printf '\033')" "$TMP/out" && bad "NO_COLOR still coloured" || ok
+run 2 "--color sometimes" -- "$PROG" run "$C" --color sometimes
+
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
 run 1 "--jobs 2" -- "$PROG" run "$C" --report "$TMP/jobs/" --junit "$TMP/jobs.xml" --reproducible --quiet --jobs 2
 cmp -s "$TMP/out" "$TMP/serial.out" && ok || bad "--jobs 2 stdout differs from the serial run"
