@@ -73,8 +73,8 @@ ck_status ck_github_step_summary(const ck_run_set *s, const char *summary_path, 
     char totals[128];
     ck_run_set_totals_line(s, totals, sizeof totals);
     int rc = ck_run_set_exit_code(s);
-    ck_sb_addf(&b, "### ckpt-harness %s: %s %s\n\n", s->command ? s->command : "run",
-               rc == 0 ? "passed" : rc == 1 ? "FAILED" : "ERROR", "");
+    ck_sb_addf(&b, "### ckpt-harness %s: %s\n\n", s->command ? s->command : "run",
+               rc == 0 ? "passed" : rc == 1 ? "FAILED" : "ERROR");
     ck_sb_addf(&b, "%s\n\n| | case | dtype | backend | outcome |\n|---|---|---|---|---|\n", totals);
     for (int i = 0; i < s->n; i++) {
         const ck_run_item *it = &s->items[i];

@@ -196,22 +196,21 @@ void ck_item_summary_line(const ck_run_item *it, char *buf, size_t n)
         return;
     }
     const cJSON *r = it->report;
+    const cJSON *first_failure = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "failures"), 0);
+    if (cJSON_IsString(first_failure)) {
+        /* the report's own sentence: the verdict, how many, where the runs first part */
+        snprintf(buf, n, "%s", first_failure->valuestring);
+        return;
+    }
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(r, "config");
     const char *verdict = jstr(r, "verdict"), *expect = jstr(cfg, "expect");
     const cJSON *fd = cJSON_GetObjectItemCaseSensitive(r, "first_divergence");
-    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(r, "failures");
-    const cJSON *first_failure = cJSON_GetArrayItem(fl, 0);
     int k = snprintf(buf, n, "%s (expected %s)", verdict ? verdict : "?", expect ? expect : "?");
-    if (k < 0 || (size_t)k >= n)
-        return;
-    if (cJSON_IsString(first_failure))
-        k += snprintf(buf + k, n - (size_t)k, ": %s", first_failure->valuestring);
-    else if (cJSON_IsObject(fd)) {
+    if (k >= 0 && (size_t)k < n && cJSON_IsObject(fd)) {
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(fd, "step");
-        k += snprintf(buf + k, n - (size_t)k, ": first divergence %s %s at step %d",
-                      jstr(fd, "kind") ? jstr(fd, "kind") : "?",
-                      jstr(fd, "name") ? jstr(fd, "name") : "?",
-                      cJSON_IsNumber(step) ? step->valueint : -1);
+        snprintf(buf + k, n - (size_t)k, ": first divergence %s %s at step %d",
+                 jstr(fd, "kind") ? jstr(fd, "kind") : "?", jstr(fd, "name") ? jstr(fd, "name") : "?",
+                 cJSON_IsNumber(step) ? step->valueint : -1);
     }
 }
 
