@@ -358,7 +358,7 @@ int ck_cmd_run(const ck_run_opts *o)
         struct stat sb;
         as_dir = ck_cli_ends_with(o->report, "/") || !ck_cli_ends_with(o->report, ".json") ||
                  (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
-        if (!as_dir && total > 1 && lc[work[0].li].built && work[0].li != work[total - 1].li) {
+        if (!as_dir && total > 1 && work[0].li != work[total - 1].li) {
             fprintf(stderr, "ckpt-harness: --report %s: a .json file takes one case; give a "
                             "directory for %d cases\n", o->report, n);
             free(work);

@@ -98,6 +98,16 @@ run 2 "merge of one shard twice" -- "$PROG" merge "$TMP/shard1" "$TMP/shard1"
 grep -q "appears twice" "$TMP/err" && ok || bad "duplicate merge message: $(cat "$TMP/err")"
 run 2 "merge of a folder without summary" -- "$PROG" merge "$C"
 [ "$(wc -l <"$TMP/err")" -eq 1 ] && ok || bad "merge without summary: one line"
+# a shard with nothing to run is fine: exit 0 and an empty summary
+empty=0
+for i in 1 2; do
+    "$PROG" run "$C" --filter canary_no_saving --shard "$i/2" --report "$TMP/one$i/" --quiet >/dev/null 2>&1 || bad "one-item shard $i/2 failed"
+    k=$($PY -c "import json,sys; print(len(json.load(open(sys.argv[1]))['items']))" "$TMP/one$i/summary.json")
+    [ "$k" -eq 0 ] && empty=$((empty + 1))
+done
+[ "$empty" -eq 1 ] && ok || bad "one of two shards of one item is empty"
+run 0 "merge with an empty shard" -- "$PROG" merge "$TMP/one1" "$TMP/one2" --quiet
+grep -q "1 passed, 0 failed" "$TMP/out" && ok || bad "merge with an empty shard: $(cat "$TMP/out")"
 run 2 "--shard 5/4" -- "$PROG" run "$C" --shard 5/4
 run 2 "--shard x" -- "$PROG" run "$C" --shard x
 run 2 "--jobs 0" -- "$PROG" run "$C" --jobs 0
