@@ -73,7 +73,7 @@ ck_status ck_report_write_json(const ck_result *r, const ck_report_meta *meta, c
  * prints every row. */
 void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows);
 
-/* One line for --quiet: "PASS unet3d_bn  identical  memory 1.23 MiB -> 0.80 MiB (-35.0%)". */
+/* One line for --quiet: "PASS unet3d_bn fp32  identical  memory 1.23 MiB -> 0.80 MiB (saving 35.0%)". */
 void ck_report_print_oneline(FILE *f, const ck_result *r);
 
 /* ---- The bisect story (bisect_story.c) ---- */

@@ -522,12 +522,10 @@ failures:;
 
 void ck_report_print_oneline(FILE *f, const ck_result *r)
 {
+    /* "saving", as in the header: one sign convention for the same number */
     char plain[32], ckpt[32], change[32];
-    if (isfinite(r->memory_saving))
-        snprintf(change, sizeof change, "%+.1f%%", -r->memory_saving * 100.0 + 0.0);
-    else
-        snprintf(change, sizeof change, "n/a");
-    fprintf(f, "%s %s %s  %s  memory %s -> %s (%s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
+    fmt_pct(r->memory_saving, change, sizeof change);
+    fprintf(f, "%s %s %s  %s  memory %s -> %s (saving %s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
             ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);

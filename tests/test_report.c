@@ -476,7 +476,7 @@ START_TEST(oneline_states_pass_verdict_and_memory)
     fx.r.ckpt.peak_activation_bytes = 681574; /* 0.65 MiB */
     fx.r.memory_saving = 1.0 - 681574.0 / 1048576.0;
     char *out = capture_summary(&fx.r, 0, true);
-    ck_assert_str_eq(out, "PASS tiny fp32  mismatch  memory 1.00 MiB -> 665.60 KiB (-35.0%)\n");
+    ck_assert_str_eq(out, "PASS tiny fp32  mismatch  memory 1.00 MiB -> 665.60 KiB (saving 35.0%)\n");
     free(out);
     ck_result_free(&fx.r);
 }
