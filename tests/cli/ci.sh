@@ -64,6 +64,14 @@ grep -q "$(printf '\033')\[32m" "$TMP/out" && ok || bad "--color always colours 
 NO_COLOR=1 "$PROG" run "$C/canary_no_saving.json" --color always >"$TMP/out" 2>/dev/null
 grep -q "$(printf '\033')" "$TMP/out" && bad "NO_COLOR still coloured" || ok
 run 2 "--color sometimes" -- "$PROG" run "$C" --color sometimes
+# on a terminal (script(1) gives one): the progress line is drawn in place and cleared
+if command -v script >/dev/null 2>&1; then
+    script -qc "\"$PROG\" run \"$C/canary_no_saving.json\" >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    if [ -s "$TMP/typescript" ]; then
+        grep -q "$(printf '\r')\[1/1\] canary_no_saving fp32 " "$TMP/typescript" && \
+            grep -q "$(printf '\033')\[K" "$TMP/typescript" && ok || bad "no live progress line on a terminal: $(cat -A "$TMP/typescript" | head -3)"
+    fi
+fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
 run 1 "--jobs 2" -- "$PROG" run "$C" --report "$TMP/jobs/" --junit "$TMP/jobs.xml" --reproducible --quiet --jobs 2
