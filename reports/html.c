@@ -78,7 +78,7 @@ static void memory_cell(ck_strbuf *b, const cJSON *rep)
     char p[32], c[32];
     ck_format_bytes((int64_t)jnum(get(mem, "plain_peak_bytes")), p, sizeof p);
     ck_format_bytes((int64_t)jnum(get(mem, "checkpointed_peak_bytes")), c, sizeof c);
-    ck_sb_addf(b, "%s &#8594; %s (%+.1f%%)", p, c, -jnum(get(mem, "saving")) * 100.0 + 0.0);
+    ck_sb_addf(b, "%s &#8594; %s (saving %.1f%%)", p, c, jnum(get(mem, "saving")) * 100.0 + 0.0);
 }
 
 static void summary_table(ck_strbuf *b, const ck_run_set *s)
@@ -297,9 +297,12 @@ static void case_section(ck_strbuf *b, const ck_run_item *it, int i)
             ck_sb_add(b, "</i>");
         }
     }
-    ck_sb_add(b, "</p>\n<p><b>");
-    ck_sb_add_xml(b, line);
-    ck_sb_add(b, "</b></p>\n");
+    ck_sb_add(b, "</p>\n");
+    if (it->status != CK_ITEM_FAIL || !it->report) { /* a failure's lines follow in red */
+        ck_sb_add(b, "<p><b>");
+        ck_sb_add_xml(b, line);
+        ck_sb_add(b, "</b></p>\n");
+    }
     if (!it->report) {
         ck_sb_add(b, "</section>\n");
         return;
