@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "harness/cli/cmd_import.h"
 #include "harness/io/files.h"
 #include "harness/model/params.h"
 
@@ -135,6 +137,9 @@ void ck_cli_free_cases(ck_loaded_case *lc, int n)
             ck_case_free(&lc[i].cs);
         free(lc[i].file);
         free(lc[i].error);
+        if (lc[i].tmp_weights)
+            unlink(lc[i].tmp_weights);
+        free(lc[i].tmp_weights);
     }
     free(lc);
 }
@@ -173,7 +178,16 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
     for (int i = 0; i < n; i++) {
         lc[i].file = files[i];
         files[i] = NULL;
-        if (ck_case_load(lc[i].file, &lc[i].cs, &err) != CK_OK) {
+        ck_status ls;
+        if (ck_cli_ends_with(lc[i].file, ".onnx")) {
+            ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
+                                      .loss = ov ? ov->onnx_loss : NULL,
+                                      .optimizer = ov ? ov->onnx_optimizer : NULL};
+            ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights, &err);
+        } else {
+            ls = ck_case_load(lc[i].file, &lc[i].cs, &err);
+        }
+        if (ls != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s\n", err.msg);
             keep_error(&lc[i], err.msg);
             bad++;

@@ -16,6 +16,7 @@ typedef struct {
     bool loaded, built;
     char *file;  /* the case file as found */
     char *error; /* --keep-going: why it did not load (then !built) */
+    char *tmp_weights; /* an imported ONNX model's weights (removed when freed) */
 } ck_loaded_case;
 
 /* Expands files and directories (their *.json, sorted) into a list of case files. A .json

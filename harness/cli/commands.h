@@ -49,6 +49,10 @@ typedef struct {
     bool reproducible;     /* --reproducible: no host, clock or wall times in any output file */
     bool rows_given;       /* --rows was given: print rows for passing cases too */
     const char *command_line; /* argv joined, for the run metadata */
+    /* an ONNX model given as a case (run MODEL.onnx): what the import adds */
+    const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
+    const char *onnx_loss;       /* --loss */
+    const char *onnx_optimizer;  /* --optimizer */
 } ck_run_opts;
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness/cli/cmd_compare.h"
+#include "harness/cli/cmd_import.h"
 #include "harness/cli/color.h"
 #include "harness/cli/commands.h"
 
@@ -27,6 +28,7 @@ static const char *usage_main =
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
     "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
     "  merge DIR...           one summary of the report folders of several shards\n"
+    "  import MODEL.onnx      import an ONNX model as a case file and its weights\n"
     "\n"
     "  ckpt-harness <command> --help   options of one command\n"
     "  ckpt-harness --version\n"
@@ -71,6 +73,10 @@ static const char *usage_run =
     "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
     "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
     "  --quiet            one line per case\n"
+    "  --checkpoint SPEC  for an ONNX model given as a case (run MODEL.onnx): sqrt\n"
+    "                     (default), every:K or segments:FIRST..LAST,...\n"
+    "  --loss L           for an ONNX model: mean (default), sum, mse, cross_entropy\n"
+    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam\n"
     "\n"
     "CI (docs/ci.md):\n"
     "  --junit FILE       JUnit XML: one testcase per case and dtype\n"
@@ -263,6 +269,9 @@ static bool parse_shard(const char *s, int *i, int *n)
     return true;
 }
 
+/* run MODEL.onnx: the import's settings */
+enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
+
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
     const char *cmd = bisect_cmd ? "bisect" : "run";
@@ -281,7 +290,10 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"filter", required_argument, 0, OPT_FILTER}, {"shard", required_argument, 0, OPT_SHARD},
         {"jobs", required_argument, 0, OPT_JOBS}, {"keep-going", no_argument, 0, OPT_KEEP_GOING},
         {"reproducible", no_argument, 0, OPT_REPRODUCIBLE},
-        {"color", required_argument, 0, OPT_COLOR}, {0, 0, 0, 0}};
+        {"color", required_argument, 0, OPT_COLOR},
+        {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},
+        {"loss", required_argument, 0, OPT_ONNX_LOSS},
+        {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -353,6 +365,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_AGAINST: o.against = optarg; break;
+        case OPT_ONNX_CHECKPOINT: o.onnx_checkpoint = optarg; break;
+        case OPT_ONNX_LOSS: o.onnx_loss = optarg; break;
+        case OPT_ONNX_OPTIMIZER: o.onnx_optimizer = optarg; break;
         case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
@@ -541,6 +556,8 @@ int main(int argc, char **argv)
         return main_gradcheck(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0)
         return main_compare(argc - 1, argv + 1);
+    if (strcmp(cmd, "import") == 0)
+        return ck_main_import(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)
         return main_list(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0)
