@@ -18,6 +18,32 @@
 #include "harness/io/json_build.h"
 #include "harness/io/tensorload.h"
 #include "reports/compare_report.h"
+#include "reports/run_set.h"
+
+/* --junit: the comparison is one testcase, A against REF. */
+static ck_status write_junit(const ck_set_comparison *c, const ck_compare_cmd_opts *o,
+                             ck_error *err)
+{
+    char name[1024], msg[512];
+    snprintf(name, sizeof name, "%s vs %s", o->a, o->ref);
+    int problems = 0;
+    for (int k = 1; k < 5; k++)
+        problems += c->n_problems[k];
+    snprintf(msg, sizeof msg, "%s: %d identical, %d close, %d mismatching, %d missing/extra/shape/"
+             "dtype problems", ck_verdict_name(c->verdict), c->counts[CK_VERDICT_IDENTICAL],
+             c->counts[CK_VERDICT_CLOSE], c->counts[CK_VERDICT_MISMATCH], problems);
+    ck_run_set set = {.reproducible = true};
+    ck_run_item it = {.index = 0, .case_name = name, .case_file = (char *)o->a, .dtype = "-",
+                      .backend = "files", .status = c->pass ? CK_ITEM_PASS : CK_ITEM_FAIL,
+                      .message = msg};
+    ck_status st = CK_ERR_NOMEM;
+    if ((set.command = strdup("compare")) && ck_run_set_add(&set, &it, err))
+        st = ck_junit_write(&set, o->junit, err);
+    else if (!set.command)
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    ck_run_set_free(&set);
+    return st;
+}
 
 static ck_status write_report(const ck_set_comparison *c, const ck_tensorset *a,
                               const ck_tensorset *ref, const ck_compare_cmd_opts *o,
@@ -114,6 +140,12 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
             goto fail;
         if (!o->quiet)
             printf("report: %s\n", o->report);
+    }
+    if (o->junit) {
+        if (write_junit(&cmp, o, &err) != CK_OK)
+            goto fail;
+        if (!o->quiet)
+            printf("junit: %s\n", o->junit);
     }
     rc = cmp.pass ? CK_EXIT_PASS : CK_EXIT_FAIL;
     goto done;

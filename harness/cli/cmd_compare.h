@@ -21,6 +21,7 @@ typedef struct {
     /* --include / --exclude / --expect-mismatch patterns (harness/compare/selection.h) */
     int n_include, n_exclude, n_expect;
     const char **include, **exclude, **expect;
+    const char *junit;      /* --junit FILE, or NULL */
 } ck_compare_cmd_opts;
 
 /* Returns the exit code: 0 every tensor identical or close, 1 any mismatch, missing or

@@ -128,7 +128,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     rec->steps = c->steps;
     rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
     rec->scales = calloc((size_t)c->steps, sizeof *rec->scales);
-    if (!rec->losses || !rec->scales)
+    rec->step_wall_s = calloc((size_t)c->steps, sizeof *rec->step_wall_s);
+    if (!rec->losses || !rec->scales || !rec->step_wall_s)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory");
     ck_status st = ck_model_create(&model, b, g, dtype, err);
     if (st != CK_OK)
@@ -158,7 +159,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     int clean_steps = 0;
     int64_t updates = 0; /* optimizer steps taken: a skipped step does not count (PyTorch) */
     for (int step = 0; step < c->steps; step++) {
-        double loss = 0.0;
+        double loss = 0.0, step_t0 = now_s();
         if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
             (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
             (st = ck_model_zero_grads(&model, err)) != CK_OK ||
@@ -200,8 +201,10 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         if (dump && dump->optimizer_state &&
             (st = ck_dump_optimizer(dump, &model, &c->optimizer, step, err)) != CK_OK)
             goto out;
+        rec->step_wall_s[step] = now_s() - step_t0;
     }
     rec->peak_activation_bytes = ex.act.peak_bytes;
+    rec->mem = ex.act.trace;
     rec->recomputed_layers = ex.recomputed_layers;
     rec->recomputed_other_dtype = ex.recomputed_other_dtype;
     rec->first_other_dtype_layer = ex.first_other_dtype_layer;

@@ -36,6 +36,9 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
     s->recomputed_other_dtype = rec->recomputed_other_dtype;
     s->first_other_dtype_layer = rec->first_other_dtype_layer;
     s->wall_time_s = rec->wall_time_s;
+    s->step_wall_s = rec->step_wall_s;
+    rec->step_wall_s = NULL;
+    s->mem = rec->mem;
 }
 
 /* Compares rec against ref entry by entry; low_vs_fp32 selects the precision tolerances
