@@ -233,6 +233,58 @@ START_TEST(gpt_block_matches_pytorch_in_eval_mode)
 }
 END_TEST
 
+START_TEST(upmix_matches_pytorch_in_train_mode)
+{
+    check_against_pytorch("upmix", false);
+}
+END_TEST
+
+START_TEST(upmix_matches_pytorch_in_eval_mode)
+{
+    check_against_pytorch("upmix", true);
+}
+END_TEST
+
+/* Imports fixture stem and checks its layers' ops, in order. */
+static cJSON *import_ops(const char *stem, const char *const *want, int n_want)
+{
+    char rel[256], full[1100];
+    snprintf(rel, sizeof rel, "onnx/%s.onnx", stem);
+    tu_fixture_path(full, sizeof full, rel);
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_msg(ck_onnx_import(&m, full, NULL, &root, &w, &err) == CK_OK, "%s", err.msg);
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    ck_assert_int_eq(cJSON_GetArraySize(layers), n_want);
+    for (int i = 0; i < n_want; i++)
+        ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, i), "op")->valuestring,
+                         want[i]);
+    ck_tensorset_free(&w);
+    ck_onnx_free(&m);
+    return root;
+}
+
+/* x * sigmoid(x) is one silu, the erf spelling of GELU one exact gelu, ConvTranspose a
+ * conv_transpose2d with its output padding, a product of activations a mul. */
+START_TEST(upmix_maps_onto_ops)
+{
+    static const char *const want[] = {"conv2d", "batchnorm", "silu", "conv_transpose2d",
+                                       "gelu", "conv_transpose2d", "tanh", "mul", "dropout",
+                                       "softmax", "flatten", "linear"};
+    cJSON *root = import_ops("upmix", want, (int)(sizeof want / sizeof want[0]));
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, 4), "approximate"));
+    const cJSON *gate = cJSON_GetArrayItem(layers, 5);
+    ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "output_padding"), 0)->valueint, 1);
+    ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "padding"), 0)->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, 9), "dim")->valueint, 1);
+    cJSON_Delete(root);
+}
+END_TEST
+
 /* The GPT block's export maps onto the transformer ops one for one: the attention pattern
  * (reshape/transpose heads, q kᵀ / √d, causal mask, softmax, dropout, · v, merge) is one
  * causal attention layer, the spelled-out GELU-tanh one gelu layer. */
@@ -295,8 +347,8 @@ END_TEST
 
 START_TEST(imported_models_checkpoint_bitwise_identically)
 {
-    static const char *const stems[] = {"small_cnn", "unet3d", "gpt_block"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const stems[] = {"small_cnn", "unet3d", "upmix", "gpt_block"};
+    for (int k = 0; k < 4; k++) {
         tu_built_case bc;
         char wpath[256];
         import_fixture(stems[k], false, true, &bc, wpath, sizeof wpath);
@@ -475,6 +527,9 @@ Suite *suite_onnx(void)
     tcase_add_test(tc, small_cnn_matches_pytorch_in_eval_mode);
     tcase_add_test(tc, unet3d_matches_pytorch_in_train_mode);
     tcase_add_test(tc, unet3d_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, upmix_matches_pytorch_in_train_mode);
+    tcase_add_test(tc, upmix_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, upmix_maps_onto_ops);
     tcase_add_test(tc, gpt_block_matches_pytorch_in_train_mode);
     tcase_add_test(tc, gpt_block_matches_pytorch_in_eval_mode);
     tcase_add_test(tc, gpt_block_maps_onto_transformer_ops);
