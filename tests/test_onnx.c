@@ -341,6 +341,15 @@ START_TEST(gpt_block_maps_onto_transformer_ops)
     ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "(Softmax): a softmax of attention scores must be over the "
                          "keys"), "'%s'", err.msg);
+    /* token ids read by anything but an embedding: refused before any node is mapped */
+    for (int i = 0; i < m.n_nodes; i++)
+        if (strcmp(m.nodes[i].op_type, "Gather") == 0) {
+            free(m.nodes[i].op_type);
+            m.nodes[i].op_type = strdup("GatherElements");
+        }
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "m.onnx: input `x` is int64 and no embedding"), "'%s'",
+                  err.msg);
     ck_onnx_free(&m);
 }
 END_TEST

@@ -1069,10 +1069,10 @@ static ck_status attn_reshape_in(imp *im, const ck_onnx_node *n, const ck_onnx_t
 {
     *matched = false;
     const char *src = layer_of(im, n->in[0]);
-    if (!src || s->numel != 4)
+    if (!src || s->numel != 4 || is_float_type(s->data_type))
         return CK_OK;
     for (int k = 0; k < 4; k++)
-        if (!(elem_f64(s, k) >= 1.0))
+        if (!(elem_f64(s, k) >= 1.0 && elem_f64(s, k) <= (double)CK_SIZE_CAP))
             return CK_OK;
     int t = sole_reader(im, n->out[0]);
     if (t < 0 || strcmp(im->m->nodes[t].op_type, "Transpose") != 0 ||
@@ -1146,7 +1146,7 @@ static ck_status attn_step(imp *im, int idx, const ck_onnx_node *n, struct pend 
         const ck_onnx_tensor *c = const_of(im, other);
         bool causal = c && is_float_type(c->data_type) && c->ndim >= 2 &&
                       c->dims[c->ndim - 1] == p->l && c->dims[c->ndim - 2] == p->l &&
-                      c->numel == p->l * p->l;
+                      c->numel / p->l == p->l && c->numel % p->l == 0;
         for (int64_t i = 0; causal && i < p->l; i++)
             for (int64_t j = 0; causal && j < p->l; j++) {
                 double v = elem_f64(c, i * p->l + j);
@@ -1181,9 +1181,10 @@ static ck_status attn_step(imp *im, int idx, const ck_onnx_node *n, struct pend 
     if (strcmp(op, "Reshape") == 0 && p->kind == P_CTX_T && in0) {
         const ck_onnx_tensor *s = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
         if (!s || s->numel != 3 || elem_f64(s, 0) != (double)p->b ||
-            elem_f64(s, 1) != (double)p->l || elem_f64(s, 2) != (double)(p->heads * p->d))
+            elem_f64(s, 1) != (double)p->l ||
+            elem_f64(s, 2) != (double)p->heads * (double)p->d)
             return fail_node(im, "merging attention heads must reshape to [%lld, %lld, %lld]",
-                             (long long)p->b, (long long)p->l, (long long)(p->heads * p->d));
+                             (long long)p->b, (long long)p->l, (long long)p->heads * (long long)p->d);
         char name[CK_NAME_MAX + 1];
         CK_TRY(scoped_name(im, &im->m->nodes[p->softmax_node], "attention", name));
         cJSON *L = new_layer(im, name, "attention");
@@ -1222,12 +1223,16 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
         return map_simple(im, n, "flatten", 1);
     if (s->numel < 1 || s->numel > CK_MAX_DIMS)
         return fail_node(im, "a target shape of %lld dims is not supported", (long long)s->numel);
+    if (is_float_type(s->data_type))
+        return fail_node(im, "the target shape is %s, not integers",
+                         ck_onnx_type_name(s->data_type));
     int64_t dims[CK_MAX_DIMS];
     for (int64_t k = 0; k < s->numel; k++) {
-        dims[k] = (int64_t)elem_f64(s, k);
-        if (dims[k] == 0 || dims[k] < -1)
-            return fail_node(im, "target dim %lld is %lld; only sizes and one -1 are supported "
-                             "(0, copy the input's dim, is not)", (long long)k, (long long)dims[k]);
+        double v = elem_f64(s, k);
+        if (!(v == -1.0 || (v >= 1.0 && v <= (double)CK_SIZE_CAP)))
+            return fail_node(im, "target dim %lld is %.0f; only sizes and one -1 are supported "
+                             "(0, copy the input's dim, is not)", (long long)k, v);
+        dims[k] = (int64_t)v;
     }
     char name[CK_NAME_MAX + 1];
     CK_TRY(name_for(im, n, NULL, name));
@@ -1391,6 +1396,8 @@ static ck_status map_node(imp *im, int i)
         return map_layernorm(im, n);
     if (strcmp(op, "ConvTranspose") == 0)
         return map_conv_transpose(im, n);
+    if ((strcmp(op, "Softmax") == 0 || strcmp(op, "Transpose") == 0) && n->n_in != 1)
+        return fail_node(im, "expected 1 input, got %d", n->n_in);
     if (strcmp(op, "Softmax") == 0) {
         if (im->m->opset < 13)
             return fail_node(im, "Softmax before opset 13 flattens to 2-D; export with opset "
@@ -1512,7 +1519,7 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
         for (int i = 0; i < im->m->n_nodes && !*vocab; i++) {
             const ck_onnx_node *n = &im->m->nodes[i];
             const ck_onnx_tensor *W = n->n_in == 2 ? const_of(im, n->in[0]) : NULL;
-            if (strcmp(n->op_type, "Gather") == 0 && strcmp(n->in[1], v->name) == 0 && W &&
+            if (W && strcmp(n->op_type, "Gather") == 0 && strcmp(n->in[1], v->name) == 0 &&
                 W->ndim == 2 && W->dims[0] >= 1 && W->dims[0] <= INT32_MAX)
                 *vocab = W->dims[0];
         }
