@@ -789,10 +789,11 @@ static ck_status match_gelu(imp *im, int idx, bool *matched)
     const char *x = n->in[0];
     int chain[9], len = 0;
     bool tanh_form = false;
+    bool is_mul = strcmp(n->op_type, "Mul") == 0;
+    if (is_mul && scalar_is(im, n->in[0], 1.0 / sqrt(2.0)))
+        x = n->in[1]; /* Mul(1/√2, x) */
     if (binary_with_scalar(im, idx, "Div", x, sqrt(2.0), false) ||
         binary_with_scalar(im, idx, "Mul", x, 1.0 / sqrt(2.0), true)) {
-        if (strcmp(n->op_type, "Mul") == 0 && !scalar_is(im, n->in[1], 1.0 / sqrt(2.0)))
-            x = n->in[1];
         chain[len++] = idx;
         int e = sole_reader(im, n->out[0]);
         if (e < 0 || strcmp(im->m->nodes[e].op_type, "Erf") != 0)
