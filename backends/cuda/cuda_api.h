@@ -149,6 +149,11 @@ int ck_cuda_algo_records(const ck_backend *b, const ck_cuda_algo_record **out);
 /* Forgets the records (e.g. between cases). */
 void ck_cuda_algo_records_clear(ck_backend *b);
 
+/* The device memory report (backend.h, CK_PROC_DEVICE_MEMORY): the pool's high-water mark
+ * (cudaMemPoolAttrUsedMemHigh) and the peaks of cuDNN workspaces and other scratch; reset
+ * starts new peaks. False for a backend that is not CUDA. */
+bool ck_cuda_device_memory(ck_backend *b, ck_device_memory *out, bool reset);
+
 #ifdef __cplusplus
 }
 #endif

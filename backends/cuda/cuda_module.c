@@ -49,11 +49,14 @@ static void *cuda_get_proc(ck_backend *b, const char *name)
         void *p;
         int (*records)(ck_backend *, ck_algo_record *, int);
         void (*clear)(ck_backend *);
+        bool (*memory)(ck_backend *, ck_device_memory *, bool);
     } u = {NULL};
     if (strcmp(name, CK_PROC_ALGO_RECORDS) == 0)
         u.records = algo_records;
     else if (strcmp(name, CK_PROC_ALGO_RECORDS_CLEAR) == 0)
         u.clear = algo_records_clear;
+    else if (strcmp(name, CK_PROC_DEVICE_MEMORY) == 0)
+        u.memory = ck_cuda_device_memory;
     return u.p;
 }
 
