@@ -135,15 +135,15 @@ static inline CK_CD_HD double ck_conv_direct_backward_data_at(const ck_conv_dire
         const double *wp = w + (f * g->C + c) * kvol;
         int64_t kk = 0;
         for (int64_t k0 = 0; k0 < g->k[0]; k0++) {
-            int64_t o0;
+            int64_t o0 = 0;
             const bool v0 = ck_cd_out_pos(p[0], k0 * g->dil[0] - g->pad_lo[0], g->stride[0],
                                           g->out[0], &o0);
             for (int64_t k1 = 0; k1 < g->k[1]; k1++) {
-                int64_t o1;
+                int64_t o1 = 0;
                 const bool v1 = v0 && ck_cd_out_pos(p[1], k1 * g->dil[1] - g->pad_lo[1],
                                                     g->stride[1], g->out[1], &o1);
                 for (int64_t k2 = 0; k2 < g->k[2]; k2++, kk++) {
-                    int64_t o2;
+                    int64_t o2 = 0;
                     if (!v1 || !ck_cd_out_pos(p[2], k2 * g->dil[2] - g->pad_lo[2],
                                               g->stride[2], g->out[2], &o2))
                         continue;
