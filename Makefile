@@ -238,6 +238,8 @@ check: deps
 check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
+	CK_PROG=$(PROG) sh tests/cli/gpu_script.sh
+	sh tests/cli/makefile.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps

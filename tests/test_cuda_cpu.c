@@ -6,7 +6,7 @@
  * status, no crash).
  *
  * Every CUDA runtime call happens inside a test, so with CK_FORK (the default) it runs in
- * the forked child and the runner's own process never initialises CUDA (STYLE.md). On a
+ * the forked child and the runner's own process never initialises CUDA. On a
  * machine with a GPU the availability tests check the other branch: create succeeds and
  * the backend describes its device.
  */
@@ -167,7 +167,7 @@ static ck_cuda_algo_candidate cand(int algo, bool ok, float ms, size_t mem, int 
 
 START_TEST(rank_by_time_filters_and_sorts_stably)
 {
-    /* a backward-filter Find answer for an fp32 layer, as on the H200 (FIELD-NOTES) */
+    /* a backward-filter Find answer for an fp32 layer, as cuDNN answers on an H200 */
     const ck_cuda_algo_candidate c[] = {
         cand(3, true, 1.0f, 0, 0, CK_CUDA_MATH_FMA),         /* fastest, nondeterministic */
         cand(0, true, 2.0f, 0, 0, CK_CUDA_MATH_FMA),         /* nondeterministic */
