@@ -1211,9 +1211,22 @@ int main(int argc, char **argv)
             char desc[128];
             snprintf(desc, sizeof desc, "%s [in fp16, out fp32]", tests[k].desc);
             m.desc = desc;
-            if (m.fwd_cls == CLS_LIB)
+            if (m.op.kind == CK_OP_CONV)
+                m.fwd_cls = m.bwd_cls = CLS_EXACT; /* the direct fp64 kernels: the CPU's sums */
+            else if (m.fwd_cls == CLS_LIB)
                 m.fwd_cls = m.bwd_cls = CLS_TRANS; /* fp64 on both sides, rounded once */
             run_op(&m, mixed, 5000 + (uint64_t)k);
+        }
+    /* fp64 convolutions run on the backend's own direct kernels (conv_direct.h), whose
+     * fixed-order sums are the CPU's: bitwise */
+    for (int k = 0; k < nt; k++)
+        if (tests[k].op.kind == CK_OP_CONV) {
+            op_test m = tests[k];
+            char desc[128];
+            snprintf(desc, sizeof desc, "%s [fp64, direct kernels]", tests[k].desc);
+            m.desc = desc;
+            m.fwd_cls = m.bwd_cls = CLS_EXACT;
+            run_op(&m, dtypes_of(CK_F64), 7000 + (uint64_t)k);
         }
 
     test_dropout_masks();
