@@ -904,12 +904,22 @@ static void check_records(ck_backend *b, bool deterministic)
             bad++;
         if (r[i].dtype == CK_F32 && r[i].algo >= 0 && strstr(r[i].math, "FMA") == NULL)
             bad++;
+        /* pinned per (pass, dtype, shape): a layer never switches algorithm, and no
+         * workspace exceeds the default cap (1 GiB) */
+        if (r[i].changed || r[i].workspace_bytes > ((size_t)1 << 30))
+            bad++;
+        /* fp64 convolutions never reach cuDNN */
+        if (r[i].dtype == CK_F64 && strncmp(r[i].op, "conv", 4) == 0 &&
+            strstr(r[i].engine, "direct") == NULL)
+            bad++;
     }
     if (bad) {
-        printf("FAIL  algorithm records: %d entries break the policy or the fp32 math rule\n", bad);
+        printf("FAIL  algorithm records: %d entries break the policy, the fp32 math rule, the "
+               "pinning, the workspace cap or the fp64 engine\n", bad);
         g_fail++;
     } else {
-        printf("PASS  algorithm records follow the policy (and fp32 convolutions ran FMA)\n");
+        printf("PASS  algorithm records follow the policy (fp32 convolutions ran FMA, nothing "
+               "switched, workspaces within the cap, fp64 convolutions on the direct kernels)\n");
         g_pass++;
     }
 }
