@@ -1022,6 +1022,7 @@ out:
     }
     free(im.consts);
     if (st != CK_OK) {
+        ck_error_one_line(err, st); /* names from the file may hold control characters */
         cJSON_Delete(root);
         ck_tensorset_free(weights);
         ck_tensorset_init(weights);
