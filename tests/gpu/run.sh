@@ -321,8 +321,10 @@ cases_stage() {
     local rc=0 passed total
     bounded 90 "$PROG" run "$CASES" "${BACKEND_ARGS[@]}" --report "$OUT/reports/cases/" \
         --rows 3 >"$OUT/logs/cases.log" 2>&1 || rc=$?
-    total=$(find "$OUT/reports/cases" -name '*.json' 2>/dev/null | wc -l)
-    passed=$(grep -l '"status":[[:space:]]*"pass"' "$OUT"/reports/cases/*.json 2>/dev/null | wc -l)
+    # run reports only (the folder also holds the run's summary.json)
+    total=$(grep -l '"schema":[[:space:]]*"ckpt-harness/report"' "$OUT"/reports/cases/*.json 2>/dev/null | wc -l)
+    passed=$(grep -l '"schema":[[:space:]]*"ckpt-harness/report"' "$OUT"/reports/cases/*.json 2>/dev/null |
+        while IFS= read -r f; do grep -l '"status":[[:space:]]*"pass"' "$f"; done | wc -l)
     if killed "$rc"; then
         ST=BUDGET
         DETAIL="killed at the time limit, $passed/$total reports pass"
