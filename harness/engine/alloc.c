@@ -1,5 +1,33 @@
-/* Accounting allocator for activation memory (see alloc.h). */
+/* Accounting allocator for activation memory, and its live-bytes trace (see alloc.h). */
 #include "harness/engine/alloc.h"
+
+#include <stdio.h>
+
+void ck_alloc_trace_init(ck_alloc_trace *t, ck_alloc_event *events, int capacity)
+{
+    t->events = events;
+    t->capacity = events && capacity > 0 ? capacity : 0;
+    t->n = 0;
+    t->lost = 0;
+}
+
+static void trace_event(ck_act_alloc *a, ck_alloc_event_kind kind, int64_t bytes,
+                        const char *tag)
+{
+    ck_alloc_trace *t = a->trace;
+    if (!t)
+        return;
+    if (t->n >= t->capacity) {
+        t->lost++;
+        return;
+    }
+    ck_alloc_event *ev = &t->events[t->n++];
+    ev->index = (int64_t)(t->n - 1) + t->lost;
+    ev->kind = kind;
+    ev->bytes = bytes;
+    ev->live_bytes = a->live_bytes;
+    snprintf(ev->tag, sizeof ev->tag, "%s", tag ? tag : "?");
+}
 
 void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b)
 {
@@ -7,6 +35,7 @@ void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b)
     a->live_bytes = 0;
     a->peak_bytes = 0;
     a->n_allocs = 0;
+    a->trace = NULL;
 }
 
 ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
@@ -26,6 +55,7 @@ ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
     a->n_allocs++;
     if (a->live_bytes > a->peak_bytes)
         a->peak_bytes = a->live_bytes;
+    trace_event(a, CK_ALLOC_EV_ALLOC, (int64_t)bytes, t->name);
     return CK_OK;
 }
 
@@ -34,6 +64,13 @@ void ck_act_free_tensor(ck_act_alloc *a, ck_tensor *t)
     if (!t->data)
         return;
     a->b->free(a->b, t->data);
-    a->live_bytes -= (int64_t)ck_tensor_bytes(t);
+    int64_t bytes = (int64_t)ck_tensor_bytes(t);
+    a->live_bytes -= bytes;
     t->data = NULL;
+    trace_event(a, CK_ALLOC_EV_FREE, bytes, t->name);
+}
+
+void ck_act_alloc_mark(ck_act_alloc *a, const char *tag)
+{
+    trace_event(a, CK_ALLOC_EV_MARK, 0, tag);
 }

@@ -50,7 +50,16 @@ typedef struct {
     bool freeze_buffers; /* never update batchnorm running statistics (gradcheck) */
     ck_exec_observer observer;
     void *observer_user;
+    ck_alloc_trace *trace; /* live-bytes trace of the activation allocator; may be NULL */
 } ck_exec_config;
+
+/* The marks the executor writes into the live-bytes trace (alloc.h), once per step: after
+ * the forward of the last layer, after each segment's recomputation, and after the step's
+ * activations were released. */
+#define CK_MARK_FORWARD_END "forward end"
+#define CK_MARK_RECOMPUTE_END "recompute end"
+#define CK_MARK_STEP_END "step end"
+
 
 struct ck_exec {
     ck_exec_config cfg;

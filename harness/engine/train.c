@@ -142,6 +142,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         .bn = c->bn, .autocast = c->autocast, .freeze_buffers = false,
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
+        .trace = hooks ? hooks->trace : NULL,
     };
     if (dump && dump->activations) {
         cfg.observer = ck_act_observe;
