@@ -472,6 +472,34 @@ START_TEST(dropout_under_stash_and_counter_is_identical)
 }
 END_TEST
 
+START_TEST(stash_replays_a_dropout_in_the_middle_of_a_segment)
+{
+    /* the stash is taken at the segment's entry: a dropout followed by more layers of the
+     * same segment (here drop1 before l1, and two dropouts in the second segment) replays
+     * its mask only if nothing was drawn between the entry and the stash */
+    static const char *text =
+        "{\"name\": \"stash_mid\", \"seed\": 7, \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"drop0\", \"op\": \"dropout\", \"rate\": 0.5},"
+        "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"drop1\", \"op\": \"dropout\", \"rate\": 0.5},"
+        "{\"name\": \"drop2\", \"op\": \"dropout\", \"rate\": 0.25}, {\"name\": \"l2\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"l0\", \"l1\"], [\"drop1\", \"l2\"]]},"
+        "\"train\": {\"steps\": 2, \"optimizer\": \"sgd\", \"lr\": 0.1}}";
+    ck_rng_policy policies[] = {CK_RNG_STASH, CK_RNG_STATEFUL};
+    for (int k = 0; k < 2; k++) {
+        tu_built_case bc;
+        tu_build_text(&bc, text);
+        bc.cs.rng = policies[k];
+        ck_result r;
+        run(&bc, &r);
+        ck_verdict want = policies[k] == CK_RNG_STASH ? CK_VERDICT_IDENTICAL : CK_VERDICT_MISMATCH;
+        ck_assert_msg(r.verdict == want, "rng %s: verdict %s", ck_rng_policy_name(policies[k]),
+                      ck_verdict_name(r.verdict));
+        ck_result_free(&r);
+        tu_free_built(&bc);
+    }
+}
+END_TEST
+
 START_TEST(batchnorm_canary_shows_in_running_stats_not_gradients)
 {
     tu_built_case bc;
@@ -613,6 +641,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, unet_checkpointing_lowers_measured_peak);
     tcase_add_test(tc, dropout_canary_is_caught_in_the_gradients_before_the_dropout);
     tcase_add_test(tc, dropout_under_stash_and_counter_is_identical);
+    tcase_add_test(tc, stash_replays_a_dropout_in_the_middle_of_a_segment);
     tcase_add_test(tc, batchnorm_canary_shows_in_running_stats_not_gradients);
     tcase_add_test(tc, batchnorm_under_skip_is_identical);
     tcase_add_test(tc, no_saving_canary_fails_on_memory_alone);

@@ -306,6 +306,22 @@ START_TEST(offsets_one_byte_past_the_data_are_refused_as_such)
     ck_assert_int_eq(parse_text(h, 3, &err), CK_ERR_INPUT);
     ck_assert_msg(strstr(err.msg, "data_offsets [0, 4] run past the end of the data (3 bytes)"),
                   "one byte short: %s", err.msg);
+    /* a header length one byte past the end of the file (the buffer holds more, so a
+     * reader that looked past the length it was given would find valid JSON) */
+    size_t hl = strlen(h), flen = 8 + hl + 4;
+    unsigned char *buf = calloc(1, flen + 16);
+    ck_assert_ptr_nonnull(buf);
+    uint64_t claimed = (uint64_t)(flen - 8 + 1);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(claimed >> (8 * i));
+    memcpy(buf + 8, h, hl);
+    memset(buf + 8 + hl, ' ', 16);
+    ck_tensorset s;
+    ck_assert_int_eq(ck_safetensors_parse(buf, flen, "mem.safetensors", &s, &err), CK_ERR_INPUT);
+    ck_tensorset_free(&s);
+    ck_assert_msg(strstr(err.msg, "runs past the end of the file"), "header one byte long: %s",
+                  err.msg);
+    free(buf);
     /* two tensors, the second one byte short */
     static const char *h2 = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
                             "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]}}";
