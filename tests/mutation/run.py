@@ -76,6 +76,26 @@ def parse_catalogue(path):
     return mutants
 
 
+def known_suites(root):
+    """The Check suites (suite_create names in tests/test_*.c) and `cli`."""
+    import glob
+    import re
+    names = {"cli"}
+    for path in glob.glob(os.path.join(root, "tests", "test_*.c")):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            names.update(re.findall(r'suite_create\("([a-z0-9_]+)"\)', f.read()))
+    return names
+
+
+def check_suites(mutants, root):
+    suites = known_suites(root)
+    for m in mutants:
+        for s in (x.strip() for x in m.get("suite", "").split(",")):
+            if s and s not in suites:
+                raise CatalogueError(f"{CATALOGUE}:{m['line']}: mutant {m['id']}: unknown suite "
+                                     f"'{s}' (known: {', '.join(sorted(suites))})")
+
+
 def staleness(m, root):
     """None when the mutant applies, else why it does not."""
     path = os.path.join(root, m["file"])
@@ -185,6 +205,7 @@ def run_main():
     args = ap.parse_args()
     try:
         mutants = parse_catalogue(CATALOGUE)
+        check_suites(mutants, ROOT)
     except CatalogueError as e:
         print(f"mutation: {e}", file=sys.stderr)
         return 2
