@@ -21,8 +21,8 @@ static void trace_event(ck_act_alloc *a, ck_alloc_event_kind kind, int64_t bytes
         t->lost++;
         return;
     }
-    ck_alloc_event *ev = &t->events[t->n++];
-    ev->index = (int64_t)(t->n - 1) + t->lost;
+    ck_alloc_event *ev = &t->events[t->n];
+    ev->index = t->n++;
     ev->kind = kind;
     ev->bytes = bytes;
     ev->live_bytes = a->live_bytes;

@@ -20,7 +20,7 @@
 typedef enum { CK_ALLOC_EV_ALLOC = 0, CK_ALLOC_EV_FREE, CK_ALLOC_EV_MARK } ck_alloc_event_kind;
 
 typedef struct {
-    int64_t index;            /* 0-based number of the event since the trace was started */
+    int64_t index;            /* 0-based position of the event since the trace was started */
     ck_alloc_event_kind kind;
     int64_t bytes;            /* allocated or freed; 0 for a mark */
     int64_t live_bytes;       /* live activation bytes after the event */
@@ -28,8 +28,8 @@ typedef struct {
                                    mark ("forward end"), truncated to fit */
 } ck_alloc_event;
 
-/* A trace into events[0 .. capacity-1]. When full, later events are counted in `lost`
- * (their index keeps counting) but not stored: the first `capacity` events are kept. */
+/* A trace into events[0 .. capacity-1]. When full, later events are not stored, only
+ * counted in `lost`: the first `capacity` events of the run are kept. */
 typedef struct {
     ck_alloc_event *events;
     int capacity;
