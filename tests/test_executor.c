@@ -224,7 +224,7 @@ static void trace_tiny(bool checkpointed, ck_alloc_event *ev, int cap, ck_alloc_
     ck_error err;
     ck_assert_msg(ck_plan_build(&bc.g, &plan, &err) == CK_OK, "%s", err.msg);
     ck_alloc_trace_init(t, ev, cap);
-    ck_run_hooks hooks = {.trace = t};
+    ck_run_hooks hooks = {.event_log = t};
     ck_backend *b = tu_cpu_backend();
     ck_record rec;
     ck_status st = ck_train(b, &bc.g, checkpointed ? &plan : NULL, CK_F32, &hooks, &rec, &err);
