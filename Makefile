@@ -327,6 +327,15 @@ install: $(PROG) $(CUDA_MODULE)
 
 .PHONY: install
 
+# Mutation testing (tests/mutation/): every planted bug of the catalogue in turn, in a
+# scratch copy under build/mutation/; prints the score and the survivors. Not part of check
+# or CI (about an hour on two cores). MUTANTS=id1,id2 runs a subset, MUTATION_TIMEOUT sets
+# the seconds per mutant command, MUTATION_FULL=1 runs all of make check for every mutant.
+mutation:
+	python3 tests/mutation/run.py $(if $(MUTANTS),--mutants $(MUTANTS))
+
+.PHONY: mutation
+
 clean:
 	rm -rf $(BUILD)
 
