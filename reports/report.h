@@ -18,7 +18,7 @@
 #include "harness/core/status.h"
 
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
-#define CK_REPORT_SCHEMA_VERSION 1
+#define CK_REPORT_SCHEMA_VERSION 2
 
 typedef struct {
     const char *tool_version; /* e.g. "0.1.0"; NULL writes "unknown" */
@@ -66,6 +66,10 @@ void ck_report_print_oneline(FILE *f, const ck_result *r);
 void ck_bisect_print_story(FILE *f, const ck_result *r);
 
 /* ---- Lines shared by both writers (report_text.c) ---- */
+
+/* "pass", "fail" or "vacuous" (the runs' gradients carry no information and the case does
+ * not expect that): the report's `status`. */
+const char *ck_report_status(const ck_result *r);
 
 #define CK_REPORT_LINE_MAX 512
 #define CK_REPORT_MAX_FAILURES 4

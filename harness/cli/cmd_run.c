@@ -67,7 +67,16 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
     ck_result res;
     if (!o->quiet)
         fprintf(stderr, "%s %s (%s, %s)\n", progress, c->name, c->path, ck_dtype_name(dtype));
-    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations};
+    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations,
+                           .precision_check = (ck_precision_check)o->precision_check};
+    if (o->has_rtol || o->has_atol || o->has_rel_l2) {
+        /* unset elementwise parts default to the dtype's torch.testing tolerance */
+        ro.precision_override = (ck_precision_override){
+            .set = true,
+            .rtol = o->has_rtol ? o->rtol : dtype == CK_BF16 ? 1.6e-2 : 1e-3,
+            .atol = o->has_atol ? o->atol : 1e-5,
+            .rel_l2 = o->has_rel_l2 ? o->rel_l2 : -1.0};
+    }
     char dump_dir[4096];
     if (o->dump) {
         snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ck_cli_ends_with(o->dump, "/") ? "" : "/",

@@ -39,6 +39,11 @@ typedef struct {
     const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
     bool dump_activations; /* --dump-activations: layer outputs too */
     const char *init;      /* --init FILE: parameters and buffers from a file */
+    int precision_check;   /* --precision-check: 0 fail (default), 1 warn, 2 off
+                              (ck_precision_check) */
+    bool has_rtol, has_atol, has_rel_l2; /* --rtol/--atol/--rel-l2: the judgement against
+                                            fp32 uses these for every tensor */
+    double rtol, atol, rel_l2;
 } ck_run_opts;
 
 typedef struct {

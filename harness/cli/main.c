@@ -68,11 +68,19 @@ static const char *usage_run =
     "  --dump-activations with --dump: every layer's output per step too\n"
     "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
     "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
+    "  --precision-check M  fail (default), warn or off: whether a low-precision run's\n"
+    "                     judgement against fp32 (bounds calibrated per tensor from the\n"
+    "                     model, cases/README.md) fails the case, is only reported, or\n"
+    "                     is not run\n"
+    "  --rtol R, --atol A, --rel-l2 L\n"
+    "                     judge every tensor against fp32 with these instead (elementwise\n"
+    "                     |a - ref| <= A + R |ref|, or ||a - ref|| / ||ref|| <= L)\n"
     "  --quiet            one line per case\n"
     "  -h, --help         this help\n"
     "\n"
     "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
-    "expect, unmet min_memory_saving), 2 bad input or usage.\n";
+    "expect, unmet min_memory_saving, a failed precision judgement, vacuous gradients),\n"
+    "2 bad input or usage.\n";
 
 static const char *usage_bisect =
     "usage: ckpt-harness bisect CASE|DIR... [options]\n"
@@ -188,7 +196,8 @@ static bool parse_double(const char *s, double *out)
 }
 
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
-       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
+       OPT_PRECISION_CHECK = 300, OPT_REL_L2 };
 
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
@@ -203,7 +212,10 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"verify-recompute", no_argument, 0, OPT_VERIFY}, {"dump", required_argument, 0, OPT_DUMP},
         {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
         {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
-        {"against", required_argument, 0, OPT_AGAINST}, {0, 0, 0, 0}};
+        {"against", required_argument, 0, OPT_AGAINST},
+        {"precision-check", required_argument, 0, OPT_PRECISION_CHECK},
+        {"rtol", required_argument, 0, OPT_RTOL},     {"atol", required_argument, 0, OPT_ATOL},
+        {"rel-l2", required_argument, 0, OPT_REL_L2}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -255,6 +267,31 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_AGAINST: o.against = optarg; break;
+        case OPT_PRECISION_CHECK:
+            if (strcmp(optarg, "fail") == 0)
+                o.precision_check = 0;
+            else if (strcmp(optarg, "warn") == 0)
+                o.precision_check = 1;
+            else if (strcmp(optarg, "off") == 0)
+                o.precision_check = 2;
+            else
+                return usage_error(cmd, "--precision-check %s: expected fail, warn or off", optarg);
+            break;
+        case OPT_RTOL:
+            if (!parse_double(optarg, &o.rtol))
+                return usage_error(cmd, "--rtol %s: expected a number >= 0", optarg);
+            o.has_rtol = true;
+            break;
+        case OPT_ATOL:
+            if (!parse_double(optarg, &o.atol))
+                return usage_error(cmd, "--atol %s: expected a number >= 0", optarg);
+            o.has_atol = true;
+            break;
+        case OPT_REL_L2:
+            if (!parse_double(optarg, &o.rel_l2))
+                return usage_error(cmd, "--rel-l2 %s: expected a number >= 0", optarg);
+            o.has_rel_l2 = true;
+            break;
         case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);

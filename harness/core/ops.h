@@ -64,6 +64,10 @@ typedef struct {
     bool eval;       /* batchnorm: use running statistics, update nothing */
     double rate;     /* dropout, in [0, 1) */
     double stddev;   /* gaussian_noise, >= 0 */
+    /* batchnorm, set by the graph builder from policies.reduction_dtype "low" (a canary):
+     * in fp16/bf16 runs the batch statistics are summed in the low dtype, rounding after
+     * every addition, instead of in fp32 or wider. Only the reference backend has it. */
+    bool low_precision_reduction;
 } ck_op_params;
 
 typedef enum {

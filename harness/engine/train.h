@@ -19,6 +19,12 @@ typedef struct {
     ck_exec_observer observer; /* passed to the executor of every run; may be NULL */
     void *observer_user;
     const struct ck_dump_spec *dump; /* NULL: no dump (dump.h) */
+    /* The precision judgement's calibration run: an fp32 run whose input, targets and
+     * linear/conv weights are rounded to this low dtype (fp16/bf16) before every step's
+     * forward, as a low-precision run casts them; CK_F32: none. */
+    ck_dtype round_to;
+    double perturb_rel;    /* with round_to: executor.h's calibration dither; 0: none */
+    uint64_t perturb_seed;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */

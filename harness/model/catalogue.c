@@ -172,7 +172,7 @@ const ck_option_def *ck_op_options(ck_op_kind kind)
 
 NAME_LIST(rng_policy_names, "counter", "stateful", "stash");
 NAME_LIST(bn_policy_names, "skip", "update");
-NAME_LIST(expect_names, "identical", "close", "mismatch");
+NAME_LIST(expect_names, "identical", "close", "mismatch", "any");
 NAME_LIST(expect_memory_names, "met", "unmet");
 NAME_LIST(dist_names, "uniform", "normal");
 NAME_LIST(loss_names, "mean", "sum", "mse", "cross_entropy");

@@ -16,7 +16,8 @@ typedef enum { CK_DIST_UNIFORM = 0, CK_DIST_NORMAL } ck_dist;
 typedef enum { CK_CKPT_SQRT = 0, CK_CKPT_EVERY, CK_CKPT_SEGMENTS } ck_ckpt_kind;
 typedef enum { CK_RNG_COUNTER = 0, CK_RNG_STATEFUL, CK_RNG_STASH } ck_rng_policy;
 typedef enum { CK_BN_SKIP = 0, CK_BN_UPDATE } ck_bn_policy;
-typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH } ck_expect;
+/* any: every verdict meets it (expect_precision "any": the judgement is reported, not gated) */
+typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH, CK_EXPECT_ANY } ck_expect;
 typedef enum { CK_SCALE_NONE = 0, CK_SCALE_STATIC, CK_SCALE_DYNAMIC } ck_loss_scale_kind;
 typedef enum { CK_AUTOCAST_RESTORE = 0, CK_AUTOCAST_DROP } ck_autocast_policy;
 

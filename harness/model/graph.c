@@ -431,6 +431,8 @@ ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err)
 
         node->spec = L;
         node->op = L->op;
+        node->op.low_precision_reduction =
+            c->reduction_low && L->op.kind == CK_OP_BATCHNORM;
         node->n_in = L->n_in;
         node->last_consumer = -1;
         for (int j = 0; j < L->n_in; j++) {
