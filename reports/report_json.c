@@ -435,6 +435,8 @@ static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
     cJSON *rule = ck_json_add_object(b, vs, "rule");
     ck_json_add_bool(b, rule, "calibrated", r->vs_fp32_calibrated);
     ck_json_add_real(b, rule, "k", CK_PRECISION_K);
+    ck_json_add_real(b, rule, "k_after_update", CK_PRECISION_K_UPDATED);
+    ck_json_add_int(b, rule, "calibration_runs", CK_PRECISION_CALIB_RUNS);
     ck_json_add_real(b, rule, "unit_roundoff", ck_unit_roundoff(r->dtype));
     ck_json_add_real(b, rule, "noise_spread", CK_PRECISION_NOISE);
     ck_json_add_string(b, vs, "verdict", ck_verdict_name(r->vs_fp32_verdict));

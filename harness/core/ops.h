@@ -39,9 +39,20 @@ typedef enum {
 
 typedef enum { CK_PAD_VALID = 0, CK_PAD_SAME, CK_PAD_EXPLICIT } ck_pad_mode;
 
+/* linear/conv weight initialisation ("init" in a layer; cases/README.md) */
+typedef enum {
+    CK_INIT_TORCH_DEFAULT = 0, /* weight and bias U(+-1/sqrt(fan_in)) (PyTorch's default) */
+    CK_INIT_KAIMING_NORMAL,    /* weight N(0, 2/fan_in), bias 0 (He, for ReLU stacks) */
+    CK_INIT_KAIMING_UNIFORM,   /* weight U(+-sqrt(6/fan_in)), bias 0 */
+    CK_INIT_XAVIER_UNIFORM,    /* weight U(+-sqrt(6/(fan_in+fan_out))), bias 0 */
+    CK_INIT_XAVIER_NORMAL,     /* weight N(0, 2/(fan_in+fan_out)), bias 0 */
+    CK_INIT_ZEROS              /* weight and bias 0: a dead layer (vacuity tests) */
+} ck_init_scheme;
+
 typedef struct {
     ck_op_kind kind;
     int nsp; /* spatial dims (1..3) of conv/pool/upsample; 0 otherwise */
+    int init; /* linear/conv: ck_init_scheme, default torch_default */
 
     int64_t units;   /* linear */
     int64_t filters; /* conv */

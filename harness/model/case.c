@@ -106,6 +106,8 @@ static ck_status parse_option(const ck_jctx *cx, const ck_option_def *def, const
         return ck_jget_bool(cx, v, jpath, (bool *)field);
     case CK_OPTION_REAL:
         return ck_jget_real(cx, v, jpath, &def->range, (double *)field);
+    case CK_OPTION_CHOICE:
+        return ck_jget_choice(cx, v, jpath, def->choices->names, def->choices->n, (int *)field);
     }
     return ck_fail(cx->err, CK_ERR_INTERNAL, "%s: %s: unknown option type", cx->path, jpath);
 }

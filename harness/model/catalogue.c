@@ -13,15 +13,18 @@
 /* The op catalogue                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
+#define INIT_OPT                                                                             \
+    "init (\"torch_default\", \"kaiming_normal\", \"kaiming_uniform\", \"xavier_uniform\", "  \
+    "\"xavier_normal\" or \"zeros\"; default \"torch_default\")"
 #define WINDOW_OPTS_CONV                                                                     \
     "filters (int, required), kernel (int or [ints], required), stride (int or [ints], "    \
     "default 1), padding (\"same\", \"valid\", int or [ints]; default \"valid\"), dilation " \
-    "(int or [ints], default 1), bias (bool, default true)"
+    "(int or [ints], default 1), bias (bool, default true), " INIT_OPT
 #define WINDOW_OPTS_POOL "pool (int or [ints], required), stride (int or [ints], default pool)"
 
 static const ck_op_info op_catalogue[] = {
     {"linear", CK_OP_LINEAR, 0, "y = x W^T + b over the last dimension",
-     "units (int, required), bias (bool, default true)"},
+     "units (int, required), bias (bool, default true), " INIT_OPT},
     {"conv1d", CK_OP_CONV, 1, "1-D convolution (cross-correlation) over (N, C, L)",
      WINDOW_OPTS_CONV},
     {"conv2d", CK_OP_CONV, 2, "2-D convolution (cross-correlation) over (N, C, H, W)",
@@ -89,52 +92,54 @@ const ck_op_info *ck_op_find(const char *name)
 #define FIELD(f) offsetof(ck_op_params, f)
 
 /* Ends every option list. */
-#define OPTIONS_END {NULL, CK_OPTION_BOOL, 0, false, CK_RANGE_ANY_FINITE}
+#define OPTIONS_END {NULL, CK_OPTION_BOOL, 0, false, CK_RANGE_ANY_FINITE, NULL}
 
 static const ck_option_def no_options[] = {OPTIONS_END};
 static const ck_option_def linear_options[] = {
-    {"units", CK_OPTION_SIZE, FIELD(units), true, CK_RANGE_ANY_FINITE},
-    {"bias", CK_OPTION_BOOL, FIELD(bias), false, CK_RANGE_ANY_FINITE},
+    {"units", CK_OPTION_SIZE, FIELD(units), true, CK_RANGE_ANY_FINITE, NULL},
+    {"bias", CK_OPTION_BOOL, FIELD(bias), false, CK_RANGE_ANY_FINITE, NULL},
+    {"init", CK_OPTION_CHOICE, FIELD(init), false, CK_RANGE_ANY_FINITE, &ck_init_names},
     OPTIONS_END,
 };
 static const ck_option_def conv_options[] = {
-    {"filters", CK_OPTION_SIZE, FIELD(filters), true, CK_RANGE_ANY_FINITE},
-    {"kernel", CK_OPTION_WINDOW, FIELD(kernel), true, CK_RANGE_ANY_FINITE},
-    {"stride", CK_OPTION_WINDOW, FIELD(stride), false, CK_RANGE_ANY_FINITE},
-    {"padding", CK_OPTION_PADDING, FIELD(pad), false, CK_RANGE_ANY_FINITE},
-    {"dilation", CK_OPTION_WINDOW, FIELD(dilation), false, CK_RANGE_ANY_FINITE},
-    {"bias", CK_OPTION_BOOL, FIELD(bias), false, CK_RANGE_ANY_FINITE},
+    {"filters", CK_OPTION_SIZE, FIELD(filters), true, CK_RANGE_ANY_FINITE, NULL},
+    {"kernel", CK_OPTION_WINDOW, FIELD(kernel), true, CK_RANGE_ANY_FINITE, NULL},
+    {"stride", CK_OPTION_WINDOW, FIELD(stride), false, CK_RANGE_ANY_FINITE, NULL},
+    {"padding", CK_OPTION_PADDING, FIELD(pad), false, CK_RANGE_ANY_FINITE, NULL},
+    {"dilation", CK_OPTION_WINDOW, FIELD(dilation), false, CK_RANGE_ANY_FINITE, NULL},
+    {"bias", CK_OPTION_BOOL, FIELD(bias), false, CK_RANGE_ANY_FINITE, NULL},
+    {"init", CK_OPTION_CHOICE, FIELD(init), false, CK_RANGE_ANY_FINITE, &ck_init_names},
     OPTIONS_END,
 };
 static const ck_option_def leaky_relu_options[] = {
-    {"slope", CK_OPTION_REAL, FIELD(slope), false, CK_RANGE_ANY_FINITE},
+    {"slope", CK_OPTION_REAL, FIELD(slope), false, CK_RANGE_ANY_FINITE, NULL},
     OPTIONS_END,
 };
 static const ck_option_def batchnorm_options[] = {
-    {"momentum", CK_OPTION_REAL, FIELD(momentum), false, CK_RANGE_UNIT_CLOSED},
-    {"eps", CK_OPTION_REAL, FIELD(eps), false, CK_RANGE_POSITIVE},
-    {"eval", CK_OPTION_BOOL, FIELD(eval), false, CK_RANGE_ANY_FINITE},
+    {"momentum", CK_OPTION_REAL, FIELD(momentum), false, CK_RANGE_UNIT_CLOSED, NULL},
+    {"eps", CK_OPTION_REAL, FIELD(eps), false, CK_RANGE_POSITIVE, NULL},
+    {"eval", CK_OPTION_BOOL, FIELD(eval), false, CK_RANGE_ANY_FINITE, NULL},
     OPTIONS_END,
 };
 static const ck_option_def layernorm_options[] = {
-    {"eps", CK_OPTION_REAL, FIELD(eps), false, CK_RANGE_POSITIVE},
+    {"eps", CK_OPTION_REAL, FIELD(eps), false, CK_RANGE_POSITIVE, NULL},
     OPTIONS_END,
 };
 static const ck_option_def dropout_options[] = {
-    {"rate", CK_OPTION_REAL, FIELD(rate), false, CK_RANGE_UNIT_HALF_OPEN},
+    {"rate", CK_OPTION_REAL, FIELD(rate), false, CK_RANGE_UNIT_HALF_OPEN, NULL},
     OPTIONS_END,
 };
 static const ck_option_def noise_options[] = {
-    {"stddev", CK_OPTION_REAL, FIELD(stddev), true, CK_RANGE_NON_NEGATIVE},
+    {"stddev", CK_OPTION_REAL, FIELD(stddev), true, CK_RANGE_NON_NEGATIVE, NULL},
     OPTIONS_END,
 };
 static const ck_option_def pool_options[] = {
-    {"pool", CK_OPTION_WINDOW, FIELD(kernel), true, CK_RANGE_ANY_FINITE},
-    {"stride", CK_OPTION_WINDOW, FIELD(stride), false, CK_RANGE_ANY_FINITE},
+    {"pool", CK_OPTION_WINDOW, FIELD(kernel), true, CK_RANGE_ANY_FINITE, NULL},
+    {"stride", CK_OPTION_WINDOW, FIELD(stride), false, CK_RANGE_ANY_FINITE, NULL},
     OPTIONS_END,
 };
 static const ck_option_def upsample_options[] = {
-    {"scale", CK_OPTION_WINDOW, FIELD(scale), true, CK_RANGE_ANY_FINITE},
+    {"scale", CK_OPTION_WINDOW, FIELD(scale), true, CK_RANGE_ANY_FINITE, NULL},
     OPTIONS_END,
 };
 
@@ -172,6 +177,8 @@ const ck_option_def *ck_op_options(ck_op_kind kind)
 
 NAME_LIST(rng_policy_names, "counter", "stateful", "stash");
 NAME_LIST(bn_policy_names, "skip", "update");
+NAME_LIST(init_names, "torch_default", "kaiming_normal", "kaiming_uniform", "xavier_uniform",
+          "xavier_normal", "zeros");
 NAME_LIST(expect_names, "identical", "close", "mismatch", "any");
 NAME_LIST(expect_memory_names, "met", "unmet");
 NAME_LIST(dist_names, "uniform", "normal");

@@ -42,7 +42,8 @@ typedef enum {
     CK_OPTION_WINDOW,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints, 1..CK_SIZE_CAP */
     CK_OPTION_PADDING, /* "same" | "valid" | int or list of nsp ints, 0..CK_SIZE_CAP */
     CK_OPTION_BOOL,
-    CK_OPTION_REAL     /* double field within `range` */
+    CK_OPTION_REAL,    /* double field within `range` */
+    CK_OPTION_CHOICE   /* int field: the index of a name in `choices` */
 } ck_option_type;
 
 typedef struct {
@@ -51,6 +52,7 @@ typedef struct {
     size_t offset;     /* of the field in ck_op_params */
     bool required;
     ck_real_range range;
+    const struct ck_name_list *choices; /* CK_OPTION_CHOICE */
 } ck_option_def;
 
 /* The options of an op kind, ended by an entry whose key is NULL. */
@@ -59,14 +61,14 @@ const ck_option_def *ck_op_options(ck_op_kind kind);
 bool ck_op_takes_many_inputs(ck_op_kind kind);
 
 /* ---- names as a case file spells them (index = enum value) ---- */
-typedef struct {
+typedef struct ck_name_list {
     const char *const *names;
     int n;
 } ck_name_list;
 
 extern const ck_name_list ck_rng_policy_names, ck_bn_policy_names, ck_expect_names,
     ck_expect_memory_names, ck_dist_names, ck_loss_names, ck_optimizer_names,
-    ck_loss_scale_names, ck_autocast_names, ck_precision_names;
+    ck_loss_scale_names, ck_autocast_names, ck_precision_names, ck_init_names;
 /* the dtype of each ck_precision_names entry: fp32, fp16, bf16 */
 extern const ck_dtype ck_precision_dtypes[3];
 

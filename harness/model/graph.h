@@ -8,14 +8,14 @@
 
 #include "harness/model/case.h"
 
-typedef enum { CK_INIT_UNIFORM = 0, CK_INIT_CONST } ck_init_kind;
+typedef enum { CK_INIT_UNIFORM = 0, CK_INIT_CONST, CK_INIT_NORMAL } ck_init_kind;
 
 typedef struct {
     const char *suffix; /* "weight", "bias", "running_mean", "running_var", "num_batches_tracked" */
     ck_shape shape;
     ck_dtype dtype;     /* CK_F32 means "the run's compute dtype"; CK_I64 stays i64 */
     ck_init_kind init;
-    double a;           /* UNIFORM: values in [-a, a); CONST: the value */
+    double a;           /* UNIFORM: values in [-a, a); CONST: the value; NORMAL: std */
 } ck_param_spec;
 
 typedef struct {

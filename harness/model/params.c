@@ -140,6 +140,10 @@ static ck_status fill_spec(ck_model *m, ck_tensor *t, const ck_param_spec *ps, u
         ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
         for (int64_t i = 0; i < n; i++)
             v[i] = ps->a * (2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0);
+    } else if (ps->init == CK_INIT_NORMAL) {
+        ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
+        for (int64_t i = 0; i < n; i++)
+            v[i] = ps->a * ck_rng_normal_f64(&s, (uint64_t)i);
     } else {
         for (int64_t i = 0; i < n; i++)
             v[i] = ps->a;

@@ -182,7 +182,8 @@ void ck_precision_judge_tensor(const ck_case *c, ck_dtype low, const ck_record_e
             tr->spread = 0.0;
         }
     }
-    tr->bound = CK_PRECISION_K * (tr->spread > u ? tr->spread : u);
+    double k = ref->step == 0 && ref->kind != CK_KIND_PARAM ? CK_PRECISION_K : CK_PRECISION_K_UPDATED;
+    tr->bound = k * (tr->spread > u ? tr->spread : u);
     if (tr->verdict == CK_VERDICT_IDENTICAL)
         return;
     tr->verdict = !unmatched && tr->error <= tr->bound ? CK_VERDICT_CLOSE : CK_VERDICT_MISMATCH;

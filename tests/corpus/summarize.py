@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Summarises the precision judgement over a directory of run reports (JSON, schema 2):
 per dtype, the cases judged, the false alarms (a case whose expect_precision is "close"
-but whose judgement against fp32 failed), and the ratio error / spread of every
-calibrated row whose spread is above the dtype floor, as median, 99th percentile and
-maximum. Usage: python3 tests/corpus/summarize.py REPORT_DIR"""
+but whose judgement against fp32 failed), and, over the healthy cases, the ratio
+error / spread of every calibrated row whose spread is above the dtype floor, as median,
+99th percentile and maximum; then the canaries' verdicts. Usage: python3 tests/corpus/summarize.py REPORT_DIR"""
 import glob
 import json
 import os
@@ -33,6 +33,10 @@ def main(argv):
         d["cases"] += 1
         if vs["expect"] == "close" and vs["verdict"] == "mismatch":
             d["alarms"].append(r["case"]["name"])
+        if vs["expect"] != "close":
+            # a canary: its rows are no sample of healthy models
+            d.setdefault("canaries", []).append("%s %s" % (r["case"]["name"], vs["verdict"]))
+            continue
         u = vs["rule"]["unit_roundoff"]
         for t in vs["tensors"]:
             if t.get("bound_source") != "calibrated" or t.get("spread") is None:
@@ -49,6 +53,8 @@ def main(argv):
                                            (" (" + ", ".join(d["alarms"]) + ")") if d["alarms"] else "",
                                            len(d["ratios"]), pct(d["ratios"], 0.5), pct(d["ratios"], 0.99),
                                            max(d["ratios"] or [float("nan")]), d["worst"][1]))
+        if d.get("canaries"):
+            print("%s canaries (expect_precision mismatch): %s" % (dt, ", ".join(d["canaries"])))
     return 0
 
 
