@@ -132,7 +132,12 @@ static const char *usage_compare =
     "  --atol A           absolute tolerance for every float dtype\n"
     "                     (defaults per dtype as torch.testing: fp32 1.3e-6/1e-5,\n"
     "                     fp16 1e-3/1e-5, bf16 1.6e-2/1e-5, fp64 1e-7/1e-7)\n"
-    "  --tolerances FILE  JSON: {\"default\": {\"rtol\", \"atol\"}, \"dtypes\": {\"F16\": {...}},\n"
+    "  --rel-l2 L         a float tensor that is not bitwise equal is close iff\n"
+    "                     ||a - ref|| / ||ref|| <= L (every non-finite value matched)\n"
+    "  --cross-dtype      judge an fp16/bf16 tensor against an fp32/fp64 reference (e.g.\n"
+    "                     autocast vs fp32) in double, with the coarser dtype's tolerance,\n"
+    "                     instead of reporting the dtype difference\n"
+    "  --tolerances FILE  JSON: {\"default\": {\"rtol\", \"atol\", \"rel_l2\"}, \"dtypes\": {\"F16\": {...}},\n"
     "                     \"tensors\": {\"dec*.weight\": {...}}}; first matching pattern wins\n"
     "  --map FILE         JSON: {\"rename\": {\"a\": \"b\"}, \"patterns\": [[\"^model\\\\.(.*)$\", \"\\\\1\"]]}\n"
     "                     translates A's names into REF's (POSIX extended regex)\n"
@@ -197,7 +202,7 @@ static bool parse_double(const char *s, double *out)
 
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
-       OPT_PRECISION_CHECK = 300, OPT_REL_L2 };
+       OPT_PRECISION_CHECK = 300, OPT_REL_L2, OPT_CROSS_DTYPE };
 
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
@@ -372,6 +377,7 @@ static int main_compare(int argc, char **argv)
         {"tolerances", required_argument, 0, OPT_TOLERANCES},
         {"map", required_argument, 0, OPT_MAP},       {"report", required_argument, 0, OPT_REPORT},
         {"rows", required_argument, 0, OPT_ROWS},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"rel-l2", required_argument, 0, OPT_REL_L2}, {"cross-dtype", no_argument, 0, OPT_CROSS_DTYPE},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     ck_compare_cmd_opts o;
     memset(&o, 0, sizeof o);
@@ -390,6 +396,12 @@ static int main_compare(int argc, char **argv)
                 return usage_error("compare", "--atol %s: expected a number >= 0", optarg);
             o.has_atol = true;
             break;
+        case OPT_REL_L2:
+            if (!parse_double(optarg, &o.rel_l2))
+                return usage_error("compare", "--rel-l2 %s: expected a number >= 0", optarg);
+            o.has_rel_l2 = true;
+            break;
+        case OPT_CROSS_DTYPE: o.cross_dtype = true; break;
         case OPT_TOLERANCES: o.tolerances = optarg; break;
         case OPT_MAP: o.map = optarg; break;
         case OPT_REPORT: o.report = optarg; break;

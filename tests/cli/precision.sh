@@ -95,6 +95,35 @@ expect_exit 0 "expect_vacuous" -- "$PROG" run "$TMP/dead_expected.json" --dtype 
 edit "$TMP/seed_small.json" "$TMP/seed_expect_vac.json" 'c["expect_vacuous"] = True'
 expect_exit 1 "expect_vacuous on a live model fails" -- "$PROG" run "$TMP/seed_expect_vac.json" --dtype fp32 --quiet
 
+# ---- compare: rel_l2 and cross-dtype (an fp16 dump against an fp32 one) -----------------
+mknpy() { # mknpy FILE DESCR(<f2|<f4) VALUES...
+    "$PY" - "$@" <<'PYEOF'
+import struct, sys
+path, descr, vals = sys.argv[1], sys.argv[2], [float(v) for v in sys.argv[3:]]
+head = "{'descr': '%s', 'fortran_order': False, 'shape': (%d,), }" % (descr, len(vals))
+head += " " * (63 - (10 + len(head)) % 64) + "\n"
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode())
+    f.write(struct.pack("<%d%s" % (len(vals), "e" if descr == "<f2" else "f"), *vals))
+PYEOF
+}
+mkdir -p "$TMP/cmp/ref" "$TMP/cmp/low" "$TMP/cmp/off"
+mknpy "$TMP/cmp/ref/w.npy" "<f4" 1.0001 2 3 4
+mknpy "$TMP/cmp/low/w.npy" "<f2" 1.0001 2 3 4
+mknpy "$TMP/cmp/off/w.npy" "<f2" 1.1 2 3 4
+expect_exit 1 "compare refuses a dtype difference by default" -- "$PROG" compare "$TMP/cmp/low" "$TMP/cmp/ref" --quiet
+expect_exit 0 "compare --cross-dtype judges fp16 against fp32" -- "$PROG" compare "$TMP/cmp/low" "$TMP/cmp/ref" --cross-dtype --report "$TMP/cmp/x.json"
+grep -Eq '"dtype_a":[[:space:]]*"fp16"' "$TMP/cmp/x.json" && ok || bad "cross-dtype row names A's dtype"
+expect_exit 1 "compare --cross-dtype: an element off by 10%" -- "$PROG" compare "$TMP/cmp/off" "$TMP/cmp/ref" --cross-dtype --quiet
+expect_exit 0 "compare --rel-l2 0.1" -- "$PROG" compare "$TMP/cmp/off" "$TMP/cmp/ref" --cross-dtype --rel-l2 0.1 --report "$TMP/cmp/l2.json"
+grep -Eq '"rel_l2_limit":[[:space:]]*0.1' "$TMP/cmp/l2.json" && ok || bad "rel_l2_limit in the compare report"
+printf '{"default": {"rel_l2": 0.001}}' >"$TMP/cmp/tol.json"
+expect_exit 1 "rel_l2 in a tolerance file" -- "$PROG" compare "$TMP/cmp/off" "$TMP/cmp/ref" --cross-dtype --tolerances "$TMP/cmp/tol.json" --quiet
+printf '{"tensors": {"w": {"rel_l2": 0.5}}}' >"$TMP/cmp/tol2.json"
+expect_exit 0 "rel_l2 per tensor pattern" -- "$PROG" compare "$TMP/cmp/off" "$TMP/cmp/ref" --cross-dtype --tolerances "$TMP/cmp/tol2.json" --quiet
+printf '{"default": {"rel_l2": -1}}' >"$TMP/cmp/tol3.json"
+expect_exit 2 "a negative rel_l2 is bad input" -- "$PROG" compare "$TMP/cmp/off" "$TMP/cmp/ref" --tolerances "$TMP/cmp/tol3.json"
+
 if [ "${CK_SEED_FULL:-0}" = 1 ]; then
     for dt in fp32 fp16 bf16; do
         expect_exit 0 "seed model 64x64x32 $dt" -- "$PROG" run "$ROOT/tests/bench/cases/seed_unet_64x64x32.json" --dtype $dt --rows 0 --report "$TMP/seedfull.$dt.json"
