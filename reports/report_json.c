@@ -97,6 +97,8 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
     cJSON *pol = ck_json_add_object(b, cfg, "policies");
     ck_json_add_string(b, pol, "rng", ck_rng_policy_name(cs->rng));
     ck_json_add_string(b, pol, "batchnorm_recompute", ck_bn_policy_name(cs->bn));
+    ck_json_add_string(b, pol, "reduction_dtype", cs->reduction_low ? "low" : "fp32");
+    ck_json_add_string(b, pol, "recompute_filter", cs->recompute_fp32_only ? "fp32_only" : "all");
 
     cJSON *tol = ck_json_add_object(b, cfg, "tolerance");
     ck_json_add_real(b, tol, "rtol", cs->rtol);
@@ -114,6 +116,7 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_null(b, cfg, "min_memory_saving");
     ck_json_add_string(b, cfg, "expect", ck_expect_name(ck_case_expect(cs, r->dtype)));
     ck_json_add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
+    ck_json_add_bool(b, cfg, "expect_vacuous", cs->expect_vacuous);
     if (cs->init_from)
         ck_json_add_string(b, cfg, "init_from", cs->init_from);
     else

@@ -14,6 +14,7 @@
 #include "harness/verify/precision_judge.h"
 #include "harness/verify/run_case.h"
 #include "harness/verify/vacuity.h"
+#include "reports/report.h"
 #include "tests/test_util.h"
 
 static ck_record_entry entry(const char *name, ck_tensor_kind kind, int step, float *data,
@@ -235,6 +236,14 @@ START_TEST(a_dead_model_is_vacuous_and_fails_unless_expected)
     ck_assert(r.vacuous);
     ck_assert(!r.pass);
     ck_assert_ptr_nonnull(strstr(r.vacuous_reason, "plain run"));
+    cJSON *j = ck_report_to_json(&r, NULL);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(cJSON_GetObjectItem(j, "status")->valuestring, "vacuous");
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "vacuous")));
+    cJSON *grads = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "runs"), "plain"),
+                                       "gradients");
+    ck_assert(cJSON_GetObjectItem(grads, "zero_fraction")->valuedouble == 1.0);
+    cJSON_Delete(j);
     ck_result_free(&r);
     c.expect_vacuous = true;
     ck_assert(ck_run_case(b, &g, CK_F32, &r, &err) == CK_OK);
