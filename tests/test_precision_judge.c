@@ -240,10 +240,10 @@ START_TEST(a_dead_model_is_vacuous_and_fails_unless_expected)
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(cJSON_GetObjectItem(j, "status")->valuestring, "vacuous");
     ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "vacuous")));
-    cJSON *grads = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "runs"), "plain"),
-                                       "gradients");
-    ck_assert(cJSON_GetObjectItem(grads, "zero_fraction")->valuedouble == 1.0);
     cJSON_Delete(j);
+    char *text = ck_report_json_string(&r, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "\"zero_fraction\":\t1"));
+    free(text);
     ck_result_free(&r);
     c.expect_vacuous = true;
     ck_assert(ck_run_case(b, &g, CK_F32, &r, &err) == CK_OK);
