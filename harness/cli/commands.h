@@ -44,6 +44,10 @@ typedef struct {
     bool has_rtol, has_atol, has_rel_l2; /* --rtol/--atol/--rel-l2: the judgement against
                                             fp32 uses these for every tensor */
     double rtol, atol, rel_l2;
+    /* an ONNX model given as a case (run MODEL.onnx): what the import adds */
+    const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
+    const char *onnx_loss;       /* --loss */
+    const char *onnx_optimizer;  /* --optimizer */
 } ck_run_opts;
 
 typedef struct {
