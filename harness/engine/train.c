@@ -195,7 +195,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
             if (rec->e[k].kind == CK_KIND_GRAD)
                 finite = ck_all_finite(rec->e[k].dtype, ck_shape_numel(&rec->e[k].shape),
                                        rec->e[k].data);
-        bool skip = c->loss_scale != CK_SCALE_NONE && !finite;
+        bool skip = (c->loss_scale != CK_SCALE_NONE && !finite) ||
+                    (hooks && hooks->skip_like && hooks->skip_like[step].skipped);
         rec->scales[step] = (ck_scale_step){.scale = scale, .skipped = skip};
         if (!skip && (st = ck_model_update(&model, &c->optimizer, ++updates, 1.0, err)) != CK_OK)
             goto out;

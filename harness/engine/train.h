@@ -24,6 +24,10 @@ typedef struct {
      * forward, as a low-precision run casts them; CK_F32: none. */
     ck_dtype round_to;
     double perturb_rel;    /* with round_to: executor.h's calibration dither; 0: none */
+    /* The precision judgement's fp32 runs: skip the optimizer update at every step where
+     * this (the low-precision run's per-step record, `steps` entries) says its loss scaler
+     * skipped, so both runs take the same updates; NULL: none. */
+    const ck_scale_step *skip_like;
     uint64_t perturb_seed;
 } ck_run_hooks;
 

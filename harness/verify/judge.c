@@ -218,6 +218,15 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
         int gstep = tr->step >= 0 && tr->step < fp32->steps ? tr->step : 0;
         ck_precision_judge_tensor(g->cs, low, &fp32->e[k], ce, n_calib, &lowrec->e[k],
                                   gnorm[gstep], sspread[gstep], ov, tr);
+        if (tr->kind == CK_KIND_GRAD && tr->step >= 0 && tr->step < lowrec->steps &&
+            lowrec->scales[tr->step].skipped) {
+            /* the loss scaler saw inf/NaN here and skipped the update (the fp32 runs skipped
+             * it too): these gradients are the overflow scaling exists to absorb */
+            tr->bound_source = CK_BOUND_SKIPPED;
+            tr->error = tr->bound = tr->spread = -1.0;
+            if (tr->verdict != CK_VERDICT_IDENTICAL)
+                tr->verdict = CK_VERDICT_CLOSE;
+        }
         if (tr->verdict == CK_VERDICT_MISMATCH && res->vs_fp32_first < 0)
             res->vs_fp32_first = k;
         if (tr->verdict > res->vs_fp32_verdict)

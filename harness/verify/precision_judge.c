@@ -18,6 +18,7 @@ const char *ck_bound_source_name(ck_bound_source s)
     case CK_BOUND_NORM_RELATIVE: return "norm-relative";
     case CK_BOUND_CASE: return "case tolerance";
     case CK_BOUND_OVERRIDE: return "override";
+    case CK_BOUND_SKIPPED: return "skipped step";
     }
     return "?";
 }

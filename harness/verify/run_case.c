@@ -84,10 +84,14 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
         memset(calib, 0, sizeof calib);
         const ck_precision_override *ov =
             opts && opts->precision_override.set ? &opts->precision_override : NULL;
-        st = ck_train(b, g, NULL, CK_F32, NULL, &fp32, err);
+        /* the fp32 runs take the low run's updates: a step its loss scaler skipped is
+         * skipped there too, or every later step would compare different models */
+        ck_run_hooks href = {.skip_like = plain.scales};
+        st = ck_train(b, g, NULL, CK_F32, &href, &fp32, err);
         for (int j = 0; j < CK_PRECISION_CALIB_RUNS && st == CK_OK && !ov; j++) {
             ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
-                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1))};
+                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                                 .skip_like = plain.scales};
             st = ck_train(b, g, NULL, CK_F32, &hcal, &calib[j], err);
         }
         if (st == CK_OK)

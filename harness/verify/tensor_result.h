@@ -14,10 +14,12 @@ typedef enum {
     CK_BOUND_CALIBRATED,     /* K x the calibration run's spread (or the dtype floor) */
     CK_BOUND_NORM_RELATIVE,  /* a noise tensor, against the step's gradient norm */
     CK_BOUND_CASE,           /* the case's tolerance.fp16/bf16 or tolerance.tensors */
-    CK_BOUND_OVERRIDE        /* run --rtol/--atol/--rel-l2 */
+    CK_BOUND_OVERRIDE,       /* run --rtol/--atol/--rel-l2 */
+    CK_BOUND_SKIPPED         /* a gradient of a step the low run's loss scaler skipped (it
+                                overflowed, which is what scaling handles): not judged */
 } ck_bound_source;
 
-/* "calibrated", "norm-relative", "case tolerance", "override" ("" for none). */
+/* "calibrated", "norm-relative", "case tolerance", "override", "skipped step" ("" for none). */
 const char *ck_bound_source_name(ck_bound_source s);
 
 typedef struct ck_tensor_result {

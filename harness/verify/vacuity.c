@@ -38,6 +38,15 @@ void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
             return;
         }
     }
+    int skipped = 0;
+    for (int s = 0; rec->scales && s < rec->steps; s++)
+        skipped += rec->scales[s].skipped;
+    if (rec->steps > 0 && skipped == rec->steps) {
+        v->vacuous = true;
+        snprintf(v->why, sizeof v->why,
+                 "the loss scaler skipped every step (%d): no update was ever taken", skipped);
+        return;
+    }
     if (v->elements == 0) {
         v->vacuous = true;
         snprintf(v->why, sizeof v->why, "the model has no gradients to compare");

@@ -9,7 +9,8 @@
  * subnormal before unscaling) and, for low-precision runs judged against fp32, how many
  * flushed to zero where fp32 is not zero. A run is vacuous when
  *   (zero + subnormal) / elements >= CK_VACUOUS_FRACTION, or
- *   a step's loss is 0 or not finite.
+ *   a step's loss is 0 or not finite, or
+ *   the loss scaler skipped every step (no update was ever taken).
  */
 #ifndef CK_VACUITY_H
 #define CK_VACUITY_H

@@ -43,6 +43,12 @@ grep -q "^bf16: .* 0 false alarms" "$TMP/summary" && ok || bad "bf16 false alarm
 grep -Eq '"bound_source":[[:space:]]*"calibrated"' "$TMP/corpus_rep/cnn_bn.fp16.json" && ok || bad "calibrated rows in the report"
 grep -Eq '"bound_source":[[:space:]]*"norm-relative"' "$TMP/corpus_rep/cnn_bn.bf16.json" && ok || bad "norm-relative rows (conv bias feeding BatchNorm)"
 
+# a step the fp16 loss scaler skips (seed offset 3 overflows there) is skipped by the fp32
+# runs too, and its gradient rows are not judged
+"$PY" "$ROOT/tests/corpus/gen_corpus.py" "$TMP/corpus3" --seed-offset 3 || bad "corpus offset 3"
+expect_exit 0 "a skipped fp16 step is mirrored, not a false alarm" -- "$PROG" run "$TMP/corpus3/corpus_15_mlp_d4_w8_batchnorm_res_leaky_relu.json" --dtype fp16 --report "$TMP/skip.json"
+grep -Eq '"skipped":[[:space:]]*true' "$TMP/skip.json" && grep -Eq '"bound_source":[[:space:]]*"skipped step"' "$TMP/skip.json" && ok || bad "skipped step rows"
+
 # ---- canaries: the DEFAULT judgement flags them (expectations removed) --------------------
 for cn in fp16_underflow_noscale canary_lowp_reduction; do
     edit "$ROOT/cases/$cn.json" "$TMP/$cn.json" 'c.pop("expect_precision", None); c.get("tolerance", {}).pop("fp16", None); c.get("tolerance", {}).pop("bf16", None)'

@@ -2,7 +2,7 @@
 """Writes the healthy-model corpus of the precision judgement (cases/README.md,
 "Judging low precision against fp32").
 
-Usage: python3 tests/corpus/gen_corpus.py OUT_DIR [--strip-shipped CASES_DIR]
+Usage: python3 tests/corpus/gen_corpus.py OUT_DIR [--strip-shipped CASES_DIR] [--seed-offset N]
 
 Writes a family of small, healthy models as case files into OUT_DIR: MLPs and 2-D CNNs of
 several depths and widths, with and without BatchNorm / LayerNorm, residual adds, concat
@@ -11,7 +11,9 @@ loss scaling, as mixed-precision training does) and bf16. With --strip-shipped, 
 every case of CASES_DIR with its hand-set low-precision tolerances (tolerance.fp16,
 tolerance.bf16, tolerance.tensors) removed, so the default judgement alone judges it.
 Every generated case expects the low-precision run to be judged close to fp32; the shipped
-cases keep their own expectations (canaries stay canaries).
+cases keep their own expectations (canaries stay canaries). --seed-offset N draws the same
+family with other seeds (other weights, data and dropout masks): a fresh sample to measure
+the false-alarm rate on (make check uses offset 0).
 
 No dependencies beyond the standard library; the output is a pure function of the
 arguments (same files, byte for byte, on every run).
@@ -124,16 +126,30 @@ def write_case(path, case):
 
 
 def main(argv):
-    if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--strip-shipped"):
+    out, strip, offset = None, None, 0
+    args = argv[1:]
+    try:
+        while args:
+            a = args.pop(0)
+            if a == "--strip-shipped":
+                strip = args.pop(0)
+            elif a == "--seed-offset":
+                offset = int(args.pop(0))
+            elif out is None and not a.startswith("-"):
+                out = a
+            else:
+                raise ValueError(a)
+    except (IndexError, ValueError):
+        out = None
+    if out is None:
         sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
         return 2
-    out = argv[1]
     os.makedirs(out, exist_ok=True)
     for i, name, model in variants():
         loss = ["cross_entropy", "mse", "mean"][i % 3]
         case = {"name": name,
                 "description": "generated healthy model (tests/corpus/gen_corpus.py)",
-                "seed": 1000 + i,
+                "seed": 1000 + i + 100 * offset,
                 "precision": ["fp16", "bf16"]}
         case.update(model)
         if loss == "mse":
@@ -148,8 +164,8 @@ def main(argv):
         case["expect"] = "identical"
         case["expect_precision"] = "close"
         write_case(os.path.join(out, f"corpus_{i:02d}_{name}.json"), case)
-    if len(argv) == 4:
-        src = argv[3]
+    if strip:
+        src = strip
         for fn in sorted(os.listdir(src)):
             if not fn.endswith(".json"):
                 continue
