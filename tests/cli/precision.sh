@@ -21,6 +21,8 @@ expect_exit() {
     got=$?
     if [ "$got" -eq "$want" ]; then ok; else bad "$desc: exit $got, want $want"; sed 's/^/    /' "$TMP/out" "$TMP/err" | tail -8; fi
 }
+# the output with wrapped lines joined and runs of spaces squeezed (text wraps at 80 columns)
+joined() { tr '\n' ' ' <"$TMP/out" | tr -s ' '; }
 # edit IN OUT PYTHON-STATEMENTS: a copy of case IN with `c` changed
 edit() {
     "$PY" - "$1" "$2" "$3" <<'PYEOF'
@@ -53,15 +55,15 @@ grep -Eq '"skipped":[[:space:]]*true' "$TMP/skip.json" && grep -Eq '"bound_sourc
 for cn in fp16_underflow_noscale canary_lowp_reduction; do
     edit "$ROOT/cases/$cn.json" "$TMP/$cn.json" 'c.pop("expect_precision", None); c.get("tolerance", {}).pop("fp16", None); c.get("tolerance", {}).pop("bf16", None)'
     expect_exit 1 "$cn is flagged by default" -- "$PROG" run "$TMP/$cn.json" --dtype fp16 --quiet
-    grep -q "vs fp32 mismatch: .*(calibrated)" "$TMP/out" && ok || bad "$cn: quiet line names the judgement and its worst tensor: $(cat "$TMP/out")"
+    joined | grep -q "vs fp32 mismatch: .*(calibrated)" && ok || bad "$cn: quiet line names the judgement and its worst tensor: $(cat "$TMP/out")"
 done
 expect_exit 1 "the low-dtype reduction is flagged in bf16 too" -- "$PROG" run "$TMP/canary_lowp_reduction.json" --dtype bf16 --quiet
 expect_exit 1 "fp16_underflow_noscale text lists the worst rows" -- "$PROG" run "$TMP/fp16_underflow_noscale.json" --dtype fp16
-grep -q "^  step  kind    name .*bound from" "$TMP/out" && grep -q "grad    fc0\." "$TMP/out" && ok || bad "worst vs-fp32 rows listed"
-grep -q "^FAIL vs fp32: the fp16 run is outside its bound of the fp32 run; worst: grad fc" "$TMP/out" && ok || bad "failure line names the worst tensor"
+grep -q "^step kind   verdict .*bound from     name" "$TMP/out" && grep -Eq "^ +0 grad +mismatch .* calibrated +fc0\." "$TMP/out" && ok || bad "worst vs-fp32 rows listed"
+joined | grep -q "FAIL vs fp32: the fp16 run is outside its bound of the fp32 run; worst: grad fc" && ok || bad "failure line names the worst tensor"
 expect_exit 0 "shipped canaries meet their expectations" -- "$PROG" run "$ROOT/cases/fp16_underflow_noscale.json" "$ROOT/cases/canary_lowp_reduction.json" "$ROOT/cases/canary_recompute_filter.json" --quiet
 expect_exit 0 "bisect names the float32-only filter" -- "$PROG" bisect "$ROOT/cases/canary_recompute_filter.json" --dtype fp16
-grep -q "cause: segment \[fc1 .. act1\] passed no gradient to its fp16 input \`act0\`.*recompute_filter \`fp32_only\`" "$TMP/out" && ok || bad "filter cause: $(grep cause "$TMP/out")"
+joined | grep -q "cause: segment \[fc1 .. act1\] passed no gradient to its fp16 input \`act0\`.*recompute_filter \`fp32_only\`" && ok || bad "filter cause: $(grep -A3 cause "$TMP/out")"
 edit "$ROOT/cases/canary_recompute_filter.json" "$TMP/filter_identical.json" 'c["expect"] = "identical"'
 expect_exit 1 "the filter canary fails when expected identical" -- "$PROG" run "$TMP/filter_identical.json" --dtype bf16 --quiet
 edit "$ROOT/cases/canary_recompute_filter.json" "$TMP/filter_all.json" 'c["policies"]["recompute_filter"] = "all"; c["expect"] = "identical"'
@@ -91,11 +93,11 @@ for dt in fp32 fp16 bf16; do
     "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); g=r['runs']['plain']['gradients']; sys.exit(0 if not r['vacuous'] and g['zero'] < g['elements'] * 0.5 else 1)" "$TMP/seed.$dt.json" && ok || bad "seed $dt: gradients alive"
 done
 expect_exit 1 "seed model with PyTorch's default init in fp16 is vacuous" -- "$PROG" run "$TMP/seed_default.json" --dtype fp16 --quiet --report "$TMP/vac.json"
-grep -q "^VACUOUS seed_default fp16 .* vacuous: plain run: the loss at step 0 is exactly 0" "$TMP/out" && ok || bad "vacuous quiet line: $(cat "$TMP/out")"
+joined | grep -q "^VACUOUS seed_default fp16 .* vacuous: plain run: the loss at step 0 is exactly 0" && ok || bad "vacuous quiet line: $(cat "$TMP/out")"
 grep -Eq '"status":[[:space:]]*"vacuous"' "$TMP/vac.json" && ok || bad "status vacuous"
 edit "$ROOT/cases/mlp_dropout.json" "$TMP/dead.json" 'c["layers"] = [{"name": "fc", "op": "linear", "units": 8, "init": "zeros"}, {"name": "relu", "op": "relu"}]; c["loss"] = {"op": "mse"}; c["checkpoint"] = {"every": 1}; c["name"] = "dead"; c.pop("expect", None)'
 expect_exit 1 "all-zero gradients are vacuous, not identical" -- "$PROG" run "$TMP/dead.json" --dtype fp32
-grep -q "^FAIL vacuous: plain run: 100.00% of .* gradient elements are zero" "$TMP/out" && ok || bad "one line saying why: $(grep -i vacuous "$TMP/out")"
+joined | grep -q "FAIL vacuous: plain run: 100.00% of .* gradient elements are zero" && ok || bad "one line saying why: $(grep -i vacuous "$TMP/out")"
 edit "$TMP/dead.json" "$TMP/dead_expected.json" 'c["expect_vacuous"] = True'
 expect_exit 0 "expect_vacuous" -- "$PROG" run "$TMP/dead_expected.json" --dtype fp32 --quiet
 edit "$TMP/seed_small.json" "$TMP/seed_expect_vac.json" 'c["expect_vacuous"] = True'
