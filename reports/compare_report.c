@@ -161,6 +161,10 @@ cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
             add_shape(&b, o, "shape", &tr->shape);
             ck_json_add_real(&b, o, "rtol", p->rtol);
             ck_json_add_real(&b, o, "atol", p->atol);
+            if (p->rel_l2_limit >= 0.0)
+                ck_json_add_real(&b, o, "rel_l2_limit", p->rel_l2_limit);
+            if (p->cross_dtype)
+                ck_json_add_string(&b, o, "dtype_a", ck_file_dtype_name(ta->dtype));
             ck_json_add_string(&b, o, "verdict", ck_verdict_name(p->verdict));
             ck_json_add_bool(&b, o, "expected_mismatch", p->expected);
             if (!b.failed)

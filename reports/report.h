@@ -84,6 +84,10 @@ void ck_bisect_print_story(FILE *f, const ck_result *r);
 
 /* ---- Lines shared by both writers (report_text.c) ---- */
 
+/* "pass", "fail" or "vacuous" (the runs' gradients carry no information and the case does
+ * not expect that): the report's `status`. */
+const char *ck_report_status(const ck_result *r);
+
 #define CK_REPORT_LINE_MAX 512
 #define CK_REPORT_MAX_FAILURES 4
 

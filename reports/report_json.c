@@ -97,6 +97,8 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
     cJSON *pol = ck_json_add_object(b, cfg, "policies");
     ck_json_add_string(b, pol, "rng", ck_rng_policy_name(cs->rng));
     ck_json_add_string(b, pol, "batchnorm_recompute", ck_bn_policy_name(cs->bn));
+    ck_json_add_string(b, pol, "reduction_dtype", cs->reduction_low ? "low" : "fp32");
+    ck_json_add_string(b, pol, "recompute_filter", cs->recompute_fp32_only ? "fp32_only" : "all");
 
     cJSON *tol = ck_json_add_object(b, cfg, "tolerance");
     ck_json_add_real(b, tol, "rtol", cs->rtol);
@@ -114,6 +116,7 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_null(b, cfg, "min_memory_saving");
     ck_json_add_string(b, cfg, "expect", ck_expect_name(ck_case_expect(cs, r->dtype)));
     ck_json_add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
+    ck_json_add_bool(b, cfg, "expect_vacuous", cs->expect_vacuous);
     if (cs->init_from)
         ck_json_add_string(b, cfg, "init_from", cs->init_from);
     else
@@ -145,6 +148,21 @@ static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_r
         ck_json_add_int(b, pt, NULL, run->mem.pt[i].event);
         ck_json_add_int(b, pt, NULL, run->mem.pt[i].bytes);
     }
+    /* vacuity (harness/verify/vacuity.h) */
+    const ck_vacuity *v = &run->vacuity;
+    cJSON *gr = ck_json_add_object(b, o, "gradients");
+    ck_json_add_int(b, gr, "elements", v->elements);
+    ck_json_add_int(b, gr, "zero", v->zero);
+    ck_json_add_int(b, gr, "subnormal", v->subnormal);
+    if (v->flushed >= 0)
+        ck_json_add_int(b, gr, "flushed", v->flushed);
+    else
+        ck_json_add_null(b, gr, "flushed");
+    ck_json_add_real(b, gr, "zero_fraction",
+                     v->elements > 0 ? (double)v->zero / (double)v->elements : 0.0);
+    ck_json_add_bool(b, o, "vacuous", v->vacuous);
+    if (v->vacuous)
+        ck_json_add_string(b, o, "vacuous_reason", v->why);
 }
 
 /* The `run` section: where the report came from (SCHEMA.md "Run metadata"). */
@@ -268,7 +286,12 @@ static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
     ck_json_add_bool(b, root, "expect_met", r->expect_met);
     ck_json_add_bool(b, root, "memory_met", r->memory_met);
     ck_json_add_bool(b, root, "memory_expectation_met", r->memory_expectation_met);
-    ck_json_add_string(b, root, "status", r->pass ? "pass" : "fail");
+    ck_json_add_bool(b, root, "vacuous", r->vacuous);
+    if (r->vacuous)
+        ck_json_add_string(b, root, "vacuous_reason", r->vacuous_reason);
+    else
+        ck_json_add_null(b, root, "vacuous_reason");
+    ck_json_add_string(b, root, "status", ck_report_status(r));
 
     char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
     int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
@@ -397,6 +420,20 @@ static void add_judged_tensors(ck_json_builder *b, cJSON *parent, const ck_tenso
         }
         if (t->rel_l2_limit >= 0.0)
             ck_json_add_real(b, o, "rel_l2_limit", t->rel_l2_limit);
+        if (t->bound_source != CK_BOUND_NONE) {
+            ck_json_add_string(b, o, "bound_source", ck_bound_source_name(t->bound_source));
+            if (t->bound >= 0.0) {
+                ck_json_add_real(b, o, "error", t->error);
+                ck_json_add_real(b, o, "bound", t->bound);
+            } else {
+                ck_json_add_null(b, o, "error");
+                ck_json_add_null(b, o, "bound");
+            }
+            if (t->spread >= 0.0)
+                ck_json_add_real(b, o, "spread", t->spread);
+            else
+                ck_json_add_null(b, o, "spread");
+        }
         ck_json_add_string(b, o, "verdict", ck_verdict_name(t->verdict));
         add_metrics(b, o, &t->m, &t->shape);
         if (t->cast_overflow >= 0) {
@@ -435,12 +472,24 @@ static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_int(b, ls, "first_mismatch_step", r->first_scale_mismatch);
     else
         ck_json_add_null(b, ls, "first_mismatch_step");
+    ck_json_add_string(b, pr, "precision_check", ck_precision_check_name(r->precision_check));
     if (!r->has_vs_fp32) {
         ck_json_add_null(b, pr, "vs_fp32");
         return;
     }
     cJSON *vs = ck_json_add_object(b, pr, "vs_fp32");
+    cJSON *rule = ck_json_add_object(b, vs, "rule");
+    ck_json_add_bool(b, rule, "calibrated", r->vs_fp32_calibrated);
+    ck_json_add_real(b, rule, "k", CK_PRECISION_K);
+    ck_json_add_real(b, rule, "k_after_update", CK_PRECISION_K_UPDATED);
+    ck_json_add_int(b, rule, "calibration_runs", CK_PRECISION_CALIB_RUNS);
+    ck_json_add_real(b, rule, "unit_roundoff", ck_unit_roundoff(r->dtype));
+    ck_json_add_real(b, rule, "noise_spread", CK_PRECISION_NOISE);
     ck_json_add_string(b, vs, "verdict", ck_verdict_name(r->vs_fp32_verdict));
+    if (r->vs_fp32_worst >= 0 && r->vs_fp32_worst < r->n_vs_fp32)
+        ck_json_add_string(b, vs, "worst", r->vs_fp32[r->vs_fp32_worst].name);
+    else
+        ck_json_add_null(b, vs, "worst");
     ck_json_add_string(b, vs, "expect", ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)));
     ck_json_add_bool(b, vs, "expect_met", r->vs_fp32_expect_met);
     if (r->vs_fp32_first >= 0)

@@ -254,11 +254,46 @@ void ck_report_recompute_failure(const ck_result *r, char *buf, size_t n)
              (long long)first->m.numel);
 }
 
+const char *ck_report_status(const ck_result *r)
+{
+    if (r->pass)
+        return "pass";
+    return r->vacuous && !(r->cs && r->cs->expect_vacuous) ? "vacuous" : "fail";
+}
+
+/* The judgement against fp32 in one clause: "vs fp32 (calibrated): grad fc0.weight step 0
+ * error 1 > bound 0.0039" for its worst row. */
+static void vs_fp32_worst_clause(const ck_result *r, char *buf, size_t n)
+{
+    const ck_tensor_result *t =
+        r->vs_fp32_worst >= 0 && r->vs_fp32_worst < r->n_vs_fp32 ? &r->vs_fp32[r->vs_fp32_worst]
+                                                                 : NULL;
+    if (!t) {
+        snprintf(buf, n, "no tensors");
+    } else if (t->bound >= 0.0) {
+        snprintf(buf, n, "%s %s step %d: error %.3g %s bound %.3g (%s)",
+                 ck_tensor_kind_name(t->kind), t->name, t->step, t->error,
+                 t->error <= t->bound ? "<=" : ">", t->bound, ck_bound_source_name(t->bound_source));
+    } else {
+        snprintf(buf, n, "%s %s step %d: %lld of %lld outside rtol %g atol %g (%s)",
+                 ck_tensor_kind_name(t->kind), t->name, t->step, (long long)t->m.n_outside,
+                 (long long)t->m.numel, t->rtol, t->atol, ck_bound_source_name(t->bound_source));
+    }
+}
+
 int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines)
 {
     int count = 0;
     if (r->pass || max_lines <= 0)
         return 0;
+    if (r->vacuous && !(r->cs && r->cs->expect_vacuous) && count < max_lines)
+        snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                 "vacuous: %s; plain and checkpointed agreeing proves nothing here",
+                 r->vacuous_reason);
+    if (!r->vacuous && r->cs && r->cs->expect_vacuous && count < max_lines)
+        snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                 "expected vacuous gradients (expect_vacuous), but the runs' gradients carry "
+                 "information");
     if (!r->expect_met && count < max_lines)
         verdict_failure(r, lines[count++], CK_REPORT_LINE_MAX);
     if (!r->memory_expectation_met && count < max_lines)
@@ -283,28 +318,19 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
                  r->vs_backend_name, r->backend, r->vs_backend_name, t ? "; first: " : "",
                  t ? t->name : "", t ? " (relative L2)" : "");
     }
-    if (r->has_vs_fp32 && !r->vs_fp32_expect_met && count < max_lines) {
-        if (r->vs_fp32_first >= 0 && r->vs_fp32[r->vs_fp32_first].rel_l2_limit >= 0.0) {
-            const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
+    if (r->has_vs_fp32 && !r->vs_fp32_expect_met &&
+        r->precision_check == CK_PRECISION_CHECK_FAIL && count < max_lines) {
+        char worst[CK_REPORT_LINE_MAX / 2];
+        vs_fp32_worst_clause(r, worst, sizeof worst);
+        if (r->vs_fp32_verdict == CK_VERDICT_MISMATCH)
             snprintf(lines[count++], CK_REPORT_LINE_MAX,
-                     "vs fp32: the %s run is outside its tolerance of the fp32 run; first at step "
-                     "%d: %s %s (relative L2 error %.3g, allowed %g)",
-                     ck_dtype_name(r->dtype), t->step, ck_tensor_kind_name(t->kind), t->name,
-                     t->m.rel_l2, t->rel_l2_limit);
-        } else if (r->vs_fp32_first >= 0) {
-            const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
+                     "vs fp32: the %s run is outside its bound of the fp32 run; worst: %s",
+                     ck_dtype_name(r->dtype), worst);
+        else
             snprintf(lines[count++], CK_REPORT_LINE_MAX,
-                     "vs fp32: the %s run is outside its tolerance of the fp32 run; first at step "
-                     "%d: %s %s (max_rel %.3g, %lld of %lld elements outside rtol %g atol %g)",
-                     ck_dtype_name(r->dtype), t->step, ck_tensor_kind_name(t->kind), t->name,
-                     t->m.max_rel, (long long)t->m.n_outside, (long long)t->m.numel, t->rtol,
-                     t->atol);
-        } else {
-            snprintf(lines[count++], CK_REPORT_LINE_MAX,
-                     "vs fp32: expected the %s run to leave its tolerance of the fp32 run, but it "
-                     "stayed within (verdict %s)",
-                     ck_dtype_name(r->dtype), ck_verdict_name(r->vs_fp32_verdict));
-        }
+                     "vs fp32: expected the %s run to leave its bound of the fp32 run, but it "
+                     "stayed within (verdict %s; worst: %s)",
+                     ck_dtype_name(r->dtype), ck_verdict_name(r->vs_fp32_verdict), worst);
     }
     if (count == 0)
         /* pass is false yet neither reason holds: say so rather than print nothing. */
@@ -346,11 +372,18 @@ static int worse_first(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
+/* PASS, FAIL or VACUOUS */
+static const char *status_word(const ck_result *r)
+{
+    const char *st = ck_report_status(r);
+    return strcmp(st, "pass") == 0 ? "PASS" : strcmp(st, "vacuous") == 0 ? "VACUOUS" : "FAIL";
+}
+
 static void print_header(FILE *f, const ck_result *r)
 {
     char plain[32], ckpt[32], saved[32];
     /* two short lines rather than one wide one: the text fits 80 columns */
-    fprintf(f, "case %s: %s, verdict %s (%s, %s)\n", case_name(r), r->pass ? "PASS" : "FAIL",
+    fprintf(f, "case %s: %s, verdict %s (%s, %s)\n", case_name(r), status_word(r),
             ck_verdict_name(r->verdict), r->backend[0] ? r->backend : "?", ck_dtype_name(r->dtype));
     fprintf(f, "memory: plain %s, checkpointed %s (saving %s)\n",
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
@@ -376,6 +409,63 @@ static void print_scales(FILE *f, const char *label, const ck_run_summary *run)
     fprintf(f, " %s", label);
     for (int s = 0; run->scales && s < run->steps; s++)
         fprintf(f, " %g%s", run->scales[s].scale, run->scales[s].skipped ? "(skipped)" : "");
+}
+
+/* The rows of the judgement against fp32 with the largest error / bound, worst first. */
+static double vs_fp32_badness(const ck_tensor_result *t)
+{
+    double w = t->bound > 0.0 ? t->error / t->bound
+               : (double)t->m.n_outside / (double)(t->m.numel > 0 ? t->m.numel : 1);
+    if (isnan(w))
+        w = INFINITY;
+    return (t->verdict == CK_VERDICT_MISMATCH ? 1.0 : 0.0) + (w < 1e300 ? w : 1e300);
+}
+
+static void print_worst_vs_fp32(FILE *f, const ck_result *r, int max_rows)
+{
+    bool *shown = calloc((size_t)(r->n_vs_fp32 ? r->n_vs_fp32 : 1), sizeof *shown);
+    if (!shown)
+        return;
+    /* 80 columns: the name last */
+    fprintf(f, "%4s %-6s %-8s %8s %8s %8s %-14s %s\n", "step", "kind", "verdict", "error",
+            "bound", "spread", "bound from", "name");
+    for (int row = 0; row < max_rows && row < r->n_vs_fp32; row++) {
+        int best = -1;
+        for (int k = 0; k < r->n_vs_fp32; k++)
+            if (!shown[k] && (best < 0 || vs_fp32_badness(&r->vs_fp32[k]) >
+                                              vs_fp32_badness(&r->vs_fp32[best])))
+                best = k;
+        if (best < 0)
+            break;
+        shown[best] = true;
+        const ck_tensor_result *t = &r->vs_fp32[best];
+        char e[32], bd[32], sp[32];
+        fprintf(f, "%4d %-6s %-8s %8s %8s %8s %-14s %s\n", t->step,
+                ck_tensor_kind_name(t->kind), ck_verdict_name(t->verdict),
+                t->error >= 0.0 ? fmt_num(t->error, "%.2e", e, sizeof e) : "-",
+                t->bound >= 0.0 ? fmt_num(t->bound, "%.2e", bd, sizeof bd) : "-",
+                t->spread >= 0.0 ? fmt_num(t->spread, "%.2e", sp, sizeof sp) : "-",
+                ck_bound_source_name(t->bound_source), t->name);
+    }
+    free(shown);
+}
+
+/* Each run's gradients: how many elements, how many zero, subnormal or flushed. */
+static void print_gradients(FILE *f, const ck_result *r)
+{
+    const ck_run_summary *runs[2] = {&r->plain, &r->ckpt};
+    fprintf(f, "gradients:");
+    for (int i = 0; i < 2; i++) {
+        const ck_vacuity *v = &runs[i]->vacuity;
+        fprintf(f, "%s %s %lld elements, %lld zero (%.1f%%), %lld subnormal", i ? ";" : "",
+                runs[i]->label ? runs[i]->label : (i ? "checkpointed" : "plain"),
+                (long long)v->elements, (long long)v->zero,
+                v->elements ? 100.0 * (double)v->zero / (double)v->elements : 0.0,
+                (long long)v->subnormal);
+        if (v->flushed >= 0)
+            fprintf(f, ", %lld flushed", (long long)v->flushed);
+    }
+    fprintf(f, "%s\n", r->vacuous ? " | VACUOUS" : "");
 }
 
 /* Mixed precision: the loss scale per step and the judgement against fp32. */
@@ -414,19 +504,14 @@ static void print_precision(FILE *f, const ck_result *r)
         if (t->cast_flushed > 0 && (!most_flushed || t->cast_flushed > most_flushed->cast_flushed))
             most_flushed = t;
     }
-    fprintf(f, "vs fp32: %s (expect %s) | %d of %d tensors outside tolerance", 
-            ck_verdict_name(r->vs_fp32_verdict), ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)), outside,
-            r->n_vs_fp32);
-    if (r->vs_fp32_first >= 0) {
-        const ck_tensor_result *t = &r->vs_fp32[r->vs_fp32_first];
-        if (t->rel_l2_limit >= 0.0)
-            fprintf(f, "; first: step %d %s %s (rel_l2 %.3g > %g)", t->step,
-                    ck_tensor_kind_name(t->kind), t->name, t->m.rel_l2, t->rel_l2_limit);
-        else
-            fprintf(f, "; first: step %d %s %s (max_rel %.3g, rtol %g, atol %g)", t->step,
-                    ck_tensor_kind_name(t->kind), t->name, t->m.max_rel, t->rtol, t->atol);
-    }
-    fprintf(f, "\n");
+    char worst[CK_REPORT_LINE_MAX / 2];
+    vs_fp32_worst_clause(r, worst, sizeof worst);
+    fprintf(f, "vs fp32: %s (expect %s, --precision-check %s) | %d of %d tensors outside "
+               "their bound | worst: %s\n",
+            ck_verdict_name(r->vs_fp32_verdict), ck_expect_name(ck_case_expect_vs_fp32(c, r->dtype)),
+            ck_precision_check_name(r->precision_check), outside, r->n_vs_fp32, worst);
+    if (!r->vs_fp32_expect_met)
+        print_worst_vs_fp32(f, r, 8);
     fprintf(f, "%s values: %lld overflowed to inf, %lld flushed to zero, %lld subnormal",
             ck_dtype_name(r->dtype), (long long)overflow, (long long)flushed, (long long)subnormal);
     if (most_flushed)
@@ -478,6 +563,7 @@ void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows)
     print_header(f, r);
     print_backend(f, r);
     print_precision(f, r);
+    print_gradients(f, r);
 
     int rows = max_rows < 0 || max_rows > r->n_tensors ? r->n_tensors : max_rows;
     if (rows > 0) {
@@ -530,8 +616,22 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
     /* "saving", as in the header: one sign convention for the same number */
     char plain[32], ckpt[32], change[32];
     fmt_pct(r->memory_saving, change, sizeof change);
-    fprintf(f, "%s %s %s  %s  memory %s -> %s (saving %s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
+    fprintf(f, "%s %s %s  %s  memory %s -> %s (saving %s)", status_word(r), case_name(r),
             ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
+    /* name the failing judgement and its worst tensor */
+    if (!r->pass && r->vacuous && !(r->cs && r->cs->expect_vacuous)) {
+        fprintf(f, "  vacuous: %s", r->vacuous_reason);
+    } else if (!r->pass && r->has_vs_fp32 && !r->vs_fp32_expect_met &&
+               r->precision_check == CK_PRECISION_CHECK_FAIL) {
+        char worst[CK_REPORT_LINE_MAX / 2];
+        vs_fp32_worst_clause(r, worst, sizeof worst);
+        fprintf(f, "  vs fp32 %s: %s", ck_verdict_name(r->vs_fp32_verdict), worst);
+    } else if (!r->pass && !r->expect_met && r->first_divergence >= 0) {
+        const ck_tensor_result *t = &r->tensors[r->first_divergence];
+        fprintf(f, "  plain vs checkpointed: first %s %s step %d", ck_tensor_kind_name(t->kind),
+                t->name, t->step);
+    }
+    fprintf(f, "\n");
 }

@@ -65,7 +65,7 @@ static const bad_row bad_rows[] = {
      AT_PARSE},
     {"unknown layer key", HEAD CONV("'filters': 4, 'kernal': 3"),
      "layers[0] (a).kernal: unknown key for conv2d (allowed: name, op, inputs, filters, kernel, "
-     "stride, padding, dilation, bias)",
+     "stride, padding, dilation, bias, init)",
      AT_PARSE},
     {"option of another op", HEAD "'layers': [{'name': 'a', 'op': 'relu', 'rate': 0.5}]}",
      "layers[0] (a).rate: unknown key for relu", AT_PARSE},
@@ -124,7 +124,7 @@ static const bad_row bad_rows[] = {
      AT_PARSE},
     {"seed null", HEAD ONE_LAYER ", 'seed': null}", "seed: must be a non-negative integer, got null",
      AT_PARSE},
-    {"expect as a bool", HEAD ONE_LAYER ", 'expect': true}", "expect: must be one of identical, close, mismatch, got true",
+    {"expect as a bool", HEAD ONE_LAYER ", 'expect': true}", "expect: must be one of identical, close, mismatch, any, got true",
      AT_PARSE},
     /* sizes and ranges */
     {"negative kernel", HEAD CONV("'filters': 4, 'kernel': -1"),
@@ -206,7 +206,7 @@ static const bad_row bad_rows[] = {
     {"bad batchnorm policy", HEAD ONE_LAYER ", 'policies': {'batchnorm_recompute': 'twice'}}",
      "policies.batchnorm_recompute: must be one of skip, update, got \"twice\"", AT_PARSE},
     {"bad expect", HEAD ONE_LAYER ", 'expect': 'same'}",
-     "expect: must be one of identical, close, mismatch, got \"same\"", AT_PARSE},
+     "expect: must be one of identical, close, mismatch, any, got \"same\"", AT_PARSE},
     {"bad expect_memory", HEAD ONE_LAYER ", 'expect_memory': 'maybe'}",
      "expect_memory: must be one of met, unmet, got \"maybe\"", AT_PARSE},
     {"bad loss", HEAD ONE_LAYER ", 'loss': {'op': 'l1'}}",

@@ -326,12 +326,14 @@ START_TEST(precision_keys_parse_with_defaults_and_patterns)
     ck_assert(ck_case_expect_vs_fp32(&c, CK_F16) == CK_EXPECT_MISMATCH);
     ck_assert(ck_case_expect_vs_fp32(&c, CK_BF16) == CK_EXPECT_CLOSE);
     double rtol, atol, l2;
-    ck_case_precision_tolerance(&c, CK_BF16, "grad", "a.weight", &rtol, &atol, &l2);
-    ck_assert(atol == 0.5 && l2 < 0);
-    ck_case_precision_tolerance(&c, CK_BF16, "param", "a.weight", &rtol, &atol, &l2);
-    ck_assert(rtol == 1.6e-2 && atol == 1e-5 && l2 == 0.05);
-    ck_case_precision_tolerance(&c, CK_F16, "param", "a.weight", &rtol, &atol, &l2);
-    ck_assert(rtol == 1e-3 && atol == 1e-5 && l2 < 0);
+    bool from_case;
+    ck_case_precision_tolerance(&c, CK_BF16, "grad", "a.weight", &rtol, &atol, &l2, &from_case);
+    ck_assert(atol == 0.5 && l2 < 0 && from_case);
+    ck_case_precision_tolerance(&c, CK_BF16, "param", "a.weight", &rtol, &atol, &l2, &from_case);
+    ck_assert(rtol == 1.6e-2 && atol == 1e-5 && l2 == 0.05 && from_case);
+    /* no tolerance.fp16 in this case: the calibrated default judges fp16 */
+    ck_case_precision_tolerance(&c, CK_F16, "param", "a.weight", &rtol, &atol, &l2, &from_case);
+    ck_assert(rtol == 1e-3 && atol == 1e-5 && l2 < 0 && !from_case);
     ck_case_free(&c);
 }
 END_TEST
@@ -386,7 +388,7 @@ static ck_verdict judge_vs_fp32_with(float bad)
     low.scales[0].scale = 1.0;
     ck_result res;
     memset(&res, 0, sizeof res);
-    ck_assert_msg(ck_compare_vs_fp32(&bc.g, CK_F16, &f32, &low, &res, &err) == CK_OK, "%s",
+    ck_assert_msg(ck_compare_vs_fp32(&bc.g, CK_F16, &f32, NULL, 0, &low, NULL, &res, &err) == CK_OK, "%s",
                   err.msg);
     ck_assert_int_eq(res.n_vs_fp32, 1);
     ck_verdict v = res.vs_fp32[0].verdict;

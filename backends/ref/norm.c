@@ -19,6 +19,8 @@
 
 #include <math.h>
 
+#include "harness/core/half.h"
+
 /* weight/bias may be absent: w = 1, b = 0 */
 static inline double ld_or(const ck_tensor *t, int64_t i, double dflt)
 {
@@ -35,21 +37,29 @@ static inline int64_t bn_index(const bn_dims *d, int64_t n, int64_t c, int64_t s
     return (n * d->C + c) * d->S + s;
 }
 
-/* Batch statistics of channel c: mean and biased variance over N and S. */
-static void bn_channel_stats(const ck_tensor *x, const bn_dims *d, int64_t c, double *mean,
-                             double *var)
+/* The canary policies.reduction_dtype "low": v rounded to x's dtype when it is fp16/bf16
+ * (a running sum kept in the low dtype), else v. */
+static inline double low_sum(const ck_tensor *x, bool low, double v)
+{
+    return low && (x->dtype == CK_F16 || x->dtype == CK_BF16) ? ck_round_to_dtype(v, x->dtype) : v;
+}
+
+/* Batch statistics of channel c: mean and biased variance over N and S; `low`: the sums are
+ * kept in x's low dtype (the reduction canary), else in double. */
+static void bn_channel_stats(const ck_tensor *x, const bn_dims *d, int64_t c, bool low,
+                             double *mean, double *var)
 {
     double cnt = (double)(d->N * d->S);
     double sum = 0.0;
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t s = 0; s < d->S; s++)
-            sum += ref_ld(x, bn_index(d, n, c, s));
+            sum = low_sum(x, low, sum + ref_ld(x, bn_index(d, n, c, s)));
     double m = sum / cnt;
     double sq = 0.0;
     for (int64_t n = 0; n < d->N; n++)
         for (int64_t s = 0; s < d->S; s++) {
             double dx = ref_ld(x, bn_index(d, n, c, s)) - m;
-            sq += dx * dx;
+            sq = low_sum(x, low, sq + dx * dx);
         }
     *mean = m;
     *var = sq / cnt;
@@ -62,7 +72,7 @@ static void batchnorm_forward(ck_tensor *out, ck_tensor *saved, ck_tensor *runni
                               ck_tensor *running_var, ck_tensor *num_batches_tracked,
                               const ck_tensor *x, const ck_tensor *weight, const ck_tensor *bias,
                               const bn_dims *d, double eps, double momentum, bool eval,
-                              bool update)
+                              bool update, bool low)
 {
     int64_t cnt = d->N * d->S;
     for (int64_t c = 0; c < d->C; c++) {
@@ -72,7 +82,7 @@ static void batchnorm_forward(ck_tensor *out, ck_tensor *saved, ck_tensor *runni
             invstd = 1.0 / sqrt(ref_ld(running_var, c) + eps);
         } else {
             double var;
-            bn_channel_stats(x, d, c, &mean, &var);
+            bn_channel_stats(x, d, c, low, &mean, &var);
             invstd = 1.0 / sqrt(var + eps);
             if (update) {
                 double unbiased = var * (double)cnt / (double)(cnt - 1);
@@ -146,7 +156,8 @@ ck_status ref_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args,
     CK_TRY(ck_opc_batchnorm_fwd(REF_BE, op, io, &d, err));
     batchnorm_forward(io->out, io->saved, io->running_mean, io->running_var,
                       io->num_batches_tracked, io->in[0], io->weight, io->bias, &d, op->eps,
-                      op->momentum, op->eval, args->update_running_stats);
+                      op->momentum, op->eval, args->update_running_stats,
+                      op->low_precision_reduction);
     return CK_OK;
 }
 

@@ -112,6 +112,9 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     tol.cli.rtol = o->rtol;
     tol.cli.has_atol = o->has_atol;
     tol.cli.atol = o->atol;
+    tol.cli.has_rel_l2 = o->has_rel_l2;
+    tol.cli.rel_l2 = o->rel_l2;
+    tol.cross_dtype = o->cross_dtype;
     if (o->tolerances && ck_tolerances_load(&tol, o->tolerances, &err) != CK_OK)
         goto fail;
     if (o->map && ck_name_map_load(&map, o->map, &err) != CK_OK)

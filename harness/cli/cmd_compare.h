@@ -13,6 +13,9 @@ typedef struct {
     const char *ref;        /* the reference: file or directory */
     bool has_rtol, has_atol;
     double rtol, atol;      /* --rtol / --atol */
+    bool has_rel_l2;
+    double rel_l2;          /* --rel-l2: the norm judgement for every float tensor */
+    bool cross_dtype;       /* --cross-dtype: fp16/bf16 against fp32 references */
     const char *tolerances; /* --tolerances FILE, or NULL */
     const char *map;        /* --map FILE, or NULL */
     const char *report;     /* --report FILE, or NULL */

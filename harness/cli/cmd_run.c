@@ -125,7 +125,16 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
                            .dump_activation_grads = o->dump_activation_grads,
                            .dump_optimizer = o->dump_optimizer,
                            .progress = prog && prog->tty ? ck_progress_update : NULL,
-                           .progress_user = prog};
+                           .progress_user = prog,
+                           .precision_check = (ck_precision_check)o->precision_check};
+    if (o->has_rtol || o->has_atol || o->has_rel_l2) {
+        /* unset elementwise parts default to the dtype's torch.testing tolerance */
+        ro.precision_override = (ck_precision_override){
+            .set = true,
+            .rtol = o->has_rtol ? o->rtol : dtype == CK_BF16 ? 1.6e-2 : 1e-3,
+            .atol = o->has_atol ? o->atol : 1e-5,
+            .rel_l2 = o->has_rel_l2 ? o->rel_l2 : -1.0};
+    }
     char dump_dir[4096];
     if (o->dump) {
         snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ck_cli_ends_with(o->dump, "/") ? "" : "/",

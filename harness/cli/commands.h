@@ -41,6 +41,11 @@ typedef struct {
     bool dump_activation_grads; /* --dump-activation-grads: their gradients too */
     bool dump_optimizer;   /* --dump-optimizer: optimizer state after each step */
     const char *init;      /* --init FILE: parameters and buffers from a file */
+    int precision_check;   /* --precision-check: 0 fail (default), 1 warn, 2 off
+                              (ck_precision_check) */
+    bool has_rtol, has_atol, has_rel_l2; /* --rtol/--atol/--rel-l2: the judgement against
+                                            fp32 uses these for every tensor */
+    double rtol, atol, rel_l2;
     /* CI (docs/ci.md) */
     const char *junit;     /* --junit FILE */
     const char *html;      /* --html FILE */

@@ -74,6 +74,13 @@ static const char *usage_run =
     "  --dump-optimizer with --dump: the optimizer state after every step too\n"
     "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
     "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
+    "  --precision-check M  fail (default), warn or off: whether a low-precision run's\n"
+    "                     judgement against fp32 (bounds calibrated per tensor from the\n"
+    "                     model, cases/README.md) fails the case, is only reported, or\n"
+    "                     is not run\n"
+    "  --rtol R, --atol A, --rel-l2 L\n"
+    "                     judge every tensor against fp32 with these instead (elementwise\n"
+    "                     |a - ref| <= A + R |ref|, or ||a - ref|| / ||ref|| <= L)\n"
     "  --quiet            one line per case\n"
     "  --checkpoint SPEC  for an ONNX model given as a case (run MODEL.onnx): sqrt\n"
     "                     (default), every:K or segments:FIRST..LAST,...\n"
@@ -98,7 +105,8 @@ static const char *usage_run =
     "  -h, --help         this help\n"
     "\n"
     "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
-    "expect, unmet min_memory_saving), 2 bad input or usage.\n";
+    "expect, unmet min_memory_saving, a failed precision judgement, vacuous gradients),\n"
+    "2 bad input or usage.\n";
 
 static const char *usage_bisect =
     "usage: ckpt-harness bisect CASE|DIR... [options]\n"
@@ -154,7 +162,12 @@ static const char *usage_compare =
     "  --atol A           absolute tolerance for every float dtype\n"
     "                     (defaults per dtype as torch.testing: fp32 1.3e-6/1e-5,\n"
     "                     fp16 1e-3/1e-5, bf16 1.6e-2/1e-5, fp64 1e-7/1e-7)\n"
-    "  --tolerances FILE  JSON: {\"default\": {\"rtol\", \"atol\"}, \"dtypes\": {\"F16\": {...}},\n"
+    "  --rel-l2 L         a float tensor that is not bitwise equal is close iff\n"
+    "                     ||a - ref|| / ||ref|| <= L (every non-finite value matched)\n"
+    "  --cross-dtype      judge an fp16/bf16 tensor against an fp32/fp64 reference (e.g.\n"
+    "                     autocast vs fp32) in double, with the coarser dtype's tolerance,\n"
+    "                     instead of reporting the dtype difference\n"
+    "  --tolerances FILE  JSON: {\"default\": {\"rtol\", \"atol\", \"rel_l2\"}, \"dtypes\": {\"F16\": {...}},\n"
     "                     \"tensors\": {\"dec*.weight\": {...}}}; first matching pattern wins\n"
     "  --map FILE         JSON: {\"rename\": {\"a\": \"b\"}, \"patterns\": [[\"^model\\\\.(.*)$\", \"\\\\1\"]]}\n"
     "                     translates A's names into REF's (POSIX extended regex)\n"
@@ -250,6 +263,8 @@ static bool parse_double(const char *s, double *out)
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_DUMP_AGRAD, OPT_DUMP_OPT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
        OPT_JUNIT = 300, OPT_HTML, OPT_FILTER, OPT_SHARD, OPT_JOBS, OPT_KEEP_GOING, OPT_REPRODUCIBLE, OPT_COLOR };
+/* the precision judgement (run) and compare's cross-dtype mode */
+enum { OPT_PRECISION_CHECK = 350, OPT_REL_L2, OPT_CROSS_DTYPE };
 
 /* argv joined with spaces, for the run metadata */
 static char command_line[4096];
@@ -302,6 +317,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"dump-optimizer", no_argument, 0, OPT_DUMP_OPT}, {"init", required_argument, 0, OPT_INIT},
         {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
         {"against", required_argument, 0, OPT_AGAINST},
+        {"precision-check", required_argument, 0, OPT_PRECISION_CHECK},
+        {"rtol", required_argument, 0, OPT_RTOL},     {"atol", required_argument, 0, OPT_ATOL},
+        {"rel-l2", required_argument, 0, OPT_REL_L2},
         {"junit", required_argument, 0, OPT_JUNIT}, {"html", required_argument, 0, OPT_HTML},
         {"filter", required_argument, 0, OPT_FILTER}, {"shard", required_argument, 0, OPT_SHARD},
         {"jobs", required_argument, 0, OPT_JOBS}, {"keep-going", no_argument, 0, OPT_KEEP_GOING},
@@ -383,6 +401,31 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_AGAINST: o.against = optarg; break;
+        case OPT_PRECISION_CHECK:
+            if (strcmp(optarg, "fail") == 0)
+                o.precision_check = 0;
+            else if (strcmp(optarg, "warn") == 0)
+                o.precision_check = 1;
+            else if (strcmp(optarg, "off") == 0)
+                o.precision_check = 2;
+            else
+                return usage_error(cmd, "--precision-check %s: expected fail, warn or off", optarg);
+            break;
+        case OPT_RTOL:
+            if (!parse_double(optarg, &o.rtol))
+                return usage_error(cmd, "--rtol %s: expected a number >= 0", optarg);
+            o.has_rtol = true;
+            break;
+        case OPT_ATOL:
+            if (!parse_double(optarg, &o.atol))
+                return usage_error(cmd, "--atol %s: expected a number >= 0", optarg);
+            o.has_atol = true;
+            break;
+        case OPT_REL_L2:
+            if (!parse_double(optarg, &o.rel_l2))
+                return usage_error(cmd, "--rel-l2 %s: expected a number >= 0", optarg);
+            o.has_rel_l2 = true;
+            break;
         case OPT_ONNX_CHECKPOINT: o.onnx_checkpoint = optarg; break;
         case OPT_ONNX_LOSS: o.onnx_loss = optarg; break;
         case OPT_ONNX_OPTIMIZER: o.onnx_optimizer = optarg; break;
@@ -477,6 +520,7 @@ static int main_compare(int argc, char **argv)
         {"tolerances", required_argument, 0, OPT_TOLERANCES},
         {"map", required_argument, 0, OPT_MAP},       {"report", required_argument, 0, OPT_REPORT},
         {"rows", required_argument, 0, OPT_ROWS},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"rel-l2", required_argument, 0, OPT_REL_L2}, {"cross-dtype", no_argument, 0, OPT_CROSS_DTYPE},
         {"include", required_argument, 0, OPT_INCLUDE},
         {"exclude", required_argument, 0, OPT_EXCLUDE},
         {"expect-mismatch", required_argument, 0, OPT_EXPECT_MISMATCH},
@@ -507,6 +551,12 @@ static int main_compare(int argc, char **argv)
                 return usage_error("compare", "--atol %s: expected a number >= 0", optarg);
             o.has_atol = true;
             break;
+        case OPT_REL_L2:
+            if (!parse_double(optarg, &o.rel_l2))
+                return usage_error("compare", "--rel-l2 %s: expected a number >= 0", optarg);
+            o.has_rel_l2 = true;
+            break;
+        case OPT_CROSS_DTYPE: o.cross_dtype = true; break;
         case OPT_TOLERANCES: o.tolerances = optarg; break;
         case OPT_MAP: o.map = optarg; break;
         case OPT_INCLUDE: o.include[o.n_include++] = optarg; break;

@@ -6,6 +6,8 @@
  */
 #include "harness/compare/sets.h"
 
+#include "harness/core/half.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +49,61 @@ static int64_t widen(ck_file_dtype dt, const unsigned char *p)
     case CK_FT_U16: { uint16_t v; memcpy(&v, p, 2); return v; }
     default: return p[0]; /* u8, bool (its byte, so 2 and 1 differ) */
     }
+}
+
+/* Element i of a float tensor as a double (data may be unaligned). */
+static double float_at(const ck_named_tensor *t, int64_t i)
+{
+    const unsigned char *p = t->data;
+    switch (t->dtype) {
+    case CK_FT_F64: { double x; memcpy(&x, p + 8 * i, 8); return x; }
+    case CK_FT_F32: { float x; memcpy(&x, p + 4 * i, 4); return x; }
+    case CK_FT_F16: { uint16_t x; memcpy(&x, p + 2 * i, 2); return ck_f16_to_f32(x); }
+    case CK_FT_BF16: { uint16_t x; memcpy(&x, p + 2 * i, 2); return ck_bf16_to_f32(x); }
+    default: return 0.0;
+    }
+}
+
+/* --cross-dtype: both float tensors widened (exactly) to double and compared there. */
+static ck_status compare_cross_dtype(const ck_named_tensor *a, const ck_named_tensor *r,
+                                     ck_pair *p, ck_error *err)
+{
+    int64_t numel = 0;
+    ck_file_shape_size(&r->shape, r->dtype, &numel, NULL);
+    double *wa = malloc((size_t)numel * sizeof *wa + 1), *wr = malloc((size_t)numel * sizeof *wr + 1);
+    if (!wa || !wr) {
+        free(wa);
+        free(wr);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory comparing \"%s\"", r->name);
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        wa[i] = float_at(a, i);
+        wr[i] = float_at(r, i);
+    }
+    p->verdict = ck_compare(CK_F64, numel, wa, wr, p->rtol, p->atol, &p->m);
+    free(wa);
+    free(wr);
+    return CK_OK;
+}
+
+/* The norm bound replaces the elementwise verdict of a float pair that is not bitwise equal. */
+static void apply_rel_l2(ck_pair *p)
+{
+    if (p->rel_l2_limit < 0.0 || p->verdict == CK_VERDICT_IDENTICAL)
+        return;
+    p->verdict = p->m.rel_l2 <= p->rel_l2_limit && p->m.max_ulp != UINT64_MAX
+                     ? CK_VERDICT_CLOSE
+                     : CK_VERDICT_MISMATCH;
+}
+
+/* The less precise of two float dtypes (the one whose tolerance a cross-dtype pair uses). */
+static ck_file_dtype coarser(ck_file_dtype x, ck_file_dtype y)
+{
+    static const ck_file_dtype order[] = {CK_FT_BF16, CK_FT_F16, CK_FT_F32, CK_FT_F64};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (x == order[i] || y == order[i])
+            return order[i];
+    return x;
 }
 
 static int64_t int_at(ck_file_dtype dt, const void *data, int64_t i)
@@ -199,7 +256,9 @@ static ck_status compare_sets_impl(const ck_tensorset *a, const ck_tensorset *re
         used[i] = true;
         const ck_named_tensor *ta = &a->t[i];
         p->name_a = ta->name;
-        if (ta->dtype != tr->dtype) {
+        bool cross = ta->dtype != tr->dtype && tol->cross_dtype &&
+                     ck_file_dtype_is_float(ta->dtype) && ck_file_dtype_is_float(tr->dtype);
+        if (ta->dtype != tr->dtype && !cross) {
             p->kind = CK_PAIR_DTYPE;
             continue;
         }
@@ -208,9 +267,14 @@ static ck_status compare_sets_impl(const ck_tensorset *a, const ck_tensorset *re
             continue;
         }
         p->kind = CK_PAIR_COMPARED;
-        ck_tolerances_resolve(tol, tr->name, tr->dtype, &p->rtol, &p->atol);
-        if ((st = compare_pair(ta, tr, p, err)) != CK_OK)
+        p->cross_dtype = cross;
+        ck_file_dtype judged = cross ? coarser(ta->dtype, tr->dtype) : tr->dtype;
+        ck_tolerances_resolve(tol, tr->name, judged, &p->rtol, &p->atol);
+        p->rel_l2_limit = ck_tolerances_resolve_rel_l2(tol, tr->name, judged);
+        if ((st = cross ? compare_cross_dtype(ta, tr, p, err) : compare_pair(ta, tr, p, err)) !=
+            CK_OK)
             goto cleanup;
+        apply_rel_l2(p);
     }
     for (int i = 0; i < a->n; i++) {
         if (used[i])

@@ -33,6 +33,8 @@ typedef struct {
     const char *name_a;    /* A's own name; NULL when missing */
     int index_a, index_ref; /* into the sets; -1 when absent */
     double rtol, atol;     /* CK_PAIR_COMPARED */
+    double rel_l2_limit;   /* CK_PAIR_COMPARED: the norm bound (tolerances.h), or -1 */
+    bool cross_dtype;      /* compared across dtypes (--cross-dtype), in double */
     ck_metrics m;
     ck_verdict verdict;    /* CK_PAIR_COMPARED; MISMATCH for problems */
     bool expected;         /* a mismatch named by --expect-mismatch (selection.h) */

@@ -78,6 +78,23 @@ void ck_tolerances_resolve(const ck_tolerances *t, const char *name, ck_file_dty
     }
 }
 
+double ck_tolerances_resolve_rel_l2(const ck_tolerances *t, const char *name, ck_file_dtype dt)
+{
+    if (!ck_file_dtype_is_float(dt))
+        return -1.0;
+    for (int i = 0; i < t->n_rules; i++)
+        if (fnmatch(t->rules[i].pattern, name, 0) == 0) {
+            if (t->rules[i].tol.has_rel_l2)
+                return t->rules[i].tol.rel_l2;
+            break;
+        }
+    if ((unsigned)dt < CK_FT_COUNT && t->dtypes[dt].has_rel_l2)
+        return t->dtypes[dt].rel_l2;
+    if (t->cli.has_rel_l2)
+        return t->cli.rel_l2;
+    return t->file_default.has_rel_l2 ? t->file_default.rel_l2 : -1.0;
+}
+
 static ck_status parse_spec(const cJSON *o, const char *path, const char *where, ck_tol_spec *s,
                             ck_error *err)
 {
@@ -87,16 +104,20 @@ static ck_status parse_spec(const cJSON *o, const char *path, const char *where,
                        where);
     for (const cJSON *c = o->child; c; c = c->next) {
         bool r = strcmp(c->string, "rtol") == 0, a = strcmp(c->string, "atol") == 0;
-        if (!r && !a)
-            return ck_fail(err, CK_ERR_INPUT, "%s: %s.%.100s: unknown key (expected rtol, atol)",
-                           path, where, c->string);
+        bool l2 = strcmp(c->string, "rel_l2") == 0;
+        if (!r && !a && !l2)
+            return ck_fail(err, CK_ERR_INPUT,
+                           "%s: %s.%.100s: unknown key (expected rtol, atol, rel_l2)", path, where,
+                           c->string);
         if (!cJSON_IsNumber(c) || !(c->valuedouble >= 0.0) || !isfinite(c->valuedouble))
             return ck_fail(err, CK_ERR_INPUT, "%s: %s.%s: must be a number >= 0", path, where,
                            c->string);
         if (r)
             s->has_rtol = true, s->rtol = c->valuedouble;
-        else
+        else if (a)
             s->has_atol = true, s->atol = c->valuedouble;
+        else
+            s->has_rel_l2 = true, s->rel_l2 = c->valuedouble;
     }
     return CK_OK;
 }

@@ -14,6 +14,11 @@
  * for the dtype. Integer and bool tensors are compared exactly unless the first "tensors"
  * entry matching their name sets rtol/atol (an excuse by name; --rtol, --atol, "default"
  * and "dtypes" never apply to them).
+ *
+ * Any entry may also give "rel_l2" (a number >= 0), resolved in the same order (no
+ * built-in default): a float tensor that is not bitwise equal is then close iff
+ * ||a - ref||_2 / ||ref||_2 <= rel_l2 and every non-finite value is matched — the norm
+ * judgement `run` uses for whole-model gradients — instead of the elementwise test.
  */
 #ifndef CK_TOLERANCES_H
 #define CK_TOLERANCES_H
@@ -21,8 +26,8 @@
 #include "harness/io/tensorset.h"
 
 typedef struct {
-    bool has_rtol, has_atol;
-    double rtol, atol;
+    bool has_rtol, has_atol, has_rel_l2;
+    double rtol, atol, rel_l2;
 } ck_tol_spec;
 
 typedef struct {
@@ -36,6 +41,11 @@ typedef struct {
     ck_tol_spec dtypes[CK_FT_COUNT];
     int n_rules;
     ck_tol_rule *rules; /* "tensors", in file order */
+    /* compare --cross-dtype: a float tensor of A whose dtype differs from the reference's
+     * (an fp16/bf16 run against an fp32 one, e.g. PyTorch autocast vs fp32) is compared
+     * value by value in double, with the tolerance of the less precise of the two dtypes,
+     * instead of being reported as a dtype problem */
+    bool cross_dtype;
 } ck_tolerances;
 
 void ck_tolerances_init(ck_tolerances *t);
@@ -52,5 +62,8 @@ void ck_tolerances_builtin(ck_file_dtype dt, double *rtol, double *atol);
 /* The rtol and atol for a tensor (see the order above). */
 void ck_tolerances_resolve(const ck_tolerances *t, const char *name, ck_file_dtype dt,
                            double *rtol, double *atol);
+
+/* The rel_l2 bound for a float tensor (see above), or -1 when none is configured. */
+double ck_tolerances_resolve_rel_l2(const ck_tolerances *t, const char *name, ck_file_dtype dt);
 
 #endif

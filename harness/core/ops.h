@@ -61,9 +61,20 @@ typedef enum {
 /* the most dims a reshape target, permutation or normalized_shape has (CK_MAX_DIMS) */
 #define CK_OP_MAX_DIMS 8
 
+/* linear/conv weight initialisation ("init" in a layer; cases/README.md) */
+typedef enum {
+    CK_INIT_TORCH_DEFAULT = 0, /* weight and bias U(+-1/sqrt(fan_in)) (PyTorch's default) */
+    CK_INIT_KAIMING_NORMAL,    /* weight N(0, 2/fan_in), bias 0 (He, for ReLU stacks) */
+    CK_INIT_KAIMING_UNIFORM,   /* weight U(+-sqrt(6/fan_in)), bias 0 */
+    CK_INIT_XAVIER_UNIFORM,    /* weight U(+-sqrt(6/(fan_in+fan_out))), bias 0 */
+    CK_INIT_XAVIER_NORMAL,     /* weight N(0, 2/(fan_in+fan_out)), bias 0 */
+    CK_INIT_ZEROS              /* weight and bias 0: a dead layer (vacuity tests) */
+} ck_init_scheme;
+
 typedef struct {
     ck_op_kind kind;
     int nsp; /* spatial dims (1..3) of conv/pool/upsample; 0 otherwise */
+    int init; /* linear/conv: ck_init_scheme, default torch_default */
 
     int64_t units;   /* linear */
     int64_t filters; /* conv */
@@ -86,6 +97,10 @@ typedef struct {
     bool eval;       /* batchnorm: use running statistics, update nothing */
     double rate;     /* dropout, in [0, 1) */
     double stddev;   /* gaussian_noise, >= 0 */
+    /* batchnorm, set by the graph builder from policies.reduction_dtype "low" (a canary):
+     * in fp16/bf16 runs the batch statistics are summed in the low dtype, rounding after
+     * every addition, instead of in fp32 or wider. Only the reference backend has it. */
+    bool low_precision_reduction;
 
     /* ---- issue 18 ---- */
     bool gelu_tanh;          /* gelu: approximate "tanh" */

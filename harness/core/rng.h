@@ -39,7 +39,8 @@ typedef enum {
     CK_PURPOSE_DROPOUT = 4, /* dropout mask */
     CK_PURPOSE_NOISE = 5,   /* gaussian noise */
     CK_PURPOSE_GLOBAL = 6,  /* the one global stream of the stateful/stash policies */
-    CK_PURPOSE_TEST = 7     /* test-only draws (gradcheck projections, sampled indices) */
+    CK_PURPOSE_TEST = 7,    /* test-only draws (gradcheck projections, sampled indices) */
+    CK_PURPOSE_CALIBRATION = 8 /* the precision judgement's rounding-sized perturbations */
 } ck_rng_purpose;
 
 #define CK_RNG_NO_LAYER 0xFFFFFFFFu

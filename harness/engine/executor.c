@@ -1,6 +1,7 @@
 /* Forward, loss, backward and segment recomputation with activation accounting. */
 #include "harness/engine/executor.h"
 
+#include <math.h>
 #include "backends/registry.h"
 
 #include <stdio.h>
@@ -108,6 +109,42 @@ static ck_rng_stream draw_stream(ck_exec *e, int layer, int step)
     return s;
 }
 
+/* x rounded to `bits` significant bits, ties to even, with no exponent limits. */
+static double round_significand(double x, int bits)
+{
+    if (x == 0.0 || !isfinite(x))
+        return x;
+    int ex;
+    double m = frexp(x, &ex); /* |m| in [0.5, 1) */
+    return ldexp(nearbyint(ldexp(m, bits)), ex - bits);
+}
+
+/* The calibration run's rounding of one tensor (executor.h: round_bits, perturb_rel). */
+static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, uint32_t which,
+                                ck_error *err)
+{
+    if (e->cfg.round_bits <= 0 || t->dtype != CK_F32 || !t->data)
+        return CK_OK;
+    int64_t n = ck_shape_numel(&t->shape);
+    float *host = malloc((size_t)n * sizeof *host + 1);
+    if (!host)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory perturbing %s", t->name ? t->name : "?");
+    ck_status st = e->cfg.b->download(e->cfg.b, t, host, err);
+    if (st == CK_OK) {
+        ck_rng_stream s = ck_rng_keyed(e->cfg.perturb_seed, (uint32_t)layer,
+                                       CK_PURPOSE_CALIBRATION, ((uint32_t)step << 1) | which);
+        for (int64_t k = 0; k < n; k++) {
+            double r = e->cfg.perturb_rel > 0.0 ? 2.0 * ck_rng_uniform_f64(&s, (uint64_t)k) - 1.0
+                                                : 0.0;
+            host[k] = (float)round_significand((double)host[k] * (1.0 + e->cfg.perturb_rel * r),
+                                               e->cfg.round_bits);
+        }
+        st = e->cfg.b->upload(e->cfg.b, t, host, err);
+    }
+    free(host);
+    return st;
+}
+
 static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                bool recompute, ck_error *err)
 {
@@ -158,7 +195,8 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (op_draws_random(nd))
         a->rng = draw_stream(e, i, step);
 
-    if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK)
+    if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK ||
+        (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK)
         goto fail;
     if (e->cfg.observer) {
         ck_exec_event_info ev = {.ev = CK_EVENT_FORWARD, .layer = i, .step = step,
@@ -219,6 +257,22 @@ static ck_status ensure_grad(ck_exec *e, int i, ck_error *err)
     return st;
 }
 
+/* The canary policies.recompute_filter "fp32_only" (a checkpoint wrapper that tracks only
+ * fp32 tensors): in a checkpointed run, layer i of a segment passes no gradient to an input
+ * src from outside its segment when that input is fp16/bf16. */
+static bool filtered_input(const ck_exec *e, int i, int src)
+{
+    const ck_plan *plan = e->cfg.plan;
+    if (!plan || !e->cfg.g->cs->recompute_fp32_only)
+        return false;
+    int s = plan->segment_of[i];
+    if (s < 0 || src >= plan->segments[s].first)
+        return false;
+    if (e->out[src].dtype != CK_F16 && e->out[src].dtype != CK_BF16)
+        return false;
+    return true;
+}
+
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                 ck_error *err)
 {
@@ -241,7 +295,7 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
-        if (src >= 0) {
+        if (src >= 0 && !filtered_input(e, i, src)) {
             if ((st = ensure_grad(e, src, err)) != CK_OK)
                 goto fail;
             g.din[j] = &e->dout[src];
@@ -250,6 +304,8 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     io.out = &e->out[i];
     io.saved = nd->has_saved ? &e->saved[i] : NULL;
     g.dout = &e->dout[i];
+    if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK)
+        goto fail;
     ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
     if ((st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
         goto fail;

@@ -51,6 +51,15 @@ typedef struct {
     ck_exec_observer observer;
     void *observer_user;
     ck_alloc_trace *event_log; /* the allocator's exact event log (alloc.h); may be NULL */
+    /* The precision judgement's calibration run (fp32 only; round_bits 0: off): every layer
+     * output and every output gradient is multiplied by (1 + perturb_rel * r), r uniform in
+     * [-1, 1) from a stream keyed by (perturb_seed, layer, step), then rounded to round_bits
+     * significant bits (11: fp16's significand, 8: bf16's) with fp32's exponent range: the
+     * rounding a correct low-precision run does at every op, without its underflow,
+     * overflow or any reduction carried out in the low dtype. */
+    int round_bits;
+    double perturb_rel;
+    uint64_t perturb_seed;
 } ck_exec_config;
 
 /* The marks the executor writes into the allocator's event log (alloc.h), once per step: after

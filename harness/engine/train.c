@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "harness/core/half.h"
 #include "harness/engine/dump.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -26,8 +27,17 @@ static ck_status alloc_plain_tensor(ck_backend *b, ck_tensor *t, const char *nam
     return b->alloc(b, (size_t)n * ck_dtype_size(dt), &t->data, err);
 }
 
-ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int step,
-                       ck_tensor *input, ck_tensor *target, ck_error *err)
+/* Rounds n doubles to dtype `to` (no-op for fp32 and wider: the upload rounds to fp32). */
+static void round_host(double *v, int64_t n, ck_dtype to)
+{
+    if (to != CK_F16 && to != CK_BF16)
+        return;
+    for (int64_t i = 0; i < n; i++)
+        v[i] = ck_round_to_dtype(v[i], to);
+}
+
+static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_dtype round_to,
+                           int step, ck_tensor *input, ck_tensor *target, ck_error *err)
 {
     const ck_case *c = g->cs;
     double *host = NULL;
@@ -52,6 +62,7 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
         host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
                   : c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
                                                     : ck_rng_uniform_f64(&s, (uint64_t)i);
+    round_host(host, n, round_to);
     if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
         goto fail;
 
@@ -61,6 +72,7 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
             goto fail;
         for (int64_t i = 0; i < nt; i++)
             host[i] = ck_rng_uniform_f64(&ts, (uint64_t)i);
+        round_host(host, nt, round_to);
         st = ck_upload_f64(b, target, host, err);
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
         if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
@@ -78,6 +90,12 @@ fail:
     free(host);
     ck_free_data(b, input, target);
     return st;
+}
+
+ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int step,
+                       ck_tensor *input, ck_tensor *target, ck_error *err)
+{
+    return make_data(b, g, dtype, CK_F32, step, input, target, err);
 }
 
 void ck_free_data(ck_backend *b, ck_tensor *input, ck_tensor *target)
@@ -141,6 +159,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
                           .activation_grads = dump && dump->activation_grads};
     if ((st = ck_model_init(&model, c->seed, err)) != CK_OK)
         goto out;
+    ck_dtype round_to = hooks && dtype == CK_F32 ? hooks->round_to : CK_F32;
     if (dump && (st = ck_dump_init(dump, &model, err)) != CK_OK)
         goto out;
     ck_exec_config cfg = {
@@ -149,6 +168,9 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
         .event_log = hooks ? hooks->event_log : NULL,
+        .round_bits = round_to == CK_F16 ? 11 : round_to == CK_BF16 ? 8 : 0,
+        .perturb_rel = round_to != CK_F32 && hooks ? hooks->perturb_rel : 0.0,
+        .perturb_seed = hooks ? hooks->perturb_seed : 0,
     };
     if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;
@@ -161,10 +183,11 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     int64_t updates = 0; /* optimizer steps taken: a skipped step does not count (PyTorch) */
     for (int step = 0; step < c->steps; step++) {
         double loss = 0.0, step_t0 = now_s();
-        if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
+        if ((st = make_data(b, g, dtype, round_to, step, &input, &target, err)) != CK_OK ||
             (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
             (st = ck_model_zero_grads(&model, err)) != CK_OK ||
             (st = ck_model_cast_params(&model, err)) != CK_OK ||
+            (round_to != CK_F32 && (st = ck_model_round_cast_params(&model, round_to, err)) != CK_OK) ||
             (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, scale,
                                true, &loss, err)) != CK_OK ||
             (st = ck_model_unscale_grads(&model, scale, err)) != CK_OK)
@@ -180,7 +203,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
             if (rec->e[k].kind == CK_KIND_GRAD)
                 finite = ck_all_finite(rec->e[k].dtype, ck_shape_numel(&rec->e[k].shape),
                                        rec->e[k].data);
-        bool skip = c->loss_scale != CK_SCALE_NONE && !finite;
+        bool skip = (c->loss_scale != CK_SCALE_NONE && !finite) ||
+                    (hooks && hooks->skip_like && hooks->skip_like[step].skipped);
         rec->scales[step] = (ck_scale_step){.scale = scale, .skipped = skip};
         if (!skip && (st = ck_model_update(&model, &c->optimizer, ++updates, 1.0, err)) != CK_OK)
             goto out;

@@ -20,6 +20,16 @@ typedef struct {
     void *observer_user;
     const struct ck_dump_spec *dump; /* NULL: no dump (dump.h) */
     ck_alloc_trace *event_log; /* every step's allocator events and marks; may be NULL */
+    /* The precision judgement's calibration run: an fp32 run whose input, targets and
+     * linear/conv weights are rounded to this low dtype (fp16/bf16) before every step's
+     * forward, as a low-precision run casts them; CK_F32: none. */
+    ck_dtype round_to;
+    double perturb_rel;    /* with round_to: executor.h's calibration dither; 0: none */
+    /* The precision judgement's fp32 runs: skip the optimizer update at every step where
+     * this (the low-precision run's per-step record, `steps` entries) says its loss scaler
+     * skipped, so both runs take the same updates; NULL: none. */
+    const ck_scale_step *skip_like;
+    uint64_t perturb_seed;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */

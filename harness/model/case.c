@@ -152,6 +152,8 @@ static ck_status parse_option(const ck_jctx *cx, const ck_option_def *def, const
         return ck_jget_bool(cx, v, jpath, (bool *)field);
     case CK_OPTION_REAL:
         return ck_jget_real(cx, v, jpath, &def->range, (double *)field);
+    case CK_OPTION_INIT:
+        return ck_jget_choice(cx, v, jpath, ck_init_names.names, ck_init_names.n, (int *)field);
     case CK_OPTION_DIM: {
         int64_t x;
         ck_status st = ck_jget_int(cx, v, jpath, -CK_OP_MAX_DIMS, CK_OP_MAX_DIMS - 1, &x);
@@ -790,7 +792,10 @@ static ck_status parse_train(const ck_jctx *cx, const cJSON *v, ck_case *c)
 
 static ck_status parse_policies(const ck_jctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"rng", "batchnorm_recompute", "autocast_recompute"};
+    static const char *const keys[] = {"rng", "batchnorm_recompute", "autocast_recompute",
+                                       "reduction_dtype", "recompute_filter"};
+    static const char *const reduction_names[] = {"fp32", "low"};
+    static const char *const filter_names[] = {"all", "fp32_only"};
     ck_status st;
     int choice;
     const cJSON *item;
@@ -817,6 +822,18 @@ static ck_status parse_policies(const ck_jctx *cx, const cJSON *v, ck_case *c)
                              ck_autocast_names.n, &choice)) != CK_OK)
             return st;
         c->autocast = (ck_autocast_policy)choice;
+    }
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "reduction_dtype"))) {
+        if ((st = ck_jget_choice(cx, item, "policies.reduction_dtype", reduction_names,
+                                 COUNT(reduction_names), &choice)) != CK_OK)
+            return st;
+        c->reduction_low = choice == 1;
+    }
+    if ((item = cJSON_GetObjectItemCaseSensitive(v, "recompute_filter"))) {
+        if ((st = ck_jget_choice(cx, item, "policies.recompute_filter", filter_names,
+                                 COUNT(filter_names), &choice)) != CK_OK)
+            return st;
+        c->recompute_fp32_only = choice == 1;
     }
     return CK_OK;
 }
@@ -868,6 +885,8 @@ static ck_status parse_tolerance(const ck_jctx *cx, const cJSON *v, ck_case *c)
     if ((item = cJSON_GetObjectItemCaseSensitive(v, "atol")) &&
         (st = ck_jget_real(cx, item, "tolerance.atol", &non_negative, &c->atol)) != CK_OK)
         return st;
+    c->has_fp16_tol = cJSON_GetObjectItemCaseSensitive(v, "fp16") != NULL;
+    c->has_bf16_tol = cJSON_GetObjectItemCaseSensitive(v, "bf16") != NULL;
     if ((item = cJSON_GetObjectItemCaseSensitive(v, "fp16")) &&
         (st = parse_rtol_atol(cx, item, "tolerance.fp16", &c->fp16_rtol, &c->fp16_atol,
                                &c->fp16_rel_l2)) != CK_OK)
@@ -992,7 +1011,7 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
         "name",   "description", "seed",     "input",     "layers",
         "loss",   "checkpoint",  "train",    "policies",  "tolerance",
         "min_memory_saving",     "expect",   "expect_memory", "precision",
-        "expect_precision",      "init",
+        "expect_precision",      "init",     "expect_vacuous",
     };
     static const ck_real_range saving_range = CK_RANGE_UNIT_HALF_OPEN;
     ck_status st;
@@ -1076,10 +1095,14 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
         return st;
     if ((st = parse_init(cx, cJSON_GetObjectItemCaseSensitive(root, "init"), c)) != CK_OK)
         return st;
+    if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_vacuous")) &&
+        (st = ck_jget_bool(cx, item, "expect_vacuous", &c->expect_vacuous)) != CK_OK)
+        return st;
     if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_precision"))) {
         /* the low-precision run against fp32 is never expected to be bitwise identical:
          * "close" or "mismatch", for every low dtype or per dtype {"fp16": ..., "bf16": ...} */
-        static const char *const names[] = {"close", "mismatch"};
+        static const char *const names[] = {"close", "mismatch", "any"};
+        static const ck_expect as_expect[] = {CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH, CK_EXPECT_ANY};
         static const char *const dtype_keys[] = {"fp16", "bf16"};
         if (cJSON_IsObject(item)) {
             if ((st = ck_jcheck_keys(cx, item, "expect_precision", dtype_keys, COUNT(dtype_keys), NULL)) != CK_OK)
@@ -1090,19 +1113,19 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
                 if ((st = ck_jget_choice(cx, e16, "expect_precision.fp16", names, COUNT(names),
                                      &choice)) != CK_OK)
                     return st;
-                c->expect_fp16 = choice == 0 ? CK_EXPECT_CLOSE : CK_EXPECT_MISMATCH;
+                c->expect_fp16 = as_expect[choice];
             }
             if (eb16) {
                 if ((st = ck_jget_choice(cx, eb16, "expect_precision.bf16", names, COUNT(names),
                                      &choice)) != CK_OK)
                     return st;
-                c->expect_bf16 = choice == 0 ? CK_EXPECT_CLOSE : CK_EXPECT_MISMATCH;
+                c->expect_bf16 = as_expect[choice];
             }
         } else {
             if ((st = ck_jget_choice(cx, item, "expect_precision", names, COUNT(names), &choice)) !=
                 CK_OK)
                 return st;
-            c->expect_fp16 = c->expect_bf16 = choice == 0 ? CK_EXPECT_CLOSE : CK_EXPECT_MISMATCH;
+            c->expect_fp16 = c->expect_bf16 = as_expect[choice];
         }
     }
     return CK_OK;
@@ -1214,8 +1237,10 @@ void ck_case_free(ck_case *c)
 }
 
 void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
-                                 const char *name, double *rtol, double *atol, double *rel_l2)
+                                 const char *name, double *rtol, double *atol, double *rel_l2,
+                                 bool *from_case)
 {
+    *from_case = true;
     char qualified[256];
     snprintf(qualified, sizeof qualified, "%s:%s", kind, name);
     for (int i = 0; i < c->n_tol_patterns; i++) {
@@ -1232,10 +1257,12 @@ void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind
         *rtol = c->bf16_rtol;
         *atol = c->bf16_atol;
         *rel_l2 = c->bf16_rel_l2;
+        *from_case = c->has_bf16_tol;
     } else if (dt == CK_F16) {
         *rtol = c->fp16_rtol;
         *atol = c->fp16_atol;
         *rel_l2 = c->fp16_rel_l2;
+        *from_case = c->has_fp16_tol;
     } else {
         *rtol = c->rtol;
         *atol = c->atol;

@@ -79,12 +79,23 @@ typedef struct {
     double loss_scale_value;               /* static: the scale; dynamic: initial; 65536 */
     int growth_interval;                   /* dynamic: clean steps before x2, default 2000 */
     ck_autocast_policy autocast;           /* policies.autocast_recompute, default restore */
+    bool reduction_low;                    /* policies.reduction_dtype "low" (canary; default
+                                              "fp32"): batchnorm statistics summed in the
+                                              low dtype (ck_op_params) */
+    bool recompute_fp32_only;              /* policies.recompute_filter "fp32_only" (canary;
+                                              default "all"): a recomputed segment passes no
+                                              gradient to its fp16/bf16 inputs (executor) */
     double fp16_rtol, fp16_atol;           /* low vs fp32: tolerance.fp16, default 1e-3, 1e-5 */
     double bf16_rtol, bf16_atol;           /* tolerance.bf16, default 1.6e-2, 1e-5 */
     double fp16_rel_l2, bf16_rel_l2;       /* optional norm criterion, < 0 when unset */
+    bool has_fp16_tol, has_bf16_tol;       /* tolerance.fp16 / tolerance.bf16 written: the
+                                              case's tolerance replaces the calibrated
+                                              default (precision_judge.h) for that dtype */
     int n_tol_patterns;                    /* tolerance.tensors: first match wins */
     ck_tol_pattern *tol_patterns;
-    ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default) or mismatch */
+    ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default), mismatch or any */
+    bool expect_vacuous;                   /* expect_vacuous: the runs' gradients are expected
+                                              to carry no information (default false) */
 } ck_case;
 
 /* Parses text (len bytes, need not be NUL-terminated). `path` is used in messages. */
@@ -102,8 +113,11 @@ ck_expect ck_case_expect_vs_fp32(const ck_case *c, ck_dtype dt);
 /* The tolerance for comparing a low-precision run's tensor with the fp32 run's: the first
  * tolerance.tensors pattern that matches "<kind>:<name>" or "<name>" (so "grad:fc*.weight"
  * selects gradients only, "fc*.weight" gradients and parameters), else the dtype's
- * default. kind is "loss", "grad", "param" or "buffer". */
+ * default. kind is "loss", "grad", "param" or "buffer". *from_case says whether the case
+ * wrote it (a pattern matched, or tolerance.fp16/bf16 was given for dt): otherwise the
+ * calibrated judgement applies (harness/verify/precision_judge.h). */
 void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
-                                 const char *name, double *rtol, double *atol, double *rel_l2);
+                                 const char *name, double *rtol, double *atol, double *rel_l2,
+                                 bool *from_case);
 
 #endif

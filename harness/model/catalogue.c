@@ -13,10 +13,13 @@
 /* The op catalogue                                                                      */
 /* ------------------------------------------------------------------------------------ */
 
+#define INIT_OPT                                                                             \
+    "init (\"torch_default\", \"kaiming_normal\", \"kaiming_uniform\", \"xavier_uniform\", "  \
+    "\"xavier_normal\" or \"zeros\"; default \"torch_default\")"
 #define WINDOW_OPTS_CONV                                                                     \
     "filters (int, required), kernel (int or [ints], required), stride (int or [ints], "    \
     "default 1), padding (\"same\", \"valid\", int or [ints]; default \"valid\"), dilation " \
-    "(int or [ints], default 1), bias (bool, default true)"
+    "(int or [ints], default 1), bias (bool, default true), " INIT_OPT
 #define WINDOW_OPTS_POOL                                                                     \
     "pool (int or [ints], required), stride (int or [ints], default pool), padding (int or "  \
     "[ints], default 0, at most pool / 2)"
@@ -33,7 +36,7 @@
 
 static const ck_op_info op_catalogue[] = {
     {"linear", CK_OP_LINEAR, 0, "y = x W^T + b over the last dimension",
-     "units (int, required), bias (bool, default true)"},
+     "units (int, required), bias (bool, default true), " INIT_OPT},
     {"conv1d", CK_OP_CONV, 1, "1-D convolution (cross-correlation) over (N, C, L)",
      WINDOW_OPTS_CONV},
     {"conv2d", CK_OP_CONV, 2, "2-D convolution (cross-correlation) over (N, C, H, W)",
@@ -148,6 +151,7 @@ static const ck_option_def no_options[] = {OPTIONS_END};
 static const ck_option_def linear_options[] = {
     {"units", CK_OPTION_SIZE, FIELD(units), true, CK_RANGE_ANY_FINITE, 0},
     {"bias", CK_OPTION_BOOL, FIELD(bias), false, CK_RANGE_ANY_FINITE, 0},
+    {"init", CK_OPTION_INIT, FIELD(init), false, CK_RANGE_ANY_FINITE, 0},
     OPTIONS_END,
 };
 static const ck_option_def conv_options[] = {
@@ -157,6 +161,7 @@ static const ck_option_def conv_options[] = {
     {"padding", CK_OPTION_PADDING, FIELD(pad), false, CK_RANGE_ANY_FINITE, 0},
     {"dilation", CK_OPTION_WINDOW, FIELD(dilation), false, CK_RANGE_ANY_FINITE, 0},
     {"bias", CK_OPTION_BOOL, FIELD(bias), false, CK_RANGE_ANY_FINITE, 0},
+    {"init", CK_OPTION_INIT, FIELD(init), false, CK_RANGE_ANY_FINITE, 0},
     OPTIONS_END,
 };
 static const ck_option_def leaky_relu_options[] = {
@@ -317,7 +322,9 @@ const ck_option_def *ck_op_options(ck_op_kind kind)
 
 NAME_LIST(rng_policy_names, "counter", "stateful", "stash");
 NAME_LIST(bn_policy_names, "skip", "update");
-NAME_LIST(expect_names, "identical", "close", "mismatch");
+NAME_LIST(init_names, "torch_default", "kaiming_normal", "kaiming_uniform", "xavier_uniform",
+          "xavier_normal", "zeros");
+NAME_LIST(expect_names, "identical", "close", "mismatch", "any");
 NAME_LIST(expect_memory_names, "met", "unmet");
 NAME_LIST(dist_names, "uniform", "normal", "tokens");
 NAME_LIST(loss_names, "mean", "sum", "mse", "cross_entropy");

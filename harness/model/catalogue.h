@@ -16,7 +16,8 @@ typedef enum { CK_DIST_UNIFORM = 0, CK_DIST_NORMAL, CK_DIST_TOKENS } ck_dist;
 typedef enum { CK_CKPT_SQRT = 0, CK_CKPT_EVERY, CK_CKPT_SEGMENTS } ck_ckpt_kind;
 typedef enum { CK_RNG_COUNTER = 0, CK_RNG_STATEFUL, CK_RNG_STASH } ck_rng_policy;
 typedef enum { CK_BN_SKIP = 0, CK_BN_UPDATE } ck_bn_policy;
-typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH } ck_expect;
+/* any: every verdict meets it (expect_precision "any": the judgement is reported, not gated) */
+typedef enum { CK_EXPECT_IDENTICAL = 0, CK_EXPECT_CLOSE, CK_EXPECT_MISMATCH, CK_EXPECT_ANY } ck_expect;
 typedef enum { CK_SCALE_NONE = 0, CK_SCALE_STATIC, CK_SCALE_DYNAMIC } ck_loss_scale_kind;
 typedef enum { CK_AUTOCAST_RESTORE = 0, CK_AUTOCAST_DROP } ck_autocast_policy;
 
@@ -51,7 +52,8 @@ typedef enum {
     CK_OPTION_PAD,      /* int or list of nsp ints >= 0: explicit padding (pad[], pad_mode) */
     CK_OPTION_WINDOW0,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints >= 0 */
     CK_OPTION_UPMODE,   /* "nearest" | "linear" | "bilinear" | "trilinear" (by nsp) */
-    CK_OPTION_APPROX    /* gelu: "none" | "tanh" */
+    CK_OPTION_APPROX,   /* gelu: "none" | "tanh" */
+    CK_OPTION_INIT      /* linear/conv: an init scheme by name (ck_init_names), int field */
 } ck_option_type;
 
 typedef struct {
@@ -72,14 +74,14 @@ bool ck_op_takes_many_inputs(ck_op_kind kind);
 void ck_op_input_range(ck_op_kind kind, int *lo, int *hi);
 
 /* ---- names as a case file spells them (index = enum value) ---- */
-typedef struct {
+typedef struct ck_name_list {
     const char *const *names;
     int n;
 } ck_name_list;
 
 extern const ck_name_list ck_rng_policy_names, ck_bn_policy_names, ck_expect_names,
     ck_expect_memory_names, ck_dist_names, ck_loss_names, ck_optimizer_names,
-    ck_loss_scale_names, ck_autocast_names, ck_precision_names;
+    ck_loss_scale_names, ck_autocast_names, ck_precision_names, ck_init_names;
 /* the dtype of each ck_precision_names entry: fp32, fp16, bf16 */
 extern const ck_dtype ck_precision_dtypes[3];
 

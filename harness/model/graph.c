@@ -532,6 +532,29 @@ static ck_shape shape_of(int ndim, int64_t d0, int64_t d1)
     return s;
 }
 
+/* A linear/conv layer's weight and (op.bias) bias under its init scheme (ops.h). */
+static void weight_bias_specs(ck_node *node, ck_shape w, int64_t out, double fan_in,
+                              double fan_out)
+{
+    ck_init_kind wk = CK_INIT_UNIFORM, bk = CK_INIT_CONST;
+    double wa = 0.0, ba = 0.0;
+    switch ((ck_init_scheme)node->op.init) {
+    case CK_INIT_TORCH_DEFAULT: /* U(+-1/sqrt(fan_in)) for weight and bias */
+        wa = 1.0 / sqrt(fan_in);
+        bk = CK_INIT_UNIFORM;
+        ba = wa;
+        break;
+    case CK_INIT_KAIMING_NORMAL: wk = CK_INIT_NORMAL; wa = sqrt(2.0 / fan_in); break;
+    case CK_INIT_KAIMING_UNIFORM: wa = sqrt(6.0 / fan_in); break;
+    case CK_INIT_XAVIER_UNIFORM: wa = sqrt(6.0 / (fan_in + fan_out)); break;
+    case CK_INIT_XAVIER_NORMAL: wk = CK_INIT_NORMAL; wa = sqrt(2.0 / (fan_in + fan_out)); break;
+    case CK_INIT_ZEROS: wk = CK_INIT_CONST; break;
+    }
+    node->params[node->n_params++] = make_spec("weight", w, CK_F32, wk, wa);
+    if (node->op.bias)
+        node->params[node->n_params++] = make_spec("bias", shape_of(1, out, 0), CK_F32, bk, ba);
+}
+
 void ck_op_state_specs(ck_node *node, const ck_shape *in0)
 {
     const ck_op_params *op = &node->op;
@@ -542,14 +565,9 @@ void ck_op_state_specs(ck_node *node, const ck_shape *in0)
 
     switch (op->kind) {
     case CK_OP_LINEAR: {
-        /* PyTorch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias. */
         int64_t fan_in = in0->dim[in0->ndim - 1];
-        double a = 1.0 / sqrt((double)fan_in);
-        node->params[node->n_params++] = make_spec(
-            "weight", shape_of(2, op->units, fan_in), CK_F32, CK_INIT_UNIFORM, a);
-        if (op->bias)
-            node->params[node->n_params++] =
-                make_spec("bias", shape_of(1, op->units, 0), CK_F32, CK_INIT_UNIFORM, a);
+        weight_bias_specs(node, shape_of(2, op->units, fan_in), op->units, (double)fan_in,
+                          (double)op->units);
         break;
     }
     case CK_OP_CONV: {
@@ -560,11 +578,7 @@ void ck_op_state_specs(ck_node *node, const ck_shape *in0)
             w.dim[2 + d] = op->kernel[d];
             fan_in *= op->kernel[d];
         }
-        double a = 1.0 / sqrt(fan_in);
-        node->params[node->n_params++] = make_spec("weight", w, CK_F32, CK_INIT_UNIFORM, a);
-        if (op->bias)
-            node->params[node->n_params++] =
-                make_spec("bias", shape_of(1, op->filters, 0), CK_F32, CK_INIT_UNIFORM, a);
+        weight_bias_specs(node, w, op->filters, fan_in, fan_in / (double)channels * (double)op->filters);
         break;
     }
     case CK_OP_BATCHNORM: {
@@ -771,6 +785,8 @@ ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err)
 
         node->spec = L;
         node->op = L->op;
+        node->op.low_precision_reduction =
+            c->reduction_low && L->op.kind == CK_OP_BATCHNORM;
         node->n_in = L->n_in;
         node->last_consumer = -1;
         for (int j = 0; j < L->n_in; j++) {

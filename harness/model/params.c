@@ -310,6 +310,38 @@ ck_status ck_model_cast_params(ck_model *m, ck_error *err)
     return CK_OK;
 }
 
+ck_status ck_model_round_cast_params(ck_model *m, ck_dtype low, ck_error *err)
+{
+    for (int i = 0; i < m->g->n; i++) {
+        const ck_node *nd = &m->g->nodes[i];
+        if (nd->op.kind != CK_OP_LINEAR && nd->op.kind != CK_OP_CONV)
+            continue;
+        for (int p = 0; p < nd->n_params; p++) {
+            ck_tensor *t = &m->layers[i].param[p];
+            if (t->dtype != CK_F32)
+                continue;
+            int64_t n = ck_shape_numel(&t->shape);
+            float *host = malloc((size_t)n * sizeof *host + 1);
+            double *wide = malloc((size_t)n * sizeof *wide + 1);
+            ck_status st = host && wide ? CK_OK
+                                        : ck_fail(err, CK_ERR_NOMEM, "out of memory rounding %s",
+                                                  t->name);
+            if (st == CK_OK)
+                st = m->b->download(m->b, t, host, err);
+            if (st == CK_OK) {
+                for (int64_t k = 0; k < n; k++)
+                    wide[k] = ck_round_to_dtype((double)host[k], low);
+                st = ck_upload_f64(m->b, t, wide, err);
+            }
+            free(host);
+            free(wide);
+            if (st != CK_OK)
+                return st;
+        }
+    }
+    return CK_OK;
+}
+
 ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err)
 {
     double inv = 1.0 / scale;

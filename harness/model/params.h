@@ -46,6 +46,10 @@ ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err);
 /* Low-precision runs: casts the master weights of linear/conv layers to the low dtype. */
 ck_status ck_model_cast_params(ck_model *m, ck_error *err);
+/* The precision judgement's calibration run (harness/verify/precision_judge.h): rounds the
+ * master weights of linear/conv layers (the ones a low-precision run casts) to dtype `low`
+ * in place, so an fp32 run's forward sees exactly what the low-precision forward sees. */
+ck_status ck_model_round_cast_params(ck_model *m, ck_dtype low, ck_error *err);
 /* After backward with loss scale S: master grad = (master grad + low grad) / S, rounded
  * once to the master dtype. Nothing to do for S == 1 without low copies. */
 ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err);

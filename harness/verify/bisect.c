@@ -619,7 +619,7 @@ static const char *op_name(const ck_graph *g, int i)
     return i >= 0 && i < g->n ? g->nodes[i].spec->op_name : "?";
 }
 
-static void explain(const ck_graph *g, ck_bisect_result *br)
+static void explain(const ck_graph *g, ck_dtype dtype, const ck_plan *full, ck_bisect_result *br)
 {
     const ck_case *c = g->cs;
     if (br->noise_floor_measured && br->floor_verdict != CK_VERDICT_IDENTICAL) {
@@ -677,8 +677,23 @@ static void explain(const ck_graph *g, ck_bisect_result *br)
                       op_name(g, br->state_layer), layer_name(g, br->state_layer),
                       br->state_buffer, br->state_m.max_abs);
     }
+    /* the float32-only filter: the first culprit segment's low-dtype input lost its gradient */
+    int fseg = -1;
+    for (int s = 0; c->recompute_fp32_only && (dtype == CK_F16 || dtype == CK_BF16) && full &&
+                    s < full->n_segments && s < br->n_segments && fseg < 0; s++)
+        if (br->culprit[s] && full->segments[s].first > 0)
+            fseg = s;
     if (f < 0 && br->state_layer < 0 && !br->within_noise_floor) {
-        if (br->backward.layer >= 0)
+        if (fseg >= 0) {
+            int first = full->segments[fseg].first, src = g->nodes[first].in[0];
+            add_cause(br, "segment [%s .. %s] passed no gradient to its %s input `%s` at step %d: "
+                          "policies.recompute_filter `fp32_only` keeps only fp32 tensors in a "
+                          "checkpoint's gradient, so every layer before the segment lost its "
+                          "gradient",
+                      layer_name(g, first), layer_name(g, full->segments[fseg].last),
+                      ck_dtype_name(dtype), src >= 0 ? layer_name(g, src) : "(the model input)",
+                      br->step);
+        } else if (br->backward.layer >= 0)
             add_cause(br, "no recomputed output and no buffer differs, but the output gradient "
                           "of `%s` (%s) differs first in backward order at step %d (max_abs %.3g): "
                           "cause unknown",
@@ -785,7 +800,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         if (st != CK_OK)
             goto out;
     }
-    explain(g, br);
+    explain(g, dtype, &full, br);
     if (res->scale_mismatches > 0 && res->plain.scales && res->ckpt.scales) {
         int s = res->first_scale_mismatch;
         add_cause(br, "the loss scaler decided differently at step %d: plain scale %g%s, "

@@ -14,11 +14,14 @@
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err);
 
-/* Compares a low-precision plain record (dtype `low`) with the fp32 plain record: the
- * case's per-dtype and per-pattern tolerances, and per tensor how many values overflowed,
- * flushed to zero or were subnormal in the low dtype. Fills res->vs_fp32*. */
+/* Judges a low-precision plain record (dtype `low`) against the fp32 plain record with the
+ * precision judgement (precision_judge.h: bounds calibrated from `calib`, the fp32 run from
+ * inputs rounded to `low` and rounding-sized perturbations at every op, n_calib of them; the case's tolerances where it wrote them; ov
+ * where given), and per tensor how many values overflowed, flushed to zero or were
+ * subnormal in the low dtype. Fills res->vs_fp32*. */
 ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *fp32,
-                             const ck_record *lowrec, ck_result *res, ck_error *err);
+                             const ck_record *calib, int n_calib, const ck_record *lowrec,
+                             const ck_precision_override *ov, ck_result *res, ck_error *err);
 
 /* The cross-backend check (--against): trains the plain configuration on `ref` too and
  * compares b's plain run with it, tensor by tensor, by relative L2 error: at most 1e-5 in
@@ -35,8 +38,9 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
 /* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
  * tolerance; mismatch: something outside). */
 bool ck_expectation_met(ck_expect e, ck_verdict v);
-/* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met and any
- * recompute mismatches (which make the verdict a mismatch). */
+/* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met, any
+ * recompute mismatches (which make the verdict a mismatch), the precision judgement (as
+ * precision_check says) and vacuity (the runs' vacuity measures: res->vacuous). */
 void ck_result_judge(ck_result *res);
 
 #endif

@@ -9,6 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *ck_precision_check_name(ck_precision_check m)
+{
+    switch (m) {
+    case CK_PRECISION_CHECK_FAIL: return "fail";
+    case CK_PRECISION_CHECK_WARN: return "warn";
+    case CK_PRECISION_CHECK_OFF: return "off";
+    }
+    return "?";
+}
+
 void ck_result_free(ck_result *r)
 {
     if (!r)
@@ -40,5 +50,6 @@ void ck_result_free(ck_result *r)
     r->first_divergence = -1;
     r->first_scale_mismatch = -1;
     r->vs_fp32_first = -1;
+    r->vs_fp32_worst = -1;
     r->vs_backend_first = -1;
 }

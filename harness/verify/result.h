@@ -11,6 +11,8 @@
 #include "harness/model/graph.h"
 #include "harness/model/plan.h"
 #include "harness/verify/findings.h"
+#include "harness/verify/precision_judge.h"
+#include "harness/verify/vacuity.h"
 
 
 typedef struct {
@@ -25,7 +27,17 @@ typedef struct {
     ck_scale_step *scales; /* steps entries */
     int64_t recomputed_other_dtype; /* recomputations run in fp32 while the forward ran low */
     int first_other_dtype_layer;    /* the first such layer, or -1 */
+    ck_vacuity vacuity;             /* whether this run's gradients carry information */
 } ck_run_summary;
+
+/* run --precision-check: whether the judgement against fp32 gates the result. */
+typedef enum {
+    CK_PRECISION_CHECK_FAIL = 0, /* default: a failed judgement fails the case */
+    CK_PRECISION_CHECK_WARN,     /* judged and reported, never fails the case */
+    CK_PRECISION_CHECK_OFF       /* no fp32 reference run at all */
+} ck_precision_check;
+
+const char *ck_precision_check_name(ck_precision_check m); /* "fail", "warn", "off" */
 
 
 typedef struct {
@@ -51,8 +63,12 @@ typedef struct {
     ck_verdict verdict;        /* worst tensor verdict */
     bool expect_met;           /* verdict agrees with the case's expect */
     bool memory_expectation_met; /* memory_met == cs->expect_memory_met */
-    bool pass;                 /* expect_met && memory_expectation_met && vs_fp32_expect_met
-                                  && the cross-backend check (when run) is not a mismatch */
+    bool pass;                 /* expect_met && memory_expectation_met && (vs_fp32_expect_met
+                                  unless precision_check is warn/off) && the cross-backend
+                                  check (when run) is not a mismatch && vacuous ==
+                                  cs->expect_vacuous */
+    bool vacuous;              /* a run's gradients carry no information (vacuity.h) */
+    char vacuous_reason[256];  /* which run and why, when vacuous */
 
     ck_bisect_result *bisect;  /* owned; NULL unless bisect or a noise floor ran */
     bool verified_recompute;   /* --verify-recompute ran */
@@ -69,6 +85,9 @@ typedef struct {
     ck_verdict vs_fp32_verdict;
     int vs_fp32_first;         /* first tensor outside tolerance, or -1 */
     bool vs_fp32_expect_met;   /* vs_fp32_verdict agrees with the case's expect_precision */
+    ck_precision_check precision_check; /* how the judgement above gates the result */
+    bool vs_fp32_calibrated;   /* a calibration run took part (precision_judge.h) */
+    int vs_fp32_worst;         /* the row with the largest error / bound, or -1 */
 
     /* backends */
     char algo_policy[16];      /* "deterministic" / "fastest"; empty on the CPU */

@@ -107,14 +107,38 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     }
     if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
         goto out;
-    if (dtype == CK_F16 || dtype == CK_BF16) {
-        /* the second judgement: how far is low-precision training from fp32 at all? */
-        ck_record fp32;
-        if ((st = ck_train(b, g, NULL, CK_F32, NULL, &fp32, err)) == CK_OK)
-            st = ck_compare_vs_fp32(g, dtype, &fp32, &plain, res, err);
+    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
+    ck_vacuity_measure(&plain, dtype, &res->plain.vacuity);
+    ck_vacuity_measure(&ckpt, dtype, &res->ckpt.vacuity);
+    if ((dtype == CK_F16 || dtype == CK_BF16) && res->precision_check != CK_PRECISION_CHECK_OFF) {
+        /* the second judgement: how far is low-precision training from fp32 at all? The
+         * calibration run measures how far one rounding of the inputs alone moves fp32. */
+        ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+        memset(calib, 0, sizeof calib);
+        const ck_precision_override *ov =
+            opts && opts->precision_override.set ? &opts->precision_override : NULL;
+        /* the fp32 runs take the low run's updates: a step its loss scaler skipped is
+         * skipped there too, or every later step would compare different models */
+        ck_run_hooks href = {.skip_like = plain.scales};
+        st = ck_train(b, g, NULL, CK_F32, &href, &fp32, err);
+        for (int j = 0; j < CK_PRECISION_CALIB_RUNS && st == CK_OK && !ov; j++) {
+            ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
+                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                                 .skip_like = plain.scales};
+            st = ck_train(b, g, NULL, CK_F32, &hcal, &calib[j], err);
+        }
+        if (st == CK_OK)
+            st = ck_compare_vs_fp32(g, dtype, &fp32, calib, ov ? 0 : CK_PRECISION_CALIB_RUNS,
+                                    &plain, ov, res, err);
         ck_record_free(&fp32);
+        for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
+            ck_record_free(&calib[j]);
         if (st != CK_OK)
             goto out;
+        res->plain.vacuity.flushed = 0;
+        for (int k = 0; k < res->n_vs_fp32; k++)
+            if (res->vs_fp32[k].kind == CK_KIND_GRAD && res->vs_fp32[k].cast_flushed > 0)
+                res->plain.vacuity.flushed += res->vs_fp32[k].cast_flushed;
     }
     ck_fill_summary(&res->plain, "plain", &plain);
     ck_fill_summary(&res->ckpt, "checkpointed", &ckpt);

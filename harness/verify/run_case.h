@@ -23,13 +23,17 @@ typedef void (*ck_progress_fn)(void *user, const ck_progress_info *p);
 typedef struct {
     const char *dump_dir;  /* write the plain and checkpointed runs' tensors here; NULL: no */
     bool dump_activations;
+    ck_precision_check precision_check; /* fail (default), warn, off (no fp32 runs) */
+    ck_precision_override precision_override; /* run --rtol/--atol/--rel-l2 */
     bool dump_activation_grads; /* every layer's output gradient per step too */
     bool dump_optimizer;        /* the optimizer state after every step too */
     ck_progress_fn progress; /* NULL: none */
     void *progress_user;
 } ck_case_run_opts;
 
-/* Plain and checkpointed runs of the case, compared into res (free with ck_result_free). */
+/* Plain and checkpointed runs of the case, compared into res (free with ck_result_free).
+ * A low-precision case also runs fp32 twice: the reference, and the calibration run from
+ * inputs and weights rounded to the low dtype (precision_judge.h). */
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                       ck_error *err);
 /* The same, with dumps (opts may be NULL). */

@@ -8,6 +8,20 @@
 #include "harness/core/metrics.h"
 #include "harness/engine/records.h"
 
+/* Where a low-precision-vs-fp32 tensor's bound came from (precision_judge.h). */
+typedef enum {
+    CK_BOUND_NONE = 0,       /* not a judgement against fp32 */
+    CK_BOUND_CALIBRATED,     /* K x the calibration run's spread (or the dtype floor) */
+    CK_BOUND_NORM_RELATIVE,  /* a noise tensor, against the step's gradient norm */
+    CK_BOUND_CASE,           /* the case's tolerance.fp16/bf16 or tolerance.tensors */
+    CK_BOUND_OVERRIDE,       /* run --rtol/--atol/--rel-l2 */
+    CK_BOUND_SKIPPED         /* a gradient of a step the low run's loss scaler skipped (it
+                                overflowed, which is what scaling handles): not judged */
+} ck_bound_source;
+
+/* "calibrated", "norm-relative", "case tolerance", "override", "skipped step" ("" for none). */
+const char *ck_bound_source_name(ck_bound_source s);
+
 typedef struct ck_tensor_result {
     char *name;         /* "enc1.weight", "enc1_bn.running_mean", "loss" */
     ck_tensor_kind kind;
@@ -21,6 +35,11 @@ typedef struct ck_tensor_result {
     double rtol, atol;
     double rel_l2_limit; /* < 0: elementwise verdict; else close iff rel_l2 <= it */
     int64_t cast_overflow, cast_flushed, cast_subnormal;
+    /* the precision judgement (CK_BOUND_NONE elsewhere): error and bound in the same units
+     * (relative L2, or against the step's gradient norm for norm-relative rows; both < 0
+     * for an elementwise tolerance), and the calibration run's spread in those units */
+    ck_bound_source bound_source;
+    double error, bound, spread;
 } ck_tensor_result;
 
 #endif

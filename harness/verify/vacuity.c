@@ -1,0 +1,64 @@
+/* Whether a run's gradients carry information (vacuity.h). */
+#include "harness/verify/vacuity.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
+{
+    memset(v, 0, sizeof *v);
+    v->flushed = -1;
+    double min_normal = dt == CK_F16 ? 6.103515625e-05 : (double)FLT_MIN;
+    for (int k = 0; k < rec->n; k++) {
+        const ck_record_entry *e = &rec->e[k];
+        if (e->kind != CK_KIND_GRAD || e->dtype != CK_F32)
+            continue;
+        int64_t n = ck_shape_numel(&e->shape);
+        double scale = e->step >= 0 && e->step < rec->steps && rec->scales
+                           ? rec->scales[e->step].scale
+                           : 1.0;
+        if (dt == CK_F32)
+            scale = 1.0;
+        const float *g = e->data;
+        v->elements += n;
+        for (int64_t i = 0; i < n; i++) {
+            if (g[i] == 0.0f)
+                v->zero++;
+            else if (isfinite(g[i]) && fabs((double)g[i] * scale) < min_normal)
+                v->subnormal++;
+        }
+    }
+    for (int s = 0; rec->losses && s < rec->steps; s++) {
+        if (!isfinite(rec->losses[s]) || rec->losses[s] == 0.0) {
+            v->vacuous = true;
+            snprintf(v->why, sizeof v->why, "the loss at step %d is %s", s,
+                     rec->losses[s] == 0.0 ? "exactly 0" : "not finite");
+            return;
+        }
+    }
+    int skipped = 0;
+    for (int s = 0; rec->scales && s < rec->steps; s++)
+        skipped += rec->scales[s].skipped;
+    if (rec->steps > 0 && skipped == rec->steps) {
+        v->vacuous = true;
+        snprintf(v->why, sizeof v->why,
+                 "the loss scaler skipped every step (%d): no update was ever taken", skipped);
+        return;
+    }
+    if (v->elements == 0) {
+        v->vacuous = true;
+        snprintf(v->why, sizeof v->why, "the model has no gradients to compare");
+        return;
+    }
+    double frac = (double)(v->zero + v->subnormal) / (double)v->elements;
+    if (frac >= CK_VACUOUS_FRACTION) {
+        v->vacuous = true;
+        snprintf(v->why, sizeof v->why,
+                 "%.2f%% of %lld gradient elements are zero (%lld) or subnormal (%lld): at "
+                 "least %.0f%% carries no information",
+                 100.0 * frac, (long long)v->elements, (long long)v->zero,
+                 (long long)v->subnormal, 100.0 * CK_VACUOUS_FRACTION);
+    }
+}

@@ -1,0 +1,31 @@
+/*
+ * Vacuity: whether a run's gradients carry any information. A comparison of two runs whose
+ * gradients are all zero (a forward that underflowed, a dead network) proves nothing, so it
+ * is reported as `vacuous`, never as a pass.
+ *
+ * Per run: the number of gradient elements (over every parameter and step), how many are
+ * exactly zero, how many are subnormal in the dtype that held them (fp32 runs: below
+ * FLT_MIN; fp16/bf16 runs: |g x loss scale| below the low dtype's smallest normal, i.e.
+ * subnormal before unscaling) and, for low-precision runs judged against fp32, how many
+ * flushed to zero where fp32 is not zero. A run is vacuous when
+ *   (zero + subnormal) / elements >= CK_VACUOUS_FRACTION, or
+ *   a step's loss is 0 or not finite, or
+ *   the loss scaler skipped every step (no update was ever taken).
+ */
+#ifndef CK_VACUITY_H
+#define CK_VACUITY_H
+
+#include "harness/engine/records.h"
+
+#define CK_VACUOUS_FRACTION 0.99
+
+typedef struct {
+    int64_t elements, zero, subnormal, flushed; /* flushed: -1 when not judged against fp32 */
+    bool vacuous;
+    char why[200]; /* one line when vacuous, else empty */
+} ck_vacuity;
+
+/* Measures rec, a run in dtype dt. */
+void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v);
+
+#endif
