@@ -227,6 +227,25 @@ static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
     ck_json_add_bool(b, root, "memory_expectation_met", r->memory_expectation_met);
     ck_json_add_string(b, root, "status", r->pass ? "pass" : "fail");
 
+    cJSON *nfin = ck_json_add_object(b, root, "nonfinite");
+    ck_json_add_bool(b, nfin, "failed", r->nonfinite_failed);
+    const ck_nonfinite_counts *runs[2] = {&r->nonfinite_plain, &r->nonfinite_ckpt};
+    static const char *const labels[2] = {"plain", "checkpointed"};
+    for (int k = 0; k < 2; k++) {
+        cJSON *o = ck_json_add_object(b, nfin, labels[k]);
+        ck_json_add_int(b, o, "loss_values", runs[k]->loss_values);
+        ck_json_add_int(b, o, "loss_nan", runs[k]->loss_nan);
+        ck_json_add_int(b, o, "loss_inf", runs[k]->loss_inf);
+        ck_json_add_int(b, o, "grad_values", runs[k]->grad_values);
+        ck_json_add_int(b, o, "grad_nan", runs[k]->grad_nan);
+        ck_json_add_int(b, o, "grad_inf", runs[k]->grad_inf);
+        ck_json_add_int(b, o, "other_nan", runs[k]->other_nan);
+        ck_json_add_int(b, o, "other_inf", runs[k]->other_inf);
+        ck_json_add_int(b, o, "tensors", runs[k]->tensors);
+        ck_json_add_bool(b, o, "all_loss", runs[k]->all_loss);
+        ck_json_add_bool(b, o, "all_grads", runs[k]->all_grads);
+    }
+
     char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
     int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
     cJSON *fl = ck_json_add_array(b, root, "failures");

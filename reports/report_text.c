@@ -254,11 +254,44 @@ void ck_report_recompute_failure(const ck_result *r, char *buf, size_t n)
              (long long)first->m.numel);
 }
 
+void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c, char *buf,
+                                 size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    int64_t loss_bad = c->loss_nan + c->loss_inf, grad_bad = c->grad_nan + c->grad_inf;
+    if (loss_bad + grad_bad + c->other_nan + c->other_inf == 0)
+        return;
+    append(buf, n, &used, "%s run: ", label);
+    if (loss_bad)
+        append(buf, n, &used, "loss NaN/Inf %s(%lld of %lld values: NaN %lld, Inf %lld)",
+               c->all_loss ? "at every step " : "", (long long)loss_bad,
+               (long long)c->loss_values, (long long)c->loss_nan, (long long)c->loss_inf);
+    if (grad_bad)
+        append(buf, n, &used, "%sgradients %s(%lld of %lld values NaN/Inf: NaN %lld, Inf %lld)",
+               loss_bad ? "; " : "", c->all_grads ? "all NaN/Inf " : "", (long long)grad_bad,
+               (long long)c->grad_values, (long long)c->grad_nan, (long long)c->grad_inf);
+    if (c->other_nan + c->other_inf)
+        append(buf, n, &used, "%sparameters/buffers: NaN %lld, Inf %lld",
+               loss_bad + grad_bad ? "; " : "", (long long)c->other_nan, (long long)c->other_inf);
+    append(buf, n, &used, "; %d tensor%s affected", c->tensors, c->tensors == 1 ? "" : "s");
+}
+
 int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines)
 {
     int count = 0;
     if (r->pass || max_lines <= 0)
         return 0;
+    if (r->nonfinite_failed && count < max_lines) {
+        /* its own line, first: a run that produced nothing but NaN/Inf proves nothing */
+        const ck_nonfinite_counts *c = r->nonfinite_plain.all_loss || r->nonfinite_plain.all_grads
+                                           ? &r->nonfinite_plain
+                                           : &r->nonfinite_ckpt;
+        char what[CK_REPORT_LINE_MAX - 64];
+        ck_report_nonfinite_message(c == &r->nonfinite_plain ? "plain" : "checkpointed", c, what,
+                                    sizeof what);
+        snprintf(lines[count++], CK_REPORT_LINE_MAX, "non-finite: NaN/Inf throughout, %s", what);
+    }
     if (!r->expect_met && count < max_lines)
         verdict_failure(r, lines[count++], CK_REPORT_LINE_MAX);
     if (!r->memory_expectation_met && count < max_lines)
@@ -306,6 +339,8 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
                      ck_dtype_name(r->dtype), ck_verdict_name(r->vs_fp32_verdict));
         }
     }
+    if (count == 0 && r->nonfinite_failed)
+        return count;
     if (count == 0)
         /* pass is false yet neither reason holds: say so rather than print nothing. */
         snprintf(lines[count++], CK_REPORT_LINE_MAX,
@@ -509,6 +544,16 @@ failures:;
     int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
     for (int i = 0; i < nf; i++)
         fprintf(f, "FAIL %s\n", lines[i]);
+    if (!r->nonfinite_failed) {
+        /* partial NaN/Inf (a loss scaler's skipped steps): counted, said, not failed */
+        char msg[CK_REPORT_LINE_MAX];
+        ck_report_nonfinite_message("plain", &r->nonfinite_plain, msg, sizeof msg);
+        if (msg[0])
+            fprintf(f, "note non-finite: %s\n", msg);
+        ck_report_nonfinite_message("checkpointed", &r->nonfinite_ckpt, msg, sizeof msg);
+        if (msg[0])
+            fprintf(f, "note non-finite: %s\n", msg);
+    }
     if (!r->memory_met && r->memory_expectation_met) {
         /* A canary of useless checkpointing: not a failure, but the reader should see
          * that the planted problem was what made the saving fall short. */
@@ -526,8 +571,16 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
         snprintf(change, sizeof change, "%+.1f%%", -r->memory_saving * 100.0 + 0.0);
     else
         snprintf(change, sizeof change, "n/a");
-    fprintf(f, "%s %s %s  %s  memory %s -> %s (%s)\n", r->pass ? "PASS" : "FAIL", case_name(r),
+    const ck_nonfinite_counts *p = &r->nonfinite_plain, *q = &r->nonfinite_ckpt;
+    int64_t nan = p->loss_nan + p->grad_nan + p->other_nan + q->loss_nan + q->grad_nan + q->other_nan;
+    int64_t inf = p->loss_inf + p->grad_inf + p->other_inf + q->loss_inf + q->grad_inf + q->other_inf;
+    char nf[96] = "";
+    if (nan + inf)
+        snprintf(nf, sizeof nf, "  %s: NaN %lld, Inf %lld",
+                 r->nonfinite_failed ? "non-finite throughout" : "non-finite", (long long)nan,
+                 (long long)inf);
+    fprintf(f, "%s %s %s  %s  memory %s -> %s (%s)%s\n", r->pass ? "PASS" : "FAIL", case_name(r),
             ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
-            ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
+            ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change, nf);
 }

@@ -5,6 +5,8 @@
 #include "harness/cli/backend_choice.h"
 
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 
 #include "backends/registry.h"
@@ -22,7 +24,7 @@ bool ck_cli_create_backend(const char *name, int device, const char *algo, ck_ba
     }
     ck_backend_options bo = {device, algo};
     if (ck_backend_create(name, &bo, out, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return false;
     }
     return true;
@@ -69,7 +71,7 @@ int ck_cli_check_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype)
     }
     ck_error err;
     if (ck_backend_check_ops(b, n, ops, names, op_names, dtype, g->cs->path, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
     return CK_EXIT_PASS;

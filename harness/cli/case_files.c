@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -118,19 +120,19 @@ int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
     char **files = NULL;
     int n = 0;
     if (ck_collect_case_files(paths, n_paths, &files, &n, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
     ck_loaded_case *lc = calloc((size_t)n + 1, sizeof *lc);
     if (!lc) {
         ck_free_case_files(files, n);
-        fprintf(stderr, "ckpt-harness: out of memory\n");
+        ck_cli_error("out of memory");
         return CK_EXIT_USAGE;
     }
     int bad = 0;
     for (int i = 0; i < n; i++) {
         if (ck_case_load(files[i], &lc[i].cs, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            ck_cli_error(err.msg);
             bad++;
             continue;
         }
@@ -147,14 +149,14 @@ int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
             if (ov->init) {
                 free(lc[i].cs.init_from);
                 if (!(lc[i].cs.init_from = strdup(ov->init))) {
-                    fprintf(stderr, "ckpt-harness: out of memory\n");
+                    ck_cli_error("out of memory");
                     bad++;
                     continue;
                 }
             }
         }
         if (ck_graph_build(&lc[i].cs, &lc[i].g, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            ck_cli_error(err.msg);
             bad++;
             continue;
         }

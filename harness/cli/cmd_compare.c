@@ -9,6 +9,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +67,7 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     goto done;
 fail:
     fflush(stdout);
-    fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+    ck_cli_error(err.msg);
     rc = CK_EXIT_USAGE;
 done:
     ck_set_comparison_free(&cmp);

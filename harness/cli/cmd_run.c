@@ -5,12 +5,17 @@
 #include "harness/cli/commands.h"
 
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "harness/cli/backend_choice.h"
 #include "harness/cli/case_files.h"
+#include "harness/cli/messages.h"
+#include "harness/core/text.h"
 #include "harness/io/files.h"
 #include "harness/verify/bisect.h"
 #include "harness/verify/judge.h"
@@ -39,14 +44,19 @@ static char *report_path(const char *report, bool as_dir, const char *case_name,
     return p;
 }
 
-/* "--dtype fp32,fp16,bf16" */
+/* "--dtype fp32,fp16,bf16": each dtype once, no empty item */
 static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
 {
-    char buf[128];
-    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
-        return false;
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[16];
+        if (len == 0 || len >= sizeof tok)
+            return false;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
         ck_dtype dt;
         if (!ck_dtype_parse(tok, &dt) || (dt != CK_F32 && dt != CK_F16 && dt != CK_BF16) ||
             *n == CK_MAX_PRECISIONS)
@@ -55,8 +65,19 @@ static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
             if (out[k] == dt)
                 return false;
         out[(*n)++] = dt;
+        if (!comma)
+            break;
+        p = comma + 1;
     }
     return *n > 0;
+}
+
+/* <dump>/<case>[.<dtype>] */
+static void dump_dir_of(const char *dump, const char *case_name, const char *dtype_suffix,
+                        char *out, size_t n)
+{
+    snprintf(out, n, "%s%s%s%s%s", dump, ck_cli_ends_with(dump, "/") ? "" : "/", case_name,
+             dtype_suffix ? "." : "", dtype_suffix ? dtype_suffix : "");
 }
 
 static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
@@ -66,12 +87,16 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
     ck_error err;
     ck_result res;
     if (!o->quiet)
-        fprintf(stderr, "%s %s (%s, %s)\n", progress, c->name, c->path, ck_dtype_name(dtype));
+    {
+        char shown[1024];
+        fprintf(stderr, "%s %s (%s, %s)\n", progress, c->name,
+                ck_text_escape(c->path, shown, sizeof shown), ck_dtype_name(dtype));
+    }
     ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations};
     char dump_dir[4096];
     if (o->dump) {
-        snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ck_cli_ends_with(o->dump, "/") ? "" : "/",
-                 c->name, several_dtypes ? "." : "", several_dtypes ? ck_dtype_name(dtype) : "");
+        dump_dir_of(o->dump, c->name, several_dtypes ? ck_dtype_name(dtype) : NULL, dump_dir,
+                    sizeof dump_dir);
         ro.dump_dir = dump_dir;
     }
     ck_cli_clear_algo_records(b);
@@ -97,7 +122,11 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
     if (st == CK_OK)
         ck_cli_take_algo_records(b, o->algo, &res);
     if (st != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        /* with --quiet no progress line names the case: the message does */
+        if (strncmp(err.msg, c->path, strlen(c->path)) == 0)
+            ck_cli_error(err.msg);
+        else
+            ck_cli_errorf("%s (%s): %s", c->path, ck_dtype_name(dtype), err.msg);
         ck_result_free(&res);
         return CK_EXIT_USAGE;
     }
@@ -114,7 +143,7 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
         ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
                                .include_wall_time = true};
         if (!path || ck_report_write_json(&res, &meta, path, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", path ? err.msg : "out of memory");
+            ck_cli_error(path ? err.msg : "out of memory writing the report path");
             rc = CK_EXIT_USAGE;
         } else if (!o->quiet) {
             printf("report: %s\n", path);
@@ -125,14 +154,63 @@ static int run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const c
     return rc;
 }
 
-int ck_cmd_run(const ck_run_opts *o)
+/* Everything a run will write, checked before any case runs, so a bad output path costs
+ * nothing and no input is overwritten: report files (their directory created when --report
+ * names one, as documented), dump folders (missing or empty), and case names unique per
+ * output folder (two cases named alike would write the same report and dump paths). */
+static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc, int n,
+                             const ck_dtype *cli_dtypes, int n_cli_dtypes, bool as_dir)
 {
     ck_error err;
+    if ((o->report && as_dir) || o->dump) {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < i; j++)
+                if (strcmp(lc[i].cs.name, lc[j].cs.name) == 0) {
+                    ck_cli_errorf("%s and %s: both cases are named \"%s\"; their reports and "
+                                  "dumps would overwrite each other (names must be unique per "
+                                  "output folder)", lc[j].cs.path, lc[i].cs.path, lc[i].cs.name);
+                    return CK_EXIT_USAGE;
+                }
+    }
+    if (o->report && as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
+        ck_cli_errorf("--report: %s", err.msg);
+        return CK_EXIT_USAGE;
+    }
+    for (int i = 0; i < n; i++) {
+        const ck_dtype *dts = n_cli_dtypes ? cli_dtypes : lc[i].cs.precisions;
+        int nd = n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions;
+        for (int d = 0; d < nd; d++) {
+            const char *suffix = nd > 1 ? ck_dtype_name(dts[d]) : NULL;
+            if (o->report) {
+                char *path = report_path(o->report, as_dir, lc[i].cs.name, suffix);
+                ck_status st = path ? ck_output_file_check(path, "--report", &err)
+                                    : ck_fail(&err, CK_ERR_NOMEM, "out of memory");
+                free(path);
+                if (st != CK_OK) {
+                    ck_cli_error(err.msg);
+                    return CK_EXIT_USAGE;
+                }
+            }
+            if (o->dump) {
+                char dir[4096];
+                dump_dir_of(o->dump, lc[i].cs.name, suffix, dir, sizeof dir);
+                if (ck_output_dir_check(dir, "--dump", &err) != CK_OK) {
+                    ck_cli_error(err.msg);
+                    return CK_EXIT_USAGE;
+                }
+            }
+        }
+    }
+    return CK_EXIT_PASS;
+}
+
+int ck_cmd_run(const ck_run_opts *o)
+{
     ck_dtype cli_dtypes[CK_MAX_PRECISIONS];
     int n_cli_dtypes = 0;
     if (o->dtype && !parse_dtype_list(o->dtype, cli_dtypes, &n_cli_dtypes)) {
-        fprintf(stderr, "ckpt-harness: --dtype %s: expected a comma-separated list of fp32, fp16, "
-                        "bf16 (each once)\n", o->dtype);
+        ck_cli_errorf("--dtype %s: expected a comma-separated list of fp32, fp16, bf16 (each "
+                      "once)", o->dtype);
         return CK_EXIT_USAGE;
     }
     ck_loaded_case *lc = NULL;
@@ -147,19 +225,29 @@ int ck_cmd_run(const ck_run_opts *o)
     bool as_dir = false;
     if (o->report) {
         struct stat sb;
-        as_dir = ck_cli_ends_with(o->report, "/") || !ck_cli_ends_with(o->report, ".json") ||
+        /* FILE.json (any case of the suffix) is a file; anything else a directory */
+        size_t rl = strlen(o->report);
+        bool json_suffix = rl > 5 && strcasecmp(o->report + rl - 5, ".json") == 0;
+        as_dir = ck_cli_ends_with(o->report, "/") || !json_suffix ||
                  (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
         if (!as_dir && n > 1) {
-            fprintf(stderr, "ckpt-harness: --report %s: a .json file takes one case; give a "
-                            "directory for %d cases\n", o->report, n);
+            ck_cli_errorf("--report %s: a .json file takes one case; give a directory for %d "
+                          "cases", o->report, n);
             ck_cli_free_cases(lc, n);
             return CK_EXIT_USAGE;
         }
-        if (as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: --report: %s\n", err.msg);
-            ck_cli_free_cases(lc, n);
-            return CK_EXIT_USAGE;
-        }
+    }
+    if (preflight_outputs(o, lc, n, n_cli_dtypes ? cli_dtypes : NULL, n_cli_dtypes, as_dir) !=
+        CK_EXIT_PASS) {
+        ck_cli_free_cases(lc, n);
+        return CK_EXIT_USAGE;
+    }
+    for (int i = 0; i < n; i++) {
+        char notes[4][CK_CASE_NOTE_MAX];
+        int nn = ck_case_unused_settings(&lc[i].cs, n_cli_dtypes ? cli_dtypes : lc[i].cs.precisions,
+                                         n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions, notes, 4);
+        for (int k = 0; k < nn; k++)
+            ck_cli_note(notes[k]);
     }
 
     ck_backend *b = NULL, *ref = NULL;

@@ -11,6 +11,8 @@
 
 #include "harness/cli/cmd_compare.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/messages.h"
+#include "harness/io/files.h"
 
 static const char *usage_main =
     "usage: ckpt-harness <command> [options]\n"
@@ -146,16 +148,27 @@ static const char *usage_list =
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
-    fprintf(stderr, "ckpt-harness%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see 'ckpt-harness %s--help')\n", cmd ? cmd : "");
+    char what[1024], msg[1200];
+    snprintf(what, sizeof what, fmt, arg);
+    snprintf(msg, sizeof msg, "%s%s%s (see 'ckpt-harness %s%s--help')", cmd ? cmd : "",
+             cmd ? ": " : "", what, cmd ? cmd : "", cmd ? " " : "");
+    ck_cli_error(msg);
     return CK_EXIT_USAGE;
+}
+
+/* Numbers are written as digits (an optional '-' where negatives are allowed): strtoll and
+ * strtoull would also take leading spaces and signs, and read " -1" as 2^64 - 1. */
+static bool starts_numeric(const char *s, bool negative_ok)
+{
+    return (*s >= '0' && *s <= '9') || (negative_ok && *s == '-' && s[1] >= '0' && s[1] <= '9');
 }
 
 static bool parse_int(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
     errno = 0;
+    if (!starts_numeric(s, lo < 0))
+        return false;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi)
         return false;
@@ -167,7 +180,7 @@ static bool parse_u64(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
-    if (*s == '-')
+    if (!starts_numeric(s, false))
         return false;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end)
@@ -180,6 +193,8 @@ static bool parse_double(const char *s, double *out)
 {
     char *end;
     errno = 0;
+    if (!(starts_numeric(s, false) || (*s == '.' && s[1] >= '0' && s[1] <= '9')))
+        return false;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v >= 0.0) || v > 1e300)
         return false;
@@ -187,8 +202,21 @@ static bool parse_double(const char *s, double *out)
     return true;
 }
 
+/* A path option's value: not empty (an empty path would mean the current directory, or
+ * "/<name>" once a name is appended). */
+static bool path_ok(const char *s)
+{
+    return s && *s;
+}
+
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+
+/* Whether --device means something for backend name (NULL: the default, cpu). */
+static bool backend_has_devices(const char *name)
+{
+    return name && strcmp(name, "cuda") == 0;
+}
 
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
@@ -207,6 +235,7 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
+    bool has_device = false;
     long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -233,7 +262,11 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
                 return usage_error(cmd, "--seed %s: expected an unsigned 64-bit integer", optarg);
             o.has_seed = true;
             break;
-        case OPT_REPORT: o.report = optarg; break;
+        case OPT_REPORT:
+            if (!path_ok(optarg))
+                return usage_error(cmd, "%s", "--report: empty path");
+            o.report = optarg;
+            break;
         case OPT_DTYPE: o.dtype = optarg; break;
         case OPT_BACKEND: o.backend = optarg; break;
         case OPT_ROWS:
@@ -245,13 +278,22 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         case OPT_BISECT: o.bisect = true; break;
         case OPT_NOISE: o.noise_floor = true; break;
         case OPT_VERIFY: o.verify_recompute = true; break;
-        case OPT_DUMP: o.dump = optarg; break;
+        case OPT_DUMP:
+            if (!path_ok(optarg))
+                return usage_error(cmd, "%s", "--dump: empty path");
+            o.dump = optarg;
+            break;
         case OPT_DUMP_ACT: o.dump_activations = true; break;
-        case OPT_INIT: o.init = optarg; break;
+        case OPT_INIT:
+            if (!path_ok(optarg))
+                return usage_error(cmd, "%s", "--init: empty path");
+            o.init = optarg;
+            break;
         case OPT_DEVICE:
             if (!parse_int(optarg, 0, 1024, &v))
                 return usage_error(cmd, "--device %s: expected a device number from 0", optarg);
             o.device = (int)v;
+            has_device = true;
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_AGAINST: o.against = optarg; break;
@@ -266,6 +308,8 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     o.n_paths = argc - optind;
     if (o.dump_activations && !o.dump)
         return usage_error(cmd, "%s", "--dump-activations needs --dump DIR");
+    if (has_device && !backend_has_devices(o.backend))
+        return usage_error(cmd, "%s", "--device applies to --backend cuda (the CPU has no devices to choose)");
     return bisect_cmd ? ck_cmd_bisect(&o) : ck_cmd_run(&o);
 }
 
@@ -280,6 +324,7 @@ static int main_gradcheck(int argc, char **argv)
     ck_gradcheck_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.atol = o.rtol = -1.0;
+    bool has_device = false;
     long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -309,6 +354,7 @@ static int main_gradcheck(int argc, char **argv)
                 return usage_error("gradcheck", "--device %s: expected a device number from 0",
                                    optarg);
             o.device = (int)v;
+            has_device = true;
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_OPS: o.ops_only = true; break;
@@ -317,6 +363,8 @@ static int main_gradcheck(int argc, char **argv)
         default: return usage_error("gradcheck", "unknown option %s", argv[optind - 1]);
         }
     }
+    if (has_device && !backend_has_devices(o.backend))
+        return usage_error("gradcheck", "%s", "--device applies to --backend cuda (the CPU has no devices to choose)");
     if (o.whole_only && o.ops_only)
         return usage_error("gradcheck", "%s", "--whole-only and --ops-only exclude each other");
     if (optind >= argc)
@@ -353,9 +401,21 @@ static int main_compare(int argc, char **argv)
                 return usage_error("compare", "--atol %s: expected a number >= 0", optarg);
             o.has_atol = true;
             break;
-        case OPT_TOLERANCES: o.tolerances = optarg; break;
-        case OPT_MAP: o.map = optarg; break;
-        case OPT_REPORT: o.report = optarg; break;
+        case OPT_TOLERANCES:
+            if (!path_ok(optarg))
+                return usage_error("compare", "%s", "--tolerances: empty path");
+            o.tolerances = optarg;
+            break;
+        case OPT_MAP:
+            if (!path_ok(optarg))
+                return usage_error("compare", "%s", "--map: empty path");
+            o.map = optarg;
+            break;
+        case OPT_REPORT:
+            if (!path_ok(optarg))
+                return usage_error("compare", "%s", "--report: empty path");
+            o.report = optarg;
+            break;
         case OPT_ROWS:
             if (!parse_int(optarg, -1, 1000000, &v))
                 return usage_error("compare", "--rows %s: expected an integer >= -1", optarg);
@@ -388,6 +448,9 @@ static int main_list(int argc, char **argv)
 int main(int argc, char **argv)
 {
     opterr = 0; /* our own one-line messages */
+    /* every file a command reads is an input no output may replace (files.h) */
+    ck_inputs_track(true);
+    ck_cli_install_signal_cleanup();
     if (argc < 2)
         return fputs(usage_main, stderr), CK_EXIT_USAGE;
     const char *cmd = argv[1];

@@ -203,6 +203,42 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
     return CK_OK;
 }
 
+void ck_judge_nonfinite(ck_result *res)
+{
+    ck_nonfinite_counts *runs[2] = {&res->nonfinite_plain, &res->nonfinite_ckpt};
+    memset(runs[0], 0, sizeof *runs[0]);
+    memset(runs[1], 0, sizeof *runs[1]);
+    for (int k = 0; k < res->n_tensors; k++) {
+        const ck_tensor_result *t = &res->tensors[k];
+        /* the plain run is the reference (ref), the checkpointed one a */
+        int64_t nan[2] = {t->m.nan_ref, t->m.nan_a}, inf[2] = {t->m.inf_ref, t->m.inf_a};
+        for (int r = 0; r < 2; r++) {
+            ck_nonfinite_counts *c = runs[r];
+            if (nan[r] + inf[r] > 0)
+                c->tensors++;
+            if (t->kind == CK_KIND_LOSS) {
+                c->loss_values += t->m.numel;
+                c->loss_nan += nan[r];
+                c->loss_inf += inf[r];
+            } else if (t->kind == CK_KIND_GRAD) {
+                c->grad_values += t->m.numel;
+                c->grad_nan += nan[r];
+                c->grad_inf += inf[r];
+            } else {
+                c->other_nan += nan[r];
+                c->other_inf += inf[r];
+            }
+        }
+    }
+    res->nonfinite_failed = false;
+    for (int r = 0; r < 2; r++) {
+        ck_nonfinite_counts *c = runs[r];
+        c->all_loss = c->loss_values > 0 && c->loss_nan + c->loss_inf == c->loss_values;
+        c->all_grads = c->grad_values > 0 && c->grad_nan + c->grad_inf == c->grad_values;
+        res->nonfinite_failed = res->nonfinite_failed || c->all_loss || c->all_grads;
+    }
+}
+
 void ck_result_judge(ck_result *res)
 {
     const ck_case *c = res->cs;
@@ -214,6 +250,8 @@ void ck_result_judge(ck_result *res)
     res->memory_expectation_met = res->memory_met == c->expect_memory_met;
     res->vs_fp32_expect_met = !res->has_vs_fp32 ||
                               ck_expectation_met(ck_case_expect_vs_fp32(c, res->dtype), res->vs_fp32_verdict);
-    res->pass = res->expect_met && res->memory_expectation_met && res->vs_fp32_expect_met &&
+    ck_judge_nonfinite(res);
+    res->pass = !res->nonfinite_failed && res->expect_met && res->memory_expectation_met &&
+                res->vs_fp32_expect_met &&
                 (!res->has_vs_backend || res->vs_backend_verdict != CK_VERDICT_MISMATCH);
 }

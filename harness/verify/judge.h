@@ -35,6 +35,13 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
 /* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
  * tolerance; mismatch: something outside). */
 bool ck_expectation_met(ck_expect e, ck_verdict v);
+/* Counts the NaN and Inf values of both runs from the compared tensors (loss, gradients,
+ * parameters, buffers) into res->nonfinite_plain/ckpt and sets res->nonfinite_failed when
+ * either run's loss or gradients are non-finite throughout: such a run trained nothing, and
+ * two runs that agree on NaN prove nothing about checkpointing. Partial NaN/Inf (a loss
+ * scaler's skipped step) is counted, not failed. */
+void ck_judge_nonfinite(ck_result *res);
+
 /* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met and any
  * recompute mismatches (which make the verdict a mismatch). */
 void ck_result_judge(ck_result *res);

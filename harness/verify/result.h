@@ -26,6 +26,17 @@ typedef struct {
 } ck_run_summary;
 
 
+/* Non-finite values one run produced (judge.c ck_judge_nonfinite): over every step, the
+ * loss and the gradients (which decide "all non-finite"), and every tensor holding one. */
+typedef struct {
+    int64_t loss_values, loss_nan, loss_inf;
+    int64_t grad_values, grad_nan, grad_inf;
+    int64_t other_nan, other_inf; /* parameters and buffers */
+    int tensors;                  /* tensors (any kind, any step) holding a NaN or an Inf */
+    bool all_loss;                /* every loss value is NaN or Inf */
+    bool all_grads;               /* every gradient value is NaN or Inf */
+} ck_nonfinite_counts;
+
 typedef struct {
     const ck_case *cs;
     const ck_graph *g;
@@ -67,6 +78,10 @@ typedef struct {
     ck_verdict vs_fp32_verdict;
     int vs_fp32_first;         /* first tensor outside tolerance, or -1 */
     bool vs_fp32_expect_met;   /* vs_fp32_verdict agrees with the case's expect_precision */
+
+    /* non-finite results (judge.c): a run whose loss or gradients are all NaN/Inf fails */
+    ck_nonfinite_counts nonfinite_plain, nonfinite_ckpt;
+    bool nonfinite_failed;
 
     /* backends */
     char algo_policy[16];      /* "deterministic" / "fastest"; empty on the CPU */
