@@ -236,6 +236,7 @@ check: deps
 check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
+	CK_PROG=$(PROG) sh tests/cli/robustness.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps

@@ -43,6 +43,15 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     ck_name_map_init(&map);
     memset(&cmp, 0, sizeof cmp);
 
+    /* the report path is checked before anything is read, and again once every input file
+     * (those inside folders too) is known: it may replace none of them */
+    const char *inputs[4] = {o->a, o->ref, o->tolerances, o->map};
+    for (int i = 0; i < 4; i++)
+        if (inputs[i] && ck_input_register(inputs[i], &err) != CK_OK)
+            goto fail;
+    if (o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK)
+        goto fail;
+
     tol.cli.has_rtol = o->has_rtol;
     tol.cli.rtol = o->rtol;
     tol.cli.has_atol = o->has_atol;
@@ -53,6 +62,8 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
         goto fail;
     if (ck_tensorset_load(o->a, &a, &err) != CK_OK ||
         ck_tensorset_load(o->ref, &ref, &err) != CK_OK)
+        goto fail;
+    if (o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK)
         goto fail;
     if (ck_compare_sets(&a, &ref, o->map ? &map : NULL, &tol, &cmp, &err) != CK_OK)
         goto fail;
@@ -66,7 +77,6 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     rc = cmp.pass ? CK_EXIT_PASS : CK_EXIT_FAIL;
     goto done;
 fail:
-    fflush(stdout);
     ck_cli_error(err.msg);
     rc = CK_EXIT_USAGE;
 done:
