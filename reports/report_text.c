@@ -8,6 +8,8 @@
  */
 #include "reports/report.h"
 
+#include "harness/verify/judge.h"
+
 #include "harness/verify/bisect.h"
 
 #include <inttypes.h>
@@ -391,8 +393,19 @@ static void print_header(FILE *f, const ck_result *r)
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt),
             fmt_pct(r->memory_saving, saved, sizeof saved));
     verdict_counts c = count_verdicts(r);
-    fprintf(f, "tensors %d: identical %d, close %d, mismatch %d\n", r->n_tensors, c.identical,
-            c.close, c.mismatch);
+    if (r->n_retained_steps > 0) {
+        /* a long run: counts over every step, rows of the kept steps only */
+        fprintf(f, "tensors %lld over %d steps: identical %lld, close %lld, mismatch %lld\n",
+                (long long)r->tensors_judged, r->plain.steps, (long long)r->judged_counts[0],
+                (long long)r->judged_counts[1], (long long)r->judged_counts[2]);
+        fprintf(f, "rows kept for step%s", r->n_retained_steps == 1 ? "" : "s");
+        for (int k = 0; k < r->n_retained_steps; k++)
+            fprintf(f, "%s %d", k ? "," : "", r->retained_steps[k]);
+        fprintf(f, " (step 0, the first divergent step, the last step)\n");
+    } else {
+        fprintf(f, "tensors %d: identical %d, close %d, mismatch %d\n", r->n_tensors,
+                c.identical, c.close, c.mismatch);
+    }
 }
 
 static void print_row(FILE *f, const ck_tensor_result *t, int name_w, int ulp_w)
@@ -408,8 +421,15 @@ static void print_row(FILE *f, const ck_tensor_result *t, int name_w, int ulp_w)
 static void print_scales(FILE *f, const char *label, const ck_run_summary *run)
 {
     fprintf(f, " %s", label);
-    for (int s = 0; run->scales && s < run->steps; s++)
+    for (int s = 0; run->scales && s < run->steps; s++) {
+        /* a long run: the first and last CK_FULL_RECORD_STEPS / 2 steps */
+        int half = CK_FULL_RECORD_STEPS / 2;
+        if (run->steps > CK_FULL_RECORD_STEPS && s == half)
+            fprintf(f, " ... (%d steps)", run->steps - 2 * half);
+        if (run->steps > CK_FULL_RECORD_STEPS && s >= half && s < run->steps - half)
+            continue;
         fprintf(f, " %g%s", run->scales[s].scale, run->scales[s].skipped ? "(skipped)" : "");
+    }
 }
 
 /* Mixed precision: the loss scale per step and the judgement against fp32. */

@@ -19,6 +19,9 @@
 #include "harness/io/tensorload.h"
 #include "harness/model/case.h"
 #include "harness/verify/judge.h"
+#include "harness/verify/run_case.h"
+#include "reports/report.h"
+#include "test_util.h"
 
 static char tmpdir[256];
 
@@ -269,6 +272,66 @@ START_TEST(nonfinite_judgement)
 }
 END_TEST
 
+/* A long run keeps the tensor rows of step 0, the first divergent step and the last step,
+ * counts every step, and writes a report whose size does not grow with the steps. */
+static size_t long_run(int steps, const char *rng, ck_result *res)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "{\"name\": \"long\", \"input\": {\"shape\": [2, 3]}, \"train\": {\"steps\": %d},"
+             " \"policies\": {\"rng\": \"%s\"}, \"expect\": \"close\", \"layers\": "
+             "[{\"name\": \"fc\", \"op\": \"linear\", \"units\": 4}, {\"name\": \"drop\", "
+             "\"op\": \"dropout\", \"rate\": 0.5}, {\"name\": \"fc2\", \"op\": \"linear\", "
+             "\"units\": 2}], \"checkpoint\": {\"segments\": [[\"fc\", \"drop\"]]}}",
+             steps, rng);
+    ck_case c;
+    ck_graph g;
+    ck_error err;
+    ck_assert_msg(ck_case_parse(text, strlen(text), "long.json", &c, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_graph_build(&c, &g, &err) == CK_OK, "%s", err.msg);
+    ck_backend *b = tu_cpu_backend();
+    ck_assert_msg(ck_run_case(b, &g, CK_F32, res, &err) == CK_OK, "%s", err.msg);
+    ck_report_meta meta = {.tool_version = "t", .case_path = "long.json"};
+    char *json = ck_report_json_string(res, &meta);
+    ck_assert_ptr_nonnull(json);
+    size_t len = strlen(json);
+    free(json);
+    res->cs = NULL; /* the case goes; the counts stay */
+    res->g = NULL;
+    b->destroy(b);
+    ck_graph_free(&g);
+    ck_case_free(&c);
+    return len;
+}
+
+START_TEST(long_runs_keep_bounded_records)
+{
+    ck_result r;
+    size_t short_len = long_run(CK_FULL_RECORD_STEPS, "counter", &r);
+    int per_step = r.n_tensors / CK_FULL_RECORD_STEPS;
+    ck_assert_int_gt(per_step, 0);
+    ck_assert_int_eq(r.n_retained_steps, 0); /* up to the limit: every step */
+    ck_result_free(&r);
+    size_t long_len = long_run(20 * CK_FULL_RECORD_STEPS, "counter", &r);
+    ck_assert_int_eq(r.n_retained_steps, 2);
+    ck_assert_int_eq(r.retained_steps[0], 0);
+    ck_assert_int_eq(r.retained_steps[1], 20 * CK_FULL_RECORD_STEPS - 1);
+    ck_assert_int_eq(r.n_tensors, 2 * per_step);
+    ck_assert_int_eq(r.tensors_judged, (int64_t)20 * CK_FULL_RECORD_STEPS * per_step);
+    ck_assert_int_eq(r.judged_counts[0] + r.judged_counts[1] + r.judged_counts[2], r.tensors_judged);
+    ck_assert_msg(long_len < short_len, "report of 20x the steps: %zu bytes vs %zu", long_len,
+                  short_len);
+    ck_result_free(&r);
+    /* stateful RNG: the runs part at once; that step is kept and first_divergence points in */
+    long_run(3 * CK_FULL_RECORD_STEPS, "stateful", &r);
+    ck_assert_int_eq(r.verdict, CK_VERDICT_MISMATCH);
+    ck_assert_int_ge(r.first_divergence, 0);
+    ck_assert_int_lt(r.first_divergence, r.n_tensors);
+    ck_assert_int_ne(r.tensors[r.first_divergence].verdict, CK_VERDICT_IDENTICAL);
+    ck_result_free(&r);
+}
+END_TEST
+
 Suite *suite_robustness(void)
 {
     Suite *s = suite_create("robustness");
@@ -284,6 +347,7 @@ Suite *suite_robustness(void)
     tcase_add_test(tj, deep_nesting_is_refused_not_recursed);
     tcase_add_test(tj, escaper);
     tcase_add_test(tj, nonfinite_judgement);
+    tcase_add_test(tj, long_runs_keep_bounded_records);
     suite_add_tcase(s, tj);
     return s;
 }

@@ -204,6 +204,27 @@ static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc, int
     return CK_EXIT_PASS;
 }
 
+/* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
+ * the noise floor and --verify-recompute still hold every step's tensors, so they are
+ * refused beyond CK_FULL_RECORD_STEPS steps before anything runs. */
+static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc, int n)
+{
+    bool noise = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0);
+    const char *what = o->force_bisect ? "bisect" : o->bisect ? "--bisect"
+                       : noise ? (o->noise_floor ? "--noise-floor" : "--algo fastest (a noise floor)")
+                       : o->verify_recompute ? "--verify-recompute" : NULL;
+    if (!what)
+        return CK_EXIT_PASS;
+    for (int i = 0; i < n; i++)
+        if (lc[i].cs.steps > CK_FULL_RECORD_STEPS) {
+            ck_cli_errorf("%s: %s keeps every step's tensors: at most %d steps (the case trains "
+                          "%d; lower it with --steps)", lc[i].cs.path, what, CK_FULL_RECORD_STEPS,
+                          lc[i].cs.steps);
+            return CK_EXIT_USAGE;
+        }
+    return CK_EXIT_PASS;
+}
+
 int ck_cmd_run(const ck_run_opts *o)
 {
     ck_dtype cli_dtypes[CK_MAX_PRECISIONS];
@@ -237,7 +258,8 @@ int ck_cmd_run(const ck_run_opts *o)
             return CK_EXIT_USAGE;
         }
     }
-    if (preflight_outputs(o, lc, n, n_cli_dtypes ? cli_dtypes : NULL, n_cli_dtypes, as_dir) !=
+    if (preflight_long_runs(o, lc, n) != CK_EXIT_PASS ||
+        preflight_outputs(o, lc, n, n_cli_dtypes ? cli_dtypes : NULL, n_cli_dtypes, as_dir) !=
         CK_EXIT_PASS) {
         ck_cli_free_cases(lc, n);
         return CK_EXIT_USAGE;

@@ -46,7 +46,7 @@ typedef struct {
     bool model_made;
     ck_exec ex;
     ck_act_dumper acts;
-    double scale, t0;
+    double scale, t0, busy_s;
     int clean_steps;
     int64_t updates;
 } ck_trainer;

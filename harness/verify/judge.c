@@ -94,6 +94,99 @@ static ck_status compare_entries(const ck_graph *g, const ck_record *ref, const 
     return CK_OK;
 }
 
+/* cast_stats is defined below */
+static void cast_stats(const ck_graph *g, ck_dtype low, const ck_record_entry *f32e,
+                       const ck_record_entry *lowe, double scale, ck_tensor_result *tr);
+
+void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32,
+                        double rel_l2_limit, ck_verdict diverged_at)
+{
+    memset(j, 0, sizeof *j);
+    j->low_vs_fp32 = low_vs_fp32;
+    j->rel_l2_limit = rel_l2_limit;
+    j->keep_all = c->steps <= CK_FULL_RECORD_STEPS;
+    j->last_step = c->steps - 1;
+    j->diverged_at = diverged_at;
+    j->first = -1;
+    j->first_divergent_step = -1;
+    j->worst = CK_VERDICT_IDENTICAL;
+}
+
+static void free_results(ck_tensor_result *t, int n)
+{
+    for (int i = 0; i < n && t; i++)
+        free(t[i].name);
+    free(t);
+}
+
+void ck_step_judge_free(ck_step_judge *j)
+{
+    free_results(j->t, j->n);
+    j->t = NULL;
+    j->n = j->cap = 0;
+}
+
+ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record *ref,
+                            const ck_record *rec, int step, ck_error *err)
+{
+    ck_tensor_result *t = NULL;
+    int n = 0, first = -1;
+    ck_verdict worst;
+    ck_status st = compare_entries(g, ref, rec, j->low_vs_fp32, &t, &n, &first, &worst, err);
+    if (st != CK_OK) {
+        free_results(t, n);
+        return st;
+    }
+    int first_here = -1;
+    for (int k = 0; k < n; k++) {
+        ck_tensor_result *tr = &t[k];
+        if (j->low_vs_fp32 == CK_F16 || j->low_vs_fp32 == CK_BF16)
+            cast_stats(g, j->low_vs_fp32, &ref->e[k], &rec->e[k],
+                       rec->scales[step < rec->steps ? step : 0].scale, tr);
+        if (j->rel_l2_limit > 0.0) {
+            tr->rel_l2_limit = j->rel_l2_limit;
+            if (tr->verdict != CK_VERDICT_IDENTICAL)
+                tr->verdict = tr->m.rel_l2 <= j->rel_l2_limit && tr->m.max_ulp != UINT64_MAX
+                                  ? CK_VERDICT_CLOSE
+                                  : CK_VERDICT_MISMATCH;
+        }
+        j->counts[tr->verdict]++;
+        if (tr->verdict > j->worst)
+            j->worst = tr->verdict;
+        if (tr->verdict >= j->diverged_at && first_here < 0)
+            first_here = k;
+    }
+    j->judged += n;
+    bool first_divergence = first_here >= 0 && j->first_divergent_step < 0;
+    if (first_divergence)
+        j->first_divergent_step = step;
+    bool keep = j->keep_all || step == 0 || step == j->last_step || first_divergence;
+    if (!keep) {
+        free_results(t, n);
+        return CK_OK;
+    }
+    if (!j->keep_all && j->n_retained < 3)
+        j->retained[j->n_retained++] = step;
+    if (j->n + n > j->cap) {
+        int nc = j->cap ? j->cap : 16;
+        while (nc < j->n + n)
+            nc *= 2;
+        ck_tensor_result *grown = realloc(j->t, (size_t)nc * sizeof *grown);
+        if (!grown) {
+            free_results(t, n);
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory keeping step %d's results", step);
+        }
+        j->t = grown;
+        j->cap = nc;
+    }
+    if (first_divergence && j->first < 0)
+        j->first = j->n + first_here;
+    memcpy(j->t + j->n, t, (size_t)n * sizeof *t);
+    j->n += n;
+    free(t); /* the names moved into j->t */
+    return CK_OK;
+}
+
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err)
 {
@@ -148,35 +241,43 @@ static void cast_stats(const ck_graph *g, ck_dtype low, const ck_record_entry *f
 ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
                               ck_result *res, ck_error *err)
 {
+    /* both backends' plain runs in lockstep, judged step by step (bounded memory) */
     ck_record ours, theirs;
+    ck_trainer to, tt;
+    bool have_o = false, have_t = false;
+    double limit = dtype == CK_F16 ? 1e-2 : dtype == CK_BF16 ? 5e-2 : 1e-5;
+    ck_step_judge j;
+    ck_step_judge_init(&j, g->cs, CK_F32, limit, CK_VERDICT_MISMATCH);
     memset(&ours, 0, sizeof ours);
     memset(&theirs, 0, sizeof theirs);
-    ck_status st = ck_train(b, g, NULL, dtype, NULL, &ours, err);
+    ck_status st = ck_trainer_begin(&to, b, g, NULL, dtype, NULL, &ours, err);
+    have_o = st == CK_OK;
     if (st == CK_OK)
-        st = ck_train(ref, g, NULL, dtype, NULL, &theirs, err);
-    if (st == CK_OK)
-        st = compare_entries(g, &theirs, &ours, CK_F32, &res->vs_backend, &res->n_vs_backend,
-                             &res->vs_backend_first, &res->vs_backend_verdict, err);
+        st = ck_trainer_begin(&tt, ref, g, NULL, dtype, NULL, &theirs, err);
+    have_t = have_o && st == CK_OK;
+    for (int step = 0; st == CK_OK && step < g->cs->steps; step++) {
+        if ((st = ck_trainer_step(&to, step, err)) == CK_OK &&
+            (st = ck_trainer_step(&tt, step, err)) == CK_OK)
+            st = ck_step_judge_add(&j, g, &theirs, &ours, step, err);
+        ck_record_drop_entries(&ours);
+        ck_record_drop_entries(&theirs);
+    }
+    if (have_o)
+        ck_trainer_free(&to);
+    if (have_t)
+        ck_trainer_free(&tt);
     if (st == CK_OK) {
-        double limit = dtype == CK_F16 ? 1e-2 : dtype == CK_BF16 ? 5e-2 : 1e-5;
-        res->vs_backend_verdict = CK_VERDICT_IDENTICAL;
-        res->vs_backend_first = -1;
-        for (int k = 0; k < res->n_vs_backend; k++) {
-            ck_tensor_result *t = &res->vs_backend[k];
-            t->rel_l2_limit = limit;
-            if (t->verdict != CK_VERDICT_IDENTICAL)
-                t->verdict = t->m.rel_l2 <= limit && t->m.max_ulp != UINT64_MAX
-                                 ? CK_VERDICT_CLOSE
-                                 : CK_VERDICT_MISMATCH;
-            if (t->verdict == CK_VERDICT_MISMATCH && res->vs_backend_first < 0)
-                res->vs_backend_first = k;
-            if (t->verdict > res->vs_backend_verdict)
-                res->vs_backend_verdict = t->verdict;
-        }
+        res->vs_backend = j.t;
+        res->n_vs_backend = j.n;
+        j.t = NULL;
+        j.n = 0;
+        res->vs_backend_first = j.first;
+        res->vs_backend_verdict = j.worst;
         res->has_vs_backend = true;
         snprintf(res->vs_backend_name, sizeof res->vs_backend_name, "%s", ref->name);
         ck_result_judge(res);
     }
+    ck_step_judge_free(&j);
     ck_record_free(&ours);
     ck_record_free(&theirs);
     if (st != CK_OK)

@@ -54,6 +54,12 @@ typedef struct {
     ck_tensor_result *tensors; /* in comparison order: per step loss, buffers, grads
                                   (backward order), params */
     int first_divergence;      /* index into tensors of the first non-identical, or -1 */
+    /* long runs (more than CK_FULL_RECORD_STEPS steps, judge.h) keep the tensor results of
+     * a few steps only: n_retained_steps > 0 lists them; the counts cover every step */
+    int64_t tensors_judged;    /* tensor results judged over every step */
+    int64_t judged_counts[3];  /* of those: identical, close, mismatch */
+    int n_retained_steps;      /* 0: tensors holds every step */
+    int retained_steps[3];
 
     double memory_saving;      /* 1 - ckpt_peak / plain_peak */
     bool memory_met;           /* saving >= min_memory_saving (true when none set) */

@@ -25,11 +25,12 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_manifest manifest;
     bool dumping = opts && opts->dump_dir;
     memset(&manifest, 0, sizeof manifest);
-    ck_record plain, ckpt;
+    ck_record plain, ckpt, fp32;
     ck_plan plan;
     memset(res, 0, sizeof *res);
     memset(&plain, 0, sizeof plain);
     memset(&ckpt, 0, sizeof ckpt);
+    memset(&fp32, 0, sizeof fp32);
     res->cs = c;
     res->g = g;
     res->dtype = dtype;
@@ -63,26 +64,75 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
         hplain.dump = &dplain;
         hckpt.dump = &dckpt;
     }
-    if ((st = ck_train(b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK ||
-        (st = ck_train(b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
-        goto out;
-    if (dumping) {
+    /* plain, checkpointed and (for fp16/bf16) the fp32 reference train in lockstep; each
+     * step is judged and its tensors dropped, so memory does not grow with the steps */
+    bool low = dtype == CK_F16 || dtype == CK_BF16;
+    ck_trainer tp, tc, tf;
+    bool have_tp = false, have_tc = false, have_tf = false;
+    ck_step_judge jmain, jfp32;
+    ck_step_judge_init(&jmain, c, CK_F32, 0.0, CK_VERDICT_CLOSE);
+    ck_step_judge_init(&jfp32, c, dtype, 0.0, CK_VERDICT_MISMATCH);
+    if ((st = ck_trainer_begin(&tp, b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK)
+        goto steps_done;
+    have_tp = true;
+    if ((st = ck_trainer_begin(&tc, b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
+        goto steps_done;
+    have_tc = true;
+    if (low && (st = ck_trainer_begin(&tf, b, g, NULL, CK_F32, NULL, &fp32, err)) != CK_OK)
+        goto steps_done;
+    have_tf = low;
+    for (int step = 0; step < c->steps; step++) {
+        if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
+            (st = ck_trainer_step(&tc, step, err)) != CK_OK ||
+            (have_tf && (st = ck_trainer_step(&tf, step, err)) != CK_OK) ||
+            (st = ck_step_judge_add(&jmain, g, &plain, &ckpt, step, err)) != CK_OK ||
+            (have_tf && (st = ck_step_judge_add(&jfp32, g, &fp32, &plain, step, err)) != CK_OK))
+            goto steps_done;
+        ck_record_drop_entries(&plain);
+        ck_record_drop_entries(&ckpt);
+        if (have_tf)
+            ck_record_drop_entries(&fp32);
+    }
+    ck_trainer_end(&tp);
+    ck_trainer_end(&tc);
+steps_done:
+    if (have_tp)
+        ck_trainer_free(&tp);
+    if (have_tc)
+        ck_trainer_free(&tc);
+    if (have_tf)
+        ck_trainer_free(&tf);
+    if (st == CK_OK && dumping) {
         char path[4096];
         snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
-        if ((st = ck_manifest_write(&manifest, path, err)) != CK_OK)
-            goto out;
+        st = ck_manifest_write(&manifest, path, err);
     }
-    if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
+    if (st == CK_OK) {
+        res->tensors = jmain.t;
+        res->n_tensors = jmain.n;
+        jmain.t = NULL;
+        jmain.n = 0;
+        res->first_divergence = jmain.first;
+        res->verdict = jmain.worst;
+        res->tensors_judged = jmain.judged;
+        memcpy(res->judged_counts, jmain.counts, sizeof res->judged_counts);
+        res->n_retained_steps = jmain.n_retained;
+        memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
+        if (low) {
+            res->has_vs_fp32 = true;
+            res->vs_fp32 = jfp32.t;
+            res->n_vs_fp32 = jfp32.n;
+            jfp32.t = NULL;
+            jfp32.n = 0;
+            res->vs_fp32_first = jfp32.first;
+            res->vs_fp32_verdict = jfp32.worst;
+        }
+    }
+    ck_step_judge_free(&jmain);
+    ck_step_judge_free(&jfp32);
+    ck_record_free(&fp32);
+    if (st != CK_OK)
         goto out;
-    if (dtype == CK_F16 || dtype == CK_BF16) {
-        /* the second judgement: how far is low-precision training from fp32 at all? */
-        ck_record fp32;
-        if ((st = ck_train(b, g, NULL, CK_F32, NULL, &fp32, err)) == CK_OK)
-            st = ck_compare_vs_fp32(g, dtype, &fp32, &plain, res, err);
-        ck_record_free(&fp32);
-        if (st != CK_OK)
-            goto out;
-    }
     ck_fill_summary(&res->plain, "plain", &plain);
     ck_fill_summary(&res->ckpt, "checkpointed", &ckpt);
     res->first_scale_mismatch = -1;

@@ -91,6 +91,13 @@ for c in nan_noise nan_leaky; do
     grep -q '"failed":[[:space:]]*true' $c.report.json && ok || bad "$c: report lacks nonfinite.failed true"
 done
 
+# ---- 6. long runs keep bounded records -------------------------------------------------
+want 0 "20000 steps" "" -- "$PROG" run tiny.json --steps 20000 --report long.json
+grep -q '"steps_kept"' long.json && ok || bad "a long run's report does not say which steps it kept"
+[ "$(wc -c <long.json)" -lt 100000 ] && ok || bad "a 20000-step report is $(wc -c <long.json) bytes"
+grep -q "^rows kept for steps 0, 19999" out && ok || bad "the summary does not say which steps it kept"
+want 2 "--bisect on a long run" "at most 100 steps" -- "$PROG" run tiny.json --steps 20000 --bisect
+
 # ---- 7. output paths refused before any run ---------------------------------------------
 want 2 "--report with a missing parent" "cannot write into nodir" -- "$PROG" run nan_leaky.json --report nodir/x.json
 grep -q "^\[1/1\]" err && bad "--report nodir: the case ran first" || ok
