@@ -194,9 +194,41 @@ ck_status ck_output_dir_check(const char *dir, const char *what, ck_error *err)
         return ck_fail(err, CK_ERR_INPUT, "%s%sempty directory name", w, what ? ": " : "");
     struct stat sb;
     if (stat(dir, &sb) != 0) {
-        if (errno == ENOENT)
-            return CK_OK;
-        return ck_fail(err, CK_ERR_IO, "%s%s%s: %s", w, sep, dir, strerror(errno));
+        if (errno != ENOENT && errno != ENOTDIR)
+            return ck_fail(err, CK_ERR_IO, "%s%s%s: %s", w, sep, dir, strerror(errno));
+        /* missing: it will be created, so its nearest existing ancestor must be a writable
+         * directory */
+        char *up = strdup(dir);
+        if (!up)
+            return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", dir);
+        ck_status st = CK_OK;
+        for (;;) {
+            size_t n = strlen(up);
+            while (n > 1 && up[n - 1] == '/')
+                up[--n] = '\0';
+            char *slash = strrchr(up, '/');
+            if (!slash)
+                strcpy(up, ".");
+            else if (slash == up)
+                up[1] = '\0';
+            else
+                *slash = '\0';
+            if (stat(up, &sb) == 0) {
+                if (!S_ISDIR(sb.st_mode))
+                    st = ck_fail(err, CK_ERR_IO, "%s%s%s: %s is not a directory", w, sep, dir, up);
+                else if (access(up, W_OK | X_OK) != 0)
+                    st = ck_fail(err, CK_ERR_IO, "%s%s%s: cannot create it in %s: %s", w, sep,
+                                 dir, up, strerror(errno));
+                break;
+            }
+            if ((errno != ENOENT && errno != ENOTDIR) || strcmp(up, ".") == 0 ||
+                strcmp(up, "/") == 0) {
+                st = ck_fail(err, CK_ERR_IO, "%s%s%s: %s", w, sep, dir, strerror(errno));
+                break;
+            }
+        }
+        free(up);
+        return st;
     }
     if (!S_ISDIR(sb.st_mode))
         return ck_fail(err, CK_ERR_IO, "%s%s%s: is %s, not a directory", w, sep, dir,

@@ -106,6 +106,7 @@ want 2 "--report under a file" "Not a directory" -- "$PROG" run tiny.json --repo
 want 2 '--dump ""' "--dump: empty path" -- "$PROG" run tiny.json --dump ""
 mkdir -p old/tiny && touch old/tiny/stale
 want 2 "--dump into a non-empty folder" "directory is not empty" -- "$PROG" run tiny.json --dump old
+want 2 "--dump under a file" "afile is not a directory" -- "$PROG" run tiny.json --dump afile/x/y
 want 0 "--dump into an empty folder" "" -- "$PROG" run tiny.json --dump fresh --quiet
 [ -f fresh/tiny/manifest.json ] && ok || bad "--dump fresh wrote no manifest"
 want 0 "--report out.JSON is a file" "" -- "$PROG" run tiny.json --report out.JSON --quiet
