@@ -16,7 +16,7 @@ PKG_CONFIG ?= pkg-config
 
 # check, run-cases, check-asan and bench first install missing dependencies
 # (scripts/install-deps.sh), then build in a sub-make; other goals need them present.
-ENTRY_GOALS := check run-cases check-asan check-cpu-only bench deps clean
+ENTRY_GOALS := check run-cases check-asan check-cpu-only check-no-cuda-libs bench deps clean
 ifneq ($(filter-out $(ENTRY_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell $(PKG_CONFIG) --exists libcjson && echo yes),yes)
     $(error libcjson not found by pkg-config: run ./scripts/install-deps.sh or 'apt-get install libcjson-dev')
@@ -178,10 +178,23 @@ check-run: cuda-check
 check-cpu-only: deps
 	@$(MAKE) --no-print-directory check-run BUILD=$(BUILD)/nocuda CUDA=0
 
+# The CUDA build on a machine without the CUDA libraries: the program must link none of
+# them, every CPU test must pass with the module unloadable, and --backend cuda must be one
+# line and exit 2.
+check-no-cuda-libs: deps
+	@$(MAKE) --no-print-directory check-no-cuda-libs-run
+
+check-no-cuda-libs-run: $(PROG) $(TESTS)
+	@if ldd $(PROG) | grep -E 'libcud|libcublas'; then \
+	    echo "FAIL: $(PROG) links a CUDA library"; exit 1; fi
+	CK_CUDA_MODULE=/nonexistent/ckpt-harness-cuda.so sh tests/cli/no_cuda_libs.sh $(PROG)
+	CK_CUDA_MODULE=/nonexistent/ckpt-harness-cuda.so CK_PROG=$(PROG) sh tests/cli/run.sh
+	CK_CUDA_MODULE=/nonexistent/ckpt-harness-cuda.so CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
+
 gpu-check:
 	bash tests/gpu/run.sh $(GPU_OUT)
 
-.PHONY: cuda-check check-cpu-only gpu-check
+.PHONY: cuda-check check-cpu-only check-no-cuda-libs check-no-cuda-libs-run gpu-check
 -include $(CUDA_OBJ:.o=.d) $(CUDA_MODULE_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 # --------------------------------------------------------------- end of the CUDA block ---
 
@@ -247,9 +260,11 @@ check: deps
 	@$(MAKE) --no-print-directory check-run
 
 check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
+	python3 tests/layout/check_layers.py
 	$(OOM_SWEEP) $(CURDIR)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
+	CK_PROG=$(PROG) sh tests/cli/onnx.sh
 	CK_PROG=$(PROG) sh tests/cli/robustness.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
@@ -284,7 +299,7 @@ clean:
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build/fuzz
-FUZZ_TARGETS := safetensors npy case
+FUZZ_TARGETS := safetensors npy case onnx
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
                 -D_DEFAULT_SOURCE -I. -MMD -MP $(FUZZ_SAN)

@@ -28,7 +28,7 @@ typedef bool (*cuda_available_fn)(char *why, size_t n);
 static void *cuda_handle;
 static char cuda_load_error[CK_ERROR_MAX - 64];
 
-#ifdef CK_CUDA_MODULE_BUILT /* (a build without the module never looks for it) */
+#ifdef CK_CUDA_MODULE_BUILT
 /* Where the module is: $CK_CUDA_MODULE, else beside the running program, else the
  * installed library folder. */
 static void cuda_module_path(char *buf, size_t n)
