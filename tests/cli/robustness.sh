@@ -77,6 +77,9 @@ mkdir fw && mkfifo fw/x.safetensors
 want 2 "--init DIR with a FIFO" "not a regular file" -- "$PROG" run tiny.json --init fw
 want 2 "compare FIFO" "not a regular file" -- "$PROG" compare w.safetensors a.keep
 want 2 "compare DIR with a FIFO" "not a regular file" -- "$PROG" compare fw a.keep
+mkfifo model.onnx
+want 2 "run MODEL.onnx FIFO" "not a regular file (a FIFO)" -- "$PROG" run model.onnx
+want 2 "import FIFO" "not a regular file (a FIFO)" -- "$PROG" import model.onnx -o imported.json
 mkfifo tol.json
 want 2 "compare --tolerances FIFO" "not a regular file" -- "$PROG" compare a.safetensors a.keep --tolerances tol.json
 
