@@ -39,24 +39,26 @@ want 2 "run x.json --report x.json" "is an input of this run" -- "$PROG" run tin
 cmp -s tiny.json keep.json && ok || bad "run x.json --report x.json replaced the case"
 printf '\066\000\000\000\000\000\000\000{"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}\000\000\200\077' >a.safetensors
 cp a.safetensors a.keep
-want 2 "compare A R --report A" "is an input of this run" -- "$PROG" compare a.safetensors a.keep --report a.safetensors
+cp a.safetensors ref.safetensors
+want 2 "compare A R --report A" "is an input of this run" -- "$PROG" compare a.safetensors ref.safetensors --report a.safetensors
 cmp -s a.safetensors a.keep && ok || bad "compare --report A replaced A"
-tiny tiny >tiny.json # the sections below start from an intact case, whatever happened above
+tiny tiny >tiny.json # the sections below start from intact inputs, whatever happened above
+cp a.keep a.safetensors
 
 # ---- 2. a non-regular file is never replaced --------------------------------------------
 mkfifo out.fifo
-want 2 "compare --report FIFO" "a FIFO; refusing to replace it" -- "$PROG" compare a.safetensors a.keep --report out.fifo
+want 2 "compare --report FIFO" "a FIFO; refusing to replace it" -- "$PROG" compare a.safetensors ref.safetensors --report out.fifo
 [ -p out.fifo ] && ok || bad "the FIFO was replaced"
 if [ "$(id -u)" -eq 0 ] && mknod chr.json c 1 3 2>/dev/null; then
     want 2 "run --report CHARDEV" "a character device" -- "$PROG" run tiny.json --report chr.json
     [ -c chr.json ] && ok || bad "the character device was replaced"
-    want 2 "compare --report CHARDEV" "a character device" -- "$PROG" compare a.safetensors a.keep --report chr.json
+    want 2 "compare --report CHARDEV" "a character device" -- "$PROG" compare a.safetensors ref.safetensors --report chr.json
 else
-    want 2 "compare --report /dev/null" "a character device" -- "$PROG" compare a.safetensors a.keep --report /dev/null
+    want 2 "compare --report /dev/null" "a character device" -- "$PROG" compare a.safetensors ref.safetensors --report /dev/null
 fi
 [ -c /dev/null ] && ok || bad "/dev/null is no longer a character device"
 mkdir folder.json
-want 2 "compare --report FOLDER" "a directory" -- "$PROG" compare a.safetensors a.keep --report folder.json
+want 2 "compare --report FOLDER" "a directory" -- "$PROG" compare a.safetensors ref.safetensors --report folder.json
 
 # ---- 3. names unique per output folder --------------------------------------------------
 mkdir dup && tiny same >dup/one.json && tiny same >dup/two.json
@@ -75,13 +77,13 @@ mkfifo w.safetensors
 want 2 "--init FIFO" "not a regular file" -- "$PROG" run tiny.json --init w.safetensors
 mkdir fw && mkfifo fw/x.safetensors
 want 2 "--init DIR with a FIFO" "not a regular file" -- "$PROG" run tiny.json --init fw
-want 2 "compare FIFO" "not a regular file" -- "$PROG" compare w.safetensors a.keep
-want 2 "compare DIR with a FIFO" "not a regular file" -- "$PROG" compare fw a.keep
+want 2 "compare FIFO" "not a regular file" -- "$PROG" compare w.safetensors ref.safetensors
+want 2 "compare DIR with a FIFO" "not a regular file" -- "$PROG" compare fw ref.safetensors
 mkfifo model.onnx
 want 2 "run MODEL.onnx FIFO" "not a regular file (a FIFO)" -- "$PROG" run model.onnx
 want 2 "import FIFO" "not a regular file (a FIFO)" -- "$PROG" import model.onnx -o imported.json
 mkfifo tol.json
-want 2 "compare --tolerances FIFO" "not a regular file" -- "$PROG" compare a.safetensors a.keep --tolerances tol.json
+want 2 "compare --tolerances FIFO" "not a regular file" -- "$PROG" compare a.safetensors ref.safetensors --tolerances tol.json
 
 # ---- 5. NaN runs fail -------------------------------------------------------------------
 printf '{"name": "nan_noise", "input": {"shape": [2, 3]},\n "layers": [{"name": "fc", "op": "linear", "units": 2}, {"name": "noise", "op": "gaussian_noise", "stddev": 1e308}]}\n' >nan_noise.json
