@@ -129,8 +129,9 @@ strict "007" '{"name": "t", "seed": 007, "input": {"shape": [2, 3]}, "layers": [
 strict "3." '{"name": "t", "seed": 3., "input": {"shape": [2, 3]}, "layers": [{"name": "fc", "op": "linear", "units": 2}]}' 'decimal point'
 
 # ---- 9. user strings escaped on the terminal --------------------------------------------
-mkdir esc && printf '{"name": "e", "description": "a\\u001b[2J\\nFAKE", "input": {"shape": [2]}, "layers": [{"name": "fc", "op": "linear", "units": 2}]}' >esc/e.json
+mkdir esc && printf '{"name": "e", "description": "a\\u001b[2J\\nFAKE", "input": {"shape": [2, 3]}, "layers": [{"name": "fc", "op": "linear", "units": 2}]}' >esc/e.json
 want 0 "list escapes a description" "" -- "$PROG" list esc
+grep -q "expect close" out && ok || bad "list did not load the case with the escaped description"
 grep -q "$(printf '\033')" out && bad "list printed a raw ESC" || ok
 grep -q '^FAKE' out && bad "list printed the description's newline" || ok
 python3 - <<'EOF' 2>/dev/null || printf '' >esc_a.safetensors
