@@ -356,6 +356,24 @@ START_TEST(unsupported_nodes_are_named)
 }
 END_TEST
 
+/* Found by fuzz_onnx: a value name holding newlines reached a message unescaped. */
+START_TEST(names_with_control_characters_stay_on_one_line)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/bad_newline_input.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_int_eq(ck_onnx_import(&m, full, NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strchr(err.msg, '\n') == NULL, "'%s' is one line", err.msg);
+    ck_assert_msg(strstr(err.msg, "\\n") != NULL, "'%s' shows the newline escaped", err.msg);
+    ck_onnx_free(&m);
+}
+END_TEST
+
 Suite *suite_onnx(void)
 {
     Suite *s = suite_create("onnx");
@@ -372,6 +390,7 @@ Suite *suite_onnx(void)
     tcase_add_test(bad, malformed_files_are_refused_with_one_line);
     tcase_add_test(bad, every_truncation_of_a_real_model_is_refused_cleanly);
     tcase_add_test(bad, unsupported_nodes_are_named);
+    tcase_add_test(bad, names_with_control_characters_stay_on_one_line);
     suite_add_tcase(s, bad);
     return s;
 }

@@ -11,11 +11,16 @@
 #include "harness/core/text.h"
 #include "harness/io/files.h"
 
-void ck_cli_error(const char *msg)
+void ck_cli_error_to(FILE *f, const char *msg)
 {
     char shown[CK_ERROR_MAX * 2];
     fflush(stdout);
-    fprintf(stderr, "ckpt-harness: %s\n", ck_text_escape(msg, shown, sizeof shown));
+    fprintf(f, "ckpt-harness: %s\n", ck_text_escape(msg, shown, sizeof shown));
+}
+
+void ck_cli_error(const char *msg)
+{
+    ck_cli_error_to(stderr, msg);
 }
 
 void ck_cli_errorf(const char *fmt, ...)

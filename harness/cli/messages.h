@@ -6,8 +6,12 @@
 #ifndef CK_CLI_MESSAGES_H
 #define CK_CLI_MESSAGES_H
 
+#include <stdio.h>
+
 /* "ckpt-harness: <msg>" on stderr, on one line whatever msg holds. */
 void ck_cli_error(const char *msg);
+/* The same on f (a worker's stream). */
+void ck_cli_error_to(FILE *f, const char *msg);
 /* The same, formatted; every argument is part of msg before it is escaped. */
 void ck_cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "ckpt-harness: note: <msg>" on stderr. */

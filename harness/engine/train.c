@@ -33,7 +33,9 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     double *host = NULL;
     memset(input, 0, sizeof *input);
     memset(target, 0, sizeof *target);
-    ck_status st = alloc_plain_tensor(b, input, "input", dtype, &g->input_shape, err);
+    const bool tokens = c->input_dist == CK_DIST_TOKENS;
+    ck_status st = alloc_plain_tensor(b, input, "input", tokens ? CK_I32 : dtype,
+                                      &g->input_shape, err);
     if (st != CK_OK)
         goto fail;
     int64_t n = ck_shape_numel(&g->input_shape);
@@ -47,8 +49,9 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     }
     ck_rng_stream s = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, (uint32_t)step);
     for (int64_t i = 0; i < n; i++)
-        host[i] = c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
-                                                  : ck_rng_uniform_f64(&s, (uint64_t)i);
+        host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
+                  : c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
+                                                    : ck_rng_uniform_f64(&s, (uint64_t)i);
     if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
         goto fail;
 
@@ -62,7 +65,7 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
         if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
             goto fail;
-        uint32_t classes = (uint32_t)g->output_shape.dim[1];
+        uint32_t classes = (uint32_t)g->output_shape.dim[g->loss_spec.class_dim];
         for (int64_t i = 0; i < nt; i++)
             host[i] = (double)ck_rng_below(&ts, (uint64_t)i, classes);
         st = ck_upload_f64(b, target, host, err);
@@ -123,13 +126,17 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
     t->rec = rec;
     t->t0 = now_s();
     t->dump = hooks ? hooks->dump : NULL;
+    const ck_dump_spec *dump = t->dump;
     t->acts = (ck_act_dumper){.inner = hooks ? hooks->observer : NULL,
-                              .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g};
+                              .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g,
+                              .activations = dump && dump->activations,
+                              .activation_grads = dump && dump->activation_grads};
     rec->steps = c->steps;
     rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
     rec->scales = calloc((size_t)c->steps, sizeof *rec->scales);
+    rec->step_wall_s = calloc((size_t)c->steps, sizeof *rec->step_wall_s);
     ck_status st = CK_OK;
-    if (!rec->losses || !rec->scales) {
+    if (!rec->losses || !rec->scales || !rec->step_wall_s) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -138,7 +145,7 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
     t->model_made = true;
     if ((st = ck_model_init(&t->model, c->seed, err)) != CK_OK)
         goto fail;
-    if (t->dump && (st = ck_dump_init(t->dump, &t->model, err)) != CK_OK)
+    if (dump && (st = ck_dump_init(dump, &t->model, err)) != CK_OK)
         goto fail;
     ck_exec_config cfg = {
         .b = b, .g = g, .model = &t->model, .plan = plan, .seed = c->seed, .rng = c->rng,
@@ -146,7 +153,7 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
     };
-    if (t->dump && t->dump->activations) {
+    if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;
         cfg.observer_user = &t->acts;
     }
@@ -166,12 +173,14 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     const ck_case *c = t->g->cs;
     ck_backend *b = t->b;
     ck_record *rec = t->rec;
+    const ck_dump_spec *dump = t->dump;
     ck_tensor input, target;
     memset(&input, 0, sizeof input);
     memset(&target, 0, sizeof target);
-    double loss = 0.0, t0 = now_s();
+    double loss = 0.0, step_t0 = now_s();
     ck_status st;
     if ((st = ck_make_data(b, t->g, t->dtype, step, &input, &target, err)) != CK_OK ||
+        (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
         (st = ck_model_zero_grads(&t->model, err)) != CK_OK ||
         (st = ck_model_cast_params(&t->model, err)) != CK_OK ||
         (st = ck_exec_step(&t->ex, step, &input, target.data ? &target : NULL, c->loss, t->scale,
@@ -205,14 +214,17 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     }
     if ((st = ck_record_params(rec, &t->model, step, err)) != CK_OK)
         goto out;
-    if (t->dump && (st = ck_dump_step(t->dump, rec, first_grad, step, err)) != CK_OK)
+    if (dump && (st = ck_dump_step(dump, rec, first_grad, step, err)) != CK_OK)
         goto out;
-    if (t->dump && t->dump->activations &&
-        (st = ck_dump_activations(t->dump, &t->acts, step, err)) != CK_OK)
+    if (dump && (st = ck_dump_activations(dump, &t->acts, step, err)) != CK_OK)
         goto out;
+    if (dump && dump->optimizer_state &&
+        (st = ck_dump_optimizer(dump, &t->model, &c->optimizer, step, err)) != CK_OK)
+        goto out;
+    rec->step_wall_s[step] = now_s() - step_t0;
 out:
     ck_free_data(b, &input, &target);
-    t->busy_s += now_s() - t0; /* a run's own time, also when runs take turns */
+    t->busy_s += now_s() - step_t0; /* a run's own time, also when runs take turns */
     if (st != CK_OK)
         ck_error_prefix(err, "%s: %s run", c->path, t->plan ? "checkpointed" : "plain");
     return st;
@@ -222,6 +234,7 @@ void ck_trainer_end(ck_trainer *t)
 {
     ck_record *rec = t->rec;
     rec->peak_activation_bytes = t->ex.act.peak_bytes;
+    rec->mem = t->ex.act.trace;
     rec->recomputed_layers = t->ex.recomputed_layers;
     rec->recomputed_other_dtype = t->ex.recomputed_other_dtype;
     rec->first_other_dtype_layer = t->ex.first_other_dtype_layer;
@@ -231,6 +244,8 @@ void ck_trainer_end(ck_trainer *t)
 void ck_trainer_free(ck_trainer *t)
 {
     ck_record_free(&t->acts.acts);
+    ck_record_free(&t->acts.grads);
+    ck_record_free(&t->acts.random);
     ck_exec_free(&t->ex);
     if (t->model_made)
         ck_model_free(&t->model);
@@ -248,6 +263,8 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         st = ck_trainer_step(&t, step, err);
     if (st == CK_OK)
         ck_trainer_end(&t);
+    else
+        rec->wall_time_s = t.busy_s;
     ck_trainer_free(&t);
     return st;
 }
