@@ -157,7 +157,8 @@ static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_r
         ck_json_add_real(b, o, "wall_time_s", run->wall_time_s);
         cJSON *sw = ck_json_add_array(b, o, "step_wall_s");
         for (int i = 0; i < run->steps && run->step_wall_s; i++)
-            ck_json_add_real(b, sw, NULL, run->step_wall_s[i]);
+            if (step_listed(run, i)) /* long runs: the first and last 50 (loss_steps) */
+                ck_json_add_real(b, sw, NULL, run->step_wall_s[i]);
     }
     /* live activation bytes over the run's allocator events (engine/alloc.h) */
     cJSON *tl = ck_json_add_object(b, o, "memory_timeline");

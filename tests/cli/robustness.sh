@@ -97,7 +97,7 @@ for c in nan_noise nan_leaky; do
 done
 
 # ---- 6. long runs keep bounded records -------------------------------------------------
-want 0 "20000 steps" "" -- "$PROG" run tiny.json --steps 20000 --report long.json
+want 0 "20000 steps" "" -- "$PROG" run tiny.json --steps 20000 --rows 5 --report long.json
 grep -q '"steps_kept"' long.json && ok || bad "a long run's report does not say which steps it kept"
 [ "$(wc -c <long.json)" -lt 100000 ] && ok || bad "a 20000-step report is $(wc -c <long.json) bytes"
 grep -q "^rows kept for steps 0, 19999" out && ok || bad "the summary does not say which steps it kept"
