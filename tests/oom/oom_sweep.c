@@ -159,7 +159,7 @@ typedef struct {
 static ck_status run_compare_report(const char *arg, const char *out, void *user, ck_error *err)
 {
     compare_inputs *ci = user;
-    ck_compare_meta meta = {"sweep", "a", "ref", NULL, NULL};
+    ck_compare_meta meta = {.tool_version = "sweep", .path_a = "a", .path_ref = "ref"};
     cJSON *root = ck_compare_to_json(ci->cmp, ci->a, ci->ref, &meta);
     if (!root)
         return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory building the report", out);
