@@ -142,6 +142,20 @@ typedef int (*ck_algo_records_fn)(ck_backend *b, ck_algo_record *out, int max);
 #define CK_PROC_ALGO_RECORDS_CLEAR "algo_records_clear"
 typedef void (*ck_algo_records_clear_fn)(ck_backend *b);
 
+/* A backend's own device memory (the CUDA backend's): what the executor's accounting
+ * allocator does not see. Bytes; -1 where the backend cannot tell. */
+typedef struct {
+    int64_t pool_peak_bytes;      /* high-water mark of the device memory pool: tensors,
+                                     workspaces and scratch together */
+    int64_t workspace_peak_bytes; /* most bytes of convolution workspaces live at once */
+    int64_t scratch_peak_bytes;   /* most bytes of other backend-internal buffers */
+} ck_device_memory;
+
+/* Capability "device_memory": fills out with the peaks since the last reset and, when
+ * reset is true, starts new peaks from what is live now; false when nothing is known. */
+#define CK_PROC_DEVICE_MEMORY "device_memory"
+typedef bool (*ck_device_memory_fn)(ck_backend *b, ck_device_memory *out, bool reset);
+
 /* Capabilities "ce_forward" / "ce_backward": cross-entropy over loss->class_dim with an
  * optional ignore_index (ck_loss_spec, harness/core/ops.h); the engine uses them for a
  * cross_entropy loss whose class_dim is not 1 or that has an ignore_index (the plain

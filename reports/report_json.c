@@ -529,6 +529,12 @@ static void add_backend_algorithms(ck_json_builder *b, cJSON *backend, const ck_
         ck_json_add_int(b, o, "calls", a->calls);
         ck_json_add_bool(b, o, "changed", a->changed);
     }
+    if (r->has_device_memory) {
+        cJSON *m = ck_json_add_object(b, backend, "device_memory");
+        ck_json_add_int(b, m, "pool_peak_bytes", r->device_memory.pool_peak_bytes);
+        ck_json_add_int(b, m, "workspace_peak_bytes", r->device_memory.workspace_peak_bytes);
+        ck_json_add_int(b, m, "scratch_peak_bytes", r->device_memory.scratch_peak_bytes);
+    }
 }
 
 /* The `cross_backend` section of --against. */

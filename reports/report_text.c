@@ -506,6 +506,11 @@ static void print_backend(FILE *f, const ck_result *r)
             fprintf(f, " (first: %s %s %s)", first->layer, first->pass, first->engine);
         fprintf(f, "\n");
     }
+    if (r->has_device_memory)
+        fprintf(f, "device memory: pool peak %lld B, convolution workspaces peak %lld B, "
+                "other scratch peak %lld B\n", (long long)r->device_memory.pool_peak_bytes,
+                (long long)r->device_memory.workspace_peak_bytes,
+                (long long)r->device_memory.scratch_peak_bytes);
     if (r->has_vs_backend) {
         int outside = 0;
         for (int k = 0; k < r->n_vs_backend; k++)

@@ -76,6 +76,26 @@ START_TEST(most_specific_tolerance_wins_per_field)
 }
 END_TEST
 
+START_TEST(a_matching_pattern_beats_the_dtype_entry_for_the_same_field)
+{
+    /* both the pattern and the dtype entry set rtol (and atol): the tensor's own row wins
+     * each field; a name the pattern misses falls to the dtype entry */
+    ck_tolerances t;
+    ck_error err;
+    ck_tolerances_init(&t);
+    ck_assert_msg(parse_tol(&t, "{\"dtypes\": {\"F32\": {\"rtol\": 0.25, \"atol\": 0.125}},"
+                                " \"tensors\": {\"head.*\": {\"rtol\": 0.5, \"atol\": 0.75}}}",
+                            &err) == CK_OK,
+                  "%s", err.msg);
+    double r, a;
+    ck_tolerances_resolve(&t, "head.weight", CK_FT_F32, &r, &a);
+    ck_assert_msg(r == 0.5 && a == 0.75, "head.weight: rtol %g atol %g, want 0.5 0.75", r, a);
+    ck_tolerances_resolve(&t, "body.weight", CK_FT_F32, &r, &a);
+    ck_assert_msg(r == 0.25 && a == 0.125, "body.weight: rtol %g atol %g, want 0.25 0.125", r, a);
+    ck_tolerances_free(&t);
+}
+END_TEST
+
 START_TEST(bad_tolerance_files_are_named_errors)
 {
     static const struct {
@@ -518,6 +538,7 @@ Suite *suite_tolerances(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, builtin_tolerances_are_torch_testings);
     tcase_add_test(tc, most_specific_tolerance_wins_per_field);
+    tcase_add_test(tc, a_matching_pattern_beats_the_dtype_entry_for_the_same_field);
     tcase_add_test(tc, bad_tolerance_files_are_named_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -15,6 +15,8 @@
 #include "harness/verify/gradcheck.h"
 #include "harness/model/plan.h"
 #include "harness/engine/train.h"
+#include "harness/core/philox.h"
+#include "harness/core/rng.h"
 #include "reports/report.h"
 #include "tests/test_util.h"
 
@@ -167,6 +169,191 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
 }
 END_TEST
 
+
+START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
+{
+    /* input (4, 8) -> l0 linear 16 -> ln layernorm -> l1 linear 16 -> wide linear 64 ->
+     * act relu -> head linear 2, fp32, segment [l0, l1]: l0 and ln are dropped after the
+     * segment's forward, and so are ln's saved statistics (mean and invstd per sample,
+     * 2 x 4 floats = 32 B). Outputs and gradients: l0, ln, l1 256 B; wide, act 1024 B;
+     * head 32 B. The peak comes after the segment, before its recomputation, so statistics
+     * kept alive by mistake would raise it.
+     * checkpointed: forward l0 256, ln 256 + 32 -> 544, l1 -> 800, drop 544 -> 256, wide
+     *   1280, act 2304, head 2336; loss gradient 2368; backward head + dact = 3392, frees
+     *   64 -> 3328; backward act + dwide = 4352 (peak), frees 2048 -> 2304; backward wide
+     *   + dl1 = 2560, frees 2048 -> 512; recompute l0, ln -> 1056; backward l1 + dln 1312
+     *   -> 800; backward ln + dl0 1056 -> 512; backward l0 -> 0.
+     * plain: forward 2880, loss gradient 2912, backward head 3936 -> 3872, backward act
+     *   + dwide = 4896 (peak). */
+    static const char *text =
+        "{\"name\": \"norm_peak\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"ln\", \"op\": \"layernorm\"},"
+        "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"wide\", \"op\": \"linear\", \"units\": 64},"
+        "{\"name\": \"act\", \"op\": \"relu\"}, {\"name\": \"head\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"l0\", \"l1\"]]}, \"train\": {\"steps\": 1}}";
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 4896);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 4352);
+    ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * The live-bytes trace (alloc.h)
+ * --------------------------------------------------------------------------------------- */
+
+static const char *tiny_case =
+    "{\"name\": \"tiny\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+    "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r0\", \"op\": \"relu\"},"
+    "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r1\", \"op\": \"relu\"},"
+    "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 2}],"
+    "\"checkpoint\": {\"segments\": [[\"l0\", \"l1\"]]}, \"train\": {\"steps\": 1}}";
+
+/* Trains the tiny case once (plan NULL = plain) with a trace of `cap` events. */
+static void trace_tiny(bool checkpointed, ck_alloc_event *ev, int cap, ck_alloc_trace *t)
+{
+    tu_built_case bc;
+    tu_build_text(&bc, tiny_case);
+    ck_plan plan;
+    ck_error err;
+    ck_assert_msg(ck_plan_build(&bc.g, &plan, &err) == CK_OK, "%s", err.msg);
+    ck_alloc_trace_init(t, ev, cap);
+    ck_run_hooks hooks = {.event_log = t};
+    ck_backend *b = tu_cpu_backend();
+    ck_record rec;
+    ck_status st = ck_train(b, &bc.g, checkpointed ? &plan : NULL, CK_F32, &hooks, &rec, &err);
+    ck_assert_msg(st == CK_OK, "%s", err.msg);
+    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 1280 : 1536);
+    ck_record_free(&rec);
+    b->destroy(b);
+    ck_plan_free(&plan);
+    tu_free_built(&bc);
+}
+
+/* The index of the n-th (0-based) mark `tag`, or -1. */
+static int find_mark(const ck_alloc_trace *t, const char *tag, int nth)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->events[i].kind == CK_ALLOC_EV_MARK && strcmp(t->events[i].tag, tag) == 0 &&
+            nth-- == 0)
+            return i;
+    return -1;
+}
+
+static int64_t max_live(const ck_alloc_trace *t, int from, int to)
+{
+    int64_t m = 0;
+    for (int i = from; i < to; i++)
+        if (t->events[i].live_bytes > m)
+            m = t->events[i].live_bytes;
+    return m;
+}
+
+START_TEST(live_bytes_trace_shows_the_forward_peak_and_the_recomputation)
+{
+    /* the hand count of peak_activation_bytes_match_a_hand_count, event by event */
+    static ck_alloc_event ev[256];
+    ck_alloc_trace t;
+    trace_tiny(true, ev, 256, &t);
+    ck_assert_int_eq(t.lost, 0);
+    int fwd = find_mark(&t, CK_MARK_FORWARD_END, 0);
+    int rec = find_mark(&t, CK_MARK_RECOMPUTE_END, 0);
+    int end = find_mark(&t, CK_MARK_STEP_END, 0);
+    ck_assert_msg(fwd > 0 && rec > fwd && end > rec, "marks at %d, %d, %d", fwd, rec, end);
+    ck_assert_int_eq(find_mark(&t, CK_MARK_RECOMPUTE_END, 1), -1); /* one segment */
+    /* forward: l0 256, r0 512, l1 768 (the forward peak), l0 and r0 dropped -> 256, r1, l2 */
+    ck_assert_str_eq(t.events[0].tag, "l0:out");
+    ck_assert_int_eq(t.events[0].kind, CK_ALLOC_EV_ALLOC);
+    ck_assert_int_eq(t.events[0].bytes, 256);
+    ck_assert_int_eq(max_live(&t, 0, fwd), 768);
+    ck_assert_int_eq(t.events[2].live_bytes, 768);
+    ck_assert_str_eq(t.events[3].tag, "l0:out");
+    ck_assert_int_eq(t.events[3].kind, CK_ALLOC_EV_FREE);
+    ck_assert_int_eq(t.events[4].live_bytes, 256);
+    ck_assert_int_eq(t.events[fwd].live_bytes, 544);
+    /* before the recomputation memory never went above 1024 (backward r1 + dl1); after
+     * it l0 and r0 are live again beside l1 and dl1: 1024 */
+    ck_assert_int_eq(max_live(&t, fwd, rec), 1024);
+    ck_assert_int_eq(t.events[rec].live_bytes, 1024);
+    ck_assert_str_eq(t.events[rec - 1].tag, "r0:out");
+    ck_assert_int_eq(t.events[rec - 1].kind, CK_ALLOC_EV_ALLOC);
+    ck_assert_int_eq(max_live(&t, rec, end), 1280);
+    ck_assert_int_eq(t.events[end].live_bytes, 0);
+    for (int i = 0; i < t.n; i++)
+        ck_assert_int_eq(t.events[i].index, i);
+
+    /* plain: nothing dropped, no recomputation; forward 1056 */
+    trace_tiny(false, ev, 256, &t);
+    fwd = find_mark(&t, CK_MARK_FORWARD_END, 0);
+    ck_assert_int_eq(t.events[fwd].live_bytes, 1056);
+    ck_assert_int_eq(max_live(&t, 0, fwd), 1056);
+    ck_assert_int_eq(find_mark(&t, CK_MARK_RECOMPUTE_END, 0), -1);
+}
+END_TEST
+
+START_TEST(live_bytes_trace_keeps_the_first_events_and_counts_the_rest)
+{
+    ck_alloc_event ev[4];
+    ck_alloc_trace t;
+    trace_tiny(true, ev, 4, &t);
+    ck_assert_int_eq(t.n, 4);
+    ck_assert_int_gt(t.lost, 10);
+    ck_assert_str_eq(ev[0].tag, "l0:out");
+    ck_assert_str_eq(ev[3].tag, "l0:out"); /* dropped after the segment's forward */
+    ck_assert_int_eq(ev[3].index, 3);
+    ck_alloc_trace_init(&t, NULL, 8); /* no buffer: everything is counted as lost */
+    ck_assert_int_eq(t.capacity, 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------
+ * Data: cross-entropy class targets
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(cross_entropy_targets_are_golden_for_a_fixed_seed)
+{
+    /* target element i is word i of the target stream (Philox block i / 4, word i % 4,
+     * counter (block, layer 0xFFFFFFFF, purpose 3 << 24 | step), key = seed), mapped into
+     * [0, 5) by multiply-shift (cases/README.md) */
+    static const char *text =
+        "{\"name\": \"ce\", \"seed\": 1234, \"input\": {\"shape\": [12, 3]}, \"layers\": ["
+        "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 5}], \"loss\": {\"op\": \"cross_entropy\"}}";
+    static const int32_t golden[2][12] = {{0, 4, 1, 4, 3, 0, 3, 0, 4, 3, 3, 4},
+                                          {0, 2, 3, 2, 0, 1, 1, 0, 4, 3, 3, 0}};
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    ck_backend *b = tu_cpu_backend();
+    for (int step = 0; step < 2; step++) {
+        ck_tensor in, tg;
+        ck_error err;
+        ck_assert_msg(ck_make_data(b, &bc.g, CK_F32, step, &in, &tg, &err) == CK_OK, "%s",
+                      err.msg);
+        ck_assert_int_eq(tg.dtype, CK_I32);
+        ck_assert_int_eq(ck_shape_numel(&tg.shape), 12);
+        const int32_t *got = tg.data;
+        for (int i = 0; i < 12; i++) {
+            ck_philox_ctr c = {{(uint32_t)(i / 4), 0, 0xFFFFFFFFu,
+                                ((uint32_t)CK_PURPOSE_TARGET << 24) | (uint32_t)step}};
+            ck_philox_key k = {{1234u, 0u}};
+            uint32_t word = ck_philox4x32_10(c, k).v[i % 4];
+            int32_t want = (int32_t)(((uint64_t)word * 5u) >> 32);
+            ck_assert_msg(got[i] == want && got[i] == golden[step][i],
+                          "step %d target %d: %d, want %d (golden %d)", step, i, got[i], want,
+                          golden[step][i]);
+        }
+        ck_free_data(b, &in, &tg);
+    }
+    b->destroy(b);
+    tu_free_built(&bc);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------
  * Shipped cases
  * --------------------------------------------------------------------------------------- */
@@ -279,6 +466,34 @@ START_TEST(dropout_under_stash_and_counter_is_identical)
         run(&bc, &r);
         ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "rng %s: verdict %s",
                       ck_rng_policy_name(policies[k]), ck_verdict_name(r.verdict));
+        ck_result_free(&r);
+        tu_free_built(&bc);
+    }
+}
+END_TEST
+
+START_TEST(stash_replays_a_dropout_in_the_middle_of_a_segment)
+{
+    /* the stash is taken at the segment's entry: a dropout followed by more layers of the
+     * same segment (here drop1 before l1, and two dropouts in the second segment) replays
+     * its mask only if nothing was drawn between the entry and the stash */
+    static const char *text =
+        "{\"name\": \"stash_mid\", \"seed\": 7, \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"drop0\", \"op\": \"dropout\", \"rate\": 0.5},"
+        "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"drop1\", \"op\": \"dropout\", \"rate\": 0.5},"
+        "{\"name\": \"drop2\", \"op\": \"dropout\", \"rate\": 0.25}, {\"name\": \"l2\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"l0\", \"l1\"], [\"drop1\", \"l2\"]]},"
+        "\"train\": {\"steps\": 2, \"optimizer\": \"sgd\", \"lr\": 0.1}}";
+    ck_rng_policy policies[] = {CK_RNG_STASH, CK_RNG_STATEFUL};
+    for (int k = 0; k < 2; k++) {
+        tu_built_case bc;
+        tu_build_text(&bc, text);
+        bc.cs.rng = policies[k];
+        ck_result r;
+        run(&bc, &r);
+        ck_verdict want = policies[k] == CK_RNG_STASH ? CK_VERDICT_IDENTICAL : CK_VERDICT_MISMATCH;
+        ck_assert_msg(r.verdict == want, "rng %s: verdict %s", ck_rng_policy_name(policies[k]),
+                      ck_verdict_name(r.verdict));
         ck_result_free(&r);
         tu_free_built(&bc);
     }
@@ -414,6 +629,10 @@ Suite *suite_executor(void)
     tcase_add_test(tc, plan_keeps_outputs_that_cross_a_segment_boundary);
     tcase_add_test(tc, plan_every_and_sqrt_split_evenly);
     tcase_add_test(tc, peak_activation_bytes_match_a_hand_count);
+    tcase_add_test(tc, norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak);
+    tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
+    tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
+    tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cases");
@@ -422,6 +641,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, unet_checkpointing_lowers_measured_peak);
     tcase_add_test(tc, dropout_canary_is_caught_in_the_gradients_before_the_dropout);
     tcase_add_test(tc, dropout_under_stash_and_counter_is_identical);
+    tcase_add_test(tc, stash_replays_a_dropout_in_the_middle_of_a_segment);
     tcase_add_test(tc, batchnorm_canary_shows_in_running_stats_not_gradients);
     tcase_add_test(tc, batchnorm_under_skip_is_identical);
     tcase_add_test(tc, no_saving_canary_fails_on_memory_alone);

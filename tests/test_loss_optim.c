@@ -287,6 +287,16 @@ static const struct {
      {{0.95, -1.9}, {0.88, -1.86}},
      {{0.5, -1.0}, {0.7, -0.4}},
      {{0}}},
+    /* weight decay enters the gradient before the momentum buffer (torch.optim.SGD):
+     * d = g + 0.1 p; buf = d, then 0.9 buf + d; p -= 0.1 buf. Hand-computed and pinned
+     * with PyTorch 1.13 (float64): p (0.94, -1.88), (0.8516, -1.8032); buf (0.6, -1.2),
+     * (0.884, -0.768). Decay added after the buffer would give buf (0.5, -1.0), (0.7, -0.4) */
+    {"momentum 0.9, weight decay 0.1",
+     {.kind = CK_OPT_MOMENTUM, .lr = 0.1, .momentum = 0.9, .weight_decay = 0.1},
+     1.0,
+     {{0.94, -1.88}, {0.8516, -1.8032}},
+     {{0.6, -1.2}, {0.884, -0.768}},
+     {{0}}},
     {"adam",
      {.kind = CK_OPT_ADAM, .lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8},
      1.0,

@@ -225,6 +225,58 @@ START_TEST(header_parser_accepts_what_numpy_and_python2_wrote)
 }
 END_TEST
 
+/* A version-2.0 file of a (2, 3) '<f4' array whose header, padded with spaces as numpy
+ * pads it, is hl bytes long; only the first `keep` bytes of it are built (the rest is cut
+ * off, as a truncated file would be), or all of them when keep is 0. */
+static unsigned char *npy_v2(uint32_t hl, size_t keep, size_t *len)
+{
+    static const char dict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    size_t full = 12 + (size_t)hl + 24;
+    *len = keep ? keep : full;
+    unsigned char *buf = calloc(1, full);
+    ck_assert_ptr_nonnull(buf);
+    memcpy(buf, "\x93NUMPY\x02\x00", 8);
+    for (int i = 0; i < 4; i++)
+        buf[8 + i] = (unsigned char)(hl >> (8 * i));
+    if ((size_t)hl >= sizeof dict) {
+        memcpy(buf + 12, dict, sizeof dict - 1);
+        memset(buf + 12 + sizeof dict - 1, ' ', hl - (sizeof dict - 1) - 1);
+        buf[12 + hl - 1] = '\n';
+    }
+    return buf;
+}
+
+START_TEST(v2_header_lengths_are_read_as_32_bits)
+{
+    /* 65588 = 0x10034: a header of 64 KiB and more (12 + 65588 + 24 is a multiple of 64,
+     * as numpy aligns); read as 16 bits it would be 52 bytes of dict */
+    size_t len;
+    unsigned char *buf = npy_v2(65588, 0, &len);
+    ck_tensorset s;
+    ck_error err = {{0}};
+    ck_tensorset_init(&s);
+    ck_assert_int_eq(ck_npy_parse_into(buf, len, "mem.npy", "m", &s, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "header length 65588 exceeds the limit of 10000 bytes"),
+                  "64 KiB header: %s", err.msg);
+    ck_tensorset_free(&s);
+    free(buf);
+    /* the top byte counts too: 0x01000034, claimed by a file of 100 bytes */
+    buf = npy_v2(0x01000034u, 100, &len);
+    ck_tensorset_init(&s);
+    ck_assert_int_eq(ck_npy_parse_into(buf, len, "mem.npy", "m", &s, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "header length 16777268 exceeds the limit"), "%s", err.msg);
+    ck_tensorset_free(&s);
+    free(buf);
+    /* and a header at the limit reads: 12 + 9988 + 24 bytes */
+    buf = npy_v2(9988, 0, &len);
+    ck_tensorset_init(&s);
+    ck_assert_msg(ck_npy_parse_into(buf, len, "mem.npy", "m", &s, &err) == CK_OK, "%s", err.msg);
+    ck_assert_int_eq(s.t[0].shape.dim[1], 3);
+    ck_tensorset_free(&s);
+    free(buf);
+}
+END_TEST
+
 /* ---- .npz ---- */
 
 START_TEST(savez_and_savez_compressed_read_exactly)
@@ -287,6 +339,7 @@ Suite *suite_npy(void)
     tcase_add_test(tc, npy_writer_round_trips_and_refuses_bf16);
     tcase_add_test(tc, every_malformed_npy_class_is_refused_with_one_line);
     tcase_add_test(tc, header_parser_accepts_what_numpy_and_python2_wrote);
+    tcase_add_test(tc, v2_header_lengths_are_read_as_32_bits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -50,7 +50,7 @@ static void import_fixture(const char *stem, bool eval, bool keep_dropout, tu_bu
     ck_assert_int_eq(ck_safetensors_write(wpath, w.n, w.t, &err), CK_OK);
     cJSON *layers = cJSON_GetObjectItem(root, "layers");
     cJSON *L;
-    int n_dropout = 0, n_bn = 0;
+    int n_dropout = 0, n_bn = 0, n_attn = 0;
     cJSON_ArrayForEach(L, layers)
     {
         const char *op = cJSON_GetObjectItem(L, "op")->valuestring;
@@ -58,15 +58,21 @@ static void import_fixture(const char *stem, bool eval, bool keep_dropout, tu_bu
             cJSON_ReplaceItemInObject(L, "rate", cJSON_CreateNumber(0.0));
             n_dropout++;
         }
+        if (strcmp(op, "attention") == 0) {
+            n_attn++;
+            ck_assert(cJSON_GetObjectItem(L, "dropout")->valuedouble > 0.0);
+            if (!keep_dropout)
+                cJSON_ReplaceItemInObject(L, "dropout", cJSON_CreateNumber(0.0));
+        }
         if (strcmp(op, "batchnorm") == 0) {
             n_bn++;
             if (eval)
                 cJSON_ReplaceItemInObject(L, "eval", cJSON_CreateTrue());
         }
     }
-    ck_assert_msg(n_bn > 0 && (keep_dropout || n_dropout > 0),
-                  "%s: the fixture exercises batchnorm (%d) and dropout (%d)", stem, n_bn,
-                  n_dropout);
+    ck_assert_msg((n_bn > 0 || n_attn > 0) && (keep_dropout || n_dropout > 0),
+                  "%s: the fixture exercises batchnorm (%d) or attention (%d), and dropout (%d)",
+                  stem, n_bn, n_attn, n_dropout);
     char *text = cJSON_Print(root);
     ck_assert_ptr_nonnull(text);
     tu_build_named(bc, text, full);
@@ -114,12 +120,26 @@ static float *forward(tu_built_case *bc, const ck_named_tensor *input, int64_t *
     ck_tensor x;
     memset(&x, 0, sizeof x);
     x.name = "input";
-    x.dtype = CK_F32;
     x.shape = bc->cs.input_shape;
     ck_assert_msg(ck_shape_equal(&x.shape, &input->shape), "fixture input shape");
-    ck_assert_int_eq(b->alloc(b, ck_shape_numel(&x.shape) * 4, &x.data, &err), CK_OK);
-    float *host = malloc((size_t)ck_shape_numel(&x.shape) * 4);
-    memcpy(host, input->data, (size_t)ck_shape_numel(&x.shape) * 4);
+    int64_t nx = ck_shape_numel(&x.shape);
+    ck_assert_int_eq(b->alloc(b, nx * 4, &x.data, &err), CK_OK);
+    void *host = malloc((size_t)nx * 4);
+    if (bc->cs.input_dist == CK_DIST_TOKENS) {
+        /* PyTorch's int64 token ids, as the harness holds token ids: i32 */
+        ck_assert_int_eq(input->dtype, CK_FT_I64);
+        x.dtype = CK_I32;
+        for (int64_t i = 0; i < nx; i++) {
+            int64_t id;
+            memcpy(&id, (const char *)input->data + 8 * i, 8);
+            ck_assert(id >= 0 && id < bc->cs.input_vocab);
+            ((int32_t *)host)[i] = (int32_t)id;
+        }
+    } else {
+        ck_assert_int_eq(input->dtype, CK_FT_F32);
+        x.dtype = CK_F32;
+        memcpy(host, input->data, (size_t)nx * 4);
+    }
     ck_assert_int_eq(b->upload(b, &x, host, &err), CK_OK);
     double loss = 0;
     ck_assert_msg(ck_exec_step(&ex, 0, &x, NULL, bc->cs.loss, 1.0, false, &loss, &err) == CK_OK,
@@ -201,10 +221,143 @@ START_TEST(unet3d_matches_pytorch_in_eval_mode)
 }
 END_TEST
 
+START_TEST(gpt_block_matches_pytorch_in_train_mode)
+{
+    check_against_pytorch("gpt_block", false);
+}
+END_TEST
+
+START_TEST(gpt_block_matches_pytorch_in_eval_mode)
+{
+    check_against_pytorch("gpt_block", true);
+}
+END_TEST
+
+START_TEST(upmix_matches_pytorch_in_train_mode)
+{
+    check_against_pytorch("upmix", false);
+}
+END_TEST
+
+START_TEST(upmix_matches_pytorch_in_eval_mode)
+{
+    check_against_pytorch("upmix", true);
+}
+END_TEST
+
+/* Imports fixture stem and checks its layers' ops, in order. */
+static cJSON *import_ops(const char *stem, const char *const *want, int n_want)
+{
+    char rel[256], full[1100];
+    snprintf(rel, sizeof rel, "onnx/%s.onnx", stem);
+    tu_fixture_path(full, sizeof full, rel);
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_msg(ck_onnx_import(&m, full, NULL, &root, &w, &err) == CK_OK, "%s", err.msg);
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    ck_assert_int_eq(cJSON_GetArraySize(layers), n_want);
+    for (int i = 0; i < n_want; i++)
+        ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, i), "op")->valuestring,
+                         want[i]);
+    ck_tensorset_free(&w);
+    ck_onnx_free(&m);
+    return root;
+}
+
+/* x * sigmoid(x) is one silu, the erf spelling of GELU one exact gelu, ConvTranspose a
+ * conv_transpose2d with its output padding, a product of activations a mul. */
+START_TEST(upmix_maps_onto_ops)
+{
+    static const char *const want[] = {"conv2d", "batchnorm", "silu", "conv_transpose2d",
+                                       "gelu", "conv_transpose2d", "tanh", "mul", "dropout",
+                                       "softmax", "flatten", "linear"};
+    cJSON *root = import_ops("upmix", want, (int)(sizeof want / sizeof want[0]));
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, 4), "approximate"));
+    const cJSON *gate = cJSON_GetArrayItem(layers, 5);
+    ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "output_padding"), 0)->valueint, 1);
+    ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "padding"), 0)->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, 9), "dim")->valueint, 1);
+    cJSON_Delete(root);
+}
+END_TEST
+
+/* The GPT block's export maps onto the transformer ops one for one: the attention pattern
+ * (reshape/transpose heads, q kᵀ / √d, causal mask, softmax, dropout, · v, merge) is one
+ * causal attention layer, the spelled-out GELU-tanh one gelu layer. */
+START_TEST(gpt_block_maps_onto_transformer_ops)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/gpt_block.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_msg(ck_onnx_import(&m, full, NULL, &root, &w, &err) == CK_OK, "%s", err.msg);
+    const cJSON *in = cJSON_GetObjectItem(root, "input");
+    ck_assert_str_eq(cJSON_GetObjectItem(in, "dist")->valuestring, "tokens");
+    ck_assert_int_eq(cJSON_GetObjectItem(in, "vocab")->valueint, 32);
+    static const char *const want[] = {"embedding", "positional", "layernorm", "linear",
+                                       "linear", "linear", "attention", "linear", "add",
+                                       "layernorm", "linear", "gelu", "linear", "dropout",
+                                       "add", "layernorm", "linear"};
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    ck_assert_int_eq(cJSON_GetArraySize(layers), (int)(sizeof want / sizeof want[0]));
+    for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
+        const cJSON *L = cJSON_GetArrayItem(layers, i);
+        ck_assert_str_eq(cJSON_GetObjectItem(L, "op")->valuestring, want[i]);
+        if (strcmp(want[i], "attention") == 0) {
+            ck_assert_int_eq(cJSON_GetObjectItem(L, "heads")->valueint, 2);
+            ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(L, "causal")));
+            ck_assert(fabs(cJSON_GetObjectItem(L, "scale")->valuedouble - 1 / sqrt(8.0)) < 1e-7);
+            ck_assert(fabs(cJSON_GetObjectItem(L, "dropout")->valuedouble - 0.1) < 1e-7);
+        }
+        if (strcmp(want[i], "gelu") == 0)
+            ck_assert_str_eq(cJSON_GetObjectItem(L, "approximate")->valuestring, "tanh");
+    }
+    cJSON_Delete(root);
+    ck_tensorset_free(&w);
+    /* a mask that is not causal (one future position let through) is named, not imported */
+    ck_onnx_tensor *mask = NULL;
+    for (int i = 0; i < m.n_inits; i++)
+        if (strcmp(m.inits[i].name, "attn.mask") == 0)
+            mask = &m.inits[i];
+    ck_assert_ptr_nonnull(mask);
+    ((float *)mask->data)[1] = 0.0f; /* row 0 sees key 1 */
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "m.onnx: node `/attn/Add` (Add): adds `attn.mask` to attention "
+                         "scores: only a constant causal mask"), "'%s'", err.msg);
+    ((float *)mask->data)[1] = -INFINITY;
+    /* a Softmax over the wrong axis breaks the pattern: named */
+    for (int i = 0; i < m.n_nodes; i++)
+        if (strcmp(m.nodes[i].op_type, "Softmax") == 0)
+            for (int k = 0; k < m.nodes[i].n_attr; k++)
+                if (strcmp(m.nodes[i].attr[k].name, "axis") == 0)
+                    m.nodes[i].attr[k].i = 2;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "(Softmax): a softmax of attention scores must be over the "
+                         "keys"), "'%s'", err.msg);
+    /* token ids read by anything but an embedding: refused before any node is mapped */
+    for (int i = 0; i < m.n_nodes; i++)
+        if (strcmp(m.nodes[i].op_type, "Gather") == 0) {
+            free(m.nodes[i].op_type);
+            m.nodes[i].op_type = strdup("GatherElements");
+        }
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "m.onnx: input `x` is int64 and no embedding"), "'%s'",
+                  err.msg);
+    ck_onnx_free(&m);
+}
+END_TEST
+
 START_TEST(imported_models_checkpoint_bitwise_identically)
 {
-    static const char *const stems[] = {"small_cnn", "unet3d"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const stems[] = {"small_cnn", "unet3d", "upmix", "gpt_block"};
+    for (int k = 0; k < 4; k++) {
         tu_built_case bc;
         char wpath[256];
         import_fixture(stems[k], false, true, &bc, wpath, sizeof wpath);
@@ -374,6 +527,20 @@ START_TEST(names_with_control_characters_stay_on_one_line)
 }
 END_TEST
 
+/* Found by fuzz_onnx: dims claiming 12 GB with 432 bytes of raw_data made the reader
+ * allocate the dims' size before checking the data; it must refuse first. */
+START_TEST(dims_larger_than_the_data_are_refused_before_allocating)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/bad_huge_dims.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_int_eq(ck_onnx_load(full, &m, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "raw_data holds 432 bytes, its dims and type need 12481646544"),
+                  "'%s'", err.msg);
+}
+END_TEST
+
 Suite *suite_onnx(void)
 {
     Suite *s = suite_create("onnx");
@@ -383,6 +550,12 @@ Suite *suite_onnx(void)
     tcase_add_test(tc, small_cnn_matches_pytorch_in_eval_mode);
     tcase_add_test(tc, unet3d_matches_pytorch_in_train_mode);
     tcase_add_test(tc, unet3d_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, upmix_matches_pytorch_in_train_mode);
+    tcase_add_test(tc, upmix_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, upmix_maps_onto_ops);
+    tcase_add_test(tc, gpt_block_matches_pytorch_in_train_mode);
+    tcase_add_test(tc, gpt_block_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, gpt_block_maps_onto_transformer_ops);
     tcase_add_test(tc, imported_models_checkpoint_bitwise_identically);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("refused");
@@ -391,6 +564,7 @@ Suite *suite_onnx(void)
     tcase_add_test(bad, every_truncation_of_a_real_model_is_refused_cleanly);
     tcase_add_test(bad, unsupported_nodes_are_named);
     tcase_add_test(bad, names_with_control_characters_stay_on_one_line);
+    tcase_add_test(bad, dims_larger_than_the_data_are_refused_before_allocating);
     suite_add_tcase(s, bad);
     return s;
 }

@@ -202,6 +202,28 @@ START_TEST(dropout_mask_follows_the_stream_and_scales_kept_values)
 }
 END_TEST
 
+START_TEST(dropout_keeps_an_element_whose_word_equals_the_threshold)
+{
+    /* element i is dropped iff its word is below rate * 2^32: with the rate chosen so that
+     * the threshold is exactly element 0's word, element 0 is kept (the boundary every
+     * backend must draw the same way) */
+    ck_fwd_args args = fwd_args(5, 0);
+    uint32_t w0 = ck_rng_u32(&args.rng, 0);
+    ck_assert(w0 > 0);
+    double rate = (double)w0 / 4294967296.0; /* exact: w0 < 2^32 */
+    ck_assert_uint_eq(ck_dropout_threshold(rate), w0);
+    const int n = 64;
+    ck_tensor *y = dropout_ones(SHAPE(n), rate, &args);
+    ck_assert_msg(tu_tget(y, 0) == 1.0 / (1.0 - rate), "element 0 (word == threshold): %.17g",
+                  tu_tget(y, 0));
+    for (int i = 1; i < n; i++) {
+        bool kept = ck_rng_u32(&args.rng, (uint64_t)i) >= w0;
+        ck_assert_msg((tu_tget(y, i) != 0.0) == kept, "element %d", i);
+    }
+    tu_tensor_free(y);
+}
+END_TEST
+
 START_TEST(dropout_keeps_about_one_minus_rate)
 {
     const int n = 200000;
@@ -586,6 +608,7 @@ Suite *suite_ops_pointwise(void)
     tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, dropout_mask_follows_the_stream_and_scales_kept_values);
+    tcase_add_test(tc, dropout_keeps_an_element_whose_word_equals_the_threshold);
     tcase_add_test(tc, dropout_keeps_about_one_minus_rate);
     tcase_add_test(tc, dropout_rate_zero_is_identity_and_rate_one_is_rejected);
     tcase_add_test(tc, dropout_backward_passes_gradcheck);

@@ -336,6 +336,79 @@ START_TEST(precision_keys_parse_with_defaults_and_patterns)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------
+ * Judging
+ * --------------------------------------------------------------------------------------- */
+
+START_TEST(expectations_accept_exactly_their_verdicts)
+{
+    static const struct {
+        ck_expect e;
+        bool met[3]; /* identical, close, mismatch */
+    } rows[] = {
+        {CK_EXPECT_IDENTICAL, {true, false, false}},
+        {CK_EXPECT_CLOSE, {true, true, false}},
+        {CK_EXPECT_MISMATCH, {false, false, true}},
+    };
+    ck_verdict v[3] = {CK_VERDICT_IDENTICAL, CK_VERDICT_CLOSE, CK_VERDICT_MISMATCH};
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(ck_expectation_met(rows[r].e, v[k]) == rows[r].met[k],
+                          "expect %d, verdict %s", (int)rows[r].e, ck_verdict_name(v[k]));
+}
+END_TEST
+
+/* One fp32 gradient of 100 ones in each record, the low one with element 7 set to bad. */
+static ck_verdict judge_vs_fp32_with(float bad)
+{
+    static const char *text =
+        "{\"name\": \"j\", \"input\": {\"shape\": [2, 4]}, \"layers\": ["
+        "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 2}],"
+        "\"tolerance\": {\"fp16\": {\"rel_l2\": 0.01}}}";
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    float a[100], b[100];
+    for (int i = 0; i < 100; i++)
+        a[i] = b[i] = 1.0f;
+    b[7] = bad;
+    ck_shape shape = SHAPE(100);
+    ck_record f32, low;
+    memset(&f32, 0, sizeof f32);
+    memset(&low, 0, sizeof low);
+    ck_error err;
+    ck_assert(ck_record_add(&f32, "fc.weight", CK_KIND_GRAD, 0, CK_F32, &shape, a, NULL, NULL,
+                            &err) == CK_OK);
+    ck_assert(ck_record_add(&low, "fc.weight", CK_KIND_GRAD, 0, CK_F32, &shape, b, NULL, NULL,
+                            &err) == CK_OK);
+    low.steps = 1;
+    low.scales = calloc(1, sizeof *low.scales);
+    ck_assert_ptr_nonnull(low.scales);
+    low.scales[0].scale = 1.0;
+    ck_result res;
+    memset(&res, 0, sizeof res);
+    ck_assert_msg(ck_compare_vs_fp32(&bc.g, CK_F16, &f32, &low, &res, &err) == CK_OK, "%s",
+                  err.msg);
+    ck_assert_int_eq(res.n_vs_fp32, 1);
+    ck_verdict v = res.vs_fp32[0].verdict;
+    ck_assert_int_eq(v, res.vs_fp32_verdict);
+    ck_result_free(&res);
+    ck_record_free(&f32);
+    ck_record_free(&low);
+    tu_free_built(&bc);
+    return v;
+}
+
+START_TEST(relative_l2_criterion_never_passes_an_unmatched_nan)
+{
+    /* 1.001 in one of 100 elements: relative L2 1e-4, within 0.01 */
+    ck_assert_int_eq(judge_vs_fp32_with(1.001f), CK_VERDICT_CLOSE);
+    /* a NaN (or an infinity) where fp32 has a number leaves the finite elements' relative L2
+     * at 0, but is a mismatch */
+    ck_assert_int_eq(judge_vs_fp32_with(NAN), CK_VERDICT_MISMATCH);
+    ck_assert_int_eq(judge_vs_fp32_with(INFINITY), CK_VERDICT_MISMATCH);
+}
+END_TEST
+
 Suite *suite_precision(void)
 {
     Suite *s = suite_create("precision");
@@ -352,6 +425,8 @@ Suite *suite_precision(void)
     tcase_add_loop_test(tc, bad_precision_keys_name_their_json_path, 0,
                         (int)(sizeof bad_rows / sizeof bad_rows[0]));
     tcase_add_test(tc, precision_keys_parse_with_defaults_and_patterns);
+    tcase_add_test(tc, expectations_accept_exactly_their_verdicts);
+    tcase_add_test(tc, relative_l2_criterion_never_passes_an_unmatched_nan);
     suite_add_tcase(s, tc);
     return s;
 }

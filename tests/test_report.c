@@ -179,6 +179,7 @@ START_TEST(json_has_schema_config_and_verdicts)
 
     ck_assert_str_eq(at(root, "schema")->valuestring, "ckpt-harness/report");
     ck_assert_int_eq(at(root, "schema_version")->valueint, CK_REPORT_SCHEMA_VERSION);
+    ck_assert_int_eq(CK_REPORT_SCHEMA_VERSION, 2);
     ck_assert_str_eq(at(root, "tool.version")->valuestring, "0.1.0-test");
     ck_assert_str_eq(at(root, "case.name")->valuestring, "tiny");
     ck_assert_str_eq(at(root, "case.file")->valuestring, "cases/tiny.json");
@@ -234,6 +235,29 @@ START_TEST(json_has_schema_config_and_verdicts)
     ck_assert(cJSON_IsFalse(at(root, "memory.met")));
     ck_assert_str_eq(at(root, "memory.message")->valuestring, f1 + strlen("memory: "));
     cJSON_Delete(root);
+    ck_result_free(&fx.r);
+}
+END_TEST
+
+START_TEST(json_reports_the_backends_device_memory_when_it_has_one)
+{
+    fixture fx;
+    fixture_init(&fx);
+    cJSON *root = render(&fx.r, &no_time);
+    ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(at(root, "backend"), "device_memory"));
+    cJSON_Delete(root);
+    snprintf(fx.r.algo_policy, sizeof fx.r.algo_policy, "deterministic");
+    fx.r.has_device_memory = true;
+    fx.r.device_memory.pool_peak_bytes = 63350767616;
+    fx.r.device_memory.workspace_peak_bytes = 123456789;
+    fx.r.device_memory.scratch_peak_bytes = -1;
+    root = render(&fx.r, &no_time);
+    ck_assert(at(root, "backend.device_memory.pool_peak_bytes")->valuedouble == 63350767616.0);
+    ck_assert_int_eq(at(root, "backend.device_memory.workspace_peak_bytes")->valueint, 123456789);
+    ck_assert_int_eq(at(root, "backend.device_memory.scratch_peak_bytes")->valueint, -1);
+    ck_assert_str_eq(at(root, "backend.algo_policy")->valuestring, "deterministic");
+    cJSON_Delete(root);
+    fx.r.algo_policy[0] = '\0';
     ck_result_free(&fx.r);
 }
 END_TEST
@@ -507,6 +531,7 @@ Suite *suite_report(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, json_has_schema_config_and_verdicts);
     tcase_add_test(tc, json_encodes_non_finite_and_big_integers);
+    tcase_add_test(tc, json_reports_the_backends_device_memory_when_it_has_one);
     tcase_add_test(tc, json_renders_identical_bytes_twice);
     tcase_add_test(tc, json_of_a_passing_case_has_no_failures);
     tcase_add_test(tc, expected_mismatch_that_was_identical_says_so);

@@ -296,6 +296,41 @@ START_TEST(parser_refuses_subtle_headers)
 }
 END_TEST
 
+START_TEST(offsets_one_byte_past_the_data_are_refused_as_such)
+{
+    /* at the boundary: [0, 4] over 4 bytes is the whole file; over 3 bytes its end runs one
+     * byte past the data and must be called that (not a count of trailing bytes) */
+    static const char *h = "{\"w\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}";
+    ck_error err = {{0}};
+    ck_assert_msg(parse_text(h, 4, &err) == CK_OK, "%s", err.msg);
+    ck_assert_int_eq(parse_text(h, 3, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "data_offsets [0, 4] run past the end of the data (3 bytes)"),
+                  "one byte short: %s", err.msg);
+    /* a header length one byte past the end of the file (the buffer holds more, so a
+     * reader that looked past the length it was given would find valid JSON) */
+    size_t hl = strlen(h), flen = 8 + hl + 4;
+    unsigned char *buf = calloc(1, flen + 16);
+    ck_assert_ptr_nonnull(buf);
+    uint64_t claimed = (uint64_t)(flen - 8 + 1);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(claimed >> (8 * i));
+    memcpy(buf + 8, h, hl);
+    memset(buf + 8 + hl, ' ', 16);
+    ck_tensorset s;
+    ck_assert_int_eq(ck_safetensors_parse(buf, flen, "mem.safetensors", &s, &err), CK_ERR_INPUT);
+    ck_tensorset_free(&s);
+    ck_assert_msg(strstr(err.msg, "runs past the end of the file"), "header one byte long: %s",
+                  err.msg);
+    free(buf);
+    /* two tensors, the second one byte short */
+    static const char *h2 = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+                            "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]}}";
+    ck_assert_int_eq(parse_text(h2, 3, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "tensor \"b\": data_offsets [2, 4] run past the end"),
+                  "second tensor one byte short: %s", err.msg);
+}
+END_TEST
+
 /* ---- the set, directories, copy_into, manifest ---- */
 
 START_TEST(directory_loads_every_tensor_file_and_refuses_clashes)
@@ -450,6 +485,7 @@ Suite *suite_safetensors(void)
     tcase_add_test(tc, reference_writer_metadata_zero_size_and_empty_files);
     tcase_add_test(tc, every_malformed_safetensors_class_is_refused_with_one_line);
     tcase_add_test(tc, parser_refuses_subtle_headers);
+    tcase_add_test(tc, offsets_one_byte_past_the_data_are_refused_as_such);
     tcase_add_test(tc, directory_loads_every_tensor_file_and_refuses_clashes);
     tcase_add_test(tc, copy_into_checks_name_dtype_and_shape);
     tcase_add_test(tc, manifest_lists_files_runs_steps_and_tensors);

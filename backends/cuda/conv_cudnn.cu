@@ -13,25 +13,33 @@
  * so an asymmetric layer runs on a zero-padded copy of its input (and its input gradient
  * is accumulated through a padded copy of dx, so it is still rounded once).
  *
- * Data types: fp32 (FLOAT, math FMA: no TF32), fp64 (DOUBLE), fp16 (HALF with FLOAT
- * compute), bf16 (BFLOAT16 with FLOAT compute). The bias is broadcast into y and the
- * convolution adds to it (beta = 1); backward data and filter accumulate into dx and dW
- * (beta = 1); so each element is rounded once. The bias gradient is a fixed-order double
- * reduction (cuda_common.cuh), as the CPU computes it. All tensors of a call share one
- * dtype on this path; when they do not (a recomputation in another dtype) the layer runs
- * on fp64 copies with its results rounded once into their tensors, as the CPU's wide
- * views do (cuda_forward_wide / cuda_backward_wide).
+ * Engines (algo_pin.h, ck_cuda_conv_engine_for): calls whose tensors are all fp32, all fp16
+ * or all bf16 go to cuDNN: fp32 as FLOAT with FMA math only (no TF32; the math type is read
+ * back after it is set), fp16 (HALF) and bf16 (BFLOAT16) with FLOAT compute. The bias is
+ * broadcast into y and the convolution adds to it (beta = 1); backward data and filter
+ * accumulate into dx and dW (beta = 1); so each element is rounded once. The bias gradient
+ * is a fixed-order double reduction (cuda_common.cuh). fp64 calls run on the backend's own
+ * deterministic direct kernels (conv_direct.h: bitwise the CPU reference's), and calls of
+ * mixed dtypes (a recomputation in another dtype) run them on fp64 copies with results
+ * rounded once into their tensors, as the CPU's wide views do (cuda_forward_wide /
+ * cuda_backward_wide). No DOUBLE data reaches cuDNN.
  *
- * Algorithms (ck_cuda_algo_policy, filtered by algo_policy.c):
+ * Algorithms (ck_cuda_algo_policy; rules in algo_policy.c and algo_pin.h):
  *  - deterministic: cuDNN's heuristic ranking (cudnnGet*_v7), keeping only algorithms
  *    it marks deterministic and never backward-filter ALGO_0/ALGO_3 or backward-data
  *    ALGO_0. No timing is involved, so every run of the program picks the same ones.
  *  - fastest: cudnnFind* measures every algorithm once per shape; fastest first.
- * The ranked list is cached per (pass, dtype, shape); an algorithm whose workspace does
- * not fit or that cuDNN refuses at run time (NOT_SUPPORTED) gives way to the next. What
- * ran is recorded per layer and pass (cuda_record_algo).
+ * Before each query the descriptor's math type is set for the query's dtype, so the math
+ * type one pass ran with never reaches the next pass's query. Each candidate's workspace
+ * comes from cudnnGet*WorkspaceSize, and candidates above the workspace cap
+ * (CK_CUDA_WORKSPACE_MIB, default 1 GiB) are dropped. The algorithm that first runs a
+ * (pass, dtype, shape) is pinned for the process; under `deterministic` a workspace that
+ * cannot be allocated is an error naming the layer and the bytes, never a silent switch.
+ * cuDNN answering NOT_SUPPORTED (e.g. fp16/bf16 NCDHW through the legacy API) is
+ * CK_ERR_UNSUPPORTED naming the layer. What ran is recorded per layer and pass.
  */
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/conv_direct.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -139,17 +147,6 @@ static cudnnDataType_t cudnn_type(ck_dtype dt)
     }
 }
 
-/* The math type set before asking cuDNN for algorithms (see ck_cuda_math_allowed). */
-static cudnnMathType_t initial_math(ck_dtype dt)
-{
-    switch (dt) {
-    case CK_F32: return CUDNN_FMA_MATH;
-    case CK_F16:
-    case CK_BF16: return CUDNN_TENSOR_OP_MATH;
-    default: return CUDNN_DEFAULT_MATH;
-    }
-}
-
 struct conv_descs {
     cudnnTensorDescriptor_t x = nullptr, y = nullptr; /* x: the input as cuDNN reads it */
     cudnnFilterDescriptor_t w = nullptr;
@@ -170,8 +167,99 @@ struct conv_descs {
     }
 };
 
-static ck_status make_descs(const conv_geom *g, ck_dtype dt, conv_descs *d, ck_error *err)
+#define CONV_MAX_CANDIDATES 32
+
+// ----------------------------------------------------------------------------
+// algorithm choice: ranked once per (pass, dtype, shape), then pinned (algo_pin.h)
+
+struct ck_cuda_conv_cache {
+    ck_cuda_pin_table pins;
+};
+
+void cuda_conv_release(ck_cuda *cu)
 {
+    if (cu->cudnn)
+        (void)cudnnDestroy(cu->cudnn);
+    cu->cudnn = nullptr;
+    if (cu->conv_cache) {
+        ck_cuda_pin_free(&cu->conv_cache->pins);
+        free(cu->conv_cache);
+    }
+    cu->conv_cache = nullptr;
+}
+
+static ck_cuda_conv_key make_key(const conv_geom *g, ck_dtype dt, ck_cuda_pass pass)
+{
+    int xd[5] = {(int)g->N, (int)g->C}, wd[5] = {(int)g->F, (int)g->C},
+        yd[5] = {(int)g->N, (int)g->F};
+    for (int a = 0; a < g->ncd; a++) {
+        xd[2 + a] = (int)g->pin[a];
+        wd[2 + a] = (int)g->k[a];
+        yd[2 + a] = (int)g->out[a];
+    }
+    return ck_cuda_conv_key_make(pass, dt, g->ncd, xd, wd, yd, g->pad, g->stride, g->dil);
+}
+
+/* Where a failure happens, for the one-line messages (algo_pin.h). */
+struct conv_site_buf {
+    char layer[64];
+    ck_cuda_conv_site s;
+    conv_site_buf(const ck_cuda *cu, const ck_tensor *weight, const conv_geom *g, ck_dtype dt,
+                  ck_cuda_pass pass)
+    {
+        ck_cuda_layer_name(weight ? weight->name : NULL, layer, sizeof layer);
+        s.layer = layer;
+        s.nsp = g->nsp;
+        s.pass = pass;
+        s.dtype = dt;
+        s.policy = cu->policy;
+    }
+};
+
+/* A cuDNN call that may answer NOT_SUPPORTED for this layer's dtype or layout (fp16/bf16
+ * NCDHW through the legacy API): CK_ERR_UNSUPPORTED naming the layer; any other failure is
+ * CK_ERR_BACKEND as usual. */
+#define CONV_CUDNN_CHECK(site, call)                                                       \
+    do {                                                                                   \
+        cudnnStatus_t conv_rc_ = (call);                                                   \
+        if (conv_rc_ == CUDNN_STATUS_NOT_SUPPORTED)                                        \
+            return ck_cuda_fail_unsupported_call(site, #call, err);                        \
+        CK_CUDNN_CHECK(conv_rc_);                                                          \
+    } while (0)
+
+/* cuDNN's perf results (any of the three structs) in cuDNN-independent form. */
+template <typename Perf>
+static int to_candidates(const Perf *perf, int n, ck_cuda_algo_candidate *c, bool timed)
+{
+    for (int i = 0; i < n; i++) {
+        c[i].algo = (int)perf[i].algo;
+        c[i].status_ok = perf[i].status == CUDNN_STATUS_SUCCESS;
+        c[i].time_ms = timed ? perf[i].time : -1.0f;
+        c[i].memory = perf[i].memory;
+        c[i].determinism = perf[i].determinism == CUDNN_DETERMINISTIC ? CK_CUDA_DETERMINISTIC
+                                                                      : CK_CUDA_NONDETERMINISTIC;
+        c[i].math = (int)perf[i].mathType;
+    }
+    return n;
+}
+
+/* Sets the descriptor's math type and reads it back: fp32 must hold FMA exactly (no TF32,
+ * no fallback to another math type). */
+static ck_status set_math(const conv_descs *d, const ck_cuda_conv_site *site, int math,
+                          ck_error *err)
+{
+    CK_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, static_cast<cudnnMathType_t>(math)));
+    cudnnMathType_t got = CUDNN_DEFAULT_MATH;
+    CK_CUDNN_CHECK(cudnnGetConvolutionMathType(d->conv, &got));
+    if ((int)got != math || !ck_cuda_math_allowed(site->dtype, (int)got))
+        return ck_cuda_fail_math(site, math, (int)got, err);
+    return CK_OK;
+}
+
+static ck_status make_descs(const conv_geom *g, const ck_cuda_conv_site *site, conv_descs *d,
+                           ck_error *err)
+{
+    const ck_dtype dt = site->dtype;
     const int nb = g->ncd + 2;
     int xd[5] = {(int)g->N, (int)g->C}, yd[5] = {(int)g->N, (int)g->F},
         wd[5] = {(int)g->F, (int)g->C};
@@ -185,17 +273,16 @@ static ck_status make_descs(const conv_geom *g, ck_dtype dt, conv_descs *d, ck_e
     CK_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->y));
     CK_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d->w));
     CK_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d->conv));
-    CK_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d->x, CUDNN_TENSOR_NCHW, t, nb, xd));
-    CK_CUDNN_CHECK(cudnnSetTensorNdDescriptorEx(d->y, CUDNN_TENSOR_NCHW, t, nb, yd));
-    CK_CUDNN_CHECK(cudnnSetFilterNdDescriptor(d->w, t, CUDNN_TENSOR_NCHW, nb, wd));
-    CK_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d->conv, g->ncd, g->pad, g->stride, g->dil,
+    CONV_CUDNN_CHECK(site, cudnnSetTensorNdDescriptorEx(d->x, CUDNN_TENSOR_NCHW, t, nb, xd));
+    CONV_CUDNN_CHECK(site, cudnnSetTensorNdDescriptorEx(d->y, CUDNN_TENSOR_NCHW, t, nb, yd));
+    CONV_CUDNN_CHECK(site, cudnnSetFilterNdDescriptor(d->w, t, CUDNN_TENSOR_NCHW, nb, wd));
+    CONV_CUDNN_CHECK(site, cudnnSetConvolutionNdDescriptor(d->conv, g->ncd, g->pad, g->stride, g->dil,
                                                    CUDNN_CROSS_CORRELATION,
-                                                   dt == CK_F64 ? CUDNN_DATA_DOUBLE
-                                                                : CUDNN_DATA_FLOAT));
-    CK_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, initial_math(dt)));
+                                                   CUDNN_DATA_FLOAT));
+    CK_TRY(set_math(d, site, ck_cuda_query_math(dt), err));
 
     int od[5] = {0, 0, 0, 0, 0};
-    CK_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d->conv, d->x, d->w, nb, od));
+    CONV_CUDNN_CHECK(site, cudnnGetConvolutionNdForwardOutputDim(d->conv, d->x, d->w, nb, od));
     bool same = true;
     for (int i = 0; i < nb; i++)
         same = same && od[i] == yd[i];
@@ -217,101 +304,63 @@ static ck_status ensure_cudnn(ck_cuda *cu, ck_error *err)
     return CK_OK;
 }
 
-// ----------------------------------------------------------------------------
-// algorithm choice, cached per (pass, dtype, shape)
-
-#define CONV_MAX_CANDIDATES 32
-
-typedef struct {
-    int pass, dtype, ncd;
-    int xd[5], wd[5], pad[3], stride[3], dil[3];
-} conv_key;
-
-typedef struct {
-    conv_key key;
-    bool from_find;
-    int n;    /* usable candidates, best first */
-    int next; /* first candidate cuDNN has not refused (NOT_SUPPORTED) */
-    ck_cuda_algo_candidate cand[CONV_MAX_CANDIDATES];
-} conv_choice;
-
-struct ck_cuda_conv_cache {
-    conv_choice *e;
-    int n, cap;
-};
-
-void cuda_conv_release(ck_cuda *cu)
+/* The workspace cudnnGet*WorkspaceSize reports for algo with the descriptor's current math
+ * type; false (and no error) when cuDNN does not support algo for this shape. */
+static ck_status workspace_size(ck_cuda *cu, const conv_descs *d, ck_cuda_pass pass, int algo,
+                                size_t *bytes, bool *ok, ck_error *err)
 {
-    if (cu->cudnn)
-        (void)cudnnDestroy(cu->cudnn);
-    cu->cudnn = nullptr;
-    if (cu->conv_cache) {
-        free(cu->conv_cache->e);
-        free(cu->conv_cache);
+    cudnnStatus_t rc;
+    *bytes = 0;
+    switch (pass) {
+    case CK_CUDA_PASS_FORWARD:
+        rc = cudnnGetConvolutionForwardWorkspaceSize(
+            cu->cudnn, d->x, d->w, d->conv, d->y, static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+            bytes);
+        break;
+    case CK_CUDA_PASS_BACKWARD_DATA:
+        rc = cudnnGetConvolutionBackwardDataWorkspaceSize(
+            cu->cudnn, d->w, d->y, d->conv, d->x,
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+        break;
+    default:
+        rc = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            cu->cudnn, d->x, d->y, d->conv, d->w,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+        break;
     }
-    cu->conv_cache = nullptr;
+    *ok = rc == CUDNN_STATUS_SUCCESS;
+    if (rc == CUDNN_STATUS_NOT_SUPPORTED || rc == CUDNN_STATUS_BAD_PARAM)
+        return CK_OK;
+    CK_CUDNN_CHECK(rc);
+    return CK_OK;
 }
 
-static conv_key make_key(const conv_geom *g, ck_dtype dt, ck_cuda_pass pass)
-{
-    conv_key k;
-    memset(&k, 0, sizeof k); /* compared with memcmp: no stray padding bytes */
-    k.pass = pass;
-    k.dtype = dt;
-    k.ncd = g->ncd;
-    k.xd[0] = (int)g->N;
-    k.xd[1] = (int)g->C;
-    k.wd[0] = (int)g->F;
-    k.wd[1] = (int)g->C;
-    for (int a = 0; a < g->ncd; a++) {
-        k.xd[2 + a] = (int)g->pin[a];
-        k.wd[2 + a] = (int)g->k[a];
-        k.pad[a] = g->pad[a];
-        k.stride[a] = g->stride[a];
-        k.dil[a] = g->dil[a];
-    }
-    return k;
-}
-
-/* cuDNN's perf results (any of the three structs) in cuDNN-independent form. */
-template <typename Perf>
-static int to_candidates(const Perf *perf, int n, ck_cuda_algo_candidate *c, bool timed)
-{
-    for (int i = 0; i < n; i++) {
-        c[i].algo = (int)perf[i].algo;
-        c[i].status_ok = perf[i].status == CUDNN_STATUS_SUCCESS;
-        c[i].time_ms = timed ? perf[i].time : -1.0f;
-        c[i].memory = perf[i].memory;
-        c[i].determinism = perf[i].determinism == CUDNN_DETERMINISTIC ? CK_CUDA_DETERMINISTIC
-                                                                      : CK_CUDA_NONDETERMINISTIC;
-        c[i].math = (int)perf[i].mathType;
-    }
-    return n;
-}
-
-/* Asks cuDNN (heuristics or measurement, per the policy) for the pass's algorithms. */
-static ck_status query_algorithms(ck_cuda *cu, const conv_descs *d, ck_cuda_pass pass,
+/* Asks cuDNN (heuristics or measurement, per the policy) for the pass's algorithms, with
+ * the descriptor's math type set for the query first (so the math a previous pass ran
+ * with never leaks into this query) and every workspace size from cudnnGet*WorkspaceSize. */
+static ck_status query_algorithms(ck_cuda *cu, const conv_descs *d, const ck_cuda_conv_site *site,
                                   bool find, ck_cuda_algo_candidate *c, int *n, ck_error *err)
 {
     cudnnHandle_t h = cu->cudnn;
     int max = 0, got = 0;
+    CK_TRY(set_math(d, site, ck_cuda_query_math(site->dtype), err));
     if (find) {
         /* cudnnFind allocates its own buffers with cudaMalloc: hand back the pool's
          * cached blocks first */
         CK_CUDA_CHECK(cudaStreamSynchronize(cu->stream));
         CK_CUDA_CHECK(cudaMemPoolTrimTo(cu->pool, 0));
     }
-    switch (pass) {
+    switch (site->pass) {
     case CK_CUDA_PASS_FORWARD: {
         cudnnConvolutionFwdAlgoPerf_t perf[CONV_MAX_CANDIDATES];
         CK_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
         max = max < CONV_MAX_CANDIDATES ? max : CONV_MAX_CANDIDATES;
         if (find)
-            CK_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, d->x, d->w, d->conv, d->y,
-                                                                max, &got, perf));
+            CONV_CUDNN_CHECK(site, cudnnFindConvolutionForwardAlgorithm(
+                                       h, d->x, d->w, d->conv, d->y, max, &got, perf));
         else
-            CK_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
-                                                                  max, &got, perf));
+            CONV_CUDNN_CHECK(site, cudnnGetConvolutionForwardAlgorithm_v7(
+                                       h, d->x, d->w, d->conv, d->y, max, &got, perf));
         *n = to_candidates(perf, got, c, find);
         break;
     }
@@ -320,11 +369,11 @@ static ck_status query_algorithms(ck_cuda *cu, const conv_descs *d, ck_cuda_pass
         CK_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
         max = max < CONV_MAX_CANDIDATES ? max : CONV_MAX_CANDIDATES;
         if (find)
-            CK_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, d->w, d->y, d->conv,
-                                                                     d->x, max, &got, perf));
+            CONV_CUDNN_CHECK(site, cudnnFindConvolutionBackwardDataAlgorithm(
+                                       h, d->w, d->y, d->conv, d->x, max, &got, perf));
         else
-            CK_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv,
-                                                                       d->x, max, &got, perf));
+            CONV_CUDNN_CHECK(site, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                       h, d->w, d->y, d->conv, d->x, max, &got, perf));
         *n = to_candidates(perf, got, c, find);
         break;
     }
@@ -333,155 +382,121 @@ static ck_status query_algorithms(ck_cuda *cu, const conv_descs *d, ck_cuda_pass
         CK_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
         max = max < CONV_MAX_CANDIDATES ? max : CONV_MAX_CANDIDATES;
         if (find)
-            CK_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, d->x, d->y, d->conv,
-                                                                       d->w, max, &got, perf));
+            CONV_CUDNN_CHECK(site, cudnnFindConvolutionBackwardFilterAlgorithm(
+                                       h, d->x, d->y, d->conv, d->w, max, &got, perf));
         else
-            CK_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                h, d->x, d->y, d->conv, d->w, max, &got, perf));
+            CONV_CUDNN_CHECK(site, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                       h, d->x, d->y, d->conv, d->w, max, &got, perf));
         *n = to_candidates(perf, got, c, find);
         break;
     }
     default:
-        return ck_fail(err, CK_ERR_INTERNAL, "conv: pass %d", (int)pass);
+        return ck_fail(err, CK_ERR_INTERNAL, "conv: pass %d", (int)site->pass);
     }
-    return CK_OK;
+    /* the workspace each candidate needs with its own math type, from cuDNN's size query
+     * (the perf structs' memory field is an estimate) */
+    for (int i = 0; i < *n; i++) {
+        if (!c[i].status_ok || c[i].math < 0 || c[i].math >= CK_CUDA_MATH_COUNT)
+            continue;
+        CK_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv,
+                                                   static_cast<cudnnMathType_t>(c[i].math)));
+        size_t bytes = 0;
+        bool ok = false;
+        CK_TRY(workspace_size(cu, d, site->pass, c[i].algo, &bytes, &ok, err));
+        c[i].status_ok = ok;
+        c[i].memory = bytes;
+    }
+    return set_math(d, site, ck_cuda_query_math(site->dtype), err);
 }
 
-/* "ALGO_0 (nondeterministic, FMA), ALGO_1 (deterministic, TENSOR_OP, not supported)" */
-static void describe_offer(ck_cuda_pass pass, const ck_cuda_algo_candidate *c, int n, char *buf,
-                           size_t size)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && used + 1 < size; i++) {
-        int w = snprintf(buf + used, size - used, "%s%s (%s, %s%s)", i ? ", " : "",
-                         ck_cuda_conv_algo_name(pass, c[i].algo),
-                         c[i].determinism == CK_CUDA_DETERMINISTIC ? "deterministic"
-                                                                   : "nondeterministic",
-                         ck_cuda_math_name(c[i].math), c[i].status_ok ? "" : ", not supported");
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-    if (!n)
-        snprintf(buf, size, "nothing");
-}
-
-/* The cached ranking for this pass and shape, asking cuDNN on first use. */
+/* The pinned (or ranked, before its first run) choice for this pass and shape, asking
+ * cuDNN on first use. */
 static ck_status conv_choice_for(ck_cuda *cu, const conv_geom *g, const conv_descs *d,
-                                 ck_dtype dt, ck_cuda_pass pass, conv_choice **out,
+                                 const ck_cuda_conv_site *site, ck_cuda_conv_choice **out,
                                  ck_error *err)
 {
-    const conv_key key = make_key(g, dt, pass);
+    const ck_cuda_conv_key key = make_key(g, site->dtype, site->pass);
     if (!cu->conv_cache) {
         cu->conv_cache = static_cast<ck_cuda_conv_cache *>(calloc(1, sizeof *cu->conv_cache));
         if (!cu->conv_cache)
             return ck_fail(err, CK_ERR_NOMEM, "out of memory caching convolution algorithms");
     }
-    ck_cuda_conv_cache *cache = cu->conv_cache;
-    for (int i = 0; i < cache->n; i++)
-        if (memcmp(&cache->e[i].key, &key, sizeof key) == 0) {
-            *out = &cache->e[i];
-            return CK_OK;
-        }
-
+    if ((*out = ck_cuda_pin_find(&cu->conv_cache->pins, &key)) != nullptr)
+        return CK_OK;
     const bool find = cu->policy == CK_CUDA_ALGO_FASTEST;
-    ck_cuda_algo_candidate raw[CONV_MAX_CANDIDATES];
+    ck_cuda_algo_candidate raw[CONV_MAX_CANDIDATES], ranked[CONV_MAX_CANDIDATES];
     int nraw = 0, order[CONV_MAX_CANDIDATES];
-    CK_TRY(query_algorithms(cu, d, pass, find, raw, &nraw, err));
-    const int usable = ck_cuda_algo_rank(pass, dt, cu->policy, SIZE_MAX, find, raw, nraw, order);
-    if (usable == 0) {
-        char offer[512];
-        describe_offer(pass, raw, nraw, offer, sizeof offer);
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "conv%dd %s in %s: cuDNN offers no algorithm the %s policy allows "
-                       "(offered: %s)%s", g->nsp, ck_cuda_pass_name(pass), ck_dtype_name(dt),
-                       ck_cuda_algo_policy_name(cu->policy), offer,
-                       cu->policy == CK_CUDA_ALGO_DETERMINISTIC ? "; --algo fastest allows "
-                                                                  "nondeterministic ones"
-                                                                : "");
-    }
-    if (cache->n == cache->cap) {
-        int cap = cache->cap ? 2 * cache->cap : 16;
-        void *p = realloc(cache->e, (size_t)cap * sizeof *cache->e);
-        if (!p)
-            return ck_fail(err, CK_ERR_NOMEM, "out of memory caching convolution algorithms");
-        cache->e = static_cast<conv_choice *>(p);
-        cache->cap = cap;
-    }
-    conv_choice *ch = &cache->e[cache->n++];
-    memset(ch, 0, sizeof *ch);
-    ch->key = key;
-    ch->from_find = find;
-    ch->n = usable;
+    CK_TRY(query_algorithms(cu, d, site, find, raw, &nraw, err));
+    const int usable = ck_cuda_algo_rank(site->pass, site->dtype, cu->policy, cu->workspace_cap,
+                                         find, raw, nraw, order);
+    if (usable == 0)
+        return ck_cuda_fail_no_algorithm(site, cu->workspace_cap, raw, nraw, err);
     for (int i = 0; i < usable; i++)
-        ch->cand[i] = raw[order[i]];
-    *out = ch;
-    return CK_OK;
+        ranked[i] = raw[order[i]];
+    return ck_cuda_pin_add(&cu->conv_cache->pins, &key, ranked, usable, find, out, err);
 }
 
-/* alpha and beta as cuDNN wants them: double for DOUBLE data, float otherwise */
+/* alpha and beta as cuDNN wants them: float (no DOUBLE data reaches cuDNN) */
 struct conv_scalars {
     float f[2] = {1.0f, 0.0f};
-    double d[2] = {1.0, 0.0};
-    bool dbl;
-    conv_scalars(ck_dtype dt, bool accumulate) : dbl(dt == CK_F64)
-    {
-        f[1] = accumulate ? 1.0f : 0.0f;
-        d[1] = accumulate ? 1.0 : 0.0;
-    }
-    const void *alpha() const { return dbl ? (const void *)&d[0] : (const void *)&f[0]; }
-    const void *beta() const { return dbl ? (const void *)&d[1] : (const void *)&f[1]; }
+    explicit conv_scalars(bool accumulate) { f[1] = accumulate ? 1.0f : 0.0f; }
+    const void *alpha() const { return &f[0]; }
+    const void *beta() const { return &f[1]; }
 };
 
-/* Runs `call(algo, workspace, bytes)` with the best candidate that cuDNN accepts and whose
- * workspace fits, and records it for the layer. */
+/* Runs `call(algo, workspace, bytes)` with the choice's pinned algorithm, or before its
+ * first run with the best candidate the rules of algo_pin.h let run, and records it. */
 template <typename Call>
-static ck_status conv_run(ck_cuda *cu, conv_choice *ch, const conv_descs *d, const conv_geom *g,
-                          ck_dtype dt, ck_cuda_pass pass, const ck_tensor *weight, Call call,
-                          ck_error *err)
+static ck_status conv_run(ck_cuda *cu, ck_cuda_conv_choice *ch, const conv_descs *d,
+                          const conv_geom *g, const ck_cuda_conv_site *site,
+                          const ck_tensor *weight, Call call, ck_error *err)
 {
-    ck_status last = CK_OK;
-    for (int i = ch->next; i < ch->n; i++) {
-        const ck_cuda_algo_candidate *c = &ch->cand[i];
-        CK_CUDNN_CHECK(cudnnSetConvolutionMathType(d->conv, static_cast<cudnnMathType_t>(c->math)));
+    for (;;) {
+        const ck_cuda_algo_candidate *c = ck_cuda_choice_current(ch);
+        if (!c)
+            return ck_cuda_fail_no_algorithm(site, cu->workspace_cap, ch->cand, ch->n, err);
+        CK_TRY(set_math(d, site, c->math, err));
         ck_dev_buf ws;
         if (c->memory > 0) {
-            last = ws.alloc(cu, c->memory, "the cuDNN workspace", err);
-            if (last == CK_ERR_NOMEM)
-                continue; /* this time only: the next call may have the memory */
-            if (last != CK_OK)
-                return last;
+            ck_error oom;
+            ck_status st = ws.alloc(cu, c->memory, "the cuDNN workspace", &oom, true);
+            if (st == CK_ERR_NOMEM) {
+                if (ck_cuda_after_failure(cu->policy, ch->pinned, CK_CUDA_FAIL_NO_WORKSPACE) ==
+                    CK_CUDA_FAIL)
+                    return ck_cuda_fail_workspace(site, c->algo, c->memory, ch->pinned, err);
+                ck_cuda_choice_skip(ch);
+                continue;
+            }
+            if (st != CK_OK) {
+                *err = oom;
+                return st;
+            }
         }
         cudnnStatus_t rc = call(c->algo, ws.p, c->memory);
         if (rc == CUDNN_STATUS_NOT_SUPPORTED) {
-            last = ck_fail(err, CK_ERR_UNSUPPORTED, "conv%dd %s: cuDNN refused %s "
-                           "(CUDNN_STATUS_NOT_SUPPORTED) and no other allowed algorithm ran",
-                           g->nsp, ck_cuda_pass_name(pass), ck_cuda_conv_algo_name(pass, c->algo));
-            if (ch->next == i)
-                ch->next = i + 1; /* refused for this shape: for good */
+            if (ck_cuda_after_failure(cu->policy, ch->pinned, CK_CUDA_FAIL_NOT_SUPPORTED) ==
+                    CK_CUDA_FAIL ||
+                ch->tried + 1 >= ch->n)
+                return ck_cuda_fail_refused(site, c->algo, ch->pinned, err);
+            ck_cuda_choice_skip(ch);
             continue;
         }
         static const char *const calls[CK_CUDA_PASS_COUNT] = {
             "cudnnConvolutionForward", "cudnnConvolutionBackwardData",
             "cudnnConvolutionBackwardFilter"};
-        CK_TRY(ck_gpu_status(rc, __FILE__, __LINE__, calls[pass], err));
+        CK_TRY(ck_gpu_status(rc, __FILE__, __LINE__, calls[site->pass], err));
+        ck_cuda_choice_ran(ch);
         char op[16], engine[64], math[48];
         snprintf(op, sizeof op, "conv%dd", g->nsp);
-        snprintf(engine, sizeof engine, "cudnn %s", ck_cuda_conv_algo_name(pass, c->algo));
+        snprintf(engine, sizeof engine, "cudnn %s", ck_cuda_conv_algo_name(site->pass, c->algo));
         if (c->math == CK_CUDA_MATH_FMA)
             snprintf(math, sizeof math, "FMA (no TF32)");
         else
             snprintf(math, sizeof math, "%s", ck_cuda_math_name(c->math));
-        return cuda_record_algo(cu, weight, op, pass, dt, engine, c->algo,
+        return cuda_record_algo(cu, weight, op, site->pass, site->dtype, engine, c->algo,
                                 c->determinism == CK_CUDA_DETERMINISTIC, math, c->memory,
                                 c->time_ms, ch->from_find ? "find" : "heuristic", err);
     }
-    if (last != CK_OK)
-        return last; /* err holds the last refusal or out-of-memory */
-    return ck_fail(err, CK_ERR_UNSUPPORTED, "conv%dd %s in %s: cuDNN refused every algorithm "
-                   "the %s policy allows", g->nsp, ck_cuda_pass_name(pass), ck_dtype_name(dt),
-                   ck_cuda_algo_policy_name(cu->policy));
 }
 
 // ----------------------------------------------------------------------------
@@ -596,6 +611,93 @@ static ck_status crop_into(ck_cuda *cu, const conv_geom *g, ck_dtype dt, const c
 }
 
 // ----------------------------------------------------------------------------
+// fp64 and mixed dtypes: the backend's own deterministic kernels (conv_direct.h)
+
+static __global__ void conv_direct_forward_kernel(ck_conv_direct_geom g, const double *x,
+                                                  const double *w, const double *b, double *y,
+                                                  int64_t total)
+{
+    CK_GRID_STRIDE(i, total)
+    y[i] = ck_conv_direct_forward_at(&g, x, w, b, i);
+}
+
+static __global__ void conv_direct_data_kernel(ck_conv_direct_geom g, const double *dy,
+                                               const double *w, double *dx, int64_t total)
+{
+    CK_GRID_STRIDE(i, total)
+    dx[i] = ck_conv_direct_backward_data_at(&g, dy, w, dx[i], i);
+}
+
+static __global__ void conv_direct_filter_kernel(ck_conv_direct_geom g, const double *x,
+                                                 const double *dy, double *dw, int64_t total)
+{
+    CK_GRID_STRIDE(i, total)
+    dw[i] = ck_conv_direct_backward_filter_at(&g, x, dy, dw[i], i);
+}
+
+static __global__ void conv_direct_bias_kernel(ck_conv_direct_geom g, const double *dy,
+                                               double *db)
+{
+    CK_GRID_STRIDE(f, g.F)
+    db[f] = ck_conv_direct_backward_bias_at(&g, dy, db[f], f);
+}
+
+/* Records the direct engine for the layer's pass (as cuDNN's algorithms are recorded). */
+static ck_status record_direct(ck_cuda *cu, const ck_tensor *weight, int nsp, ck_cuda_pass pass,
+                               ck_error *err)
+{
+    char op[16];
+    snprintf(op, sizeof op, "conv%dd", nsp);
+    return cuda_record_algo(cu, weight, op, pass, CK_F64, "direct fp64 (ckpt-harness)", -1,
+                            true, "fp64, no FMA", 0, -1.0f, "fixed", err);
+}
+
+static ck_status conv_direct_forward(ck_cuda *cu, const ck_op_params *op, ck_op_io *io,
+                                     const ck_tensor *b, ck_error *err)
+{
+    ck_conv_direct_geom g;
+    CK_TRY(ck_conv_direct_setup(op, io->in[0], io->weight, b, io->out, &g, err));
+    const int64_t total = ck_shape_numel(&io->out->shape);
+    conv_direct_forward_kernel<<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
+        g, static_cast<const double *>(io->in[0]->data),
+        static_cast<const double *>(io->weight->data),
+        b ? static_cast<const double *>(b->data) : nullptr, static_cast<double *>(io->out->data),
+        total);
+    CK_LAUNCH_CHECK();
+    return record_direct(cu, io->weight, op->nsp, CK_CUDA_PASS_FORWARD, err);
+}
+
+static ck_status conv_direct_backward(ck_cuda *cu, const ck_op_params *op, const ck_op_io *io,
+                                      ck_op_grads *gr, ck_tensor *db, ck_error *err)
+{
+    ck_conv_direct_geom g;
+    CK_TRY(ck_conv_direct_setup(op, io->in[0], io->weight, db, gr->dout, &g, err));
+    const double *dy = static_cast<const double *>(gr->dout->data);
+    if (gr->din[0]) {
+        const int64_t total = ck_shape_numel(&gr->din[0]->shape);
+        conv_direct_data_kernel<<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
+            g, dy, static_cast<const double *>(io->weight->data),
+            static_cast<double *>(gr->din[0]->data), total);
+        CK_LAUNCH_CHECK();
+        CK_TRY(record_direct(cu, io->weight, op->nsp, CK_CUDA_PASS_BACKWARD_DATA, err));
+    }
+    if (gr->dweight) {
+        const int64_t total = ck_shape_numel(&gr->dweight->shape);
+        conv_direct_filter_kernel<<<ck_blocks(total), CK_THREADS, 0, cu->stream>>>(
+            g, static_cast<const double *>(io->in[0]->data), dy,
+            static_cast<double *>(gr->dweight->data), total);
+        CK_LAUNCH_CHECK();
+        CK_TRY(record_direct(cu, io->weight, op->nsp, CK_CUDA_PASS_BACKWARD_FILTER, err));
+    }
+    if (db) {
+        conv_direct_bias_kernel<<<ck_blocks(g.F), CK_THREADS, 0, cu->stream>>>(
+            g, dy, static_cast<double *>(db->data));
+        CK_LAUNCH_CHECK();
+    }
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
 ck_status cuda_conv_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
@@ -605,14 +707,18 @@ ck_status cuda_conv_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
     const ck_tensor *b = op->bias ? io->bias : NULL;
     const ck_tensor *all[] = {x, io->weight, b, io->out};
     CK_TRY(ck_cuda_check_float_dtypes("conv", all, 4, err));
+    const ck_dtype dt = ck_common_dtype(all, 4);
+    switch (ck_cuda_conv_engine_for(dt)) {
+    case CK_CUDA_CONV_WIDE: return cuda_forward_wide(cu, cuda_conv_forward, op, args, io, err);
+    case CK_CUDA_CONV_DIRECT: return conv_direct_forward(cu, op, io, b, err);
+    case CK_CUDA_CONV_CUDNN: break;
+    }
     conv_geom g;
     CK_TRY(conv_setup(op, x, io->weight, b, io->out, &g, err));
-    const ck_dtype dt = ck_common_dtype(all, 4);
-    if (dt == CK_DTYPE_COUNT)
-        return cuda_forward_wide(cu, cuda_conv_forward, op, args, io, err);
+    const conv_site_buf site(cu, io->weight, &g, dt, CK_CUDA_PASS_FORWARD);
     CK_TRY(ensure_cudnn(cu, err));
     conv_descs d;
-    CK_TRY(make_descs(&g, dt, &d, err));
+    CK_TRY(make_descs(&g, &site.s, &d, err));
 
     ck_dev_buf xpad;
     const void *xin = x->data;
@@ -626,12 +732,12 @@ ck_status cuda_conv_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
             ck_view(io->out), ck_view(b), total, g.F, S);
         CK_LAUNCH_CHECK();
     }
-    conv_choice *ch;
-    CK_TRY(conv_choice_for(cu, &g, &d, dt, CK_CUDA_PASS_FORWARD, &ch, err));
-    const conv_scalars s(dt, b != NULL);
+    ck_cuda_conv_choice *ch;
+    CK_TRY(conv_choice_for(cu, &g, &d, &site.s, &ch, err));
+    const conv_scalars s(b != NULL);
     void *y = io->out->data;
     const void *w = io->weight->data;
-    return conv_run(cu, ch, &d, &g, dt, CK_CUDA_PASS_FORWARD, io->weight,
+    return conv_run(cu, ch, &d, &g, &site.s, io->weight,
                     [&](int algo, void *ws, size_t bytes) {
                         return cudnnConvolutionForward(
                             cu->cudnn, s.alpha(), d.x, xin, d.w, w, d.conv,
@@ -653,15 +759,21 @@ ck_status cuda_conv_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
     if (!gr->din[0] && !gr->dweight && !db)
         return CK_OK;
     const ck_dtype dt = ck_common_dtype(all, 6);
-    if (dt == CK_DTYPE_COUNT)
+    switch (ck_cuda_conv_engine_for(dt)) {
+    case CK_CUDA_CONV_WIDE:
         return cuda_backward_wide(cu, cuda_conv_backward, op, args, io, gr, err);
-    const conv_scalars s(dt, true); /* backward accumulates */
+    case CK_CUDA_CONV_DIRECT: return conv_direct_backward(cu, op, io, gr, db, err);
+    case CK_CUDA_CONV_CUDNN: break;
+    }
+    const conv_scalars s(true); /* backward accumulates */
     const void *dy = gr->dout->data;
 
     if (gr->din[0] || gr->dweight) {
         CK_TRY(ensure_cudnn(cu, err));
+        const conv_site_buf data_site(cu, io->weight, &g, dt, CK_CUDA_PASS_BACKWARD_DATA);
+        const conv_site_buf filter_site(cu, io->weight, &g, dt, CK_CUDA_PASS_BACKWARD_FILTER);
         conv_descs d;
-        CK_TRY(make_descs(&g, dt, &d, err));
+        CK_TRY(make_descs(&g, gr->din[0] ? &data_site.s : &filter_site.s, &d, err));
         if (gr->din[0]) {
             /* asymmetric padding: accumulate through a padded copy of dx */
             ck_dev_buf dxpad;
@@ -670,10 +782,10 @@ ck_status cuda_conv_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
                 CK_TRY(pad_input(cu, &g, dt, dx, &dxpad, "the padded input gradient", err));
                 dx = dxpad.p;
             }
-            conv_choice *ch;
-            CK_TRY(conv_choice_for(cu, &g, &d, dt, CK_CUDA_PASS_BACKWARD_DATA, &ch, err));
+            ck_cuda_conv_choice *ch;
+            CK_TRY(conv_choice_for(cu, &g, &d, &data_site.s, &ch, err));
             const void *w = io->weight->data;
-            CK_TRY(conv_run(cu, ch, &d, &g, dt, CK_CUDA_PASS_BACKWARD_DATA, io->weight,
+            CK_TRY(conv_run(cu, ch, &d, &g, &data_site.s, io->weight,
                             [&](int algo, void *ws, size_t bytes) {
                                 return cudnnConvolutionBackwardData(
                                     cu->cudnn, s.alpha(), d.w, w, d.y, dy, d.conv,
@@ -692,10 +804,10 @@ ck_status cuda_conv_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
                                  err));
                 xin = xpad.p;
             }
-            conv_choice *ch;
-            CK_TRY(conv_choice_for(cu, &g, &d, dt, CK_CUDA_PASS_BACKWARD_FILTER, &ch, err));
+            ck_cuda_conv_choice *ch;
+            CK_TRY(conv_choice_for(cu, &g, &d, &filter_site.s, &ch, err));
             void *dw = gr->dweight->data;
-            CK_TRY(conv_run(cu, ch, &d, &g, dt, CK_CUDA_PASS_BACKWARD_FILTER, io->weight,
+            CK_TRY(conv_run(cu, ch, &d, &g, &filter_site.s, io->weight,
                             [&](int algo, void *ws, size_t bytes) {
                                 return cudnnConvolutionBackwardFilter(
                                     cu->cudnn, s.alpha(), d.x, xin, d.y, dy, d.conv,

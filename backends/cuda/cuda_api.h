@@ -155,6 +155,11 @@ ck_status ck_cuda_ce_backward(ck_backend *b, const ck_loss_spec *loss, const ck_
 /* Forgets the records (e.g. between cases). */
 void ck_cuda_algo_records_clear(ck_backend *b);
 
+/* The device memory report (backend.h, CK_PROC_DEVICE_MEMORY): the pool's high-water mark
+ * (cudaMemPoolAttrUsedMemHigh) and the peaks of cuDNN workspaces and other scratch; reset
+ * starts new peaks. False for a backend that is not CUDA. */
+bool ck_cuda_device_memory(ck_backend *b, ck_device_memory *out, bool reset);
+
 #ifdef __cplusplus
 }
 #endif

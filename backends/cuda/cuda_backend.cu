@@ -124,30 +124,40 @@ void cuda_dev_free(ck_cuda *cu, void *ptr)
         set_deferred(cu, "cudaFreeAsync", rc);
 }
 
-ck_status ck_dev_buf::alloc(ck_cuda *c, size_t bytes, const char *what, ck_error *err)
+ck_status ck_dev_buf::alloc(ck_cuda *c, size_t n, const char *what, ck_error *err,
+                            bool is_workspace)
 {
     release();
     cu = c;
-    return cuda_dev_alloc(c, bytes, &p, what, err);
+    CK_TRY(cuda_dev_alloc(c, n, &p, what, err));
+    bytes = n;
+    workspace = is_workspace;
+    ck_cuda_mem_on_alloc(&c->mem, n, is_workspace);
+    return CK_OK;
 }
 
 void ck_dev_buf::release()
 {
-    if (cu && p)
+    if (cu && p) {
         cuda_dev_free(cu, p);
+        ck_cuda_mem_on_free(&cu->mem, bytes, workspace);
+    }
     p = nullptr;
+    bytes = 0;
 }
 
 // ----------------------------------------------------------------------------
 // conversion and the wide path
 
-/* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/ref/convert.c) */
+/* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/ref/convert.c): an
+ * accumulation into fp16/bf16 sums to odd first (round_odd.h), as the CPU's ref_acc does */
 static __global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumulate, int64_t n)
 {
+    const bool low = dst.dt == CK_F16 || dst.dt == CK_BF16;
     CK_GRID_STRIDE(i, n)
     {
         const double v = ck_ld(src, i) * scale;
-        ck_st(dst, i, accumulate ? ck_ld(dst, i) + v : v);
+        ck_st(dst, i, ck_convert_value(accumulate ? ck_ld(dst, i) : 0.0, v, accumulate, low));
     }
 }
 
@@ -548,10 +558,7 @@ ck_status cuda_record_algo(ck_cuda *cu, const ck_tensor *weight, const char *op,
 {
     /* the layer's name: the weight's name up to its last '.' ("enc1.weight" -> "enc1") */
     char layer[64];
-    snprintf(layer, sizeof layer, "%s", weight && weight->name ? weight->name : "(unnamed)");
-    char *dot = strrchr(layer, '.');
-    if (dot && dot != layer)
-        *dot = '\0';
+    ck_cuda_layer_name(weight ? weight->name : NULL, layer, sizeof layer);
 
     ck_cuda_algo_record *r = NULL;
     for (int i = 0; i < cu->n_records && !r; i++)
@@ -743,6 +750,28 @@ extern "C" void ck_cuda_algo_records_clear(ck_backend *b)
         impl(b)->n_records = 0;
 }
 
+extern "C" bool ck_cuda_device_memory(ck_backend *b, ck_device_memory *out, bool reset)
+{
+    if (!ck_backend_is_cuda(b))
+        return false;
+    ck_cuda *cu = impl(b);
+    out->workspace_peak_bytes = cu->mem.workspace_peak;
+    out->scratch_peak_bytes = cu->mem.scratch_peak;
+    out->pool_peak_bytes = -1;
+    unsigned long long high = 0;
+    if (cudaSetDevice(cu->device) == cudaSuccess &&
+        cudaMemPoolGetAttribute(cu->pool, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess)
+        out->pool_peak_bytes = (int64_t)high;
+    if (reset) {
+        unsigned long long zero = 0; /* the only value the high-water mark can be set to */
+        if (cudaMemPoolSetAttribute(cu->pool, cudaMemPoolAttrUsedMemHigh, &zero) != cudaSuccess)
+            out->pool_peak_bytes = -1;
+        ck_cuda_mem_reset_peaks(&cu->mem);
+    }
+    (void)cudaGetLastError();
+    return true;
+}
+
 extern "C" ck_status ck_backend_cuda_create(ck_backend **out, int device,
                                             ck_cuda_algo_policy policy, ck_error *err)
 {
@@ -801,6 +830,9 @@ extern "C" ck_status ck_backend_cuda_create(ck_backend **out, int device,
         (st = CK_GPU_CALL(cudaDeviceGetDefaultMemPool(&cu->pool, device))) != CK_OK ||
         (st = CK_GPU_CALL(cudaMemPoolSetAttribute(cu->pool, cudaMemPoolAttrReleaseThreshold,
                                                   &keep))) != CK_OK)
+        goto fail;
+    if ((st = ck_cuda_workspace_cap(prop.totalGlobalMem, getenv("CK_CUDA_WORKSPACE_MIB"),
+                                    &cu->workspace_cap, err)) != CK_OK)
         goto fail;
     fill_info(cu, &prop);
 

@@ -30,6 +30,8 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
+#include "backends/cuda/algo_pin.h" /* engine choice, pinning, failure rules: plain C */
+#include "backends/cuda/mem_account.h" /* workspace and scratch bytes, live and peak */
 #include "backends/op_check.h" /* the host-side checks shared with the CPU backend, C linkage */
 
 /* the backend's name in the shared checks' messages (backends/op_check.h) */
@@ -42,6 +44,8 @@ extern "C" {
 #include "harness/core/half.h"
 }
 #pragma GCC diagnostic pop
+
+#include "backends/cuda/round_odd.h" /* ck_sum_round_odd, ck_convert_value: host and device */
 
 // ----------------------------------------------------------------------------
 // the backend's state (ck_backend.impl)
@@ -56,6 +60,8 @@ struct ck_cuda {
     cublasHandle_t cublas; /* created on first use (linear_cublas.cu) */
     cudnnHandle_t cudnn;   /* created on first use (conv_cudnn.cu) */
     ck_cuda_conv_cache *conv_cache;
+    size_t workspace_cap;  /* the most one convolution's workspace may take (algo_pin.h) */
+    ck_cuda_mem_account mem; /* workspaces and scratch (mem_account.h) */
 
     ck_cuda_algo_record *records;
     int n_records, cap_records;
@@ -114,12 +120,15 @@ static inline const char *ck_cuda_tname(const ck_tensor *t)
 struct ck_dev_buf {
     ck_cuda *cu = nullptr;
     void *p = nullptr;
+    size_t bytes = 0;
+    bool workspace = false; /* a cuDNN workspace (counted apart from other scratch) */
     ck_dev_buf() = default;
     ck_dev_buf(const ck_dev_buf &) = delete;
     ck_dev_buf &operator=(const ck_dev_buf &) = delete;
     ~ck_dev_buf() { release(); }
     /* `what` names the buffer in the out-of-memory message */
-    ck_status alloc(ck_cuda *c, size_t bytes, const char *what, ck_error *err);
+    ck_status alloc(ck_cuda *c, size_t bytes, const char *what, ck_error *err,
+                    bool is_workspace = false);
     void release();
     template <typename T> T *as() const { return static_cast<T *>(p); }
 };
@@ -170,30 +179,11 @@ __device__ __forceinline__ void ck_st(const ck_dv &v, int64_t i, double x)
     }
 }
 
-/* a + b in double rounded to odd (TwoSum), so that one later rounding to fp16/bf16 is the
- * rounding of the exact sum: cpu_sum_round_odd */
-__device__ __forceinline__ double ck_sum_round_odd(double a, double b)
-{
-    const double s = __dadd_rn(a, b);
-    const double bv = __dsub_rn(s, a);
-    const double e = __dadd_rn(__dsub_rn(a, __dsub_rn(s, bv)), __dsub_rn(b, bv));
-    if (e == 0.0 || __dsub_rn(s, s) != 0.0) /* exact, or overflowed */
-        return s;
-    unsigned long long u = (unsigned long long)__double_as_longlong(s);
-    if (u & 1ull)
-        return s;
-    u = (e > 0.0) == (s > 0.0) ? u + 1ull : u - 1ull;
-    return __longlong_as_double((long long)u);
-}
-
 /* t[i] += x with one rounding into t's dtype: ref_acc */
 __device__ __forceinline__ void ck_acc(const ck_dv &v, int64_t i, double x)
 {
     const double old = ck_ld(v, i);
-    if (v.dt == CK_F16 || v.dt == CK_BF16)
-        ck_st(v, i, ck_sum_round_odd(old, x));
-    else
-        ck_st(v, i, __dadd_rn(old, x));
+    ck_st(v, i, ck_convert_value(old, x, true, v.dt == CK_F16 || v.dt == CK_BF16));
 }
 
 /* How the CPU runs a T-kernel op (linear, conv, pool, upsample): on fp32 tensors when all

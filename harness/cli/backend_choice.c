@@ -47,6 +47,12 @@ void ck_cli_take_algo_records(ck_backend *b, const char *algo, ck_result *res)
     res->n_algos = u.f(b, res->algos, n);
     if (res->n_algos > n)
         res->n_algos = n;
+    union {
+        void *p;
+        ck_device_memory_fn f;
+    } mem = {ck_backend_proc(b, CK_PROC_DEVICE_MEMORY)};
+    if (mem.p)
+        res->has_device_memory = mem.f(b, &res->device_memory, false);
 }
 
 void ck_cli_clear_algo_records(ck_backend *b)
@@ -57,6 +63,13 @@ void ck_cli_clear_algo_records(ck_backend *b)
     } clear = {ck_backend_proc(b, CK_PROC_ALGO_RECORDS_CLEAR)};
     if (clear.p)
         clear.f(b);
+    union {
+        void *p;
+        ck_device_memory_fn f;
+    } mem = {ck_backend_proc(b, CK_PROC_DEVICE_MEMORY)};
+    ck_device_memory ignored;
+    if (mem.p)
+        (void)mem.f(b, &ignored, true); /* new peaks for the next case */
 }
 
 int ck_cli_check_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype)

@@ -1,5 +1,32 @@
-/* Accounting allocator for activation memory (see alloc.h). */
+/* Accounting allocator for activation memory, its timeline and its event log (see alloc.h). */
 #include "harness/engine/alloc.h"
+
+#include <stdio.h>
+
+void ck_alloc_trace_init(ck_alloc_trace *t, ck_alloc_event *events, int capacity)
+{
+    t->events = events;
+    t->capacity = events && capacity > 0 ? capacity : 0;
+    t->n = 0;
+    t->lost = 0;
+}
+
+static void log_event(ck_act_alloc *a, ck_alloc_event_kind kind, int64_t bytes, const char *tag)
+{
+    ck_alloc_trace *t = a->event_log;
+    if (!t)
+        return;
+    if (t->n >= t->capacity) {
+        t->lost++;
+        return;
+    }
+    ck_alloc_event *ev = &t->events[t->n];
+    ev->index = t->n++;
+    ev->kind = kind;
+    ev->bytes = bytes;
+    ev->live_bytes = a->live_bytes;
+    snprintf(ev->tag, sizeof ev->tag, "%s", tag ? tag : "?");
+}
 
 void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b)
 {
@@ -10,6 +37,7 @@ void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b)
     a->trace.n = 0;
     a->trace.stride = 1;
     a->trace.events = 0;
+    a->event_log = NULL;
 }
 
 ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
@@ -30,6 +58,7 @@ ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
     if (a->live_bytes > a->peak_bytes)
         a->peak_bytes = a->live_bytes;
     ck_mem_trace_add(&a->trace, a->live_bytes);
+    log_event(a, CK_ALLOC_EV_ALLOC, (int64_t)bytes, t->name);
     return CK_OK;
 }
 
@@ -38,9 +67,16 @@ void ck_act_free_tensor(ck_act_alloc *a, ck_tensor *t)
     if (!t->data)
         return;
     a->b->free(a->b, t->data);
-    a->live_bytes -= (int64_t)ck_tensor_bytes(t);
+    int64_t bytes = (int64_t)ck_tensor_bytes(t);
+    a->live_bytes -= bytes;
     t->data = NULL;
     ck_mem_trace_add(&a->trace, a->live_bytes);
+    log_event(a, CK_ALLOC_EV_FREE, bytes, t->name);
+}
+
+void ck_act_alloc_mark(ck_act_alloc *a, const char *tag)
+{
+    log_event(a, CK_ALLOC_EV_MARK, 0, tag);
 }
 
 void ck_mem_trace_add(ck_mem_trace *t, int64_t live_bytes)

@@ -23,6 +23,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->dtype = cfg->model->dtype;
     e->first_other_dtype_layer = -1;
     ck_act_alloc_init(&e->act, cfg->b);
+    e->act.event_log = cfg->event_log;
     int n = cfg->g->n;
     e->out = calloc((size_t)n, sizeof *e->out);
     e->dout = calloc((size_t)n, sizeof *e->dout);
@@ -200,6 +201,7 @@ static ck_status recompute_segment(ck_exec *e, int s, int step, const ck_tensor 
     }
     if (e->cfg.rng == CK_RNG_STASH)
         e->global_offset = resume; /* like preserve_rng_state: the stream outside is untouched */
+    ck_act_alloc_mark(&e->act, CK_MARK_RECOMPUTE_END);
     return CK_OK;
 }
 
@@ -320,6 +322,7 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
         if (s >= 0 && plan->segments[s].last == i)
             drop_segment_internals(e, &plan->segments[s]);
     }
+    ck_act_alloc_mark(&e->act, CK_MARK_FORWARD_END);
 
     if ((st = loss_fwd(b, g, loss_kind, &e->out[n - 1], target, loss, err)) != CK_OK) {
         ck_error_prefix(err, "loss (%s)", ck_loss_kind_name(loss_kind));
@@ -345,6 +348,7 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
     }
 out:
     release_all(e);
+    ck_act_alloc_mark(&e->act, CK_MARK_STEP_END);
     if (st == CK_OK && e->act.live_bytes != 0)
         st = ck_fail(err, CK_ERR_INTERNAL, "executor leaked %lld activation bytes",
                      (long long)e->act.live_bytes);

@@ -50,7 +50,16 @@ typedef struct {
     bool freeze_buffers; /* never update batchnorm running statistics (gradcheck) */
     ck_exec_observer observer;
     void *observer_user;
+    ck_alloc_trace *event_log; /* the allocator's exact event log (alloc.h); may be NULL */
 } ck_exec_config;
+
+/* The marks the executor writes into the allocator's event log (alloc.h), once per step: after
+ * the forward of the last layer, after each segment's recomputation, and after the step's
+ * activations were released. */
+#define CK_MARK_FORWARD_END "forward end"
+#define CK_MARK_RECOMPUTE_END "recompute end"
+#define CK_MARK_STEP_END "step end"
+
 
 struct ck_exec {
     ck_exec_config cfg;

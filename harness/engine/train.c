@@ -152,6 +152,7 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
         .bn = c->bn, .autocast = c->autocast, .freeze_buffers = false,
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
+        .event_log = hooks ? hooks->event_log : NULL,
     };
     if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;

@@ -20,6 +20,7 @@ typedef struct {
     ck_exec_observer observer; /* passed to the executor of every run; may be NULL */
     void *observer_user;
     const struct ck_dump_spec *dump; /* NULL: no dump (dump.h) */
+    ck_alloc_trace *event_log; /* every step's allocator events and marks; may be NULL */
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */

@@ -31,9 +31,14 @@ typedef struct {
     int n_consts;
     ck_onnx_tensor *consts; /* outputs of nodes folded at import (Concat of constants, ...) */
     const ck_onnx_node *node; /* the node being mapped (messages) */
+    /* values inside an attention pattern being matched (see the attention section) */
+    int n_pend;
+    struct pend *pend;
 } imp;
 
 static ck_status fail_node(imp *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct pend;
+static struct pend *pend_of(const imp *im, const char *value);
 
 static ck_status fail_node(imp *im, const char *fmt, ...)
 {
@@ -138,11 +143,21 @@ static ck_status make_name(imp *im, const char *from, char out[CK_NAME_MAX + 1])
     return CK_OK;
 }
 
-/* The layer name for a node: its weight's module path when it has one, else its name. */
+/* The layer name for a node: its weight's module path when it has one, else its name.
+ * A weight transposed in the graph (Transpose of an initializer) is named by the
+ * initializer. */
 static ck_status name_for(imp *im, const ck_onnx_node *n, const char *weight_value,
                           char out[CK_NAME_MAX + 1])
 {
     char from[512];
+    for (int i = 0; weight_value && i < im->m->n_nodes; i++) {
+        const ck_onnx_node *t = &im->m->nodes[i];
+        if (strcmp(t->op_type, "Transpose") == 0 && t->n_in == 1 && t->n_out == 1 &&
+            strcmp(t->out[0], weight_value) == 0 && ck_onnx_init_find(im->m, t->in[0])) {
+            weight_value = t->in[0];
+            break;
+        }
+    }
     if (weight_value && weight_value[0]) {
         snprintf(from, sizeof from, "%s", weight_value);
         char *dot = strrchr(from, '.');
@@ -296,6 +311,9 @@ static ck_status set_inputs(imp *im, cJSON *L, const ck_onnx_node *n, const int 
         const char *v = idx[i] < n->n_in ? n->in[idx[i]] : "";
         const char *src = layer_of(im, v);
         if (!src) {
+            if (pend_of(im, v))
+                return fail_node(im, "reads `%s`, a value inside a causal attention pattern "
+                                 "(docs/onnx.md), in a way the pattern does not allow", v);
             if (const_of(im, v))
                 return fail_node(im, "input `%s` is a constant tensor; the case's ops take "
                                      "activations there", v);
@@ -623,7 +641,9 @@ static ck_status map_resize(imp *im, const ck_onnx_node *n)
     return bind(im, n->out[0], name);
 }
 
-static ck_status map_dropout(imp *im, const ck_onnx_node *n)
+/* A Dropout's rate and whether it is in training mode (constants of the node). */
+static ck_status dropout_params(imp *im, const ck_onnx_node *n, double *rate_out,
+                                bool *training_out)
 {
     double rate = float_decimal(attr_float(n, "ratio", 0.5));
     if (n->n_in > 1 && n->in[1][0]) {
@@ -645,13 +665,23 @@ static ck_status map_dropout(imp *im, const ck_onnx_node *n)
     }
     if (n->n_out > 1 && n->out[1][0] && readers(im, n->out[1]) > 0)
         return fail_node(im, "its mask output is read by another node");
+    if (training && rate != 0.0 && !(rate > 0.0 && rate < 1.0))
+        return fail_node(im, "ratio %g is outside [0, 1)", rate);
+    *rate_out = rate;
+    *training_out = training;
+    return CK_OK;
+}
+
+static ck_status map_dropout(imp *im, const ck_onnx_node *n)
+{
+    double rate;
+    bool training;
+    CK_TRY(dropout_params(im, n, &rate, &training));
     const char *src = n->n_in > 0 ? layer_of(im, n->in[0]) : NULL;
     if (!src)
         return fail_node(im, "its input is produced by no supported node");
     if (!training || rate == 0.0) /* inference-mode dropout is the identity */
         return bind(im, n->out[0], src);
-    if (!(rate > 0.0 && rate < 1.0))
-        return fail_node(im, "ratio %g is outside [0, 1)", rate);
     char name[CK_NAME_MAX + 1];
     CK_TRY(name_for(im, n, NULL, name));
     cJSON *L = new_layer(im, name, "dropout");
@@ -664,16 +694,552 @@ static ck_status map_dropout(imp *im, const ck_onnx_node *n)
     return bind(im, n->out[0], name);
 }
 
-/* Reshape to (N, -1) or (0, -1) is a flatten; any other reshape needs ops the case lacks. */
+/* ---------------------------------------------------------------------------------- */
+/* Transformer ops: embedding, positions, layernorm, GELU and SiLU patterns, attention */
+/* ---------------------------------------------------------------------------------- */
+
+/* The index of the one node reading value (graph outputs count as readers), or -1. */
+static int sole_reader(const imp *im, const char *value)
+{
+    if (readers(im, value) != 1)
+        return -1;
+    for (int i = 0; i < im->m->n_nodes; i++)
+        for (int k = 0; k < im->m->nodes[i].n_in; k++)
+            if (strcmp(im->m->nodes[i].in[k], value) == 0)
+                return i;
+    return -1;
+}
+
+/* Whether value is a one-element float constant equal to want (to fp32 rounding). */
+static bool scalar_is(const imp *im, const char *value, double want)
+{
+    const ck_onnx_tensor *c = const_of(im, value);
+    if (!c || c->numel != 1 || !is_float_type(c->data_type))
+        return false;
+    return fabs(elem_f64(c, 0) - want) <= 1e-6 * fabs(want);
+}
+
+/* Node idx is a binary op_type node reading `a` and a scalar constant `want` (either
+ * order; commute false: `a` must come first, as for Div). */
+static bool binary_with_scalar(const imp *im, int idx, const char *op_type, const char *a,
+                               double want, bool commute)
+{
+    if (idx < 0)
+        return false;
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    if (strcmp(n->op_type, op_type) != 0 || n->n_in != 2 || n->n_out < 1)
+        return false;
+    if (strcmp(n->in[0], a) == 0 && scalar_is(im, n->in[1], want))
+        return true;
+    return commute && strcmp(n->in[1], a) == 0 && scalar_is(im, n->in[0], want);
+}
+
+/* Node idx is a binary op_type node reading exactly a and b (either order). */
+static bool binary_of(const imp *im, int idx, const char *op_type, const char *a, const char *b)
+{
+    if (idx < 0)
+        return false;
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    return strcmp(n->op_type, op_type) == 0 && n->n_in == 2 && n->n_out >= 1 &&
+           ((strcmp(n->in[0], a) == 0 && strcmp(n->in[1], b) == 0) ||
+            (strcmp(n->in[0], b) == 0 && strcmp(n->in[1], a) == 0));
+}
+
+/* A layer name from a node name's scope ("/block/attn/Softmax" -> "block_attn_<what>"). */
+static ck_status scoped_name(imp *im, const ck_onnx_node *n, const char *what,
+                             char out[CK_NAME_MAX + 1])
+{
+    char from[512];
+    snprintf(from, sizeof from, "%s", n->name);
+    char *slash = strrchr(from, '/');
+    if (slash)
+        *slash = '\0';
+    size_t k = strlen(from);
+    snprintf(from + k, sizeof from - k, "%s%s", k ? "/" : "", what);
+    return make_name(im, from, out);
+}
+
+/* A layer of one activation input reading `src_value`, bound to `out_value`. */
+static ck_status one_input_layer(imp *im, const char *name, const char *op, const char *src_value,
+                                 const char *out_value, cJSON **Lout)
+{
+    const char *src = layer_of(im, src_value);
+    if (!src)
+        return fail_node(im, "input `%s` is produced by no supported node", src_value);
+    cJSON *L = new_layer(im, name, op);
+    if (!L || !cJSON_AddStringToObject(L, "inputs", src))
+        return oom(im);
+    if (Lout)
+        *Lout = L;
+    return bind(im, out_value, name);
+}
+
+/* Gelu as exporters below opset 20 spell it, matched exactly from node idx on:
+ *   exact: Div(x, √2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5)
+ *   tanh:  Mul(x, x) → Mul(x, ·) → Mul(0.044715, ·) → Add(x, ·) → Mul(√(2/π), ·) → Tanh →
+ *          Add(1, ·) → Mul(x, ·) → Mul(0.5, ·)
+ * every intermediate value read by the next node only. Returns true when matched (the
+ * layer added, the nodes folded). */
+static ck_status match_gelu(imp *im, int idx, bool *matched)
+{
+    *matched = false;
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    if (n->n_in != 2 || n->n_out < 1)
+        return CK_OK;
+    const char *x = n->in[0];
+    int chain[9], len = 0;
+    bool tanh_form = false;
+    bool is_mul = strcmp(n->op_type, "Mul") == 0;
+    if (is_mul && scalar_is(im, n->in[0], 1.0 / sqrt(2.0)))
+        x = n->in[1]; /* Mul(1/√2, x) */
+    if (binary_with_scalar(im, idx, "Div", x, sqrt(2.0), false) ||
+        binary_with_scalar(im, idx, "Mul", x, 1.0 / sqrt(2.0), true)) {
+        chain[len++] = idx;
+        int e = sole_reader(im, n->out[0]);
+        if (e < 0 || strcmp(im->m->nodes[e].op_type, "Erf") != 0)
+            return CK_OK;
+        chain[len++] = e;
+        int a = sole_reader(im, im->m->nodes[e].out[0]);
+        if (!binary_with_scalar(im, a, "Add", im->m->nodes[e].out[0], 1.0, true))
+            return CK_OK;
+        chain[len++] = a;
+        int m1 = sole_reader(im, im->m->nodes[a].out[0]);
+        if (!binary_of(im, m1, "Mul", x, im->m->nodes[a].out[0]))
+            return CK_OK;
+        chain[len++] = m1;
+        int m2 = sole_reader(im, im->m->nodes[m1].out[0]);
+        if (!binary_with_scalar(im, m2, "Mul", im->m->nodes[m1].out[0], 0.5, true))
+            return CK_OK;
+        chain[len++] = m2;
+    } else if (strcmp(n->op_type, "Mul") == 0 && strcmp(n->in[0], n->in[1]) == 0) {
+        tanh_form = true;
+        chain[len++] = idx;
+        const char *cur = n->out[0];
+        int c3 = sole_reader(im, cur);
+        if (!binary_of(im, c3, "Mul", x, cur))
+            return CK_OK;
+        chain[len++] = c3;
+        cur = im->m->nodes[c3].out[0];
+        int k1 = sole_reader(im, cur);
+        if (!binary_with_scalar(im, k1, "Mul", cur, 0.044715, true))
+            return CK_OK;
+        chain[len++] = k1;
+        cur = im->m->nodes[k1].out[0];
+        int ad = sole_reader(im, cur);
+        if (!binary_of(im, ad, "Add", x, cur))
+            return CK_OK;
+        chain[len++] = ad;
+        cur = im->m->nodes[ad].out[0];
+        int k2 = sole_reader(im, cur);
+        if (!binary_with_scalar(im, k2, "Mul", cur, sqrt(2.0 / M_PI), true))
+            return CK_OK;
+        chain[len++] = k2;
+        cur = im->m->nodes[k2].out[0];
+        int th = sole_reader(im, cur);
+        if (th < 0 || strcmp(im->m->nodes[th].op_type, "Tanh") != 0)
+            return CK_OK;
+        chain[len++] = th;
+        cur = im->m->nodes[th].out[0];
+        int one = sole_reader(im, cur);
+        if (!binary_with_scalar(im, one, "Add", cur, 1.0, true))
+            return CK_OK;
+        chain[len++] = one;
+        cur = im->m->nodes[one].out[0];
+        int mx = sole_reader(im, cur);
+        if (!binary_of(im, mx, "Mul", x, cur))
+            return CK_OK;
+        chain[len++] = mx;
+        cur = im->m->nodes[mx].out[0];
+        int half = sole_reader(im, cur);
+        if (!binary_with_scalar(im, half, "Mul", cur, 0.5, true))
+            return CK_OK;
+        chain[len++] = half;
+    } else {
+        return CK_OK;
+    }
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(scoped_name(im, n, "gelu", name));
+    cJSON *L = NULL;
+    const ck_onnx_node *last = &im->m->nodes[chain[len - 1]];
+    CK_TRY(one_input_layer(im, name, "gelu", x, last->out[0], &L));
+    if (tanh_form && !cJSON_AddStringToObject(L, "approximate", "tanh"))
+        return oom(im);
+    for (int i = 1; i < len; i++)
+        im->folded[chain[i]] = true;
+    *matched = true;
+    return CK_OK;
+}
+
+/* Gather(weight, token ids) along axis 0: nn.Embedding. */
+static ck_status map_gather(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *W = n->n_in == 2 ? const_of(im, n->in[0]) : NULL;
+    if (!W || W->ndim != 2 || !is_float_type(W->data_type))
+        return fail_node(im, "only a Gather of rows of a constant 2-D weight (an embedding) is "
+                             "supported");
+    if (attr_int(n, "axis", 0) != 0)
+        return fail_node(im, "axis %lld is not supported (an embedding gathers rows, axis 0)",
+                         (long long)attr_int(n, "axis", 0));
+    const char *src = layer_of(im, n->in[1]);
+    if (!src || strcmp(src, "input") != 0)
+        return fail_node(im, "the indices must be the model's integer input (token ids)");
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, n->in[0], name));
+    cJSON *L = new_layer(im, name, "embedding");
+    if (!L || !cJSON_AddStringToObject(L, "inputs", "input") ||
+        !cJSON_AddNumberToObject(L, "vocab", (double)W->dims[0]) ||
+        !cJSON_AddNumberToObject(L, "units", (double)W->dims[1]))
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", W, false));
+    return bind(im, n->out[0], name);
+}
+
+/* LayerNormalization (opset 17) over the trailing dims its scale covers. */
+static ck_status map_layernorm(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *S = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    if (!S || S->ndim < 1 || !is_float_type(S->data_type))
+        return fail_node(im, "the scale must be a constant");
+    const ck_onnx_tensor *B = n->n_in > 2 && n->in[2][0] ? const_of(im, n->in[2]) : NULL;
+    if (n->n_in > 2 && n->in[2][0] && (!B || B->numel != S->numel))
+        return fail_node(im, "the bias must be a constant shaped as the scale");
+    int64_t axis = attr_int(n, "axis", -1);
+    if (axis != -S->ndim)
+        return fail_node(im, "axis %lld with a scale of rank %d: only the trailing dims the "
+                         "scale covers (axis %d) are supported", (long long)axis, S->ndim,
+                         -S->ndim);
+    if (attr_int(n, "stash_type", 1) != 1)
+        return fail_node(im, "stash_type %lld is not supported (only float statistics, 1)",
+                         (long long)attr_int(n, "stash_type", 1));
+    for (int k = 1; k < n->n_out; k++)
+        if (n->out[k][0] && readers(im, n->out[k]) > 0)
+            return fail_node(im, "its statistics output `%s` is read by another node", n->out[k]);
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, n->in[1], name));
+    cJSON *L = new_layer(im, name, "layernorm");
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    if (!add_ints(L, "normalized_shape", S->dims, S->ndim) ||
+        !cJSON_AddNumberToObject(L, "eps", float_decimal(attr_float(n, "epsilon", 1e-5))))
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", S, false));
+    if (B) {
+        CK_TRY(add_weight(im, name, "bias", B, false));
+    } else { /* no bias: the case's layernorm adds zeros, the same numbers */
+        ck_onnx_tensor z = *S;
+        z.name = S->name;
+        z.data_type = CK_ONNX_FLOAT;
+        z.nbytes = (size_t)S->numel * 4;
+        z.data = calloc((size_t)S->numel + 1, 4);
+        if (!z.data)
+            return oom(im);
+        ck_status st = add_weight(im, name, "bias", &z, false);
+        free(z.data);
+        CK_TRY(st);
+    }
+    return bind(im, n->out[0], name);
+}
+
+/* Add(x, constant) with the constant of rank >= 2: learned positions shared by the batch.
+ * A leading 1 of a rank >= 3 constant (1, L, D) is dropped: the weight is x[1:]; the case
+ * refuses a weight of another shape, so a broadcast of another kind is an error. */
+static ck_status map_positional(imp *im, const ck_onnx_node *n, const char *act,
+                                const ck_onnx_tensor *P)
+{
+    if (!is_float_type(P->data_type) || P->ndim < 2)
+        return fail_node(im, "adding the constant `%s` (rank %d) is not supported (only learned "
+                         "positions of rank >= 2 shared by the batch)", P->name, P->ndim);
+    ck_onnx_tensor w = *P;
+    if (w.ndim >= 3 && w.dims[0] == 1) {
+        memmove(w.dims, w.dims + 1, (size_t)(w.ndim - 1) * sizeof w.dims[0]);
+        w.ndim--;
+    }
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, P->name, name));
+    CK_TRY(one_input_layer(im, name, "positional", act, n->out[0], NULL));
+    return add_weight(im, name, "weight", &w, false);
+}
+
+/* ConvTranspose as conv_transpose1d/2d/3d (groups 1). */
+static ck_status map_conv_transpose(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *W = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    if (!W || W->ndim < 3 || W->ndim > 5)
+        return fail_node(im, "the weight must be a constant of rank 3 to 5");
+    int nsp = W->ndim - 2;
+    if (attr_int(n, "group", 1) != 1)
+        return fail_node(im, "grouped transposed convolution (group %lld) is not supported",
+                         (long long)attr_int(n, "group", 1));
+    if (ck_onnx_attr_find(n, "output_shape"))
+        return fail_node(im, "output_shape is not supported (give pads and output_padding)");
+    const ck_onnx_attr *ap = ck_onnx_attr_find(n, "auto_pad");
+    if (ap && ap->s && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0)
+        return fail_node(im, "auto_pad %s is not supported", ap->s);
+    int64_t stride[3], dil[3], pads[6], pad[3], kshape[3], opad[3];
+    CK_TRY(attr_ints(im, n, "strides", nsp, 1, stride));
+    CK_TRY(attr_ints(im, n, "dilations", nsp, 1, dil));
+    CK_TRY(attr_ints(im, n, "pads", 2 * nsp, 0, pads));
+    CK_TRY(attr_ints(im, n, "kernel_shape", nsp, 0, kshape));
+    CK_TRY(attr_ints(im, n, "output_padding", nsp, 0, opad));
+    for (int i = 0; i < nsp; i++)
+        if (kshape[i] && kshape[i] != W->dims[2 + i])
+            return fail_node(im, "kernel_shape does not match the weight's shape");
+    if (!symmetric_pads(pads, nsp, pad))
+        return fail_node(im, "asymmetric padding is not supported");
+    const ck_onnx_tensor *B = n->n_in > 2 ? const_of(im, n->in[2]) : NULL;
+    if (n->n_in > 2 && n->in[2][0] && !B)
+        return fail_node(im, "the bias must be a constant");
+    char name[CK_NAME_MAX + 1], op[24];
+    CK_TRY(name_for(im, n, n->in[1], name));
+    cJSON *L = new_layer(im, name, nd_op("conv_transpose", nsp, op, sizeof op));
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    if (!cJSON_AddNumberToObject(L, "filters", (double)W->dims[1]) ||
+        !add_ints(L, "kernel", W->dims + 2, nsp) || !add_ints(L, "stride", stride, nsp) ||
+        !add_ints(L, "padding", pad, nsp) || !add_ints(L, "output_padding", opad, nsp) ||
+        !add_ints(L, "dilation", dil, nsp) || !cJSON_AddBoolToObject(L, "bias", B != NULL))
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", W, false));
+    if (B)
+        CK_TRY(add_weight(im, name, "bias", B, false));
+    return bind(im, n->out[0], name);
+}
+
+/* Causal multi-head attention as GPT code writes it out, matched value by value:
+ *   q, k, v: Reshape(layer, [B, L, H, d]) → Transpose(0,2,1,3)   (k: (0,2,3,1), or a
+ *   further Transpose(0,1,3,2) of (0,2,1,3));
+ *   MatMul(q, kᵀ) → [Div or Mul by a scalar] → [Add of a constant causal mask of 0 on and
+ *   below the diagonal and −inf above] → Softmax(last axis) → [Dropout] → MatMul(·, v) →
+ *   Transpose(0,2,1,3) → Reshape([B, L, H·d])
+ * becomes one `attention` layer (q, k, v, heads H, scale, causal, dropout). Each value in
+ * between must be read by the next node only; anything else reading one is named. */
+enum { P_SPLIT, P_HEADS, P_HEADS_T, P_SCORES, P_PROBS, P_CTX, P_CTX_T };
+
+struct pend {
+    char *value;
+    int kind;
+    char q[CK_NAME_MAX + 1], k[CK_NAME_MAX + 1], v[CK_NAME_MAX + 1];
+    int64_t b, l, heads, d;
+    double scale;
+    bool scaled, causal, masked, dropped;
+    double dropout;
+    int softmax_node;
+};
+
+static struct pend *pend_of(const imp *im, const char *value)
+{
+    for (int i = 0; i < im->n_pend; i++)
+        if (strcmp(im->pend[i].value, value) == 0)
+            return &im->pend[i];
+    return NULL;
+}
+
+/* Records out_value as the next stage of `from` (copied). */
+static ck_status pend_next(imp *im, const struct pend *from, const char *out_value, int kind)
+{
+    if (readers(im, out_value) != 1)
+        return fail_node(im, "its output `%s` (inside an attention pattern) is read by %d nodes; "
+                         "only the pattern's next node may read it", out_value,
+                         readers(im, out_value));
+    struct pend cp = *from; /* from may point into im->pend, which moves */
+    cp.kind = kind;
+    struct pend *p = realloc(im->pend, (size_t)(im->n_pend + 1) * sizeof *p);
+    if (!p)
+        return oom(im);
+    im->pend = p;
+    if (!(cp.value = strdup(out_value)))
+        return oom(im);
+    im->pend[im->n_pend++] = cp;
+    return CK_OK;
+}
+
+static bool perm_is(const ck_onnx_node *n, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    const ck_onnx_attr *p = ck_onnx_attr_find(n, "perm");
+    return p && p->n_ints == 4 && p->ints[0] == a && p->ints[1] == b && p->ints[2] == c &&
+           p->ints[3] == d;
+}
+
+/* Reshape(layer, [B, L, H, d]) read only by a head-splitting Transpose: starts a pattern. */
+static ck_status attn_reshape_in(imp *im, const ck_onnx_node *n, const ck_onnx_tensor *s,
+                                 bool *matched)
+{
+    *matched = false;
+    const char *src = layer_of(im, n->in[0]);
+    if (!src || s->numel != 4 || is_float_type(s->data_type))
+        return CK_OK;
+    for (int k = 0; k < 4; k++)
+        if (!(elem_f64(s, k) >= 1.0 && elem_f64(s, k) <= (double)CK_SIZE_CAP))
+            return CK_OK;
+    int t = sole_reader(im, n->out[0]);
+    if (t < 0 || strcmp(im->m->nodes[t].op_type, "Transpose") != 0 ||
+        !(perm_is(&im->m->nodes[t], 0, 2, 1, 3) || perm_is(&im->m->nodes[t], 0, 2, 3, 1)))
+        return CK_OK;
+    struct pend p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.q, sizeof p.q, "%s", src);
+    p.b = (int64_t)elem_f64(s, 0);
+    p.l = (int64_t)elem_f64(s, 1);
+    p.heads = (int64_t)elem_f64(s, 2);
+    p.d = (int64_t)elem_f64(s, 3);
+    p.scale = 1.0;
+    p.softmax_node = -1;
+    *matched = true;
+    return pend_next(im, &p, n->out[0], P_SPLIT);
+}
+
+static ck_status attn_broken(imp *im, const char *value)
+{
+    return fail_node(im, "reads `%s`, a value inside a causal attention pattern (docs/onnx.md), "
+                     "in a way the pattern does not allow", value);
+}
+
+/* A node reading a pattern value: the next stage, or the finished attention layer. */
+static ck_status attn_step(imp *im, int idx, const ck_onnx_node *n, struct pend *in0,
+                           struct pend *in1)
+{
+    const char *op = n->op_type;
+    if (strcmp(op, "Transpose") == 0 && in0) {
+        if (in0->kind == P_SPLIT && perm_is(n, 0, 2, 1, 3))
+            return pend_next(im, in0, n->out[0], P_HEADS);
+        if (in0->kind == P_SPLIT && perm_is(n, 0, 2, 3, 1))
+            return pend_next(im, in0, n->out[0], P_HEADS_T);
+        if (in0->kind == P_HEADS && perm_is(n, 0, 1, 3, 2))
+            return pend_next(im, in0, n->out[0], P_HEADS_T);
+        if (in0->kind == P_CTX && perm_is(n, 0, 2, 1, 3))
+            return pend_next(im, in0, n->out[0], P_CTX_T);
+        return attn_broken(im, n->in[0]);
+    }
+    if (strcmp(op, "MatMul") == 0 && in0 && in1 && n->n_in == 2) {
+        bool same = in0->b == in1->b && in0->l == in1->l && in0->heads == in1->heads &&
+                    in0->d == in1->d;
+        if (same && in0->kind == P_HEADS && in1->kind == P_HEADS_T) {
+            struct pend p = *in0;
+            snprintf(p.k, sizeof p.k, "%s", in1->q);
+            return pend_next(im, &p, n->out[0], P_SCORES);
+        }
+        if (same && in0->kind == P_PROBS && in1->kind == P_HEADS) {
+            struct pend p = *in0;
+            snprintf(p.v, sizeof p.v, "%s", in1->q);
+            return pend_next(im, &p, n->out[0], P_CTX);
+        }
+        return attn_broken(im, n->in[in0->kind == P_HEADS || in0->kind == P_PROBS ? 1 : 0]);
+    }
+    struct pend *p = in0 ? in0 : in1;
+    const char *other = n->n_in == 2 ? n->in[in0 ? 1 : 0] : NULL;
+    if ((strcmp(op, "Div") == 0 || strcmp(op, "Mul") == 0) && p->kind == P_SCORES &&
+        !p->scaled && !p->masked && other && n->n_in == 2 && (in0 || op[0] == 'M')) {
+        const ck_onnx_tensor *c = const_of(im, other);
+        double v = c && c->numel == 1 && is_float_type(c->data_type) ? elem_f64(c, 0) : 0.0;
+        if (!(v > 0.0) || !isfinite(v))
+            return fail_node(im, "scales attention scores by `%s`, which is not a positive "
+                             "constant scalar", other);
+        struct pend q = *p;
+        q.scale = op[0] == 'D' ? 1.0 / v : v;
+        q.scaled = true;
+        return pend_next(im, &q, n->out[0], P_SCORES);
+    }
+    if (strcmp(op, "Add") == 0 && p->kind == P_SCORES && !p->masked && other && n->n_in == 2) {
+        const ck_onnx_tensor *c = const_of(im, other);
+        bool causal = c && is_float_type(c->data_type) && c->ndim >= 2 &&
+                      c->dims[c->ndim - 1] == p->l && c->dims[c->ndim - 2] == p->l &&
+                      c->numel / p->l == p->l && c->numel % p->l == 0;
+        for (int64_t i = 0; causal && i < p->l; i++)
+            for (int64_t j = 0; causal && j < p->l; j++) {
+                double v = elem_f64(c, i * p->l + j);
+                causal = j > i ? (isinf(v) && v < 0) : v == 0.0;
+            }
+        if (!causal)
+            return fail_node(im, "adds `%s` to attention scores: only a constant causal mask "
+                             "(%lld x %lld, 0 on and below the diagonal, -inf above) is "
+                             "supported", other, (long long)p->l, (long long)p->l);
+        struct pend q = *p;
+        q.masked = q.causal = true;
+        return pend_next(im, &q, n->out[0], P_SCORES);
+    }
+    if (strcmp(op, "Softmax") == 0 && p->kind == P_SCORES && in0) {
+        int64_t axis = attr_int(n, "axis", -1);
+        if ((axis != -1 && axis != 3) || im->m->opset < 13)
+            return fail_node(im, "a softmax of attention scores must be over the keys (axis -1, "
+                             "opset >= 13)");
+        struct pend q = *p;
+        q.softmax_node = idx;
+        return pend_next(im, &q, n->out[0], P_PROBS);
+    }
+    if (strcmp(op, "Dropout") == 0 && p->kind == P_PROBS && in0 && !p->dropped) {
+        double rate;
+        bool training;
+        CK_TRY(dropout_params(im, n, &rate, &training));
+        struct pend q = *p;
+        q.dropped = true;
+        q.dropout = training ? rate : 0.0;
+        return pend_next(im, &q, n->out[0], P_PROBS);
+    }
+    if (strcmp(op, "Reshape") == 0 && p->kind == P_CTX_T && in0) {
+        const ck_onnx_tensor *s = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+        if (!s || s->numel != 3 || elem_f64(s, 0) != (double)p->b ||
+            elem_f64(s, 1) != (double)p->l ||
+            elem_f64(s, 2) != (double)p->heads * (double)p->d)
+            return fail_node(im, "merging attention heads must reshape to [%lld, %lld, %lld]",
+                             (long long)p->b, (long long)p->l, (long long)p->heads * (long long)p->d);
+        char name[CK_NAME_MAX + 1];
+        CK_TRY(scoped_name(im, &im->m->nodes[p->softmax_node], "attention", name));
+        cJSON *L = new_layer(im, name, "attention");
+        cJSON *ins = cJSON_CreateArray();
+        if (!L || !ins || !cJSON_AddItemToObject(L, "inputs", ins)) {
+            cJSON_Delete(ins);
+            return oom(im);
+        }
+        const char *qkv[3] = {p->q, p->k, p->v};
+        for (int k = 0; k < 3; k++)
+            if (!cJSON_AddItemToArray(ins, cJSON_CreateString(qkv[k])))
+                return oom(im);
+        if (!cJSON_AddNumberToObject(L, "heads", (double)p->heads) ||
+            !cJSON_AddBoolToObject(L, "causal", p->causal) ||
+            !cJSON_AddNumberToObject(L, "dropout", p->dropout) ||
+            !cJSON_AddNumberToObject(L, "scale", p->scale))
+            return oom(im);
+        return bind(im, n->out[0], name);
+    }
+    return attn_broken(im, p->value);
+}
+
+/* Reshape to (N, -1) or (0, -1) is a flatten; to [B, L, H, d] before a head-splitting
+ * Transpose, the start of an attention pattern; any other constant shape a reshape. */
 static ck_status map_reshape(imp *im, const ck_onnx_node *n)
 {
     const ck_onnx_tensor *s = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
     if (!s)
         return fail_node(im, "the target shape is computed from activations; export with "
                              "constant folding and static shapes");
-    if (s->numel != 2 || elem_f64(s, 1) != -1.0)
-        return fail_node(im, "only reshapes to (N, -1) are supported (a flatten)");
-    return map_simple(im, n, "flatten", 1);
+    bool matched;
+    CK_TRY(attn_reshape_in(im, n, s, &matched));
+    if (matched)
+        return CK_OK;
+    if (s->numel == 2 && elem_f64(s, 1) == -1.0)
+        return map_simple(im, n, "flatten", 1);
+    if (s->numel < 1 || s->numel > CK_MAX_DIMS)
+        return fail_node(im, "a target shape of %lld dims is not supported", (long long)s->numel);
+    if (is_float_type(s->data_type))
+        return fail_node(im, "the target shape is %s, not integers",
+                         ck_onnx_type_name(s->data_type));
+    int64_t dims[CK_MAX_DIMS];
+    for (int64_t k = 0; k < s->numel; k++) {
+        double v = elem_f64(s, k);
+        if (!(v == -1.0 || (v >= 1.0 && v <= (double)CK_SIZE_CAP)))
+            return fail_node(im, "target dim %lld is %.0f; only sizes and one -1 are supported "
+                             "(0, copy the input's dim, is not)", (long long)k, v);
+        dims[k] = (int64_t)v;
+    }
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "reshape", n->in[0], n->out[0], &L));
+    return add_ints(L, "shape", dims, (int)s->numel) ? CK_OK : oom(im);
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -689,9 +1255,16 @@ static ck_status fold_node(imp *im, int idx, bool *done)
     const char *op = n->op_type;
     *done = false;
     bool concat = strcmp(op, "Concat") == 0, unsq = strcmp(op, "Unsqueeze") == 0,
-         cast = strcmp(op, "Cast") == 0, ident = strcmp(op, "Identity") == 0;
-    if (!(concat || unsq || cast || ident) || n->n_out != 1 || n->n_in < 1)
+         cast = strcmp(op, "Cast") == 0, ident = strcmp(op, "Identity") == 0,
+         transp = strcmp(op, "Transpose") == 0;
+    if (!(concat || unsq || cast || ident || transp) || n->n_out != 1 || n->n_in < 1)
         return CK_OK;
+    if (transp) { /* a weight transposed in the graph (nn.Linear at opset 17): 2-D only */
+        const ck_onnx_tensor *c = const_of(im, n->in[0]);
+        const ck_onnx_attr *pa = ck_onnx_attr_find(n, "perm");
+        if (!c || c->ndim != 2 || (pa && (pa->n_ints != 2 || pa->ints[0] != 1 || pa->ints[1] != 0)))
+            return CK_OK;
+    }
     const ck_onnx_tensor *in[CK_ONNX_MAX_IO];
     int64_t total = 0;
     for (int k = 0; k < n->n_in; k++) {
@@ -699,7 +1272,7 @@ static ck_status fold_node(imp *im, int idx, bool *done)
             return CK_OK; /* reads an activation: mapped as a layer, if it can be */
         total += in[k]->numel;
     }
-    if (unsq || cast || ident) /* the data of input 0 (Unsqueeze's axes input is ignored) */
+    if (unsq || cast || ident || transp) /* input 0's data (Unsqueeze's axes are ignored) */
         total = in[0]->numel;
     int type = in[0]->data_type;
     if (cast) {
@@ -716,6 +1289,8 @@ static ck_status fold_node(imp *im, int idx, bool *done)
     if (!g)
         return oom(im);
     im->consts = g;
+    for (int k = 0; k < n->n_in; k++) /* inputs folded earlier moved with the array */
+        in[k] = const_of(im, n->in[k]);
     ck_onnx_tensor *t = &g[im->n_consts];
     memset(t, 0, sizeof *t);
     size_t es = ck_onnx_elem_size(type);
@@ -737,6 +1312,15 @@ static ck_status fold_node(imp *im, int idx, bool *done)
             memcpy((char *)t->data + off, in[k]->data, in[k]->nbytes);
             off += in[k]->nbytes;
         }
+    } else if (transp) {
+        t->ndim = 2;
+        t->dims[0] = in[0]->dims[1];
+        t->dims[1] = in[0]->dims[0];
+        int64_t r = in[0]->dims[0], c = in[0]->dims[1];
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < c; j++)
+                memcpy((char *)t->data + es * (size_t)(j * r + i),
+                       (const char *)in[0]->data + es * (size_t)(i * c + j), es);
     } else {
         t->ndim = in[0]->ndim;
         memcpy(t->dims, in[0]->dims, sizeof t->dims);
@@ -780,6 +1364,62 @@ static ck_status map_node(imp *im, int i)
         return fail_node(im, "has no output");
     if (strcmp(op, "Constant") == 0)
         return CK_OK; /* read through const_of */
+    struct pend *p0 = n->n_in > 0 ? pend_of(im, n->in[0]) : NULL;
+    struct pend *p1 = n->n_in > 1 ? pend_of(im, n->in[1]) : NULL;
+    if (p0 || p1)
+        return attn_step(im, i, n, p0, p1);
+    if (strcmp(op, "Mul") == 0 || strcmp(op, "Div") == 0) {
+        bool matched;
+        CK_TRY(match_gelu(im, i, &matched));
+        if (matched)
+            return CK_OK;
+        if (op[0] == 'M' && n->n_in == 2 && layer_of(im, n->in[0]) && layer_of(im, n->in[1]))
+            return map_simple(im, n, "mul", 2);
+        return fail_node(im, "only a product of two activations (mul) or the GELU patterns "
+                             "are supported; scaling by a constant is not");
+    }
+    if (strcmp(op, "Sigmoid") == 0) { /* Mul(x, Sigmoid(x)) is SiLU */
+        int r = sole_reader(im, n->out[0]);
+        if (n->n_in == 1 && binary_of(im, r, "Mul", n->in[0], n->out[0])) {
+            char name[CK_NAME_MAX + 1];
+            CK_TRY(scoped_name(im, n, "silu", name));
+            CK_TRY(one_input_layer(im, name, "silu", n->in[0], im->m->nodes[r].out[0], NULL));
+            im->folded[r] = true;
+            return CK_OK;
+        }
+        return map_simple(im, n, "sigmoid", 1);
+    }
+    if (strcmp(op, "MatMul") == 0 && n->n_in == 2 && !const_of(im, n->in[1]))
+        return map_simple(im, n, "matmul", 2);
+    if (strcmp(op, "Gather") == 0)
+        return map_gather(im, n);
+    if (strcmp(op, "LayerNormalization") == 0)
+        return map_layernorm(im, n);
+    if (strcmp(op, "ConvTranspose") == 0)
+        return map_conv_transpose(im, n);
+    if ((strcmp(op, "Softmax") == 0 || strcmp(op, "Transpose") == 0) && n->n_in != 1)
+        return fail_node(im, "expected 1 input, got %d", n->n_in);
+    if (strcmp(op, "Softmax") == 0) {
+        if (im->m->opset < 13)
+            return fail_node(im, "Softmax before opset 13 flattens to 2-D; export with opset "
+                                 ">= 13");
+        char name[CK_NAME_MAX + 1];
+        CK_TRY(name_for(im, n, NULL, name));
+        cJSON *L = NULL;
+        CK_TRY(one_input_layer(im, name, "softmax", n->in[0], n->out[0], &L));
+        return cJSON_AddNumberToObject(L, "dim", (double)attr_int(n, "axis", -1)) ? CK_OK
+                                                                                 : oom(im);
+    }
+    if (strcmp(op, "Transpose") == 0) {
+        const ck_onnx_attr *pa = ck_onnx_attr_find(n, "perm");
+        if (!pa || pa->n_ints < 2 || pa->n_ints > CK_MAX_DIMS)
+            return fail_node(im, "perm must be given (2 to %d dims)", CK_MAX_DIMS);
+        char name[CK_NAME_MAX + 1];
+        CK_TRY(name_for(im, n, NULL, name));
+        cJSON *L = NULL;
+        CK_TRY(one_input_layer(im, name, "permute", n->in[0], n->out[0], &L));
+        return add_ints(L, "dims", pa->ints, pa->n_ints) ? CK_OK : oom(im);
+    }
     if (strcmp(op, "Identity") == 0) {
         const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
         if (!src)
@@ -836,6 +1476,13 @@ static ck_status map_node(imp *im, int i)
     if (strcmp(op, "Add") == 0 || strcmp(op, "Sum") == 0) {
         if (n->n_in < 2 || n->n_in > 8)
             return fail_node(im, "adds %d inputs; 2 to 8 are supported", n->n_in);
+        if (n->n_in == 2 && op[0] == 'A') {
+            const ck_onnx_tensor *c0 = const_of(im, n->in[0]), *c1 = const_of(im, n->in[1]);
+            if (c0 && !c1)
+                return map_positional(im, n, n->in[1], c0);
+            if (c1 && !c0)
+                return map_positional(im, n, n->in[0], c1);
+        }
         return map_simple(im, n, "add", n->n_in);
     }
     if (strcmp(op, "Concat") == 0) {
@@ -851,7 +1498,7 @@ static ck_status map_node(imp *im, int i)
 }
 
 /* The one activation input: a graph input that is not an initializer. */
-static ck_status find_input(imp *im, const ck_onnx_value **in)
+static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
 {
     *in = NULL;
     for (int i = 0; i < im->m->n_inputs; i++) {
@@ -866,9 +1513,26 @@ static ck_status find_input(imp *im, const ck_onnx_value **in)
     if (!*in)
         return ck_fail(im->err, CK_ERR_INPUT, "%s: the model has no input", im->path);
     const ck_onnx_value *v = *in;
-    if (v->elem_type != CK_ONNX_FLOAT)
-        return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` is %s; only float inputs are "
-                       "supported", im->path, v->name, ck_onnx_type_name(v->elem_type));
+    *vocab = 0;
+    if (v->elem_type == CK_ONNX_INT64 || v->elem_type == CK_ONNX_INT32) {
+        /* token ids: read by an embedding (Gather of a weight's rows), whose rows are the
+         * vocabulary */
+        for (int i = 0; i < im->m->n_nodes && !*vocab; i++) {
+            const ck_onnx_node *n = &im->m->nodes[i];
+            const ck_onnx_tensor *W = n->n_in == 2 ? const_of(im, n->in[0]) : NULL;
+            if (W && strcmp(n->op_type, "Gather") == 0 && strcmp(n->in[1], v->name) == 0 &&
+                W->ndim == 2 && W->dims[0] >= 1 && W->dims[0] <= INT32_MAX)
+                *vocab = W->dims[0];
+        }
+        if (!*vocab)
+            return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` is %s and no embedding "
+                           "(Gather of a constant 2-D weight) reads it; an integer input must "
+                           "be token ids", im->path, v->name, ck_onnx_type_name(v->elem_type));
+    } else if (v->elem_type != CK_ONNX_FLOAT) {
+        return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` is %s; only float inputs and "
+                       "integer token ids are supported", im->path, v->name,
+                       ck_onnx_type_name(v->elem_type));
+    }
     if (v->ndim < 2)
         return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` has no static shape of rank >= 2",
                        im->path, v->name);
@@ -955,7 +1619,8 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         goto out;
     }
     const ck_onnx_value *in;
-    if ((st = find_input(&im, &in)) != CK_OK)
+    int64_t vocab = 0;
+    if ((st = find_input(&im, &in, &vocab)) != CK_OK)
         goto out;
     if (m->n_outputs != 1) {
         st = ck_fail(err, CK_ERR_INPUT, "%s: the model has %d outputs; a case has one (the loss "
@@ -971,7 +1636,8 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         !cJSON_AddStringToObject(root, "description", desc) ||
         !(input = cJSON_AddObjectToObject(root, "input")) ||
         !add_ints(input, "shape", in->dims, in->ndim) ||
-        !cJSON_AddStringToObject(input, "dist", "normal") ||
+        !cJSON_AddStringToObject(input, "dist", vocab ? "tokens" : "normal") ||
+        (vocab && !cJSON_AddNumberToObject(input, "vocab", (double)vocab)) ||
         !(im.layers = cJSON_AddArrayToObject(root, "layers"))) {
         st = oom(&im);
         goto out;
@@ -1021,6 +1687,9 @@ out:
         free(im.consts[i].data);
     }
     free(im.consts);
+    for (int i = 0; i < im.n_pend; i++)
+        free(im.pend[i].value);
+    free(im.pend);
     if (st != CK_OK) {
         ck_error_one_line(err, st); /* names from the file may hold control characters */
         cJSON_Delete(root);

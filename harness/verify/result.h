@@ -95,6 +95,8 @@ typedef struct {
     char algo_policy[16];      /* "deterministic" / "fastest"; empty on the CPU */
     int n_algos;
     ck_algo_record *algos;     /* what ran, per layer and pass */
+    bool has_device_memory;    /* the backend reports its own device memory (CUDA) */
+    ck_device_memory device_memory; /* over the whole case: every run together */
     bool has_vs_backend;       /* --against: this backend's plain run vs the reference's */
     char vs_backend_name[32];  /* the reference backend */
     int n_vs_backend;

@@ -47,6 +47,12 @@ rc=$?
 "$PROG" run "$FIX/small_cnn.onnx" --dtype fp32 --quiet --checkpoint every:2 --optimizer adam >"$TMP/out" 2>"$TMP/err"
 rc=$?
 [ "$rc" -eq 0 ] && grep -q "PASS small_cnn fp32  identical" "$TMP/out" && ok || bad "run MODEL.onnx: exit $rc $(cat "$TMP/out" "$TMP/err")"
+# the GPT-style block (int64 token input, attention pattern) with a segment per sub-block
+"$PROG" run "$FIX/gpt_block.onnx" --dtype fp32 --quiet --checkpoint segments:ln1..Add_1,ln2..Add_4 --optimizer adam >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "PASS gpt_block fp32  identical" "$TMP/out" && ok || bad "run gpt_block.onnx: exit $rc $(cat "$TMP/out" "$TMP/err")"
+"$PROG" import "$FIX/gpt_block.onnx" -o "$TMP/g.json" >"$TMP/out" 2>"$TMP/err"
+grep -q '"dist":[[:space:]]*"tokens"' "$TMP/g.json" && grep -q '"op":[[:space:]]*"attention"' "$TMP/g.json" && ok || bad "gpt_block imports with a tokens input and an attention layer"
 ls /tmp/ckpt-harness-onnx-* >/dev/null 2>&1 && bad "run MODEL.onnx left its temporary weights behind" || ok
 
 # refusals

@@ -96,6 +96,23 @@ cmp -s "$TMP/a" "$TMP/b" && ok || bad "two --reproducible runs give byte-identic
 expect_exit 1 "dropout under stateful fails a case expecting identical" -- \
     "$PROG" run "$ROOT/cases/mlp_dropout.json" --rng stateful
 grep -q "mismatch" "$TMP/out" && ok || bad "the mismatch is printed"
+# --rng stash: the global stream, rewound for each recomputation (preserve_rng_state). The
+# plain run draws exactly what stateful's plain run draws (other masks than counter's), and
+# the checkpointed run replays them: identical, where stateful is caught.
+expect_exit 0 "dropout under stash is identical" -- \
+    "$PROG" run "$ROOT/cases/mlp_dropout.json" --rng stash --dtype fp32 --report "$TMP/stash.json"
+grep -q '"rng":[[:space:]]*"stash"' "$TMP/stash.json" && ok || bad "--rng stash: the report's policy is stash"
+grep -q '"verdict":[[:space:]]*"mismatch"' "$TMP/stash.json" && bad "--rng stash: a tensor differs" || ok
+"$PROG" run "$ROOT/cases/mlp_dropout.json" --rng stateful --dtype fp32 --report "$TMP/stateful.json" >/dev/null 2>&1
+"$PROG" run "$ROOT/cases/mlp_dropout.json" --rng counter --dtype fp32 --report "$TMP/counter.json" >/dev/null 2>&1
+plain_losses() { grep -m1 '"losses"' "$1"; }
+ckpt_losses() { grep '"losses"' "$1" | sed -n 2p; }
+[ -n "$(plain_losses "$TMP/stash.json")" ] && [ "$(plain_losses "$TMP/stash.json")" = "$(plain_losses "$TMP/stateful.json")" ] && ok || bad "--rng stash: plain losses are stateful's"
+[ "$(plain_losses "$TMP/stash.json")" != "$(plain_losses "$TMP/counter.json")" ] && ok || bad "--rng stash: plain losses differ from counter's"
+[ "$(ckpt_losses "$TMP/stash.json")" = "$(plain_losses "$TMP/stash.json")" ] && ok || bad "--rng stash: checkpointed losses equal plain"
+[ "$(ckpt_losses "$TMP/stateful.json")" != "$(plain_losses "$TMP/stateful.json")" ] && ok || bad "--rng stateful: checkpointed losses differ"
+expect_exit 1 "stash on the stateful canary: no mismatch to catch" -- \
+    "$PROG" run "$ROOT/cases/canary_dropout_stateful.json" --rng stash
 expect_exit 1 "batchnorm update fails a case expecting identical" -- \
     "$PROG" run "$ROOT/cases/cnn_bn.json" --bn-recompute update --report "$TMP/bn.json"
 grep -q 'running_mean' "$TMP/out" && ok || bad "the summary names running_mean"

@@ -1,303 +1,478 @@
 #!/usr/bin/env bash
-# The GPU machine's script (docs/cuda.md): builds ckpt-harness with the CUDA backend, runs
-# the GPU test program, every shipped case on CUDA (plain vs checkpointed, bitwise under
-# --algo deterministic where the case expects identity), CUDA against CPU within tolerance
-# (tensor dumps compared file by file), and the seed's model at full size in fp32 and fp16,
-# then prints a table of step time and peak activation memory, plain and checkpointed.
+# The GPU machine's script (docs/cuda.md, "A GPU run"): builds ckpt-harness with the CUDA
+# backend, runs the GPU test program, every shipped case on CUDA (plain vs checkpointed),
+# CUDA against the CPU on every dumped tensor, and the seed's model at full size in fp32 and
+# fp16, then prints one table: stage, PASS/FAIL/SKIPPED/BUDGET, seconds, detail.
 #
 #   tests/gpu/run.sh OUT_DIR
 #
-# Everything it writes goes under OUT_DIR: run.log (this whole output), build/, logs/,
-# reports/ (JSON), dumps/, compare/, seed/. Each stage has a timeout; the whole script aims
-# to finish within CK_GPU_BUDGET_S (default 340 s) and skips what no longer fits, saying
-# so. Exit status: 0 when every stage that ran passed, 1 otherwise, 2 on usage.
+# Everything it writes goes under OUT_DIR: run.log (this whole output), summary.txt (the
+# table), deps/ (unpacked Debian packages), build/, logs/, reports/, dumps/, compare/,
+# seed/. The whole script stays within CK_GPU_BUDGET_S seconds (default 330, so that it
+# fits 6 minutes with the machine's start): every command runs under `timeout`, cut to what
+# is left; a stage killed by that is BUDGET, a stage that no longer fits is not started and
+# is BUDGET too; a stage that does not apply is SKIPPED. Neither counts as passed.
+# Exit status: 0 when every required stage passed, 1 otherwise, 2 on usage. The table is
+# printed on every path, including a failed build or an unexpected error.
 #
-# Knobs (environment): CUDA_HOME, CUDNN_HOME (found with `find` when unset and not in the
-# usual places), CK_DEBS_DIR (Debian packages to unpack when libcjson or zlib's headers are
-# missing; tests/gpu/fetch-debs.sh fetches them), CK_DEVICE (0), CK_ALGO (deterministic),
-# CK_BACKEND (cuda; `cpu` rehearses the script's plumbing on a machine without a GPU),
-# CK_SEED_CASE (tests/gpu/cases/seed_unet_full.json), JOBS (nproc).
-set -euo pipefail
+# Knobs (environment):
+#   CK_BACKEND      cuda (default) | cpu: the CPU backend stands in for CUDA, to rehearse the
+#                   script on a machine without a GPU (tests/cli/gpu_script.sh does so); the
+#                   GPU-only stages are then SKIPPED and not required
+#   CK_GPU_BUDGET_S whole-script budget in seconds (330)
+#   CK_DEBS_DIR     Debian packages to unpack when libcjson or Check is missing
+#                   (default tests/gpu/debs, filled by tests/gpu/fetch-debs.sh)
+#   CK_DEVICE (0), CK_ALGO (deterministic), CUDA_HOME, CUDNN_HOME, JOBS (nproc)
+#   CK_CASES_DIR    the cases to run (default cases/)
+#   CK_SEED_CASE    the seed model (default tests/gpu/cases/seed_unet_full.json)
+#   CK_GPU_PROG     a ckpt-harness already built: no build stage (SKIPPED; tests use it)
+#   CK_MAKE         the make command (default make)
+#   CK_GPU_STAGE_NEED_S  the seconds every stage needs left to start (default: each
+#                   stage's own estimate; tests set 1)
+set -u
+set -o pipefail
 
-if [ $# -ne 1 ]; then
+if [ $# -ne 1 ] || [ -z "$1" ]; then
     echo "usage: tests/gpu/run.sh OUT_DIR" >&2
     exit 2
 fi
+BACKEND=${CK_BACKEND:-cuda}
+case "$BACKEND" in
+cuda | cpu) ;;
+*)
+    echo "tests/gpu/run.sh: CK_BACKEND=$BACKEND: expected cuda or cpu" >&2
+    exit 2
+    ;;
+esac
+BUDGET=${CK_GPU_BUDGET_S:-330}
+case "$BUDGET" in
+'' | *[!0-9]*)
+    echo "tests/gpu/run.sh: CK_GPU_BUDGET_S=$BUDGET: expected whole seconds" >&2
+    exit 2
+    ;;
+esac
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-mkdir -p "$1"
-OUT=$(cd "$1" && pwd)
+if ! mkdir -p "$1" 2>/dev/null || ! OUT=$(cd "$1" && pwd); then
+    echo "tests/gpu/run.sh: cannot create $1" >&2
+    exit 2
+fi
 mkdir -p "$OUT/logs" "$OUT/reports" "$OUT/dumps" "$OUT/compare" "$OUT/seed"
 LOG="$OUT/run.log"
 : >"$LOG"
 exec > >(tee -a "$LOG") 2>&1
+TEE_PID=$!
 
 START=$(date +%s)
-BUDGET=${CK_GPU_BUDGET_S:-340}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 DEVICE=${CK_DEVICE:-0}
 ALGO=${CK_ALGO:-deterministic}
-BACKEND=${CK_BACKEND:-cuda}
+CASES=${CK_CASES_DIR:-$ROOT/cases}
 SEED_CASE=${CK_SEED_CASE:-$ROOT/tests/gpu/cases/seed_unet_full.json}
+MAKE_CMD=${CK_MAKE:-make}
 B="$OUT/build"
-PROG="$B/ckpt-harness"
+PROG=${CK_GPU_PROG:-$B/ckpt-harness}
 TESTGPU="$B/test_gpu"
-FAILED=0
-SUMMARY=()
+GPU=0
+[ "$BACKEND" = cuda ] && GPU=1
 
 elapsed() { echo $(($(date +%s) - START)); }
+left() { echo $((BUDGET - $(elapsed))); }
 log() { printf '[%4ss] %s\n' "$(elapsed)" "$*"; }
-# stage NAME STATUS DETAIL: one row of the closing summary; FAIL marks the script failed
-stage() {
-    SUMMARY+=("$(printf '%-46s %-8s %s' "$1" "$2" "$3")")
-    if [ "$2" = FAIL ]; then FAILED=1; fi
-    log "$1: $2 $3"
+
+# ---------------------------------------------------------------------------------------
+# the table: one row per stage
+
+ROW_NAME=()
+ROW_STATUS=()
+ROW_TIME=()
+ROW_REQ=()
+ROW_DETAIL=()
+# record NAME REQUIRED(1|0) STATUS SECONDS DETAIL
+record() {
+    ROW_NAME+=("$1")
+    ROW_REQ+=("$2")
+    ROW_STATUS+=("$3")
+    ROW_TIME+=("$4")
+    ROW_DETAIL+=("$5")
+    log "$1: $3${5:+ ($5)}"
 }
-# fits SECONDS: whether a stage needing that long still fits the budget
-fits() { [ $((BUDGET - $(elapsed))) -ge "$1" ]; }
-# bounded SECONDS CMD...: CMD with a timeout, cut to what is left of the budget (>= 10 s)
+
+FINISHED=0
+finish() {
+    local rc=$? failed=0 i req
+    [ "$FINISHED" -eq 1 ] && return
+    FINISHED=1
+    if [ "$rc" -ne 0 ]; then
+        record "script" 1 FAIL 0 "stopped early: exit $rc (see run.log)"
+    fi
+    for i in "${!ROW_NAME[@]}"; do
+        if [ "${ROW_REQ[$i]}" -eq 1 ] && [ "${ROW_STATUS[$i]}" != PASS ]; then
+            failed=$((failed + 1))
+        fi
+    done
+    [ "${#ROW_NAME[@]}" -eq 0 ] && failed=1
+    {
+        echo
+        echo "tests/gpu/run.sh summary ($BACKEND, algo $ALGO, $(elapsed) s of ${BUDGET} s budget):"
+        printf '%-44s %-8s %-8s %6s  %s\n' stage status required time_s detail
+        for i in "${!ROW_NAME[@]}"; do
+            req=no
+            [ "${ROW_REQ[$i]}" -eq 1 ] && req=yes
+            printf '%-44s %-8s %-8s %6s  %s\n' "${ROW_NAME[$i]}" "${ROW_STATUS[$i]}" "$req" \
+                "${ROW_TIME[$i]}" "${ROW_DETAIL[$i]}"
+        done
+        [ "${#ROW_NAME[@]}" -eq 0 ] && echo "(no stage ran)"
+        if [ "$failed" -ne 0 ]; then
+            echo "tests/gpu/run.sh: FAILED: $failed required stage(s) did not pass (logs under $OUT)"
+        else
+            echo "tests/gpu/run.sh: PASSED: every required stage passed (logs under $OUT)"
+        fi
+    } >"$OUT/summary.txt"
+    cat "$OUT/summary.txt"
+    exec 1>&- 2>&-
+    wait "$TEE_PID" 2>/dev/null
+    if [ "$failed" -ne 0 ]; then exit 1; fi
+    exit 0
+}
+trap finish EXIT
+trap 'exit 1' INT TERM
+
+# bounded LIMIT CMD...: CMD under `timeout`, LIMIT cut to what is left of the budget;
+# returns CMD's status, or 124/137 when it was killed
 bounded() {
-    local t=$1 left
+    local t=$1 l
     shift
-    left=$((BUDGET - $(elapsed)))
-    if [ "$left" -lt "$t" ]; then t=$left; fi
-    if [ "$t" -lt 10 ]; then t=10; fi
-    timeout --kill-after=10 "$t" "$@"
+    l=$(left)
+    [ "$l" -lt "$t" ] && t=$l
+    [ "$t" -lt 1 ] && return 124
+    timeout --kill-after=5 "$t" "$@"
+}
+killed() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
+
+# stage NAME REQUIRED NEED_S FUNCTION: runs FUNCTION (which sets ST and DETAIL) when at
+# least NEED_S seconds are left, else records BUDGET without starting it
+stage() {
+    local name=$1 req=$2 need=${CK_GPU_STAGE_NEED_S:-$3} fn=$4 t0
+    if [ "$(left)" -lt "$need" ]; then
+        record "$name" "$req" BUDGET 0 "not started: $(left) s left, needs about $need s"
+        return
+    fi
+    t0=$(date +%s)
+    ST=FAIL
+    DETAIL=""
+    "$fn"
+    record "$name" "$req" "$ST" $(($(date +%s) - t0)) "$DETAIL"
+}
+
+log "ckpt-harness GPU script in $OUT (budget ${BUDGET} s, backend $BACKEND, algo $ALGO, device $DEVICE)"
+
+# ---------------------------------------------------------------------------------------
+# 0. the machine and the build dependencies (no search of the file system)
+
+if [ "$GPU" -eq 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
+    bounded 20 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+fi
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+deps_stage() {
+    local debs=${CK_DEBS_DIR:-$ROOT/tests/gpu/debs} deps="$OUT/deps" deb unpacked=0 missing=""
+    if [ "$GPU" -eq 1 ] && [ -x "$CUDA_HOME/bin/nvcc" ]; then
+        bounded 20 "$CUDA_HOME/bin/nvcc" --version | tail -n 1
+    fi
+    if [ -z "${CUDNN_HOME:-}" ]; then
+        for d in /usr/local/cudnn /opt/nvidia/cudnn /usr/local/cuda/targets/x86_64-linux; do
+            if [ -e "$d/include/cudnn.h" ]; then
+                export CUDNN_HOME=$d
+                break
+            fi
+        done
+    fi
+    # Debian packages for what pkg-config does not find: unpacked into OUT/deps with
+    # dpkg -x, their .pc files pointed there
+    if ! pkg-config --exists libcjson 2>/dev/null || ! pkg-config --exists check 2>/dev/null; then
+        mkdir -p "$deps"
+        for deb in "$debs"/libcjson1_*.deb "$debs"/libcjson-dev_*.deb "$debs"/check_*.deb \
+            "$debs"/libsubunit0_*.deb "$debs"/libsubunit-dev_*.deb; do
+            if [ -e "$deb" ] && dpkg -x "$deb" "$deps"; then unpacked=$((unpacked + 1)); fi
+        done
+        for pc in "$deps"/usr/lib/*/pkgconfig/*.pc "$deps"/usr/lib/pkgconfig/*.pc; do
+            [ -e "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$deps/usr|; s|=/usr/|=$deps/usr/|" "$pc"
+        done
+        for d in "$deps"/usr/lib/*/pkgconfig "$deps"/usr/lib/pkgconfig; do
+            [ -d "$d" ] && export PKG_CONFIG_PATH="$d${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+        done
+        for d in "$deps"/usr/lib/x86_64-linux-gnu "$deps"/usr/lib; do
+            if [ -d "$d" ]; then
+                export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+                export LIBRARY_PATH="$d${LIBRARY_PATH:+:$LIBRARY_PATH}"
+            fi
+        done
+    fi
+    # zlib's headers (harness/io/npz.c): zlib1g-dev's, with zlib1g's library beside them
+    if ! printf '#include <zlib.h>\n' | cc -E -x c - >/dev/null 2>&1; then
+        mkdir -p "$deps"
+        for deb in "$debs"/zlib1g_*.deb "$debs"/zlib1g-dev_*.deb; do
+            if [ -e "$deb" ] && dpkg -x "$deb" "$deps"; then unpacked=$((unpacked + 1)); fi
+        done
+        if [ -e "$deps/usr/include/zlib.h" ]; then
+            export CPATH="$deps/usr/include${CPATH:+:$CPATH}"
+            for d in "$deps"/usr/lib/x86_64-linux-gnu "$deps"/lib/x86_64-linux-gnu; do
+                [ -d "$d" ] && export LIBRARY_PATH="$d${LIBRARY_PATH:+:$LIBRARY_PATH}" &&
+                    export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            done
+        else
+            missing="$missing zlib.h"
+        fi
+    fi
+    pkg-config --exists libcjson 2>/dev/null || missing="$missing libcjson"
+    pkg-config --exists check 2>/dev/null || missing="$missing check"
+    if [ -n "$missing" ]; then
+        DETAIL="missing:$missing ($unpacked .deb unpacked from $debs; tests/gpu/fetch-debs.sh fetches them)"
+        # Check is needed for make check only, not by this script
+        case "$missing" in *libcjson* | *zlib*) ST=FAIL ;; *) ST=PASS ;; esac
+        return
+    fi
+    ST=PASS
+    DETAIL="libcjson and check found${CUDNN_HOME:+, CUDNN_HOME=$CUDNN_HOME}; $unpacked .deb unpacked"
+}
+stage "build dependencies" 1 1 deps_stage
+DEPS_OK=$ST
+
+# ---------------------------------------------------------------------------------------
+# 1. build
+
+BUILD_OK=0
+build_stage() {
+    local targets=("$PROG") flag=auto rc=0
+    if [ "$GPU" -eq 1 ]; then
+        flag=1
+        targets+=("$TESTGPU")
+    fi
+    bounded 240 "$MAKE_CMD" -C "$ROOT" -j"$JOBS" CUDA=$flag BUILD="$B" "${targets[@]}" \
+        >"$OUT/logs/build.log" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        ST=PASS
+        DETAIL="CUDA=$flag, $(grep -c 'nvcc ' "$OUT/logs/build.log") nvcc compiles"
+        BUILD_OK=1
+    elif killed "$rc"; then
+        ST=BUDGET
+        DETAIL="killed at the time limit (logs/build.log)"
+    else
+        tail -n 20 "$OUT/logs/build.log"
+        DETAIL="exit $rc (logs/build.log)"
+    fi
+}
+if [ -n "${CK_GPU_PROG:-}" ]; then
+    if [ -x "$PROG" ]; then
+        BUILD_OK=1
+        record "build" 0 SKIPPED 0 "prebuilt program $PROG (CK_GPU_PROG)"
+    else
+        record "build" 1 FAIL 0 "CK_GPU_PROG=$PROG is not an executable"
+    fi
+elif [ "$DEPS_OK" != PASS ]; then
+    record "build" 1 SKIPPED 0 "build dependencies missing"
+else
+    stage "build" 1 60 build_stage
+fi
+
+# later stages need the program; without it each is SKIPPED (and required ones fail)
+need_prog() { # need_prog NAME REQUIRED: true when the program is there, else records SKIPPED
+    if [ "$BUILD_OK" -ne 1 ]; then
+        record "$1" "$2" SKIPPED 0 "no program (build did not pass)"
+        return 1
+    fi
+    return 0
+}
+
+BACKEND_ARGS=(--backend "$BACKEND")
+if [ "$GPU" -eq 1 ]; then BACKEND_ARGS+=(--device "$DEVICE" --algo "$ALGO"); fi
+
+# ---------------------------------------------------------------------------------------
+# 2. the GPU test program: every op against the CPU, masks, determinism, fp64 gradchecks
+
+test_gpu_stage() {
+    local rc=0 last
+    bounded 120 "$TESTGPU" --device "$DEVICE" --algo "$ALGO" >"$OUT/logs/test_gpu.log" 2>&1 || rc=$?
+    last=$(tail -n 1 "$OUT/logs/test_gpu.log")
+    if killed "$rc"; then
+        ST=BUDGET
+        DETAIL="killed at the time limit (logs/test_gpu.log)"
+    elif grep -q '^test_gpu: SKIP' "$OUT/logs/test_gpu.log"; then
+        ST=SKIPPED # no GPU: not a pass
+        DETAIL=$last
+    elif [ "$rc" -eq 0 ]; then
+        ST=PASS
+        DETAIL=$last
+    else
+        grep -E '^FAIL' "$OUT/logs/test_gpu.log" | head -n 20
+        DETAIL="exit $rc: $last"
+    fi
+}
+if [ "$GPU" -eq 0 ]; then
+    record "GPU op suite (test_gpu)" 0 SKIPPED 0 "CK_BACKEND=cpu: no GPU program"
+elif need_prog "GPU op suite (test_gpu)" 1; then
+    stage "GPU op suite (test_gpu)" 1 30 test_gpu_stage
+fi
+
+# ---------------------------------------------------------------------------------------
+# 3. every shipped case on the backend: plain vs checkpointed as each case expects
+
+cases_stage() {
+    local rc=0 passed total
+    bounded 90 "$PROG" run "$CASES" "${BACKEND_ARGS[@]}" --report "$OUT/reports/cases/" \
+        --rows 3 >"$OUT/logs/cases.log" 2>&1 || rc=$?
+    # run reports only (the folder also holds the run's summary.json)
+    total=$(grep -l '"schema":[[:space:]]*"ckpt-harness/report"' "$OUT"/reports/cases/*.json 2>/dev/null | wc -l)
+    passed=$(grep -l '"schema":[[:space:]]*"ckpt-harness/report"' "$OUT"/reports/cases/*.json 2>/dev/null |
+        while IFS= read -r f; do grep -l '"status":[[:space:]]*"pass"' "$f"; done | wc -l)
+    if killed "$rc"; then
+        ST=BUDGET
+        DETAIL="killed at the time limit, $passed/$total reports pass"
+    elif [ "$rc" -eq 0 ] && [ "$total" -gt 0 ] && [ "$passed" -eq "$total" ]; then
+        ST=PASS
+        DETAIL="exit 0, $passed/$total reports pass"
+    else
+        tail -n 10 "$OUT/logs/cases.log"
+        DETAIL="exit $rc, $passed/$total reports pass (logs/cases.log)"
+    fi
+}
+if need_prog "shipped cases on $BACKEND" 1; then
+    stage "shipped cases on $BACKEND" 1 20 cases_stage
+fi
+
+# ---------------------------------------------------------------------------------------
+# 4. the backend against the CPU: every tensor the CPU reference dumps, per dtype
+
+DT=""
+compare_stage() {
+    local dt=$DT rc ref_rc=0 run_rc=0 files=0 bad=0 missing=0 f rel other tag
+    local ref="$OUT/dumps/cpu-ref-$dt" mine="$OUT/dumps/$BACKEND-$dt"
+    rm -rf "$ref" "$mine"
+    bounded 60 "$PROG" run "$CASES" --backend cpu --dtype "$dt" --quiet --dump "$ref" \
+        >"$OUT/logs/dump-cpu-ref-$dt.log" 2>&1 || ref_rc=$?
+    if ! killed "$ref_rc"; then
+        bounded 60 "$PROG" run "$CASES" "${BACKEND_ARGS[@]}" --dtype "$dt" --quiet --dump "$mine" \
+            >"$OUT/logs/dump-$BACKEND-$dt.log" 2>&1 || run_rc=$?
+    fi
+    if killed "$ref_rc" || killed "$run_rc"; then
+        ST=BUDGET
+        DETAIL="a dump run was killed at the time limit (logs/dump-*-$dt.log)"
+        return
+    fi
+    mkdir -p "$OUT/compare/$dt"
+    while IFS= read -r f; do
+        rel=${f#"$ref/"}
+        other="$mine/$rel"
+        files=$((files + 1))
+        tag=$(printf '%s' "${rel%.safetensors}" | tr '/' '_')
+        if [ ! -e "$other" ]; then
+            missing=$((missing + 1))
+            echo "  missing in the $BACKEND dump: $rel"
+            continue
+        fi
+        if ! bounded 20 "$PROG" compare "$other" "$f" --quiet \
+            --tolerances "$ROOT/tests/gpu/tolerances/cuda_vs_cpu.$dt.json" \
+            --report "$OUT/compare/$dt/$tag.json" >"$OUT/compare/$dt/$tag.log" 2>&1; then
+            bad=$((bad + 1))
+            echo "  outside tolerance: $rel"
+        fi
+    done < <(find "$ref" -name '*.safetensors' 2>/dev/null | sort)
+    if [ "$ref_rc" -ne 0 ] || [ "$run_rc" -ne 0 ]; then
+        DETAIL="cpu run exit $ref_rc, $BACKEND run exit $run_rc (logs/dump-*-$dt.log); $bad of $files files outside tolerance, $missing missing"
+    elif [ "$files" -eq 0 ]; then
+        DETAIL="the CPU reference dumped nothing (logs/dump-cpu-ref-$dt.log)"
+    elif [ "$bad" -ne 0 ] || [ "$missing" -ne 0 ]; then
+        DETAIL="$bad of $files files outside tolerance, $missing missing (compare/$dt/)"
+    else
+        ST=PASS
+        DETAIL="$files files within tests/gpu/tolerances/cuda_vs_cpu.$dt.json"
+    fi
+}
+for DT in fp32 fp16 bf16; do
+    if need_prog "$BACKEND vs cpu, every dumped tensor, $DT" 1; then
+        stage "$BACKEND vs cpu, every dumped tensor, $DT" 1 15 compare_stage
+    fi
+done
+
+# ---------------------------------------------------------------------------------------
+# 5. the seed's model at full size through the CLI: plain vs checkpointed, memory
+
+SEED_NAME=$(basename "$SEED_CASE" .json)
+INIT_ARGS=()
+INIT_NOTE="default init"
+if command -v python3 >/dev/null 2>&1 &&
+    bounded 60 python3 "$ROOT/tests/gpu/he_init.py" "$SEED_CASE" "$OUT/seed/he_init.safetensors" \
+        >"$OUT/logs/he_init.log" 2>&1; then
+    INIT_ARGS=(--init "$OUT/seed/he_init.safetensors")
+    INIT_NOTE="He-uniform init"
+else
+    log "no He-uniform weights (python3 missing or logs/he_init.log): the seed runs from the default init"
+fi
+
+seed_stage() {
+    local dt=$DT rc=0 r="$OUT/reports/$SEED_NAME.$DT.json" verdict status
+    rm -f "$r"
+    bounded 150 "$PROG" run "$SEED_CASE" "${BACKEND_ARGS[@]}" "${INIT_ARGS[@]}" --dtype "$dt" \
+        --report "$r" >"$OUT/logs/seed-$dt.log" 2>&1 || rc=$?
+    if killed "$rc"; then
+        ST=BUDGET
+        DETAIL="killed at the time limit (logs/seed-$dt.log)"
+        return
+    fi
+    if [ ! -f "$r" ]; then
+        tail -n 5 "$OUT/logs/seed-$dt.log"
+        DETAIL="exit $rc, no report (logs/seed-$dt.log)"
+        return
+    fi
+    verdict=$(jtop "$r" verdict)
+    status=$(jtop "$r" status)
+    if [ "$rc" -eq 0 ] && [ "$status" = pass ] && [ "$verdict" = identical ]; then
+        ST=PASS
+        DETAIL="exit 0, verdict identical, $INIT_NOTE"
+    else
+        tail -n 5 "$OUT/logs/seed-$dt.log"
+        DETAIL="exit $rc, status '$status', verdict '$verdict', $INIT_NOTE (logs/seed-$dt.log)"
+    fi
 }
 # jtop FILE KEY: a top-level scalar of a report (cJSON indents top-level keys by one tab)
 jtop() {
     awk -v key="\"$2\":" 'index($0, "\t" key) == 1 { v = $0; sub(/^[^:]*:[ \t]*/, "", v);
         sub(/,$/, "", v); gsub(/"/, "", v); print v; exit }' "$1"
 }
-# jrun FILE RUN KEY: a scalar inside runs.RUN of a report
-jrun() {
-    awk -v run="\"$2\":" -v key="\"$3\":" 'index($0, run) { inrun = 1 }
-        inrun && index($0, key) { v = $0; sub(/.*:[ \t]*/, "", v); sub(/,.*/, "", v); print v; exit }' "$1"
+for DT in fp32 fp16; do
+    if need_prog "seed model via the CLI, $DT" 1; then
+        stage "seed model via the CLI, $DT" 1 40 seed_stage
+    fi
+done
+
+# ---------------------------------------------------------------------------------------
+# 6. step timing of the seed model (test_gpu --bench): informative, not required
+
+bench_stage() {
+    local rc=0
+    bounded 90 "$TESTGPU" --bench "$SEED_CASE" --dtype "$DT" --device "$DEVICE" --algo "$ALGO" \
+        --out "$OUT/seed/bench.txt" >"$OUT/logs/bench-$DT.log" 2>&1 || rc=$?
+    if killed "$rc"; then
+        ST=BUDGET
+        DETAIL="killed at the time limit"
+    elif [ "$rc" -eq 0 ]; then
+        ST=PASS
+        DETAIL="$(tail -n 1 "$OUT/logs/bench-$DT.log")"
+    else
+        DETAIL="exit $rc (logs/bench-$DT.log)"
+    fi
 }
-
-log "ckpt-harness GPU run in $OUT (budget ${BUDGET}s, backend $BACKEND, algo $ALGO, device $DEVICE)"
-
-# ---------------------------------------------------------------------------------------
-# 0. the machine and the toolchain
-if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv || true
-fi
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ -x "$CUDA_HOME/bin/nvcc" ]; then "$CUDA_HOME/bin/nvcc" --version | tail -n 2; fi
-if [ -z "${CUDNN_HOME:-}" ] && [ ! -e /usr/include/x86_64-linux-gnu/cudnn.h ] &&
-    [ ! -e /usr/include/cudnn.h ] && [ ! -e "$CUDA_HOME/include/cudnn.h" ]; then
-    hdr=$(find / -xdev -name cudnn.h -path '*include*' 2>/dev/null | head -n 1 || true)
-    if [ -n "$hdr" ]; then
-        CUDNN_HOME=$(dirname "$(dirname "$hdr")")
-        export CUDNN_HOME
-        log "cuDNN found under $CUDNN_HOME"
-    fi
-fi
-find / -xdev \( -name 'libcudnn.so.9' -o -name 'cudnn_version.h' \) 2>/dev/null | head -n 4 || true
-
-# Missing build dependencies come from Debian packages unpacked under OUT/deps.
-DEPS="$OUT/deps"
-DEBS=${CK_DEBS_DIR:-$ROOT/tests/gpu/debs}
-unpack() { # unpack PACKAGE-GLOB: dpkg -x the first matching .deb in DEBS into DEPS
-    local deb
-    deb=$(ls "$DEBS"/$1 2>/dev/null | head -n 1 || true)
-    if [ -z "$deb" ]; then
-        log "missing $1 in $DEBS (run tests/gpu/fetch-debs.sh on a machine with apt)"
-        return 1
-    fi
-    dpkg -x "$deb" "$DEPS"
-}
-if ! pkg-config --exists libcjson 2>/dev/null; then
-    log "libcjson not installed: unpacking it from $DEBS"
-    mkdir -p "$DEPS"
-    unpack 'libcjson1_*.deb' || true
-    unpack 'libcjson-dev_*.deb' || true
-    for pc in "$DEPS"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc; do
-        [ -e "$pc" ] && sed -i "s|=/usr/|=$DEPS/usr/|" "$pc"
-    done
-    export PKG_CONFIG_PATH="$DEPS/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    export LD_LIBRARY_PATH="$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-if ! printf '#include <zlib.h>\nint main(void){return (int)zlibVersion()[0];}\n' |
-    cc -x c - -o /dev/null -lz >/dev/null 2>&1; then
-    log "zlib headers or libz.so missing: using $DEBS and the system's libz.so.1"
-    mkdir -p "$DEPS/zlib/lib"
-    if ls "$DEBS"/zlib1g-dev_*.deb >/dev/null 2>&1; then
-        dpkg -x "$(ls "$DEBS"/zlib1g-dev_*.deb | head -n 1)" "$DEPS/zlib"
-    fi
-    so=$( (ldconfig -p 2>/dev/null | awk '/libz\.so\.1 .*x86-64/ { print $NF; exit }') || true)
-    [ -n "$so" ] && ln -sf "$so" "$DEPS/zlib/lib/libz.so"
-    export CPATH="$DEPS/zlib/usr/include${CPATH:+:$CPATH}"
-    export LIBRARY_PATH="$DEPS/zlib/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
-fi
-
-# ---------------------------------------------------------------------------------------
-# 1. build
-CUDA_FLAG=1
-TARGETS=("$PROG" "$TESTGPU")
-if [ "$BACKEND" = cpu ]; then
-    CUDA_FLAG=auto
-    TARGETS=("$PROG")
-fi
-if bounded 300 make -C "$ROOT" -j"$JOBS" CUDA=$CUDA_FLAG BUILD="$B" "${TARGETS[@]}" \
-    >"$OUT/logs/build.log" 2>&1; then
-    stage "build (CUDA=$CUDA_FLAG)" PASS "$(grep -c 'nvcc ' "$OUT/logs/build.log" || true) nvcc compiles"
-else
-    tail -n 30 "$OUT/logs/build.log"
-    stage "build (CUDA=$CUDA_FLAG)" FAIL "see logs/build.log"
-    printf '%s\n' "${SUMMARY[@]}"
-    exit 1
-fi
-"$PROG" --version || true
-
-# ---------------------------------------------------------------------------------------
-# 2. the GPU test program: every op vs the CPU, masks, determinism, gradchecks, records
-if [ -x "$TESTGPU" ]; then
-    if bounded 180 "$TESTGPU" --device "$DEVICE" --algo "$ALGO" >"$OUT/logs/test_gpu.log" 2>&1; then
-        stage "GPU op suite (test_gpu)" PASS "$(tail -n 1 "$OUT/logs/test_gpu.log")"
-    else
-        grep -E '^FAIL' "$OUT/logs/test_gpu.log" | head -n 40 || true
-        stage "GPU op suite (test_gpu)" FAIL "$(tail -n 1 "$OUT/logs/test_gpu.log")"
-    fi
-else
-    stage "GPU op suite (test_gpu)" SKIPPED "not built ($BACKEND)"
-fi
-
-BACKEND_ARGS=(--backend "$BACKEND")
-if [ "$BACKEND" = cuda ]; then
-    # --device and --algo where this CLI has them (they arrive with the CLI's CUDA wiring)
-    help=$("$PROG" run --help 2>&1 || true)
-    case "$help" in *--device*) BACKEND_ARGS+=(--device "$DEVICE") ;; esac
-    case "$help" in *--algo*) BACKEND_ARGS+=(--algo "$ALGO") ;; esac
-    case "$help" in *cuda*) ;; *) log "note: 'run --help' does not mention cuda; --backend cuda may be refused" ;; esac
-fi
-
-# ---------------------------------------------------------------------------------------
-# 3. every shipped case on the backend: plain vs checkpointed as each case expects
-if fits 60; then
-    rc=0
-    bounded 150 "$PROG" run "$ROOT/cases" "${BACKEND_ARGS[@]}" --report "$OUT/reports/cases" \
-        --rows 3 >"$OUT/logs/cases.log" 2>&1 || rc=$?
-    passed=$(grep -l '"status":[[:space:]]*"pass"' "$OUT"/reports/cases/*.json 2>/dev/null | wc -l)
-    total=$(ls "$OUT"/reports/cases/*.json 2>/dev/null | wc -l)
-    if [ "$rc" -eq 0 ]; then
-        stage "shipped cases on $BACKEND (plain vs ckpt)" PASS "$passed/$total reports pass"
-    else
-        tail -n 20 "$OUT/logs/cases.log"
-        stage "shipped cases on $BACKEND (plain vs ckpt)" FAIL "exit $rc, $passed/$total reports pass"
-    fi
-else
-    stage "shipped cases on $BACKEND (plain vs ckpt)" SKIPPED "time budget"
-fi
-
-# ---------------------------------------------------------------------------------------
-# 4. the backend against the CPU: every dumped tensor of every case, per dtype
-for dt in fp32 fp16 bf16; do
-    name="$BACKEND vs cpu, shipped cases, $dt"
-    if ! fits 45; then
-        stage "$name" SKIPPED "time budget"
-        continue
-    fi
-    for side in cpu "$BACKEND"; do
-        args=(--backend "$side")
-        if [ "$side" = cuda ]; then args=("${BACKEND_ARGS[@]}"); fi
-        rm -rf "$OUT/dumps/$side-$dt"
-        bounded 120 "$PROG" run "$ROOT/cases" "${args[@]}" --dtype "$dt" --quiet \
-            --dump "$OUT/dumps/$side-$dt" >"$OUT/logs/dump-$side-$dt.log" 2>&1 || true
-    done
-    files=0
-    bad=0
-    mkdir -p "$OUT/compare/$dt"
-    while IFS= read -r f; do
-        rel=${f#"$OUT/dumps/$BACKEND-$dt/"}
-        ref="$OUT/dumps/cpu-$dt/$rel"
-        files=$((files + 1))
-        tag=$(echo "$rel" | tr '/' '_')
-        if [ ! -e "$ref" ] ||
-            ! "$PROG" compare "$f" "$ref" --quiet \
-                --tolerances "$ROOT/tests/gpu/tolerances/cuda_vs_cpu.$dt.json" \
-                --report "$OUT/compare/$dt/${tag%.safetensors}.json" \
-                >"$OUT/compare/$dt/${tag%.safetensors}.log" 2>&1; then
-            bad=$((bad + 1))
-            echo "  outside tolerance or missing: $rel"
-        fi
-    done < <(find "$OUT/dumps/$BACKEND-$dt" -name '*.safetensors' 2>/dev/null | sort)
-    if [ "$files" -eq 0 ]; then
-        stage "$name" FAIL "no dumps (see logs/dump-$BACKEND-$dt.log)"
-    elif [ "$bad" -eq 0 ]; then
-        stage "$name" PASS "$files files within tests/gpu/tolerances/cuda_vs_cpu.$dt.json"
-    else
-        stage "$name" FAIL "$bad of $files files outside tolerance (compare/$dt/)"
+for DT in fp32 fp16; do
+    if [ "$GPU" -eq 0 ]; then
+        record "seed model step timing, $DT" 0 SKIPPED 0 "CK_BACKEND=cpu: no GPU program"
+    elif need_prog "seed model step timing, $DT" 0; then
+        stage "seed model step timing, $DT" 0 40 bench_stage
     fi
 done
 
-# ---------------------------------------------------------------------------------------
-# 5. the seed's model at full size: step time and peak activation memory
-seed_name=$(basename "$SEED_CASE" .json)
-for dt in fp32 fp16; do
-    if [ -x "$TESTGPU" ] && fits 60; then
-        if bounded 150 "$TESTGPU" --bench "$SEED_CASE" --dtype "$dt" --device "$DEVICE" \
-            --algo "$ALGO" --out "$OUT/seed/bench.txt" >"$OUT/logs/bench-$dt.log" 2>&1; then
-            stage "seed model step timing, $dt" PASS "plain and checkpointed gradients bitwise equal"
-        else
-            tail -n 5 "$OUT/logs/bench-$dt.log"
-            stage "seed model step timing, $dt" FAIL "see logs/bench-$dt.log"
-        fi
-    elif [ -x "$TESTGPU" ]; then
-        stage "seed model step timing, $dt" SKIPPED "time budget"
-    fi
-    if fits 60; then
-        rc=0
-        bounded 170 "$PROG" run "$SEED_CASE" "${BACKEND_ARGS[@]}" --dtype "$dt" \
-            --report "$OUT/reports/$seed_name.$dt.json" >"$OUT/logs/seed-$dt.log" 2>&1 || rc=$?
-        r="$OUT/reports/$seed_name.$dt.json"
-        if [ -f "$r" ] && [ "$(jtop "$r" verdict)" = identical ]; then
-            stage "seed model via the CLI, $dt" PASS "plain vs checkpointed identical (exit $rc)"
-        else
-            tail -n 5 "$OUT/logs/seed-$dt.log"
-            stage "seed model via the CLI, $dt" FAIL "verdict '$( [ -f "$r" ] && jtop "$r" verdict)', exit $rc"
-        fi
-    else
-        stage "seed model via the CLI, $dt" SKIPPED "time budget"
-    fi
+# the seed model's memory, from the reports (the table above is the verdict)
+for DT in fp32 fp16; do
+    r="$OUT/reports/$SEED_NAME.$DT.json"
+    [ -f "$r" ] && log "seed $DT: $(grep -m 1 -o '"saving":[^,]*' "$r" 2>/dev/null || true) $(grep -m 1 -o '"pool_peak_bytes":[^,]*' "$r" 2>/dev/null || true)"
 done
-
-# ---------------------------------------------------------------------------------------
-# the table
-echo
-echo "seed model $(basename "$SEED_CASE"): $BACKEND, algo $ALGO, one training step"
-printf '%-6s %-13s %13s %13s %16s %12s\n' dtype run "step_s(warm)" "step_s(first)" \
-    peak_activations cli_run_s
-for dt in fp32 fp16; do
-    r="$OUT/reports/$seed_name.$dt.json"
-    for run in plain checkpointed; do
-        warm=-
-        first=-
-        peak=-
-        cli=-
-        if [ -f "$OUT/seed/bench.txt" ]; then
-            line=$(awk -v d="$dt" -v r="$run" '$2 == d && $3 == r' "$OUT/seed/bench.txt" | tail -n 1)
-            if [ -n "$line" ]; then
-                first=$(echo "$line" | awk '{ print $5 }')
-                warm=$(echo "$line" | awk '{ print $7 }')
-                peak=$(echo "$line" | awk '{ printf "%.2f GiB", $9 / 1073741824 }')
-            fi
-        fi
-        if [ -f "$r" ]; then
-            cli=$(jrun "$r" "$run" wall_time_s | awk '{ printf "%.3f", $1 }')
-            if [ "$peak" = - ]; then
-                peak=$(jrun "$r" "$run" peak_activation_bytes | awk '{ printf "%.2f GiB", $1 / 1073741824 }')
-            fi
-        fi
-        printf '%-6s %-13s %13s %13s %16s %12s\n' "$dt" "$run" "$warm" "$first" "$peak" "$cli"
-    done
-done
-echo "(step_s: test_gpu --bench, GPU work of one step, data drawn beforehand; first includes"
-echo " algorithm selection. cli_run_s: the CLI's wall time of the whole run, data included.)"
-echo
-echo "summary ($(elapsed) s):"
-printf '  %s\n' "${SUMMARY[@]}"
-if [ "$FAILED" -ne 0 ]; then
-    echo "tests/gpu/run.sh: FAILED (logs and reports under $OUT)"
-    exit 1
-fi
-echo "tests/gpu/run.sh: passed (logs and reports under $OUT)"
+exit 0

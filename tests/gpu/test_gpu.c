@@ -1018,12 +1018,22 @@ static void check_records(ck_backend *b, bool deterministic)
             bad++;
         if (r[i].dtype == CK_F32 && r[i].algo >= 0 && strstr(r[i].math, "FMA") == NULL)
             bad++;
+        /* pinned per (pass, dtype, shape): a layer never switches algorithm, and no
+         * workspace exceeds the default cap (1 GiB) */
+        if (r[i].changed || r[i].workspace_bytes > ((size_t)1 << 30))
+            bad++;
+        /* fp64 convolutions never reach cuDNN */
+        if (r[i].dtype == CK_F64 && strncmp(r[i].op, "conv", 4) == 0 &&
+            strstr(r[i].engine, "direct") == NULL)
+            bad++;
     }
     if (bad) {
-        printf("FAIL  algorithm records: %d entries break the policy or the fp32 math rule\n", bad);
+        printf("FAIL  algorithm records: %d entries break the policy, the fp32 math rule, the "
+               "pinning, the workspace cap or the fp64 engine\n", bad);
         g_fail++;
     } else {
-        printf("PASS  algorithm records follow the policy (and fp32 convolutions ran FMA)\n");
+        printf("PASS  algorithm records follow the policy (fp32 convolutions ran FMA, nothing "
+               "switched, workspaces within the cap, fp64 convolutions on the direct kernels)\n");
         g_pass++;
     }
 }
@@ -1325,9 +1335,22 @@ int main(int argc, char **argv)
             char desc[128];
             snprintf(desc, sizeof desc, "%s [in fp16, out fp32]", tests[k].desc);
             m.desc = desc;
-            if (m.fwd_cls == CLS_LIB)
+            if (m.op.kind == CK_OP_CONV)
+                m.fwd_cls = m.bwd_cls = CLS_EXACT; /* the direct fp64 kernels: the CPU's sums */
+            else if (m.fwd_cls == CLS_LIB)
                 m.fwd_cls = m.bwd_cls = CLS_TRANS; /* fp64 on both sides, rounded once */
             run_op(&m, mixed, 5000 + (uint64_t)k);
+        }
+    /* fp64 convolutions run on the backend's own direct kernels (conv_direct.h), whose
+     * fixed-order sums are the CPU's: bitwise */
+    for (int k = 0; k < nt; k++)
+        if (tests[k].op.kind == CK_OP_CONV) {
+            op_test m = tests[k];
+            char desc[128];
+            snprintf(desc, sizeof desc, "%s [fp64, direct kernels]", tests[k].desc);
+            m.desc = desc;
+            m.fwd_cls = m.bwd_cls = CLS_EXACT;
+            run_op(&m, dtypes_of(CK_F64), 7000 + (uint64_t)k);
         }
 
     test_dropout_masks();
