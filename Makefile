@@ -281,6 +281,8 @@ OOM_WRAP  := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
 $(OOM_SWEEP): $(BUILD)/obj/tests/oom/oom_sweep.o $(LIB)
 	$(CC) $(LDFLAGS) $(OOM_WRAP) -o $@ $^ $(LDLIBS)
 
+-include $(BUILD)/obj/tests/oom/oom_sweep.d # header changes rebuild it (a stale one corrupts)
+
 oom-sweep: $(OOM_SWEEP)
 	$(OOM_SWEEP) $(CURDIR)
 
