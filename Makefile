@@ -273,14 +273,30 @@ $(BUILD)/obj/tests/check_main.o: $(BUILD)/gen/suites.h
 $(TESTS): $(TEST_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
+# The allocation-failure sweep (tests/oom/oom_sweep.c): the library's malloc, calloc,
+# realloc and strdup wrapped at link time so each allocation of a scenario fails once in
+# turn; part of check-run, so check-asan also proves that no failure path leaks.
+OOM_SWEEP := $(BUILD)/oom_sweep
+OOM_WRAP  := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
+$(OOM_SWEEP): $(BUILD)/obj/tests/oom/oom_sweep.o $(LIB)
+	$(CC) $(LDFLAGS) $(OOM_WRAP) -o $@ $^ $(LDLIBS)
+
+-include $(BUILD)/obj/tests/oom/oom_sweep.d # header changes rebuild it (a stale one corrupts)
+
+oom-sweep: $(OOM_SWEEP)
+	$(OOM_SWEEP) $(CURDIR)
+
+.PHONY: oom-sweep
+
 deps:
 	@sh scripts/install-deps.sh
 
 check: deps
 	@$(MAKE) --no-print-directory check-run
 
-check-run: $(PROG) $(TESTS)
+check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	python3 tests/layout/check_layers.py
+	$(OOM_SWEEP) $(CURDIR)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
 	CK_PROG=$(PROG) sh tests/cli/precision.sh
@@ -290,6 +306,7 @@ check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) sh tests/interop/run.sh
 	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/ci.sh
 	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/browser.sh
+	CK_PROG=$(PROG) sh tests/cli/robustness.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps

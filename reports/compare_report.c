@@ -4,6 +4,8 @@
  */
 #include "reports/compare_report.h"
 
+#include "harness/core/text.h"
+
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -249,15 +251,25 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
     }
     int shown =
         !rows || quiet ? 0 : (max_rows < 0 || max_rows > n_cmp ? n_cmp : max_rows);
-    if (!quiet)
-        fprintf(f, "compare %s (a) against %s (ref): %d and %d tensors\n", path_a, path_ref, a->n, ref->n);
-    if (meta && meta->paired_single && a->n == 1 && ref->n == 1)
+    if (!quiet) {
+        /* every user string reaches the terminal through the one escaper (core/text.h) */
+        char sa[1024], sr[1024];
+        fprintf(f, "compare %s (a) against %s (ref): %d and %d tensors\n",
+                ck_text_escape(path_a, sa, sizeof sa), ck_text_escape(path_ref, sr, sizeof sr),
+                a->n, ref->n);
+    }
+    if (meta && meta->paired_single && a->n == 1 && ref->n == 1) {
+        char na[256], nr[256];
         fprintf(f, "paired by position: both operands hold one tensor, so a's \"%s\" is compared "
-                   "with ref's \"%s\" whatever their names\n", a->t[0].name, ref->t[0].name);
+                   "with ref's \"%s\" whatever their names\n",
+                ck_text_escape(a->t[0].name, na, sizeof na),
+                ck_text_escape(ref->t[0].name, nr, sizeof nr));
+    }
     if (shown > 0) {
         int name_w = 4;
         for (int i = 0; i < shown; i++) {
-            int len = (int)strlen(rows[i]->name);
+            char nm[256];
+            int len = (int)strlen(ck_text_escape(rows[i]->name, nm, sizeof nm));
             if (len > name_w)
                 name_w = len < 40 ? len : 40;
         }
@@ -265,9 +277,9 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
                "max_abs", "max_rel", "max_ulp", "outside/numel");
         for (int i = 0; i < shown; i++) {
             const ck_pair *p = rows[i];
-            char u[32];
+            char u[32], nm[256];
             fprintf(f, "%-*s  %-5s  %-9s  %10.3e  %10.3e  %10s  %" PRId64 "/%" PRId64 "%s\n", name_w,
-                   p->name, ck_file_dtype_name(ref->t[p->index_ref].dtype),
+                   ck_text_escape(p->name, nm, sizeof nm), ck_file_dtype_name(ref->t[p->index_ref].dtype),
                    ck_verdict_name(p->verdict), p->m.max_abs, p->m.max_rel,
                    fmt_ulp(p->m.max_ulp, u, sizeof u), p->m.n_outside, p->m.numel,
                    p->expected ? "  (expected)" : "");
@@ -277,10 +289,10 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
     }
     free(rows);
     for (int i = 0; i < c->n; i++) {
-        char line[1024];
+        char line[1024], shown_line[2048];
         ck_pair_describe(&c->p[i], a, ref, line, sizeof line);
         if (line[0])
-            fprintf(f, "%s\n", line);
+            fprintf(f, "%s\n", ck_text_escape(line, shown_line, sizeof shown_line));
     }
     const ck_compare_selection *sel = meta ? meta->sel : NULL;
     for (int k = 0; sel && meta->expect_hits && k < sel->n_expect; k++) {

@@ -11,6 +11,8 @@
  */
 #include "reports/report.h"
 
+#include "harness/verify/judge.h"
+
 #include "harness/verify/bisect.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
@@ -123,20 +125,43 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_null(b, cfg, "init_from");
 }
 
+/* Per-step lists (losses, loss scales) of runs longer than CK_FULL_RECORD_STEPS keep their
+ * first and last CK_FULL_RECORD_STEPS / 2 steps, so a report's size does not grow with the
+ * steps; the kept step numbers go beside them (SCHEMA.md, "Long runs"). */
+static bool step_listed(const ck_run_summary *run, int s)
+{
+    return run->steps <= CK_FULL_RECORD_STEPS || s < CK_FULL_RECORD_STEPS / 2 ||
+           s >= run->steps - CK_FULL_RECORD_STEPS / 2;
+}
+
+static void add_listed_steps(ck_json_builder *b, cJSON *o, const char *key,
+                             const ck_run_summary *run)
+{
+    if (run->steps <= CK_FULL_RECORD_STEPS)
+        return;
+    cJSON *arr = ck_json_add_array(b, o, key);
+    for (int s = 0; s < run->steps; s++)
+        if (step_listed(run, s))
+            ck_json_add_int(b, arr, NULL, s);
+}
+
 static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_run_summary *run,
                     const ck_report_meta *meta)
 {
     cJSON *o = ck_json_add_object(b, runs, key);
     cJSON *losses = ck_json_add_array(b, o, "losses");
     for (int i = 0; i < run->steps && run->losses; i++)
-        ck_json_add_real(b, losses, NULL, run->losses[i]);
+        if (step_listed(run, i))
+            ck_json_add_real(b, losses, NULL, run->losses[i]);
+    add_listed_steps(b, o, "loss_steps", run);
     ck_json_add_int(b, o, "peak_activation_bytes", run->peak_activation_bytes);
     ck_json_add_int(b, o, "recomputed_layers", run->recomputed_layers);
     if (meta && meta->include_wall_time) {
         ck_json_add_real(b, o, "wall_time_s", run->wall_time_s);
         cJSON *sw = ck_json_add_array(b, o, "step_wall_s");
         for (int i = 0; i < run->steps && run->step_wall_s; i++)
-            ck_json_add_real(b, sw, NULL, run->step_wall_s[i]);
+            if (step_listed(run, i)) /* long runs: the first and last 50 (loss_steps) */
+                ck_json_add_real(b, sw, NULL, run->step_wall_s[i]);
     }
     /* live activation bytes over the run's allocator events (engine/alloc.h) */
     cJSON *tl = ck_json_add_object(b, o, "memory_timeline");
@@ -277,10 +302,16 @@ static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
         if ((unsigned)r->tensors[i].verdict < 3)
             counts[r->tensors[i].verdict]++;
     cJSON *sum = ck_json_add_object(b, root, "summary");
-    ck_json_add_int(b, sum, "tensors", r->n_tensors);
-    ck_json_add_int(b, sum, "identical", counts[CK_VERDICT_IDENTICAL]);
-    ck_json_add_int(b, sum, "close", counts[CK_VERDICT_CLOSE]);
-    ck_json_add_int(b, sum, "mismatch", counts[CK_VERDICT_MISMATCH]);
+    bool trimmed = r->n_retained_steps > 0; /* a long run: counts over every step */
+    ck_json_add_int(b, sum, "tensors", trimmed ? r->tensors_judged : r->n_tensors);
+    ck_json_add_int(b, sum, "identical", trimmed ? r->judged_counts[0] : counts[CK_VERDICT_IDENTICAL]);
+    ck_json_add_int(b, sum, "close", trimmed ? r->judged_counts[1] : counts[CK_VERDICT_CLOSE]);
+    ck_json_add_int(b, sum, "mismatch", trimmed ? r->judged_counts[2] : counts[CK_VERDICT_MISMATCH]);
+    if (trimmed) {
+        cJSON *kept = ck_json_add_array(b, sum, "steps_kept");
+        for (int k = 0; k < r->n_retained_steps; k++)
+            ck_json_add_int(b, kept, NULL, r->retained_steps[k]);
+    }
 
     ck_json_add_string(b, root, "verdict", ck_verdict_name(r->verdict));
     ck_json_add_bool(b, root, "expect_met", r->expect_met);
@@ -292,6 +323,25 @@ static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
     else
         ck_json_add_null(b, root, "vacuous_reason");
     ck_json_add_string(b, root, "status", ck_report_status(r));
+
+    cJSON *nfin = ck_json_add_object(b, root, "nonfinite");
+    ck_json_add_bool(b, nfin, "failed", r->nonfinite_failed);
+    const ck_nonfinite_counts *runs[2] = {&r->nonfinite_plain, &r->nonfinite_ckpt};
+    static const char *const labels[2] = {"plain", "checkpointed"};
+    for (int k = 0; k < 2; k++) {
+        cJSON *o = ck_json_add_object(b, nfin, labels[k]);
+        ck_json_add_int(b, o, "loss_values", runs[k]->loss_values);
+        ck_json_add_int(b, o, "loss_nan", runs[k]->loss_nan);
+        ck_json_add_int(b, o, "loss_inf", runs[k]->loss_inf);
+        ck_json_add_int(b, o, "grad_values", runs[k]->grad_values);
+        ck_json_add_int(b, o, "grad_nan", runs[k]->grad_nan);
+        ck_json_add_int(b, o, "grad_inf", runs[k]->grad_inf);
+        ck_json_add_int(b, o, "other_nan", runs[k]->other_nan);
+        ck_json_add_int(b, o, "other_inf", runs[k]->other_inf);
+        ck_json_add_int(b, o, "tensors", runs[k]->tensors);
+        ck_json_add_bool(b, o, "all_loss", runs[k]->all_loss);
+        ck_json_add_bool(b, o, "all_grads", runs[k]->all_grads);
+    }
 
     char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
     int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
@@ -395,7 +445,11 @@ static void add_scales(ck_json_builder *b, cJSON *parent, const char *key,
 {
     cJSON *arr = ck_json_add_array(b, parent, key);
     for (int s = 0; run->scales && s < run->steps; s++) {
+        if (!step_listed(run, s))
+            continue;
         cJSON *o = ck_json_add_object(b, arr, NULL);
+        if (run->steps > CK_FULL_RECORD_STEPS)
+            ck_json_add_int(b, o, "step", s);
         ck_json_add_real(b, o, "scale", run->scales[s].scale);
         ck_json_add_bool(b, o, "skipped", run->scales[s].skipped);
     }

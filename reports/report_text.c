@@ -8,6 +8,8 @@
  */
 #include "reports/report.h"
 
+#include "harness/verify/judge.h"
+
 #include "harness/verify/bisect.h"
 
 #include <inttypes.h>
@@ -281,11 +283,44 @@ static void vs_fp32_worst_clause(const ck_result *r, char *buf, size_t n)
     }
 }
 
+void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c, char *buf,
+                                 size_t n)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    int64_t loss_bad = c->loss_nan + c->loss_inf, grad_bad = c->grad_nan + c->grad_inf;
+    if (loss_bad + grad_bad + c->other_nan + c->other_inf == 0)
+        return;
+    append(buf, n, &used, "%s run: ", label);
+    if (loss_bad)
+        append(buf, n, &used, "loss NaN/Inf %s(%lld of %lld values: NaN %lld, Inf %lld)",
+               c->all_loss ? "at every step " : "", (long long)loss_bad,
+               (long long)c->loss_values, (long long)c->loss_nan, (long long)c->loss_inf);
+    if (grad_bad)
+        append(buf, n, &used, "%sgradients %s(%lld of %lld values NaN/Inf: NaN %lld, Inf %lld)",
+               loss_bad ? "; " : "", c->all_grads ? "all NaN/Inf " : "", (long long)grad_bad,
+               (long long)c->grad_values, (long long)c->grad_nan, (long long)c->grad_inf);
+    if (c->other_nan + c->other_inf)
+        append(buf, n, &used, "%sparameters/buffers: NaN %lld, Inf %lld",
+               loss_bad + grad_bad ? "; " : "", (long long)c->other_nan, (long long)c->other_inf);
+    append(buf, n, &used, "; %d tensor%s affected", c->tensors, c->tensors == 1 ? "" : "s");
+}
+
 int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines)
 {
     int count = 0;
     if (r->pass || max_lines <= 0)
         return 0;
+    if (r->nonfinite_failed && count < max_lines) {
+        /* its own line, first: a run that produced nothing but NaN/Inf proves nothing */
+        const ck_nonfinite_counts *c = r->nonfinite_plain.all_loss || r->nonfinite_plain.all_grads
+                                           ? &r->nonfinite_plain
+                                           : &r->nonfinite_ckpt;
+        char what[CK_REPORT_LINE_MAX - 64];
+        ck_report_nonfinite_message(c == &r->nonfinite_plain ? "plain" : "checkpointed", c, what,
+                                    sizeof what);
+        snprintf(lines[count++], CK_REPORT_LINE_MAX, "non-finite: NaN/Inf throughout, %s", what);
+    }
     if (r->vacuous && !(r->cs && r->cs->expect_vacuous) && count < max_lines)
         snprintf(lines[count++], CK_REPORT_LINE_MAX,
                  "vacuous: %s; plain and checkpointed agreeing proves nothing here",
@@ -332,6 +367,8 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
                      "stayed within (verdict %s; worst: %s)",
                      ck_dtype_name(r->dtype), ck_verdict_name(r->vs_fp32_verdict), worst);
     }
+    if (count == 0 && r->nonfinite_failed)
+        return count;
     if (count == 0)
         /* pass is false yet neither reason holds: say so rather than print nothing. */
         snprintf(lines[count++], CK_REPORT_LINE_MAX,
@@ -390,8 +427,19 @@ static void print_header(FILE *f, const ck_result *r)
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt),
             fmt_pct(r->memory_saving, saved, sizeof saved));
     verdict_counts c = count_verdicts(r);
-    fprintf(f, "tensors %d: identical %d, close %d, mismatch %d\n", r->n_tensors, c.identical,
-            c.close, c.mismatch);
+    if (r->n_retained_steps > 0) {
+        /* a long run: counts over every step, rows of the kept steps only */
+        fprintf(f, "tensors %lld over %d steps: identical %lld, close %lld, mismatch %lld\n",
+                (long long)r->tensors_judged, r->plain.steps, (long long)r->judged_counts[0],
+                (long long)r->judged_counts[1], (long long)r->judged_counts[2]);
+        fprintf(f, "rows kept for step%s", r->n_retained_steps == 1 ? "" : "s");
+        for (int k = 0; k < r->n_retained_steps; k++)
+            fprintf(f, "%s %d", k ? "," : "", r->retained_steps[k]);
+        fprintf(f, " (step 0, the first divergent step, the last step)\n");
+    } else {
+        fprintf(f, "tensors %d: identical %d, close %d, mismatch %d\n", r->n_tensors,
+                c.identical, c.close, c.mismatch);
+    }
 }
 
 static void print_row(FILE *f, const ck_tensor_result *t, int name_w, int ulp_w)
@@ -407,8 +455,15 @@ static void print_row(FILE *f, const ck_tensor_result *t, int name_w, int ulp_w)
 static void print_scales(FILE *f, const char *label, const ck_run_summary *run)
 {
     fprintf(f, " %s", label);
-    for (int s = 0; run->scales && s < run->steps; s++)
+    for (int s = 0; run->scales && s < run->steps; s++) {
+        /* a long run: the first and last CK_FULL_RECORD_STEPS / 2 steps */
+        int half = CK_FULL_RECORD_STEPS / 2;
+        if (run->steps > CK_FULL_RECORD_STEPS && s == half)
+            fprintf(f, " ... (%d steps)", run->steps - 2 * half);
+        if (run->steps > CK_FULL_RECORD_STEPS && s >= half && s < run->steps - half)
+            continue;
         fprintf(f, " %g%s", run->scales[s].scale, run->scales[s].skipped ? "(skipped)" : "");
+    }
 }
 
 /* The rows of the judgement against fp32 with the largest error / bound, worst first. */
@@ -601,6 +656,16 @@ failures:;
     int nf = ck_report_failures(r, lines, CK_REPORT_MAX_FAILURES);
     for (int i = 0; i < nf; i++)
         fprintf(f, "FAIL %s\n", lines[i]);
+    if (!r->nonfinite_failed) {
+        /* partial NaN/Inf (a loss scaler's skipped steps): counted, said, not failed */
+        char msg[CK_REPORT_LINE_MAX];
+        ck_report_nonfinite_message("plain", &r->nonfinite_plain, msg, sizeof msg);
+        if (msg[0])
+            fprintf(f, "note non-finite: %s\n", msg);
+        ck_report_nonfinite_message("checkpointed", &r->nonfinite_ckpt, msg, sizeof msg);
+        if (msg[0])
+            fprintf(f, "note non-finite: %s\n", msg);
+    }
     if (!r->memory_met && r->memory_expectation_met) {
         /* A canary of useless checkpointing: not a failure, but the reader should see
          * that the planted problem was what made the saving fall short. */
@@ -616,10 +681,17 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
     /* "saving", as in the header: one sign convention for the same number */
     char plain[32], ckpt[32], change[32];
     fmt_pct(r->memory_saving, change, sizeof change);
+    const ck_nonfinite_counts *p = &r->nonfinite_plain, *q = &r->nonfinite_ckpt;
+    int64_t nan = p->loss_nan + p->grad_nan + p->other_nan + q->loss_nan + q->grad_nan + q->other_nan;
+    int64_t inf = p->loss_inf + p->grad_inf + p->other_inf + q->loss_inf + q->grad_inf + q->other_inf;
     fprintf(f, "%s %s %s  %s  memory %s -> %s (saving %s)", status_word(r), case_name(r),
             ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
+    if (nan + inf)
+        fprintf(f, "  %s: NaN %lld, Inf %lld",
+                r->nonfinite_failed ? "non-finite throughout" : "non-finite", (long long)nan,
+                (long long)inf);
     /* name the failing judgement and its worst tensor */
     if (!r->pass && r->vacuous && !(r->cs && r->cs->expect_vacuous)) {
         fprintf(f, "  vacuous: %s", r->vacuous_reason);

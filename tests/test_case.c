@@ -163,7 +163,7 @@ static const bad_row bad_rows[] = {
     {"rank-9 input", "{'name': 't', 'input': {'shape': [1,1,1,1,1,1,1,1,1]}, " ONE_LAYER "}",
      "input.shape: must have 2 to 8 dimensions", AT_PARSE},
     {"input dim above 2^53", "{'name': 't', 'input': {'shape': [2, 1e16]}, " ONE_LAYER "}",
-     "input.shape[1]: must be at most 9007199254740992", AT_PARSE},
+     "input.shape[1]: must be at most 9007199254740991", AT_PARSE},
     {"element count overflows", "{'name': 't', 'input': {'shape': [1e15, 1e15]}, " ONE_LAYER "}",
      "input.shape: [1000000000000000, 1000000000000000] has too many elements", AT_PARSE},
     {"byte count overflows", "{'name': 't', 'input': {'shape': [1024, 1024, 1024, 1024, 1024, 1024]}, " ONE_LAYER "}",
@@ -172,7 +172,7 @@ static const bad_row bad_rows[] = {
      AT_PARSE},
     {"fractional seed", HEAD ONE_LAYER ", 'seed': 1.5}", "seed: must be a non-negative integer, got 1.5",
      AT_PARSE},
-    {"seed above 2^53", HEAD ONE_LAYER ", 'seed': 1e17}", "seed: must be at most 9007199254740992",
+    {"seed above 2^53", HEAD ONE_LAYER ", 'seed': 1e17}", "seed: must be at most 9007199254740991",
      AT_PARSE},
     {"dropout rate 1", HEAD "'layers': [{'name': 'a', 'op': 'dropout', 'rate': 1}]}",
      "layers[0] (a).rate: must be a number in [0, 1), got 1", AT_PARSE},
@@ -541,7 +541,7 @@ END_TEST
 
 START_TEST(alternative_forms_are_accepted)
 {
-    char *text = q("{'name': 'alt-2', 'description': {'any': ['json', 1]}, 'seed': 9007199254740992,"
+    char *text = q("{'name': 'alt-2', 'description': {'any': ['json', 1]}, 'seed': 9007199254740991,"
                    " 'input': {'shape': [2, 3, 9, 9], 'dist': 'normal'}, 'layers': ["
                    "{'name': 'c', 'op': 'conv2d', 'filters': 2, 'kernel': [3, 5], 'stride': [1, 2],"
                    " 'padding': [1, 2], 'dilation': [2, 1], 'bias': true},"
@@ -559,7 +559,7 @@ START_TEST(alternative_forms_are_accepted)
     ck_error err = {{0}};
     ck_assert_msg(ck_case_parse(text, strlen(text), CASE_PATH, &c, &err) == CK_OK, "%s", err.msg);
     ck_assert_str_eq(c.description, "{\"any\":[\"json\",1]}");
-    ck_assert_uint_eq(c.seed, 9007199254740992ull);
+    ck_assert_uint_eq(c.seed, 9007199254740991ull);
     ck_assert_int_eq(c.input_dist, CK_DIST_NORMAL);
     const ck_layer_spec *L = c.layers;
     ck_assert_int_eq(L[0].op.kernel[0], 3);

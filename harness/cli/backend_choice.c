@@ -5,6 +5,8 @@
 #include "harness/cli/backend_choice.h"
 
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 
 #include "backends/registry.h"
@@ -22,7 +24,7 @@ bool ck_cli_create_backend(const char *name, int device, const char *algo, ck_ba
     }
     ck_backend_options bo = {device, algo};
     if (ck_backend_create(name, &bo, out, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return false;
     }
     return true;
@@ -74,7 +76,7 @@ int ck_cli_check_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype)
 {
     ck_error err;
     if (!ck_cli_supported(b, g, dtype, &err)) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
     return CK_EXIT_PASS;

@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,7 +29,12 @@ static bool is_other_json(const char *path)
     char *text = NULL;
     size_t len = 0;
     ck_error err;
-    if (ck_read_file(path, (size_t)64 << 20, &text, &len, &err) != CK_OK)
+    /* only peeked at: a file skipped here (an old report) is no input of the run, and a
+     * report may replace it */
+    ck_inputs_track(false);
+    ck_status st = ck_read_file(path, (size_t)64 << 20, &text, &len, &err);
+    ck_inputs_track(true);
+    if (st != CK_OK)
         return false;
     cJSON *j = cJSON_ParseWithLength(text, len);
     free(text);
@@ -98,8 +105,10 @@ ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, in
                 snprintf(p, len, "%s%s%s", paths[i], ck_cli_ends_with(paths[i], "/") ? "" : "/",
                          de->d_name);
             if (p && is_other_json(p)) {
-                fprintf(stderr, "ckpt-harness: note: %s is not a case file (no layers or input): "
-                                "skipped\n", p);
+                char note[4200];
+                snprintf(note, sizeof note, "%s is not a case file (no layers or input): skipped",
+                         p);
+                ck_cli_note(note);
                 free(p);
                 continue;
             }
@@ -165,13 +174,13 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
     char **files = NULL;
     int n = 0;
     if (ck_collect_case_files(paths, n_paths, &files, &n, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
     ck_loaded_case *lc = calloc((size_t)n + 1, sizeof *lc);
     if (!lc) {
         ck_free_case_files(files, n);
-        fprintf(stderr, "ckpt-harness: out of memory\n");
+        ck_cli_error("out of memory");
         return CK_EXIT_USAGE;
     }
     int bad = 0;
@@ -188,7 +197,7 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
             ls = ck_case_load(lc[i].file, &lc[i].cs, &err);
         }
         if (ls != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            ck_cli_error(err.msg);
             keep_error(&lc[i], err.msg);
             bad++;
             continue;
@@ -206,7 +215,7 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
             if (ov->init) {
                 free(lc[i].cs.init_from);
                 if (!(lc[i].cs.init_from = strdup(ov->init))) {
-                    fprintf(stderr, "ckpt-harness: out of memory\n");
+                    ck_cli_error("out of memory");
                     keep_error(&lc[i], "out of memory");
                     bad++;
                     continue;
@@ -214,14 +223,14 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
             }
         }
         if (ck_graph_build(&lc[i].cs, &lc[i].g, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            ck_cli_error(err.msg);
             keep_error(&lc[i], err.msg);
             bad++;
             continue;
         }
         lc[i].built = true;
         if (lc[i].cs.init_from && ck_graph_check_weights(&lc[i].g, lc[i].cs.init_from, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s: %s\n", lc[i].cs.path, err.msg);
+            ck_cli_errorf("%s: %s", lc[i].cs.path, err.msg);
             char msg[sizeof err.msg + 512];
             snprintf(msg, sizeof msg, "%s: %s", lc[i].cs.path, err.msg);
             keep_error(&lc[i], msg);

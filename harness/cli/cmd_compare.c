@@ -7,6 +7,8 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -108,6 +110,15 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     ck_name_map_init(&map);
     memset(&cmp, 0, sizeof cmp);
 
+    /* the report path is checked before anything is read, and again once every input file
+     * (those inside folders too) is known: it may replace none of them */
+    const char *inputs[4] = {o->a, o->ref, o->tolerances, o->map};
+    for (int i = 0; i < 4; i++)
+        if (inputs[i] && ck_input_register(inputs[i], &err) != CK_OK)
+            goto fail;
+    if (o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK)
+        goto fail;
+
     tol.cli.has_rtol = o->has_rtol;
     tol.cli.rtol = o->rtol;
     tol.cli.has_atol = o->has_atol;
@@ -120,6 +131,8 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     if (o->map && ck_name_map_load(&map, o->map, &err) != CK_OK)
         goto fail;
     if (load_operand(o->a, &a, &err) != CK_OK || load_operand(o->ref, &ref, &err) != CK_OK)
+        goto fail;
+    if (o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK)
         goto fail;
     /* two single tensors are the same quantity whatever their file names say */
     bool paired_single = a.n == 1 && ref.n == 1;
@@ -153,8 +166,7 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     rc = cmp.pass ? CK_EXIT_PASS : CK_EXIT_FAIL;
     goto done;
 fail:
-    fflush(stdout);
-    fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+    ck_cli_error(err.msg);
     rc = CK_EXIT_USAGE;
 done:
     ck_set_comparison_free(&cmp);

@@ -5,6 +5,8 @@
 #include "harness/cli/commands.h"
 
 #include <stdio.h>
+
+#include "harness/cli/messages.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,7 +114,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
             ck_gradcheck_entry *entries = NULL;
             int ne = 0;
             if (ck_gradcheck_case(b, g, &go, &entries, &ne, &err) != CK_OK) {
-                fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+                ck_cli_error(err.msg);
                 errors++;
                 free(entries);
                 ck_run_item it = {.index = i, .case_name = g->cs->name, .case_file = g->cs->path,
@@ -136,7 +138,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
             for (int l = 0; l < g->n; l++) {
                 ck_gradcheck_result r;
                 if (ck_gradcheck_layer(b, g, l, &go, &r, &err) != CK_OK) {
-                    fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+                    ck_cli_error(err.msg);
                     errors++;
                     ok = false;
                     had_error = true;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/messages.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
 #include "harness/io/safetensors.h"
@@ -223,7 +224,7 @@ int ck_main_import(int argc, char **argv)
     cJSON *root = NULL;
     ck_tensorset_init(&w);
     if (ck_onnx_load(model, &m, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
     int rc = CK_EXIT_USAGE;
@@ -246,7 +247,7 @@ int ck_main_import(int argc, char **argv)
     rc = CK_EXIT_PASS;
 out:
     if (rc != CK_EXIT_PASS)
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        ck_cli_error(err.msg);
     ck_case_free(&check);
     free(text);
     cJSON_Delete(root);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #include "harness/cli/case_files.h"
+#include "harness/cli/messages.h"
+#include "harness/core/text.h"
 
 int ck_cmd_list(const char *cases_dir)
 {
@@ -29,14 +31,22 @@ int ck_cmd_list(const char *cases_dir)
     int n = 0;
     ck_error err;
     if (ck_collect_case_files(&dir, 1, &files, &n, &err) != CK_OK) {
-        printf("\nshipped cases: none found (%s)\n", err.msg);
+        if (cases_dir) { /* a folder the user named: not finding it is an error */
+            ck_cli_error(err.msg);
+            return CK_EXIT_USAGE;
+        }
+        char shown[CK_ERROR_MAX];
+        printf("\nshipped cases: none found (%s)\n", ck_text_escape(err.msg, shown, sizeof shown));
         return CK_EXIT_PASS;
     }
-    printf("\ncases in %s:\n", dir);
+    char shown[2048];
+    printf("\ncases in %s:\n", ck_text_escape(dir, shown, sizeof shown));
     for (int i = 0; i < n; i++) {
         ck_case c;
         if (ck_case_load(files[i], &c, &err) != CK_OK) {
-            printf("  %-28s (does not load: %s)\n", files[i], err.msg);
+            char sf[1024];
+            printf("  %-28s (does not load: %s)\n", ck_text_escape(files[i], sf, sizeof sf),
+                   ck_text_escape(err.msg, shown, sizeof shown));
             continue;
         }
         /* what the case expects in the dtypes it runs in: "identical", or per dtype
@@ -52,7 +62,7 @@ int ck_cmd_list(const char *cases_dir)
                                      k ? ", " : "", ck_dtype_name(c.precisions[k]),
                                      ck_expect_name(ck_case_expect(&c, c.precisions[k])));
         printf("  %-28s expect %-9s %s\n", c.name, expect,
-               c.description ? c.description : "");
+               ck_text_escape(c.description, shown, sizeof shown));
         ck_case_free(&c);
     }
     ck_free_case_files(files, n);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,8 +21,10 @@
 #include "harness/cli/build_info.h"
 #include "harness/cli/case_files.h"
 #include "harness/cli/color.h"
+#include "harness/cli/messages.h"
 #include "harness/cli/progress.h"
 #include "harness/cli/run_outputs.h"
+#include "harness/core/text.h"
 #include "harness/io/file_digest.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
@@ -53,14 +56,19 @@ static char *report_path(const char *report, bool as_dir, const char *case_name,
     return p;
 }
 
-/* "--dtype fp32,fp16,bf16" */
+/* "--dtype fp32,fp16,bf16": each dtype once, no empty item */
 static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
 {
-    char buf[128];
-    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
-        return false;
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[16];
+        if (len == 0 || len >= sizeof tok)
+            return false;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
         ck_dtype dt;
         if (!ck_dtype_parse(tok, &dt) || (dt != CK_F32 && dt != CK_F16 && dt != CK_BF16) ||
             *n == CK_MAX_PRECISIONS)
@@ -69,8 +77,19 @@ static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
             if (out[k] == dt)
                 return false;
         out[(*n)++] = dt;
+        if (!comma)
+            break;
+        p = comma + 1;
     }
     return *n > 0;
+}
+
+/* <dump>/<case>[.<dtype>] */
+static void dump_dir_of(const char *dump, const char *case_name, const char *dtype_suffix,
+                        char *out, size_t n)
+{
+    snprintf(out, n, "%s%s%s%s%s", dump, ck_cli_ends_with(dump, "/") ? "" : "/", case_name,
+             dtype_suffix ? "." : "", dtype_suffix ? dtype_suffix : "");
 }
 
 /* One entry of the case x dtype matrix. */
@@ -137,8 +156,8 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
     }
     char dump_dir[4096];
     if (o->dump) {
-        snprintf(dump_dir, sizeof dump_dir, "%s%s%s%s%s", o->dump, ck_cli_ends_with(o->dump, "/") ? "" : "/",
-                 c->name, w->several ? "." : "", w->several ? ck_dtype_name(dtype) : "");
+        dump_dir_of(o->dump, c->name, w->several ? ck_dtype_name(dtype) : NULL, dump_dir,
+                    sizeof dump_dir);
         ro.dump_dir = dump_dir;
     }
     ck_cli_clear_algo_records(b);
@@ -166,7 +185,10 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
     if (prog)
         ck_progress_done(prog);
     if (st != CK_OK) {
-        fprintf(errf, "ckpt-harness: %s\n", err.msg);
+        /* with --quiet no progress line names the case: the message does */
+        if (strncmp(err.msg, c->path, strlen(c->path)) != 0)
+            ck_error_prefix(&err, "%s (%s)", c->path, ck_dtype_name(dtype));
+        ck_cli_error_to(errf, err.msg);
         ck_result_free(&res);
         wr->rc = CK_EXIT_USAGE;
         wr->message = strdup(err.msg);
@@ -202,7 +224,7 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
                            .include_wall_time = !o->reproducible, .run = &md};
     char *text = ck_report_json_string(&res, &meta);
     if (!text) {
-        fprintf(errf, "ckpt-harness: out of memory building the report of %s\n", c->name);
+        ck_cli_error_to(errf, "out of memory building the report");
         wr->rc = CK_EXIT_USAGE;
     } else {
         /* parsed back, so in-process and worker results are the same kind of tree */
@@ -212,7 +234,7 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
         char *path = report_path(o->report, as_dir, c->name,
                                  w->several ? ck_dtype_name(dtype) : NULL);
         if (!path || ck_write_text_atomic(path, text, &err) != CK_OK) {
-            fprintf(errf, "ckpt-harness: %s\n", path ? err.msg : "out of memory");
+            ck_cli_error_to(errf, path ? err.msg : "out of memory writing the report path");
             wr->rc = CK_EXIT_USAGE;
         } else {
             if (!o->quiet)
@@ -306,14 +328,89 @@ static const char *case_label(const ck_loaded_case *lc)
     return base_name(lc->file ? lc->file : "?");
 }
 
+/* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
+ * the noise floor and --verify-recompute still hold every step's tensors, so they are
+ * refused beyond CK_FULL_RECORD_STEPS steps before anything runs. */
+static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
+                               const work_item *work, int total)
+{
+    bool noise = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0);
+    const char *what = o->force_bisect ? "bisect" : o->bisect ? "--bisect"
+                       : noise ? (o->noise_floor ? "--noise-floor" : "--algo fastest (a noise floor)")
+                       : o->verify_recompute ? "--verify-recompute" : NULL;
+    if (!what)
+        return CK_EXIT_PASS;
+    for (int k = 0; k < total; k++) {
+        const ck_loaded_case *c = &lc[work[k].li];
+        if (c->built && c->cs.steps > CK_FULL_RECORD_STEPS) {
+            ck_cli_errorf("%s: %s keeps every step's tensors: at most %d steps (the case trains "
+                          "%d; lower it with --steps)", c->cs.path, what, CK_FULL_RECORD_STEPS,
+                          c->cs.steps);
+            return CK_EXIT_USAGE;
+        }
+    }
+    return CK_EXIT_PASS;
+}
+
+/* Everything a run will write, checked before any case runs, so a bad output path costs
+ * nothing and no input is overwritten: report files (their directory created when --report
+ * names one, as documented), dump folders (missing or empty), and case names unique per
+ * output folder (two cases named alike would write the same report and dump paths). */
+static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc,
+                             const work_item *work, int total, bool as_dir)
+{
+    ck_error err;
+    if ((o->report && as_dir) || o->dump) {
+        for (int k = 0; k < total; k++)
+            for (int m = 0; m < k; m++) {
+                const ck_loaded_case *x = &lc[work[k].li], *y = &lc[work[m].li];
+                if (x != y && x->built && y->built && strcmp(x->cs.name, y->cs.name) == 0) {
+                    ck_cli_errorf("%s and %s: both cases are named \"%s\"; their reports and "
+                                  "dumps would overwrite each other (names must be unique per "
+                                  "output folder)", y->cs.path, x->cs.path, x->cs.name);
+                    return CK_EXIT_USAGE;
+                }
+            }
+    }
+    if (o->report && as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
+        ck_cli_errorf("--report: %s", err.msg);
+        return CK_EXIT_USAGE;
+    }
+    for (int k = 0; k < total; k++) {
+        const ck_loaded_case *c = &lc[work[k].li];
+        if (!c->built)
+            continue;
+        const char *suffix = work[k].several ? ck_dtype_name(work[k].dtype) : NULL;
+        if (o->report) {
+            char *path = report_path(o->report, as_dir, c->cs.name, suffix);
+            ck_status st = path ? ck_output_file_check(path, "--report", &err)
+                                : ck_fail(&err, CK_ERR_NOMEM, "out of memory");
+            free(path);
+            if (st != CK_OK) {
+                ck_cli_error(err.msg);
+                return CK_EXIT_USAGE;
+            }
+        }
+        if (o->dump) {
+            char dir[4096];
+            dump_dir_of(o->dump, c->cs.name, suffix, dir, sizeof dir);
+            if (ck_output_dir_check(dir, "--dump", &err) != CK_OK) {
+                ck_cli_error(err.msg);
+                return CK_EXIT_USAGE;
+            }
+        }
+    }
+    return CK_EXIT_PASS;
+}
+
 int ck_cmd_run(const ck_run_opts *o)
 {
     ck_error err;
     ck_dtype cli_dtypes[CK_MAX_PRECISIONS];
     int n_cli_dtypes = 0;
     if (o->dtype && !parse_dtype_list(o->dtype, cli_dtypes, &n_cli_dtypes)) {
-        fprintf(stderr, "ckpt-harness: --dtype %s: expected a comma-separated list of fp32, fp16, "
-                        "bf16 (each once)\n", o->dtype);
+        ck_cli_errorf("--dtype %s: expected a comma-separated list of fp32, fp16, bf16 (each "
+                      "once)", o->dtype);
         return CK_EXIT_USAGE;
     }
     run_context ctx;
@@ -367,21 +464,34 @@ int ck_cmd_run(const ck_run_opts *o)
     bool as_dir = false;
     if (o->report) {
         struct stat sb;
-        as_dir = ck_cli_ends_with(o->report, "/") || !ck_cli_ends_with(o->report, ".json") ||
+        /* FILE.json (any case of the suffix) is a file; anything else a directory */
+        size_t rl = strlen(o->report);
+        bool json_suffix = rl > 5 && strcasecmp(o->report + rl - 5, ".json") == 0;
+        as_dir = ck_cli_ends_with(o->report, "/") || !json_suffix ||
                  (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
         if (!as_dir && total > 1 && work[0].li != work[total - 1].li) {
-            fprintf(stderr, "ckpt-harness: --report %s: a .json file takes one case; give a "
-                            "directory for %d cases\n", o->report, n);
+            ck_cli_errorf("--report %s: a .json file takes one case; give a directory for %d "
+                          "cases", o->report, n);
             free(work);
             ck_cli_free_cases(lc, n);
             return CK_EXIT_USAGE;
         }
-        if (as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: --report: %s\n", err.msg);
-            free(work);
-            ck_cli_free_cases(lc, n);
-            return CK_EXIT_USAGE;
-        }
+    }
+    /* every output checked (and the report folder made) before anything runs */
+    if (preflight_long_runs(o, lc, work, total) != CK_EXIT_PASS ||
+        preflight_outputs(o, lc, work, total, as_dir) != CK_EXIT_PASS) {
+        free(work);
+        ck_cli_free_cases(lc, n);
+        return CK_EXIT_USAGE;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!lc[i].built)
+            continue;
+        char notes[4][CK_CASE_NOTE_MAX];
+        int nn = ck_case_unused_settings(&lc[i].cs, n_cli_dtypes ? cli_dtypes : lc[i].cs.precisions,
+                                         n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions, notes, 4);
+        for (int k = 0; k < nn; k++)
+            ck_cli_note(notes[k]);
     }
 
     ck_backend *b = NULL, *ref = NULL;

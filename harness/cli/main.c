@@ -13,6 +13,8 @@
 #include "harness/cli/cmd_import.h"
 #include "harness/cli/color.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/messages.h"
+#include "harness/io/files.h"
 
 static const char *usage_main =
     "usage: ckpt-harness <command> [options]\n"
@@ -219,16 +221,27 @@ static const char *usage_list =
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
-    fprintf(stderr, "ckpt-harness%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see 'ckpt-harness %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
+    char what[1024], msg[1200];
+    snprintf(what, sizeof what, fmt, arg);
+    snprintf(msg, sizeof msg, "%s%s%s (see 'ckpt-harness %s%s--help')", cmd ? cmd : "",
+             cmd ? ": " : "", what, cmd ? cmd : "", cmd ? " " : "");
+    ck_cli_error(msg);
     return CK_EXIT_USAGE;
+}
+
+/* Numbers are written as digits (an optional '-' where negatives are allowed): strtoll and
+ * strtoull would also take leading spaces and signs, and read " -1" as 2^64 - 1. */
+static bool starts_numeric(const char *s, bool negative_ok)
+{
+    return (*s >= '0' && *s <= '9') || (negative_ok && *s == '-' && s[1] >= '0' && s[1] <= '9');
 }
 
 static bool parse_int(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
     errno = 0;
+    if (!starts_numeric(s, lo < 0))
+        return false;
     long long v = strtoll(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi)
         return false;
@@ -240,7 +253,7 @@ static bool parse_u64(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
-    if (*s == '-')
+    if (!starts_numeric(s, false))
         return false;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end)
@@ -253,11 +266,20 @@ static bool parse_double(const char *s, double *out)
 {
     char *end;
     errno = 0;
+    if (!(starts_numeric(s, false) || (*s == '.' && s[1] >= '0' && s[1] <= '9')))
+        return false;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v >= 0.0) || v > 1e300)
         return false;
     *out = v;
     return true;
+}
+
+/* A path option's value: not empty (an empty path would mean the current directory, or
+ * "/<name>" once a name is appended). */
+static bool path_ok(const char *s)
+{
+    return s && *s;
 }
 
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
@@ -301,6 +323,12 @@ static bool parse_shard(const char *s, int *i, int *n)
 /* run MODEL.onnx: the import's settings */
 enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
 
+/* Whether --device means something for backend name (NULL: the default, cpu). */
+static bool backend_has_devices(const char *name)
+{
+    return name && strcmp(name, "cuda") == 0;
+}
+
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
     const char *cmd = bisect_cmd ? "bisect" : "run";
@@ -331,6 +359,7 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
+    bool has_device = false;
     o.command_line = command_line;
     long long v;
     int c;
@@ -358,7 +387,11 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
                 return usage_error(cmd, "--seed %s: expected an unsigned 64-bit integer", optarg);
             o.has_seed = true;
             break;
-        case OPT_REPORT: o.report = optarg; break;
+        case OPT_REPORT:
+            if (!path_ok(optarg))
+                return usage_error(cmd, "%s", "--report: empty path");
+            o.report = optarg;
+            break;
         case OPT_DTYPE: o.dtype = optarg; break;
         case OPT_BACKEND: o.backend = optarg; break;
         case OPT_ROWS:
@@ -389,15 +422,24 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         case OPT_BISECT: o.bisect = true; break;
         case OPT_NOISE: o.noise_floor = true; break;
         case OPT_VERIFY: o.verify_recompute = true; break;
-        case OPT_DUMP: o.dump = optarg; break;
+        case OPT_DUMP:
+            if (!path_ok(optarg))
+                return usage_error(cmd, "%s", "--dump: empty path");
+            o.dump = optarg;
+            break;
         case OPT_DUMP_ACT: o.dump_activations = true; break;
         case OPT_DUMP_AGRAD: o.dump_activation_grads = true; break;
         case OPT_DUMP_OPT: o.dump_optimizer = true; break;
-        case OPT_INIT: o.init = optarg; break;
+        case OPT_INIT:
+            if (!path_ok(optarg))
+                return usage_error(cmd, "%s", "--init: empty path");
+            o.init = optarg;
+            break;
         case OPT_DEVICE:
             if (!parse_int(optarg, 0, 1024, &v))
                 return usage_error(cmd, "--device %s: expected a device number from 0", optarg);
             o.device = (int)v;
+            has_device = true;
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_AGAINST: o.against = optarg; break;
@@ -440,6 +482,8 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     o.n_paths = argc - optind;
     if (o.dump_activations && !o.dump)
         return usage_error(cmd, "%s", "--dump-activations needs --dump DIR");
+    if (has_device && !backend_has_devices(o.backend))
+        return usage_error(cmd, "%s", "--device applies to --backend cuda (the CPU has no devices to choose)");
     if ((o.dump_activation_grads || o.dump_optimizer) && !o.dump)
         return usage_error(cmd, "%s", o.dump_optimizer ? "--dump-optimizer needs --dump DIR"
                                                        : "--dump-activation-grads needs --dump DIR");
@@ -462,6 +506,7 @@ static int main_gradcheck(int argc, char **argv)
     ck_gradcheck_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.atol = o.rtol = -1.0;
+    bool has_device = false;
     long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -491,6 +536,7 @@ static int main_gradcheck(int argc, char **argv)
                 return usage_error("gradcheck", "--device %s: expected a device number from 0",
                                    optarg);
             o.device = (int)v;
+            has_device = true;
             break;
         case OPT_ALGO: o.algo = optarg; break;
         case OPT_OPS: o.ops_only = true; break;
@@ -502,6 +548,8 @@ static int main_gradcheck(int argc, char **argv)
         default: return usage_error("gradcheck", "unknown option %s", argv[optind - 1]);
         }
     }
+    if (has_device && !backend_has_devices(o.backend))
+        return usage_error("gradcheck", "%s", "--device applies to --backend cuda (the CPU has no devices to choose)");
     if (o.whole_only && o.ops_only)
         return usage_error("gradcheck", "%s", "--whole-only and --ops-only exclude each other");
     if (optind >= argc)
@@ -557,13 +605,25 @@ static int main_compare(int argc, char **argv)
             o.has_rel_l2 = true;
             break;
         case OPT_CROSS_DTYPE: o.cross_dtype = true; break;
-        case OPT_TOLERANCES: o.tolerances = optarg; break;
-        case OPT_MAP: o.map = optarg; break;
+        case OPT_TOLERANCES:
+            if (!path_ok(optarg))
+                return usage_error("compare", "%s", "--tolerances: empty path");
+            o.tolerances = optarg;
+            break;
+        case OPT_MAP:
+            if (!path_ok(optarg))
+                return usage_error("compare", "%s", "--map: empty path");
+            o.map = optarg;
+            break;
+        case OPT_REPORT:
+            if (!path_ok(optarg))
+                return usage_error("compare", "%s", "--report: empty path");
+            o.report = optarg;
+            break;
         case OPT_INCLUDE: o.include[o.n_include++] = optarg; break;
         case OPT_EXCLUDE: o.exclude[o.n_exclude++] = optarg; break;
         case OPT_EXPECT_MISMATCH: o.expect[o.n_expect++] = optarg; break;
         case OPT_JUNIT: o.junit = optarg; break;
-        case OPT_REPORT: o.report = optarg; break;
         case OPT_ROWS:
             if (!parse_int(optarg, -1, 1000000, &v))
                 return usage_error("compare", "--rows %s: expected an integer >= -1", optarg);
@@ -623,6 +683,9 @@ static int main_list(int argc, char **argv)
 int main(int argc, char **argv)
 {
     opterr = 0; /* our own one-line messages */
+    /* every file a command reads is an input no output may replace (files.h) */
+    ck_inputs_track(true);
+    ck_cli_install_signal_cleanup();
     /* line-buffered: progress on stderr never lands mid-line in a piped stdout */
     setvbuf(stdout, NULL, _IOLBF, 0);
     keep_command_line(argc, argv);

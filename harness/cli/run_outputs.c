@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/messages.h"
 
 int ck_cli_write_run_outputs(const ck_run_set *set, const char *report_dir, const char *junit,
                              const char *html, bool quiet)
@@ -48,7 +49,7 @@ int ck_cli_write_run_outputs(const ck_run_set *set, const char *report_dir, cons
         ck_github_annotate(stdout, set);
         const char *sum = getenv("GITHUB_STEP_SUMMARY");
         if (sum && *sum && ck_github_step_summary(set, sum, &err) != CK_OK) {
-            fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            ck_cli_error(err.msg);
             rc = CK_EXIT_USAGE;
         }
     }

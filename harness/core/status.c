@@ -1,5 +1,6 @@
 /* Status strings and error formatting. */
 #include "harness/core/status.h"
+#include "harness/core/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,18 +59,7 @@ ck_status ck_error_one_line(ck_error *err, ck_status status)
     if (!err || status == CK_OK)
         return status;
     char out[CK_ERROR_MAX];
-    size_t k = 0;
-    for (const unsigned char *p = (const unsigned char *)err->msg; *p && k + 5 < sizeof out; p++) {
-        if (*p >= 0x20 && *p != 0x7f)
-            out[k++] = (char)*p;
-        else if (*p == '\n')
-            out[k++] = '\\', out[k++] = 'n';
-        else if (*p == '\t')
-            out[k++] = '\\', out[k++] = 't';
-        else
-            k += (size_t)snprintf(out + k, sizeof out - k, "\\x%02x", *p);
-    }
-    out[k] = '\0';
-    memcpy(err->msg, out, k + 1);
+    ck_text_escape(err->msg, out, sizeof out);
+    memcpy(err->msg, out, strlen(out) + 1);
     return status;
 }

@@ -89,6 +89,15 @@ ck_status ck_record_params(ck_record *rec, ck_model *m, int step, ck_error *err)
     return st;
 }
 
+void ck_record_drop_entries(ck_record *rec)
+{
+    for (int i = 0; i < rec->n; i++) {
+        free(rec->e[i].name);
+        free(rec->e[i].data);
+    }
+    rec->n = 0; /* the entry array itself is reused by the next step */
+}
+
 void ck_record_free(ck_record *rec)
 {
     for (int i = 0; i < rec->n; i++) {

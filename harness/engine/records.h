@@ -62,6 +62,9 @@ ck_status ck_record_after_backward(ck_record *rec, ck_model *m, int step, double
                                    ck_error *err);
 /* After the optimizer update: every parameter. */
 ck_status ck_record_params(ck_record *rec, ck_model *m, int step, ck_error *err);
+/* Frees every entry but keeps the per-step losses and scales (a lockstep run judges and
+ * drops each step's tensors). */
+void ck_record_drop_entries(ck_record *rec);
 void ck_record_free(ck_record *rec);
 
 #endif

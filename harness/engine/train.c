@@ -130,40 +130,47 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
-                   const ck_run_hooks *hooks, ck_record *rec, ck_error *err)
+ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, const ck_plan *plan,
+                           ck_dtype dtype, const ck_run_hooks *hooks, ck_record *rec,
+                           ck_error *err)
 {
     const ck_case *c = g->cs;
-    ck_model model;
-    ck_exec ex;
-    ck_tensor input, target;
+    memset(t, 0, sizeof *t);
     memset(rec, 0, sizeof *rec);
-    memset(&ex, 0, sizeof ex);
-    memset(&input, 0, sizeof input);
-    memset(&target, 0, sizeof target);
-    double t0 = now_s();
-
+    t->b = b;
+    t->g = g;
+    t->plan = plan;
+    t->dtype = dtype;
+    t->rec = rec;
+    t->t0 = now_s();
+    t->dump = hooks ? hooks->dump : NULL;
+    const ck_dump_spec *dump = t->dump;
+    t->acts = (ck_act_dumper){.inner = hooks ? hooks->observer : NULL,
+                              .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g,
+                              .activations = dump && dump->activations,
+                              .activation_grads = dump && dump->activation_grads};
     rec->steps = c->steps;
     rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
     rec->scales = calloc((size_t)c->steps, sizeof *rec->scales);
     rec->step_wall_s = calloc((size_t)c->steps, sizeof *rec->step_wall_s);
-    if (!rec->losses || !rec->scales || !rec->step_wall_s)
-        return ck_fail(err, CK_ERR_NOMEM, "out of memory");
-    ck_status st = ck_model_create(&model, b, g, dtype, err);
-    if (st != CK_OK)
-        return st;
-    const ck_dump_spec *dump = hooks ? hooks->dump : NULL;
-    ck_act_dumper acts = {.inner = hooks ? hooks->observer : NULL,
-                          .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g,
-                          .activations = dump && dump->activations,
-                          .activation_grads = dump && dump->activation_grads};
-    if ((st = ck_model_init(&model, c->seed, err)) != CK_OK)
-        goto out;
+    ck_status st = CK_OK;
+    if (!rec->losses || !rec->scales || !rec->step_wall_s) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = ck_model_create(&t->model, b, g, dtype, err)) != CK_OK)
+        goto fail;
+    t->model_made = true;
+    if ((st = ck_model_init(&t->model, c->seed, err)) != CK_OK)
+        goto fail;
+    /* the precision judgement's calibration runs (fp32 only): see train.h */
     ck_dtype round_to = hooks && dtype == CK_F32 ? hooks->round_to : CK_F32;
-    if (dump && (st = ck_dump_init(dump, &model, err)) != CK_OK)
-        goto out;
+    t->round_to = round_to;
+    t->skip_like = hooks ? hooks->skip_like : NULL;
+    if (dump && (st = ck_dump_init(dump, &t->model, err)) != CK_OK)
+        goto fail;
     ck_exec_config cfg = {
-        .b = b, .g = g, .model = &model, .plan = plan, .seed = c->seed, .rng = c->rng,
+        .b = b, .g = g, .model = &t->model, .plan = plan, .seed = c->seed, .rng = c->rng,
         .bn = c->bn, .autocast = c->autocast, .freeze_buffers = false,
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
@@ -174,74 +181,119 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     };
     if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;
-        cfg.observer_user = &acts;
+        cfg.observer_user = &t->acts;
     }
-    if ((st = ck_exec_create(&ex, &cfg, err)) != CK_OK)
+    if ((st = ck_exec_create(&t->ex, &cfg, err)) != CK_OK)
+        goto fail;
+    t->scale = c->loss_scale == CK_SCALE_NONE ? 1.0 : c->loss_scale_value;
+    t->busy_s = now_s() - t->t0;
+    return CK_OK;
+fail:
+    ck_error_prefix(err, "%s: %s run", c->path, plan ? "checkpointed" : "plain");
+    ck_trainer_free(t);
+    return st;
+}
+
+ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
+{
+    const ck_case *c = t->g->cs;
+    ck_backend *b = t->b;
+    ck_record *rec = t->rec;
+    const ck_dump_spec *dump = t->dump;
+    ck_tensor input, target;
+    memset(&input, 0, sizeof input);
+    memset(&target, 0, sizeof target);
+    double loss = 0.0, step_t0 = now_s();
+    ck_status st;
+    if ((st = make_data(b, t->g, t->dtype, t->round_to, step, &input, &target, err)) != CK_OK ||
+        (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
+        (st = ck_model_zero_grads(&t->model, err)) != CK_OK ||
+        (st = ck_model_cast_params(&t->model, err)) != CK_OK ||
+        (t->round_to != CK_F32 &&
+         (st = ck_model_round_cast_params(&t->model, t->round_to, err)) != CK_OK) ||
+        (st = ck_exec_step(&t->ex, step, &input, target.data ? &target : NULL, c->loss, t->scale,
+                           true, &loss, err)) != CK_OK ||
+        (st = ck_model_unscale_grads(&t->model, t->scale, err)) != CK_OK)
         goto out;
-    double scale = c->loss_scale == CK_SCALE_NONE ? 1.0 : c->loss_scale_value;
-    int clean_steps = 0;
-    int64_t updates = 0; /* optimizer steps taken: a skipped step does not count (PyTorch) */
-    for (int step = 0; step < c->steps; step++) {
-        double loss = 0.0, step_t0 = now_s();
-        if ((st = make_data(b, g, dtype, round_to, step, &input, &target, err)) != CK_OK ||
-            (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
-            (st = ck_model_zero_grads(&model, err)) != CK_OK ||
-            (st = ck_model_cast_params(&model, err)) != CK_OK ||
-            (round_to != CK_F32 && (st = ck_model_round_cast_params(&model, round_to, err)) != CK_OK) ||
-            (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, scale,
-                               true, &loss, err)) != CK_OK ||
-            (st = ck_model_unscale_grads(&model, scale, err)) != CK_OK)
-            goto out;
-        ck_free_data(b, &input, &target);
-        rec->losses[step] = loss;
-        int first_grad = rec->n;
-        if ((st = ck_record_after_backward(rec, &model, step, loss, err)) != CK_OK)
-            goto out;
-        /* a loss scaler skips a step whose gradients hold inf or NaN (GradScaler) */
-        bool finite = true;
-        for (int k = first_grad; k < rec->n && finite; k++)
-            if (rec->e[k].kind == CK_KIND_GRAD)
-                finite = ck_all_finite(rec->e[k].dtype, ck_shape_numel(&rec->e[k].shape),
-                                       rec->e[k].data);
-        bool skip = (c->loss_scale != CK_SCALE_NONE && !finite) ||
-                    (hooks && hooks->skip_like && hooks->skip_like[step].skipped);
-        rec->scales[step] = (ck_scale_step){.scale = scale, .skipped = skip};
-        if (!skip && (st = ck_model_update(&model, &c->optimizer, ++updates, 1.0, err)) != CK_OK)
-            goto out;
-        if (c->loss_scale == CK_SCALE_DYNAMIC) {
-            if (!finite) {
-                scale *= 0.5;
-                clean_steps = 0;
-            } else if (++clean_steps == c->growth_interval) {
-                scale *= 2.0;
-                clean_steps = 0;
-            }
-        }
-        if ((st = ck_record_params(rec, &model, step, err)) != CK_OK)
-            goto out;
-        if (dump && (st = ck_dump_step(dump, rec, first_grad, step, err)) != CK_OK)
-            goto out;
-        if (dump && (st = ck_dump_activations(dump, &acts, step, err)) != CK_OK)
-            goto out;
-        if (dump && dump->optimizer_state &&
-            (st = ck_dump_optimizer(dump, &model, &c->optimizer, step, err)) != CK_OK)
-            goto out;
-        rec->step_wall_s[step] = now_s() - step_t0;
-    }
-    rec->peak_activation_bytes = ex.act.peak_bytes;
-    rec->mem = ex.act.trace;
-    rec->recomputed_layers = ex.recomputed_layers;
-    rec->recomputed_other_dtype = ex.recomputed_other_dtype;
-    rec->first_other_dtype_layer = ex.first_other_dtype_layer;
-out:
-    ck_record_free(&acts.acts);
-    ck_record_free(&acts.grads);
-    ck_record_free(&acts.random);
     ck_free_data(b, &input, &target);
-    ck_exec_free(&ex);
-    ck_model_free(&model);
-    rec->wall_time_s = now_s() - t0;
+    rec->losses[step] = loss;
+    int first_grad = rec->n;
+    if ((st = ck_record_after_backward(rec, &t->model, step, loss, err)) != CK_OK)
+        goto out;
+    /* a loss scaler skips a step whose gradients hold inf or NaN (GradScaler) */
+    bool finite = true;
+    for (int k = first_grad; k < rec->n && finite; k++)
+        if (rec->e[k].kind == CK_KIND_GRAD)
+            finite = ck_all_finite(rec->e[k].dtype, ck_shape_numel(&rec->e[k].shape),
+                                   rec->e[k].data);
+    bool skip = (c->loss_scale != CK_SCALE_NONE && !finite) ||
+                (t->skip_like && t->skip_like[step].skipped);
+    rec->scales[step] = (ck_scale_step){.scale = t->scale, .skipped = skip};
+    /* optimizer steps taken: a skipped step does not count (PyTorch) */
+    if (!skip && (st = ck_model_update(&t->model, &c->optimizer, ++t->updates, 1.0, err)) != CK_OK)
+        goto out;
+    if (c->loss_scale == CK_SCALE_DYNAMIC) {
+        if (!finite) {
+            t->scale *= 0.5;
+            t->clean_steps = 0;
+        } else if (++t->clean_steps == c->growth_interval) {
+            t->scale *= 2.0;
+            t->clean_steps = 0;
+        }
+    }
+    if ((st = ck_record_params(rec, &t->model, step, err)) != CK_OK)
+        goto out;
+    if (dump && (st = ck_dump_step(dump, rec, first_grad, step, err)) != CK_OK)
+        goto out;
+    if (dump && (st = ck_dump_activations(dump, &t->acts, step, err)) != CK_OK)
+        goto out;
+    if (dump && dump->optimizer_state &&
+        (st = ck_dump_optimizer(dump, &t->model, &c->optimizer, step, err)) != CK_OK)
+        goto out;
+    rec->step_wall_s[step] = now_s() - step_t0;
+out:
+    ck_free_data(b, &input, &target);
+    t->busy_s += now_s() - step_t0; /* a run's own time, also when runs take turns */
     if (st != CK_OK)
-        ck_error_prefix(err, "%s: %s run", c->path, plan ? "checkpointed" : "plain");
+        ck_error_prefix(err, "%s: %s run", c->path, t->plan ? "checkpointed" : "plain");
+    return st;
+}
+
+void ck_trainer_end(ck_trainer *t)
+{
+    ck_record *rec = t->rec;
+    rec->peak_activation_bytes = t->ex.act.peak_bytes;
+    rec->mem = t->ex.act.trace;
+    rec->recomputed_layers = t->ex.recomputed_layers;
+    rec->recomputed_other_dtype = t->ex.recomputed_other_dtype;
+    rec->first_other_dtype_layer = t->ex.first_other_dtype_layer;
+    rec->wall_time_s = t->busy_s;
+}
+
+void ck_trainer_free(ck_trainer *t)
+{
+    ck_record_free(&t->acts.acts);
+    ck_record_free(&t->acts.grads);
+    ck_record_free(&t->acts.random);
+    ck_exec_free(&t->ex);
+    if (t->model_made)
+        ck_model_free(&t->model);
+    t->model_made = false;
+}
+
+ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
+                   const ck_run_hooks *hooks, ck_record *rec, ck_error *err)
+{
+    ck_trainer t;
+    ck_status st = ck_trainer_begin(&t, b, g, plan, dtype, hooks, rec, err);
+    if (st != CK_OK)
+        return st;
+    for (int step = 0; step < g->cs->steps && st == CK_OK; step++)
+        st = ck_trainer_step(&t, step, err);
+    if (st == CK_OK)
+        ck_trainer_end(&t);
+    else
+        rec->wall_time_s = t.busy_s;
+    ck_trainer_free(&t);
     return st;
 }

@@ -12,6 +12,7 @@
 
 #include "harness/engine/executor.h"
 #include "harness/engine/records.h"
+#include "harness/engine/dump.h"
 
 struct ck_dump_spec;
 
@@ -39,6 +40,36 @@ bool ck_all_finite(ck_dtype dt, int64_t n, const void *data);
  * ck_record_free). */
 ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
                    const ck_run_hooks *hooks, ck_record *rec, ck_error *err);
+
+/* The same run one step at a time, so that several runs can advance in lockstep and be
+ * judged step by step with bounded memory (verify/run_case.c): begin (model, executor,
+ * dump), step (appends that step's entries to rec; the caller may drop them with
+ * ck_record_drop_entries between steps), end (peak memory, counts, wall time into rec),
+ * free (always, also after a failure of step). ck_train is begin, every step, end, free. */
+typedef struct {
+    ck_backend *b;
+    const ck_graph *g;
+    const ck_plan *plan;
+    ck_dtype dtype;
+    ck_record *rec;
+    const struct ck_dump_spec *dump;
+    ck_model model;
+    bool model_made;
+    ck_exec ex;
+    ck_act_dumper acts;
+    double scale, t0, busy_s;
+    int clean_steps;
+    int64_t updates;
+    ck_dtype round_to;                /* calibration run: hooks->round_to (else CK_F32) */
+    const ck_scale_step *skip_like;   /* hooks->skip_like */
+} ck_trainer;
+
+ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, const ck_plan *plan,
+                           ck_dtype dtype, const ck_run_hooks *hooks, ck_record *rec,
+                           ck_error *err);
+ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err);
+void ck_trainer_end(ck_trainer *t);
+void ck_trainer_free(ck_trainer *t);
 
 /* Draws a step's model input and loss target on the host and uploads them into tensors
  * allocated here (free with ck_free_data). */

@@ -3,6 +3,7 @@
  * before a conversion, and every message is one line "<file>: <jpath>: <what>".
  */
 #include "harness/io/json_get.h"
+#include "harness/io/json_syntax.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -307,6 +308,12 @@ ck_status ck_jparse_document(const ck_jctx *cx, const char *text, size_t len,
     *root = NULL;
     if (!text || only_space(text, len))
         return ck_fail(cx->err, CK_ERR_INPUT, "%s: empty file", cx->path);
+    /* the one syntax gate (json_strict.c): strict UTF-8, no NUL, no raw control character
+     * in a string, no leading garbage, numbers as JSON writes them */
+    size_t bad_at = 0;
+    const char *why = NULL;
+    if (!ck_json_syntax_ok(text, len, &bad_at, &why))
+        return jfail_at_offset(cx, text, len, bad_at, why);
     cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!doc) {
         size_t offset = (end && end >= text) ? (size_t)(end - text) : 0;

@@ -2,6 +2,7 @@
 #include "harness/io/json_strict.h"
 #include "harness/core/text.h"
 #include "harness/io/json_get.h"
+#include "harness/io/json_syntax.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,28 +14,6 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* "\u0000" would end a key or string early in cJSON's C strings, so two different names
- * could collide. Scans string literals only, honouring escapes. */
-static bool has_nul_escape(const char *s, size_t n)
-{
-    bool in_string = false;
-    for (size_t i = 0; i < n; i++) {
-        if (!in_string) {
-            if (s[i] == '"')
-                in_string = true;
-            continue;
-        }
-        if (s[i] == '"') {
-            in_string = false;
-        } else if (s[i] == '\\' && i + 1 < n) {
-            if (s[i + 1] == 'u' && i + 5 < n && memcmp(s + i + 2, "0000", 4) == 0)
-                return true;
-            i++; /* skip the escaped character */
-        }
-    }
-    return false;
-}
-
 ck_status ck_json_parse_strict(const char *text, size_t len, const char *path, const char *what,
                                cJSON **root, ck_error *err)
 {
@@ -43,12 +22,14 @@ ck_status ck_json_parse_strict(const char *text, size_t len, const char *path, c
     *root = NULL;
     if (len == 0)
         return ck_fail(err, CK_ERR_INPUT, "%s%s%s: empty", path, sep, what);
-    if (memchr(text, '\0', len))
-        return ck_fail(err, CK_ERR_INPUT, "%s%s%s: contains a NUL byte", path, sep, what);
-    if (!ck_utf8_valid(text, len))
-        return ck_fail(err, CK_ERR_INPUT, "%s%s%s: not valid UTF-8", path, sep, what);
-    if (has_nul_escape(text, len))
-        return ck_fail(err, CK_ERR_INPUT, "%s%s%s: a string holds \\u0000", path, sep, what);
+    size_t bad_at = 0;
+    const char *why = NULL;
+    if (!ck_json_syntax_ok(text, len, &bad_at, &why)) {
+        if (strcmp(why, "contains a NUL byte") == 0 || strcmp(why, "not valid UTF-8") == 0)
+            return ck_fail(err, CK_ERR_INPUT, "%s%s%s: %s", path, sep, what, why);
+        return ck_fail(err, CK_ERR_INPUT, "%s%s%s: %s near byte %zu", path, sep, what, why,
+                       bad_at);
+    }
 
     /* A NUL-terminated copy: cJSON's number parser reads up to a terminator, so it is
      * never handed bytes that merely happen to follow the header in a mapping. */

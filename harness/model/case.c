@@ -22,7 +22,7 @@
 #include "harness/io/json_get.h"
 
 /* Seeds and dims must be exact in a double. */
-#define EXACT_INT_MAX 9007199254740992LL /* 2^53 */
+#define EXACT_INT_MAX 9007199254740991LL /* 2^53 - 1: larger literals are rounded as doubles */
 #define MAX_LAYERS 4096
 #define MAX_STEPS 1000000
 /* A case file is a few kilobytes; this bound keeps a stray device or huge file out. */
@@ -770,7 +770,7 @@ static ck_status parse_train(const ck_jctx *cx, const cJSON *v, ck_case *c)
         c->loss_scale = (ck_loss_scale_kind)choice;
     }
     if ((item = cJSON_GetObjectItemCaseSensitive(v, "loss_scale_value"))) {
-        static const ck_real_range scale_range = {0.0, 1e30, false, true};
+        static const ck_real_range scale_range = {0.0, 1e30, true, false}; /* > 0 */
         if (c->loss_scale == CK_SCALE_NONE)
             return ck_jfail(cx, "train.loss_scale_value",
                            "applies only with train.loss_scale \"static\" or \"dynamic\"");
@@ -1064,6 +1064,9 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
     }
     if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect")) && cJSON_IsObject(item)) {
         /* per dtype: a canary of a low-precision bug is identical in fp32 */
+        if (!item->child)
+            return ck_jfail(cx, "expect", "an empty object: give \"identical\", \"close\" or "
+                                          "\"mismatch\", or one of them per dtype the case runs in");
         if ((st = ck_jcheck_keys(cx, item, "expect", ck_precision_names.names, ck_precision_names.n, NULL)) !=
             CK_OK)
             return st;
@@ -1099,6 +1102,7 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
         (st = ck_jget_bool(cx, item, "expect_vacuous", &c->expect_vacuous)) != CK_OK)
         return st;
     if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_precision"))) {
+        c->has_expect_precision = true;
         /* the low-precision run against fp32 is never expected to be bitwise identical:
          * "close" or "mismatch", for every low dtype or per dtype {"fp16": ..., "bf16": ...} */
         static const char *const names[] = {"close", "mismatch", "any"};
@@ -1280,4 +1284,32 @@ ck_expect ck_case_expect(const ck_case *c, ck_dtype dt)
         if (ck_precision_dtypes[k] == dt && c->has_expect_dtype[k])
             return c->expect_dtype[k];
     return c->expect;
+}
+
+int ck_case_unused_settings(const ck_case *c, const ck_dtype *dts, int n,
+                            char (*notes)[CK_CASE_NOTE_MAX], int max)
+{
+    int k = 0;
+    bool runs_low = false;
+    for (int d = 0; d < n; d++)
+        runs_low = runs_low || dts[d] != CK_F32;
+    for (int p = 0; p < COUNT(ck_precision_dtypes) && k < max; p++) {
+        if (!c->has_expect_dtype[p])
+            continue;
+        bool runs = false;
+        for (int d = 0; d < n; d++)
+            runs = runs || dts[d] == ck_precision_dtypes[p];
+        if (!runs)
+            snprintf(notes[k++], CK_CASE_NOTE_MAX,
+                     "%s: expect.%s: not used, this run is not in %s (precision or --dtype)",
+                     c->path, ck_dtype_name(ck_precision_dtypes[p]),
+                     ck_dtype_name(ck_precision_dtypes[p]));
+    }
+    if (!runs_low && c->has_expect_precision && k < max)
+        snprintf(notes[k++], CK_CASE_NOTE_MAX,
+                 "%s: expect_precision: not used, this run is fp32 only", c->path);
+    if (!runs_low && c->loss_scale != CK_SCALE_NONE && k < max)
+        snprintf(notes[k++], CK_CASE_NOTE_MAX,
+                 "%s: train.loss_scale: meant for fp16/bf16 runs, this run is fp32 only", c->path);
+    return k;
 }

@@ -94,6 +94,7 @@ typedef struct {
     int n_tol_patterns;                    /* tolerance.tensors: first match wins */
     ck_tol_pattern *tol_patterns;
     ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default), mismatch or any */
+    bool has_expect_precision;             /* expect_precision was written */
     bool expect_vacuous;                   /* expect_vacuous: the runs' gradients are expected
                                               to carry no information (default false) */
 } ck_case;
@@ -119,5 +120,14 @@ ck_expect ck_case_expect_vs_fp32(const ck_case *c, ck_dtype dt);
 void ck_case_precision_tolerance(const ck_case *c, ck_dtype dt, const char *kind,
                                  const char *name, double *rtol, double *atol, double *rel_l2,
                                  bool *from_case);
+
+/* Settings of c that a run in the dtypes dts[0..n) does not use (a per-dtype expect for a
+ * dtype not run, expect_precision or loss scaling in an fp32-only run): up to max one-line
+ * notes "<path>: <key>: ..." in notes[i] (each CK_CASE_NOTE_MAX bytes); returns how many. The
+ * case stays valid (--dtype may run it in those dtypes); the command says so instead of
+ * ignoring the settings silently. */
+#define CK_CASE_NOTE_MAX 256
+int ck_case_unused_settings(const ck_case *c, const ck_dtype *dts, int n,
+                            char (*notes)[CK_CASE_NOTE_MAX], int max);
 
 #endif

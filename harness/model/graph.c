@@ -5,6 +5,7 @@
  */
 #include "harness/model/graph.h"
 
+#include <fnmatch.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -758,6 +759,33 @@ static ck_status infer_target(const ck_case *c, ck_graph *g, ck_error *err)
     return ck_fail(err, CK_ERR_INTERNAL, "%s: unknown loss kind %d", c->path, (int)c->loss);
 }
 
+/* Whether pattern matches a tensor the runs record: "loss", and per layer its parameters
+ * (as grad: and param:) and buffers (as buffer:), bare or qualified by kind. */
+static bool pattern_matches_any(const ck_graph *g, const char *pattern)
+{
+    if (fnmatch(pattern, "loss", 0) == 0 || fnmatch(pattern, "loss:loss", 0) == 0)
+        return true;
+    for (int i = 0; i < g->n; i++) {
+        const ck_node *node = &g->nodes[i];
+        for (int k = 0; k < node->n_params + node->n_buffers; k++) {
+            bool is_param = k < node->n_params;
+            const char *suffix = is_param ? node->params[k].suffix
+                                          : node->buffers[k - node->n_params].suffix;
+            char name[256], q[300];
+            snprintf(name, sizeof name, "%s.%s", node->spec->name, suffix);
+            if (fnmatch(pattern, name, 0) == 0)
+                return true;
+            static const char *const kinds[] = {"grad", "param", "buffer"};
+            for (int m = is_param ? 0 : 2; m < (is_param ? 2 : 3); m++) {
+                snprintf(q, sizeof q, "%s:%s", kinds[m], name);
+                if (fnmatch(pattern, q, 0) == 0)
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
 ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err)
 {
     ck_status st = CK_OK;
@@ -857,7 +885,18 @@ ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err)
         }
     }
     g->output_shape = g->nodes[g->n - 1].out_shape;
-    st = infer_target(c, g, err);
+    if ((st = infer_target(c, g, err)) != CK_OK)
+        goto cleanup;
+    /* a tolerance pattern that matches nothing is a typo that silently loosens nothing */
+    for (int i = 0; i < c->n_tol_patterns; i++) {
+        if (!pattern_matches_any(g, c->tol_patterns[i].pattern)) {
+            st = ck_fail(err, CK_ERR_INPUT,
+                         "%s: tolerance.tensors: pattern \"%s\" matches no tensor of this case "
+                         "(names are loss, <layer>.weight, grad:<layer>.weight, ...)",
+                         path, c->tol_patterns[i].pattern);
+            goto cleanup;
+        }
+    }
 cleanup:
     if (st != CK_OK)
         ck_graph_free(g);

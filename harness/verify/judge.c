@@ -88,6 +88,96 @@ static ck_status compare_entries(const ck_graph *g, const ck_record *ref, const 
     return CK_OK;
 }
 
+/* cast_stats is defined below */
+static void cast_stats(const ck_graph *g, ck_dtype low, const ck_record_entry *f32e,
+                       const ck_record_entry *lowe, double scale, ck_tensor_result *tr);
+
+void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32,
+                        double rel_l2_limit, ck_verdict diverged_at)
+{
+    memset(j, 0, sizeof *j);
+    j->low_vs_fp32 = low_vs_fp32;
+    j->rel_l2_limit = rel_l2_limit;
+    j->keep_all = c->steps <= CK_FULL_RECORD_STEPS;
+    j->last_step = c->steps - 1;
+    j->diverged_at = diverged_at;
+    j->first = -1;
+    j->first_divergent_step = -1;
+    j->worst = CK_VERDICT_IDENTICAL;
+}
+
+static void free_results(ck_tensor_result *t, int n)
+{
+    for (int i = 0; i < n && t; i++)
+        free(t[i].name);
+    free(t);
+}
+
+void ck_step_judge_free(ck_step_judge *j)
+{
+    free_results(j->t, j->n);
+    j->t = NULL;
+    j->n = j->cap = 0;
+}
+
+ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record *ref,
+                            const ck_record *rec, int step, ck_error *err)
+{
+    ck_tensor_result *t = NULL;
+    int n = 0, first = -1;
+    ck_verdict worst;
+    ck_status st = compare_entries(g, ref, rec, &t, &n, &first, &worst, err);
+    if (st != CK_OK) {
+        free_results(t, n);
+        return st;
+    }
+    int first_here = -1;
+    for (int k = 0; k < n; k++) {
+        ck_tensor_result *tr = &t[k];
+        if (j->rel_l2_limit > 0.0) {
+            tr->rel_l2_limit = j->rel_l2_limit;
+            if (tr->verdict != CK_VERDICT_IDENTICAL)
+                tr->verdict = tr->m.rel_l2 <= j->rel_l2_limit && tr->m.max_ulp != UINT64_MAX
+                                  ? CK_VERDICT_CLOSE
+                                  : CK_VERDICT_MISMATCH;
+        }
+        j->counts[tr->verdict]++;
+        if (tr->verdict > j->worst)
+            j->worst = tr->verdict;
+        if (tr->verdict >= j->diverged_at && first_here < 0)
+            first_here = k;
+    }
+    j->judged += n;
+    bool first_divergence = first_here >= 0 && j->first_divergent_step < 0;
+    if (first_divergence)
+        j->first_divergent_step = step;
+    bool keep = j->keep_all || step == 0 || step == j->last_step || first_divergence;
+    if (!keep) {
+        free_results(t, n);
+        return CK_OK;
+    }
+    if (!j->keep_all && j->n_retained < 3)
+        j->retained[j->n_retained++] = step;
+    if (j->n + n > j->cap) {
+        int nc = j->cap ? j->cap : 16;
+        while (nc < j->n + n)
+            nc *= 2;
+        ck_tensor_result *grown = realloc(j->t, (size_t)nc * sizeof *grown);
+        if (!grown) {
+            free_results(t, n);
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory keeping step %d's results", step);
+        }
+        j->t = grown;
+        j->cap = nc;
+    }
+    if (first_divergence && j->first < 0)
+        j->first = j->n + first_here;
+    memcpy(j->t + j->n, t, (size_t)n * sizeof *t);
+    j->n += n;
+    free(t); /* the names moved into j->t */
+    return CK_OK;
+}
+
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err)
 {
@@ -142,35 +232,43 @@ static void cast_stats(const ck_graph *g, ck_dtype low, const ck_record_entry *f
 ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
                               ck_result *res, ck_error *err)
 {
+    /* both backends' plain runs in lockstep, judged step by step (bounded memory) */
     ck_record ours, theirs;
+    ck_trainer to, tt;
+    bool have_o = false, have_t = false;
+    double limit = dtype == CK_F16 ? 1e-2 : dtype == CK_BF16 ? 5e-2 : 1e-5;
+    ck_step_judge j;
+    ck_step_judge_init(&j, g->cs, CK_F32, limit, CK_VERDICT_MISMATCH);
     memset(&ours, 0, sizeof ours);
     memset(&theirs, 0, sizeof theirs);
-    ck_status st = ck_train(b, g, NULL, dtype, NULL, &ours, err);
+    ck_status st = ck_trainer_begin(&to, b, g, NULL, dtype, NULL, &ours, err);
+    have_o = st == CK_OK;
     if (st == CK_OK)
-        st = ck_train(ref, g, NULL, dtype, NULL, &theirs, err);
-    if (st == CK_OK)
-        st = compare_entries(g, &theirs, &ours, &res->vs_backend, &res->n_vs_backend,
-                             &res->vs_backend_first, &res->vs_backend_verdict, err);
+        st = ck_trainer_begin(&tt, ref, g, NULL, dtype, NULL, &theirs, err);
+    have_t = have_o && st == CK_OK;
+    for (int step = 0; st == CK_OK && step < g->cs->steps; step++) {
+        if ((st = ck_trainer_step(&to, step, err)) == CK_OK &&
+            (st = ck_trainer_step(&tt, step, err)) == CK_OK)
+            st = ck_step_judge_add(&j, g, &theirs, &ours, step, err);
+        ck_record_drop_entries(&ours);
+        ck_record_drop_entries(&theirs);
+    }
+    if (have_o)
+        ck_trainer_free(&to);
+    if (have_t)
+        ck_trainer_free(&tt);
     if (st == CK_OK) {
-        double limit = dtype == CK_F16 ? 1e-2 : dtype == CK_BF16 ? 5e-2 : 1e-5;
-        res->vs_backend_verdict = CK_VERDICT_IDENTICAL;
-        res->vs_backend_first = -1;
-        for (int k = 0; k < res->n_vs_backend; k++) {
-            ck_tensor_result *t = &res->vs_backend[k];
-            t->rel_l2_limit = limit;
-            if (t->verdict != CK_VERDICT_IDENTICAL)
-                t->verdict = t->m.rel_l2 <= limit && t->m.max_ulp != UINT64_MAX
-                                 ? CK_VERDICT_CLOSE
-                                 : CK_VERDICT_MISMATCH;
-            if (t->verdict == CK_VERDICT_MISMATCH && res->vs_backend_first < 0)
-                res->vs_backend_first = k;
-            if (t->verdict > res->vs_backend_verdict)
-                res->vs_backend_verdict = t->verdict;
-        }
+        res->vs_backend = j.t;
+        res->n_vs_backend = j.n;
+        j.t = NULL;
+        j.n = 0;
+        res->vs_backend_first = j.first;
+        res->vs_backend_verdict = j.worst;
         res->has_vs_backend = true;
         snprintf(res->vs_backend_name, sizeof res->vs_backend_name, "%s", ref->name);
         ck_result_judge(res);
     }
+    ck_step_judge_free(&j);
     ck_record_free(&ours);
     ck_record_free(&theirs);
     if (st != CK_OK)
@@ -252,6 +350,42 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
     return CK_OK;
 }
 
+void ck_judge_nonfinite(ck_result *res)
+{
+    ck_nonfinite_counts *runs[2] = {&res->nonfinite_plain, &res->nonfinite_ckpt};
+    memset(runs[0], 0, sizeof *runs[0]);
+    memset(runs[1], 0, sizeof *runs[1]);
+    for (int k = 0; k < res->n_tensors; k++) {
+        const ck_tensor_result *t = &res->tensors[k];
+        /* the plain run is the reference (ref), the checkpointed one a */
+        int64_t nan[2] = {t->m.nan_ref, t->m.nan_a}, inf[2] = {t->m.inf_ref, t->m.inf_a};
+        for (int r = 0; r < 2; r++) {
+            ck_nonfinite_counts *c = runs[r];
+            if (nan[r] + inf[r] > 0)
+                c->tensors++;
+            if (t->kind == CK_KIND_LOSS) {
+                c->loss_values += t->m.numel;
+                c->loss_nan += nan[r];
+                c->loss_inf += inf[r];
+            } else if (t->kind == CK_KIND_GRAD) {
+                c->grad_values += t->m.numel;
+                c->grad_nan += nan[r];
+                c->grad_inf += inf[r];
+            } else {
+                c->other_nan += nan[r];
+                c->other_inf += inf[r];
+            }
+        }
+    }
+    res->nonfinite_failed = false;
+    for (int r = 0; r < 2; r++) {
+        ck_nonfinite_counts *c = runs[r];
+        c->all_loss = c->loss_values > 0 && c->loss_nan + c->loss_inf == c->loss_values;
+        c->all_grads = c->grad_values > 0 && c->grad_nan + c->grad_inf == c->grad_values;
+        res->nonfinite_failed = res->nonfinite_failed || c->all_loss || c->all_grads;
+    }
+}
+
 void ck_result_judge(ck_result *res)
 {
     const ck_case *c = res->cs;
@@ -263,8 +397,9 @@ void ck_result_judge(ck_result *res)
     res->memory_expectation_met = res->memory_met == c->expect_memory_met;
     res->vs_fp32_expect_met = !res->has_vs_fp32 ||
                               ck_expectation_met(ck_case_expect_vs_fp32(c, res->dtype), res->vs_fp32_verdict);
+    ck_judge_nonfinite(res);
     bool precision_gates = res->precision_check == CK_PRECISION_CHECK_FAIL;
-    res->pass = res->expect_met && res->memory_expectation_met &&
+    res->pass = !res->nonfinite_failed && res->expect_met && res->memory_expectation_met &&
                 (!precision_gates || res->vs_fp32_expect_met) &&
                 (!res->has_vs_backend || res->vs_backend_verdict != CK_VERDICT_MISMATCH);
     /* vacuity: a comparison of runs whose gradients carry no information is no pass */

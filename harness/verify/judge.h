@@ -31,6 +31,35 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
 ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
                               ck_result *res, ck_error *err);
 
+/* Runs up to this many steps keep every step's tensor results; longer runs keep step 0, the
+ * first divergent step and the last step (plus verdict counts over every step), so memory
+ * and report size stay bounded however many steps a case trains (README, SCHEMA.md). */
+#define CK_FULL_RECORD_STEPS 100
+
+/* Judging two runs step by step as they train in lockstep (run_case.c): each step's
+ * entries are compared, counted, and kept or dropped by the rule above. */
+typedef struct {
+    ck_dtype low_vs_fp32;   /* CK_F16/CK_BF16: the precision tolerances and cast counts */
+    double rel_l2_limit;    /* > 0: every non-identical tensor judged by relative L2 alone */
+    bool keep_all;          /* the run has at most CK_FULL_RECORD_STEPS steps */
+    int last_step;
+    ck_verdict diverged_at; /* the verdict that marks "the first divergent step" */
+    ck_tensor_result *t;    /* kept results, owned until moved into a result */
+    int n, cap;
+    int first;              /* index into t of the first tensor at diverged_at or worse, -1 */
+    ck_verdict worst;       /* over every step */
+    int64_t judged, counts[3];
+    int first_divergent_step;
+    int retained[3], n_retained; /* the kept steps when not keep_all */
+} ck_step_judge;
+
+void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32,
+                        double rel_l2_limit, ck_verdict diverged_at);
+/* Judges step `step` of rec against ref (both holding that step's entries only). */
+ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record *ref,
+                            const ck_record *rec, int step, ck_error *err);
+void ck_step_judge_free(ck_step_judge *j);
+
 /* Moves a record's per-run facts (losses, scales, peak memory, recomputation counts, wall
  * time) into a run summary of the result; the record keeps its entries. */
 void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
@@ -38,6 +67,13 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
 /* Whether a verdict meets a case's expectation (identical: bitwise; close: nothing outside
  * tolerance; mismatch: something outside). */
 bool ck_expectation_met(ck_expect e, ck_verdict v);
+/* Counts the NaN and Inf values of both runs from the compared tensors (loss, gradients,
+ * parameters, buffers) into res->nonfinite_plain/ckpt and sets res->nonfinite_failed when
+ * either run's loss or gradients are non-finite throughout: such a run trained nothing, and
+ * two runs that agree on NaN prove nothing about checkpointing. Partial NaN/Inf (a loss
+ * scaler's skipped step) is counted, not failed. */
+void ck_judge_nonfinite(ck_result *res);
+
 /* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met, any
  * recompute mismatches (which make the verdict a mismatch), the precision judgement (as
  * precision_check says) and vacuity (the runs' vacuity measures: res->vacuous). */

@@ -40,6 +40,17 @@ typedef enum {
 const char *ck_precision_check_name(ck_precision_check m); /* "fail", "warn", "off" */
 
 
+/* Non-finite values one run produced (judge.c ck_judge_nonfinite): over every step, the
+ * loss and the gradients (which decide "all non-finite"), and every tensor holding one. */
+typedef struct {
+    int64_t loss_values, loss_nan, loss_inf;
+    int64_t grad_values, grad_nan, grad_inf;
+    int64_t other_nan, other_inf; /* parameters and buffers */
+    int tensors;                  /* tensors (any kind, any step) holding a NaN or an Inf */
+    bool all_loss;                /* every loss value is NaN or Inf */
+    bool all_grads;               /* every gradient value is NaN or Inf */
+} ck_nonfinite_counts;
+
 typedef struct {
     const ck_case *cs;
     const ck_graph *g;
@@ -57,6 +68,12 @@ typedef struct {
     ck_tensor_result *tensors; /* in comparison order: per step loss, buffers, grads
                                   (backward order), params */
     int first_divergence;      /* index into tensors of the first non-identical, or -1 */
+    /* long runs (more than CK_FULL_RECORD_STEPS steps, judge.h) keep the tensor results of
+     * a few steps only: n_retained_steps > 0 lists them; the counts cover every step */
+    int64_t tensors_judged;    /* tensor results judged over every step */
+    int64_t judged_counts[3];  /* of those: identical, close, mismatch */
+    int n_retained_steps;      /* 0: tensors holds every step */
+    int retained_steps[3];
 
     double memory_saving;      /* 1 - ckpt_peak / plain_peak */
     bool memory_met;           /* saving >= min_memory_saving (true when none set) */
@@ -88,6 +105,10 @@ typedef struct {
     ck_precision_check precision_check; /* how the judgement above gates the result */
     bool vs_fp32_calibrated;   /* a calibration run took part (precision_judge.h) */
     int vs_fp32_worst;         /* the row with the largest error / bound, or -1 */
+
+    /* non-finite results (judge.c): a run whose loss or gradients are all NaN/Inf fails */
+    ck_nonfinite_counts nonfinite_plain, nonfinite_ckpt;
+    bool nonfinite_failed;
 
     /* backends */
     char algo_policy[16];      /* "deterministic" / "fastest"; empty on the CPU */

@@ -96,24 +96,78 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
         hplain.dump = &dplain;
         hckpt.dump = &dckpt;
     }
-    if ((st = ck_train(b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK ||
-        (st = ck_train(b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
-        goto out;
-    if (dumping) {
+    /* plain and checkpointed train in lockstep; each step is judged and its tensors dropped,
+     * so memory does not grow with the steps. A low-precision run judged against fp32 keeps
+     * its plain run's tensors: the precision judgement (precision_judge.h) calibrates every
+     * tensor against whole fp32 and calibration runs trained after it. */
+    bool low = dtype == CK_F16 || dtype == CK_BF16;
+    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
+    bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
+    ck_trainer tp, tc;
+    bool have_tp = false, have_tc = false;
+    ck_step_judge jmain;
+    ck_step_judge_init(&jmain, c, CK_F32, 0.0, CK_VERDICT_CLOSE);
+    ck_vacuity *vp = &res->plain.vacuity, *vc = &res->ckpt.vacuity;
+    memset(vp, 0, sizeof *vp);
+    memset(vc, 0, sizeof *vc);
+    vp->flushed = vc->flushed = -1;
+    if ((st = ck_trainer_begin(&tp, b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK)
+        goto steps_done;
+    have_tp = true;
+    if ((st = ck_trainer_begin(&tc, b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
+        goto steps_done;
+    have_tc = true;
+    for (int step = 0; step < c->steps; step++) {
+        int plain_from = plain.n;
+        if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
+            (st = ck_trainer_step(&tc, step, err)) != CK_OK)
+            goto steps_done;
+        /* this step's entries of the plain run (it keeps earlier steps' when judge_lowp) */
+        ck_record step_view = plain;
+        step_view.e = plain.e + plain_from;
+        step_view.n = plain.n - plain_from;
+        if ((st = ck_step_judge_add(&jmain, g, &step_view, &ckpt, step, err)) != CK_OK)
+            goto steps_done;
+        ck_vacuity_count(&step_view, dtype, vp);
+        ck_vacuity_count(&ckpt, dtype, vc);
+        if (!judge_lowp)
+            ck_record_drop_entries(&plain);
+        ck_record_drop_entries(&ckpt);
+    }
+    ck_trainer_end(&tp);
+    ck_trainer_end(&tc);
+steps_done:
+    if (have_tp)
+        ck_trainer_free(&tp);
+    if (have_tc)
+        ck_trainer_free(&tc);
+    if (st == CK_OK && dumping) {
         char path[4096];
         snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
-        if ((st = ck_manifest_write(&manifest, path, err)) != CK_OK)
-            goto out;
+        st = ck_manifest_write(&manifest, path, err);
     }
-    if ((st = ck_compare_records(g, &plain, &ckpt, res, err)) != CK_OK)
+    if (st == CK_OK) {
+        res->tensors = jmain.t;
+        res->n_tensors = jmain.n;
+        jmain.t = NULL;
+        jmain.n = 0;
+        res->first_divergence = jmain.first;
+        res->verdict = jmain.worst;
+        res->tensors_judged = jmain.judged;
+        memcpy(res->judged_counts, jmain.counts, sizeof res->judged_counts);
+        res->n_retained_steps = jmain.n_retained;
+        memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
+    }
+    ck_step_judge_free(&jmain);
+    if (st != CK_OK)
         goto out;
-    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
-    ck_vacuity_measure(&plain, dtype, &res->plain.vacuity);
-    ck_vacuity_measure(&ckpt, dtype, &res->ckpt.vacuity);
-    if ((dtype == CK_F16 || dtype == CK_BF16) && res->precision_check != CK_PRECISION_CHECK_OFF) {
+    ck_vacuity_finish(&plain, vp);
+    ck_vacuity_finish(&ckpt, vc);
+    if (judge_lowp) {
         /* the second judgement: how far is low-precision training from fp32 at all? The
-         * calibration run measures how far one rounding of the inputs alone moves fp32. */
+         * calibration runs measure how far the low dtype's roundings alone move fp32. */
         ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+        memset(&fp32, 0, sizeof fp32);
         memset(calib, 0, sizeof calib);
         const ck_precision_override *ov =
             opts && opts->precision_override.set ? &opts->precision_override : NULL;

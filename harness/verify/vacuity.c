@@ -6,10 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
+void ck_vacuity_count(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
 {
-    memset(v, 0, sizeof *v);
-    v->flushed = -1;
     double min_normal = dt == CK_F16 ? 6.103515625e-05 : (double)FLT_MIN;
     for (int k = 0; k < rec->n; k++) {
         const ck_record_entry *e = &rec->e[k];
@@ -30,6 +28,12 @@ void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
                 v->subnormal++;
         }
     }
+}
+
+void ck_vacuity_finish(const ck_record *rec, ck_vacuity *v)
+{
+    v->vacuous = false;
+    v->why[0] = '\0';
     for (int s = 0; rec->losses && s < rec->steps; s++) {
         if (!isfinite(rec->losses[s]) || rec->losses[s] == 0.0) {
             v->vacuous = true;
@@ -61,4 +65,12 @@ void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
                  100.0 * frac, (long long)v->elements, (long long)v->zero,
                  (long long)v->subnormal, 100.0 * CK_VACUOUS_FRACTION);
     }
+}
+
+void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
+{
+    memset(v, 0, sizeof *v);
+    v->flushed = -1;
+    ck_vacuity_count(rec, dt, v);
+    ck_vacuity_finish(rec, v);
 }

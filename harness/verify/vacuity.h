@@ -27,5 +27,10 @@ typedef struct {
 
 /* Measures rec, a run in dtype dt. */
 void ck_vacuity_measure(const ck_record *rec, ck_dtype dt, ck_vacuity *v);
+/* The same in two parts, for runs that drop each step's tensors once judged: count adds the
+ * gradient entries rec holds now to v (start from a zeroed v with flushed -1); finish judges
+ * the totals and rec's per-step losses and loss scales. */
+void ck_vacuity_count(const ck_record *rec, ck_dtype dt, ck_vacuity *v);
+void ck_vacuity_finish(const ck_record *rec, ck_vacuity *v);
 
 #endif
