@@ -1,0 +1,267 @@
+/*
+ * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
+ * and relu (linear.c, conv.c, activation.c on gemm.c and conv_kernels.c). Every other op,
+ * the losses, the optimizer and dtype conversion are the reference backend's functions
+ * (backends/ref/ref_ops.h): single-threaded and fixed-order, so they keep the reference
+ * bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
+ */
+#include "backends/cpu/cpu_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "backends/cpu/cpu_common.h"
+#include "backends/ref/ref_ops.h"
+
+typedef struct {
+    ck_backend be;
+    cpu_ctx ctx;
+} cpu_backend;
+
+static const cpu_ctx *ctx_of(ck_backend *b)
+{
+    return &((cpu_backend *)b->impl)->ctx;
+}
+
+static ck_status cpu_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
+{
+    (void)b;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes)
+        return ck_fail(err, CK_ERR_NOMEM, "allocation of %zu bytes overflows", bytes);
+    *ptr = aligned_alloc(64, rounded ? rounded : 64);
+    if (!*ptr)
+        return ck_fail(err, CK_ERR_NOMEM, "out of host memory allocating %zu bytes", bytes);
+    return CK_OK;
+}
+
+static void cpu_free(ck_backend *b, void *ptr)
+{
+    (void)b;
+    free(ptr);
+}
+
+static ck_status cpu_upload(ck_backend *b, ck_tensor *dst, const void *host, ck_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy(dst->data, host, ck_tensor_bytes(dst));
+    return CK_OK;
+}
+
+static ck_status cpu_download(ck_backend *b, const ck_tensor *src, void *host, ck_error *err)
+{
+    (void)b;
+    (void)err;
+    memcpy(host, src->data, ck_tensor_bytes(src));
+    return CK_OK;
+}
+
+static ck_status cpu_zero(ck_backend *b, ck_tensor *t, ck_error *err)
+{
+    (void)b;
+    (void)err;
+    memset(t->data, 0, ck_tensor_bytes(t));
+    return CK_OK;
+}
+
+static ck_status cpu_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, ck_error *err)
+{
+    (void)b;
+    if (dst->dtype != src->dtype || !ck_shape_equal(&dst->shape, &src->shape))
+        return ck_fail(err, CK_ERR_INTERNAL, "copy between tensors of different dtype or shape");
+    memmove(dst->data, src->data, ck_tensor_bytes(src));
+    return CK_OK;
+}
+
+static bool cpu_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
+{
+    (void)b;
+    return (unsigned)op->kind < CK_OP_KIND_COUNT && ck_opc_is_float(dtype);
+}
+
+typedef ck_status (*fast_fwd_fn)(const cpu_ctx *, const ck_op_params *, const ck_fwd_args *,
+                                 ck_op_io *, ck_error *);
+typedef ck_status (*fast_bwd_fn)(const cpu_ctx *, const ck_op_params *, const ck_fwd_args *,
+                                 const ck_op_io *, ck_op_grads *, ck_error *);
+typedef ck_status (*ref_fwd_fn)(const ck_op_params *, const ck_fwd_args *, ck_op_io *,
+                                ck_error *);
+typedef ck_status (*ref_bwd_fn)(const ck_op_params *, const ck_fwd_args *, const ck_op_io *,
+                                ck_op_grads *, ck_error *);
+
+/* fast kernels where they exist, the reference kernels elsewhere */
+static const struct {
+    fast_fwd_fn fast_fwd;
+    fast_bwd_fn fast_bwd;
+    ref_fwd_fn ref_fwd;
+    ref_bwd_fn ref_bwd;
+} op_table[CK_OP_KIND_COUNT] = {
+    [CK_OP_LINEAR] = {cpu_linear_forward, cpu_linear_backward, NULL, NULL},
+    [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward, NULL, NULL},
+    [CK_OP_RELU] = {cpu_activation_forward, cpu_activation_backward, NULL, NULL},
+    [CK_OP_LEAKY_RELU] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
+    [CK_OP_GELU] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
+    [CK_OP_TANH] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
+    [CK_OP_SIGMOID] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
+    [CK_OP_BATCHNORM] = {NULL, NULL, ref_batchnorm_forward, ref_batchnorm_backward},
+    [CK_OP_LAYERNORM] = {NULL, NULL, ref_layernorm_forward, ref_layernorm_backward},
+    [CK_OP_DROPOUT] = {NULL, NULL, ref_dropout_forward, ref_dropout_backward},
+    [CK_OP_GAUSSIAN_NOISE] = {NULL, NULL, ref_noise_forward, ref_noise_backward},
+    [CK_OP_MAXPOOL] = {NULL, NULL, ref_pool_forward, ref_pool_backward},
+    [CK_OP_AVGPOOL] = {NULL, NULL, ref_pool_forward, ref_pool_backward},
+    [CK_OP_UPSAMPLE] = {NULL, NULL, ref_upsample_forward, ref_upsample_backward},
+    [CK_OP_ADD] = {NULL, NULL, ref_add_forward, ref_add_backward},
+    [CK_OP_CONCAT] = {NULL, NULL, ref_concat_forward, ref_concat_backward},
+    [CK_OP_FLATTEN] = {NULL, NULL, ref_flatten_forward, ref_flatten_backward},
+};
+
+static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                             ck_op_io *io, ck_error *err)
+{
+    if (!cpu_supports(b, op, io->out->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+                       ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
+    if (op_table[op->kind].fast_fwd)
+        return op_table[op->kind].fast_fwd(ctx_of(b), op, args, io, err);
+    return op_table[op->kind].ref_fwd(op, args, io, err);
+}
+
+static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    if (!cpu_supports(b, op, io->out->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+                       ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
+    if (op_table[op->kind].fast_bwd)
+        return op_table[op->kind].fast_bwd(ctx_of(b), op, args, io, g, err);
+    return op_table[op->kind].ref_bwd(op, args, io, g, err);
+}
+
+static ck_status cpu_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
+                              const ck_tensor *target, double *loss, ck_error *err)
+{
+    (void)b;
+    return ref_loss_forward(kind, y, target, loss, err);
+}
+
+static ck_status cpu_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
+                              const ck_tensor *target, double scale, ck_tensor *dy,
+                              ck_error *err)
+{
+    (void)b;
+    return ref_loss_backward(kind, y, target, scale, dy, err);
+}
+
+static ck_status cpu_convert_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
+                                   double scale, bool accumulate, ck_error *err)
+{
+    (void)b;
+    return ref_convert(dst, src, scale, accumulate, err);
+}
+
+static ck_status cpu_optim(ck_backend *b, const ck_optimizer *opt, int64_t step,
+                           double grad_scale, ck_tensor *param, const ck_tensor *grad,
+                           ck_tensor *state0, ck_tensor *state1, ck_error *err)
+{
+    (void)b;
+    return ref_optimizer_step(opt, step, grad_scale, param, grad, state0, state1, err);
+}
+
+static void cpu_info(ck_backend *b, ck_backend_info *out)
+{
+    const cpu_ctx *c = ctx_of(b);
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "cpu");
+    struct utsname u;
+    snprintf(out->device, sizeof out->device, "%s host, %d thread%s, %s",
+             uname(&u) == 0 ? u.machine : "unknown", c->threads, c->threads == 1 ? "" : "s",
+             cpk_isa_name(c->isa));
+#if defined(__clang__)
+    snprintf(out->versions, sizeof out->versions, "clang %s", __clang_version__);
+#elif defined(__GNUC__)
+    snprintf(out->versions, sizeof out->versions, "gcc %d.%d.%d", __GNUC__, __GNUC_MINOR__,
+             __GNUC_PATCHLEVEL__);
+#endif
+}
+
+static void cpu_destroy(ck_backend *b)
+{
+    if (!b)
+        return;
+    cpu_backend *cb = b->impl;
+    cpk_pool_destroy(cb->ctx.pool);
+    free(cb);
+}
+
+bool ck_backend_cpu_config(const ck_backend *b, int *threads, const char **isa)
+{
+    if (!b || b->destroy != cpu_destroy)
+        return false;
+    const cpu_ctx *c = &((const cpu_backend *)b->impl)->ctx;
+    if (threads)
+        *threads = c->threads;
+    if (isa)
+        *isa = cpk_isa_name(c->isa);
+    return true;
+}
+
+ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *isa,
+                                     ck_error *err)
+{
+    *out = NULL;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    }
+    if (threads < 1 || threads > 256)
+        return ck_fail(err, CK_ERR_INPUT, "cpu backend: %d threads: use 1 to 256", threads);
+    const cpk_isa best = cpk_isa_detect();
+    cpk_isa want = best;
+    if (isa && strcmp(isa, "auto") != 0) {
+        if (strcmp(isa, "portable") == 0)
+            want = CPK_ISA_PORTABLE;
+        else if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx2+fma") == 0)
+            want = CPK_ISA_AVX2;
+        else if (strcmp(isa, "avx512") == 0 || strcmp(isa, "avx512f") == 0)
+            want = CPK_ISA_AVX512;
+        else
+            return ck_fail(err, CK_ERR_INPUT,
+                           "cpu backend: unknown ISA '%s' (auto, portable, avx2, avx512)", isa);
+        if (want > best)
+            return ck_fail(err, CK_ERR_UNSUPPORTED,
+                           "cpu backend: this machine does not support %s (best: %s)",
+                           cpk_isa_name(want), cpk_isa_name(best));
+    }
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!cb)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
+    cb->ctx.threads = threads;
+    cb->ctx.isa = want;
+    if (!(cb->ctx.pool = cpk_pool_create(threads))) {
+        free(cb);
+        return ck_fail(err, CK_ERR_NOMEM, "cpu backend: cannot start %d threads", threads);
+    }
+    ck_backend *b = &cb->be;
+    b->name = "cpu";
+    b->impl = cb;
+    b->alloc = cpu_alloc;
+    b->free = cpu_free;
+    b->upload = cpu_upload;
+    b->download = cpu_download;
+    b->zero = cpu_zero;
+    b->copy = cpu_copy;
+    b->supports = cpu_supports;
+    b->forward = cpu_forward;
+    b->backward = cpu_backward;
+    b->loss_forward = cpu_loss_fwd;
+    b->loss_backward = cpu_loss_bwd;
+    b->optimizer_step = cpu_optim;
+    b->convert = cpu_convert_dtype;
+    b->info = cpu_info;
+    b->destroy = cpu_destroy;
+    *out = b;
+    return CK_OK;
+}
