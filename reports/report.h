@@ -18,7 +18,7 @@
 #include "harness/core/status.h"
 
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
-#define CK_REPORT_SCHEMA_VERSION 1
+#define CK_REPORT_SCHEMA_VERSION 2
 
 typedef struct {
     const char *tool_version; /* e.g. "0.1.0"; NULL writes "unknown" */

@@ -21,10 +21,13 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/kernels.h"
+#include "backends/registry.h"
 #include "harness/core/half.h"
 #include "harness/engine/train.h"
 #include "harness/verify/gradcheck.h"
+#include "harness/verify/judge.h"
 #include "harness/verify/result.h"
+#include "harness/verify/run_case.h"
 #include "tests/test_util.h"
 
 // ----------------------------------------------------------------------------
@@ -329,7 +332,7 @@ START_TEST(test_conv_bits_and_accuracy)
                         REQUIRE(fabs(dw[i] - rdw[i]) <= 64 * F32_ULP * rdwm[i] + 1e-30,
                                 "%s: dw[%lld] %g vs %g", what, (long long)i, dw[i], rdw[i]);
                 } else {
-                    char m[200];
+                    char m[400];
                     snprintf(m, sizeof m, "%s: backward data vs the first configuration", what);
                     assert_same_bits(m, dx, first_dx, (size_t)nx * sizeof *dx);
                     snprintf(m, sizeof m, "%s: backward weight vs the first configuration",
@@ -579,7 +582,7 @@ START_TEST(test_ops_vs_ref)
     const op_case *oc = &op_cases[_i];
     ck_backend *ref = NULL;
     ck_error err = {{0}};
-    ck_assert(ck_backend_ref_create(&ref, &err) == CK_OK);
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
     ck_backend *cpu = make_cpu(2, NULL);
     const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
     for (int d = 0; d < COUNT(dts); d++) {
@@ -619,7 +622,7 @@ START_TEST(test_fp32_kernels_gradcheck)
     const op_case *oc = &op_cases[_i];
     ck_backend *ref = NULL;
     ck_error err = {{0}};
-    ck_assert(ck_backend_ref_create(&ref, &err) == CK_OK);
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
     ck_backend *cpu = make_cpu(2, NULL);
     op_tensors a;
     op_tensors_make(oc, CK_F32, &a);
@@ -744,7 +747,7 @@ START_TEST(test_case_expectations_and_vs_ref)
     ck_backend *cpu = make_cpu(2, NULL);
     ck_backend *ref = NULL;
     ck_error err = {{0}};
-    ck_assert(ck_backend_ref_create(&ref, &err) == CK_OK);
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
     for (int d = 0; d < COUNT(run_dtypes); d++) {
         ck_result res;
         memset(&res, 0, sizeof res);
@@ -815,7 +818,7 @@ START_TEST(test_backend_config)
     if (cpk_isa_detect() < CPK_ISA_AVX512)
         ck_assert_int_eq(ck_backend_cpu_create_with(&b, 1, "avx512", &err), CK_ERR_UNSUPPORTED);
     ck_backend *ref = NULL;
-    ck_assert(ck_backend_ref_create(&ref, &err) == CK_OK);
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
     ck_assert(!ck_backend_cpu_config(ref, &threads, &isa));
     ref->destroy(ref);
 }

@@ -178,7 +178,7 @@ START_TEST(json_has_schema_config_and_verdicts)
     cJSON *root = render(&fx.r, &no_time);
 
     ck_assert_str_eq(at(root, "schema")->valuestring, "ckpt-harness/report");
-    ck_assert_int_eq(at(root, "schema_version")->valueint, 1);
+    ck_assert_int_eq(at(root, "schema_version")->valueint, 2);
     ck_assert_str_eq(at(root, "tool.version")->valuestring, "0.1.0-test");
     ck_assert_str_eq(at(root, "case.name")->valuestring, "tiny");
     ck_assert_str_eq(at(root, "case.file")->valuestring, "cases/tiny.json");

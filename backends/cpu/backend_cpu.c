@@ -179,6 +179,8 @@ static void cpu_info(ck_backend *b, ck_backend_info *out)
     snprintf(out->device, sizeof out->device, "%s host, %d thread%s, %s",
              uname(&u) == 0 ? u.machine : "unknown", c->threads, c->threads == 1 ? "" : "s",
              cpk_isa_name(c->isa));
+    out->threads = c->threads;
+    snprintf(out->isa, sizeof out->isa, "%s", cpk_isa_name(c->isa));
 #if defined(__clang__)
     snprintf(out->versions, sizeof out->versions, "clang %s", __clang_version__);
 #elif defined(__GNUC__)
