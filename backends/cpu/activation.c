@@ -3,11 +3,10 @@
  * (elementwise: no reduction, so the split cannot change a bit) and bit-identical to the
  * reference backend's relu: forward x > 0 ? x : +0, backward dx + dy * (x > 0 ? 1 : 0)
  * rounded once. Every other activation, and relu in fp16/bf16/fp64, is delegated to the
- * reference kernels (backends/ref/activation.c) for now.
+ * reference backend (backends/ref/activation.c) for now.
  */
 #include "backends/cpu/cpu_common.h"
 
-#include "backends/ref/ref_ops.h"
 
 #define ELEMS_PER_TASK 16384
 
@@ -51,7 +50,7 @@ ck_status cpu_activation_forward(const cpu_ctx *c, const ck_op_params *op,
     CK_TRY(ck_opc_activation_fwd(CPU_BE, op, io, err));
     const ck_tensor *all[] = {io->in[0], io->out};
     if (op->kind != CK_OP_RELU || !all_f32(all, 2))
-        return ref_activation_forward(op, args, io, err);
+        return c->ref->forward(c->ref, op, args, io, err);
     relu_job j = {.x = io->in[0]->data, .y = io->out->data,
                   .n = ck_shape_numel(&io->in[0]->shape)};
     cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_fwd_task, &j);
@@ -67,7 +66,7 @@ ck_status cpu_activation_backward(const cpu_ctx *c, const ck_op_params *op,
         return CK_OK;
     const ck_tensor *all[] = {io->in[0], g->dout, g->din[0]};
     if (op->kind != CK_OP_RELU || !all_f32(all, 3))
-        return ref_activation_backward(op, args, io, g, err);
+        return c->ref->backward(c->ref, op, args, io, g, err);
     relu_job j = {.x = io->in[0]->data, .dy = g->dout->data, .dx = g->din[0]->data,
                   .n = ck_shape_numel(&io->in[0]->shape)};
     cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_bwd_task, &j);

@@ -1,9 +1,9 @@
 /*
  * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
  * and relu (linear.c, conv.c, activation.c on gemm.c and conv_kernels.c). Every other op,
- * the losses, the optimizer and dtype conversion are the reference backend's functions
- * (backends/ref/ref_ops.h): single-threaded and fixed-order, so they keep the reference
- * bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
+ * the losses, the optimizer and dtype conversion run on a reference backend this backend
+ * creates through the registry ("ref", backends/ref/): single-threaded and fixed-order, so
+ * they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
  */
 #include "backends/cpu/cpu_backend.h"
 
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu_common.h"
-#include "backends/ref/ref_ops.h"
+#include "backends/registry.h"
 
 typedef struct {
     ck_backend be;
@@ -87,35 +87,16 @@ typedef ck_status (*fast_fwd_fn)(const cpu_ctx *, const ck_op_params *, const ck
                                  ck_op_io *, ck_error *);
 typedef ck_status (*fast_bwd_fn)(const cpu_ctx *, const ck_op_params *, const ck_fwd_args *,
                                  const ck_op_io *, ck_op_grads *, ck_error *);
-typedef ck_status (*ref_fwd_fn)(const ck_op_params *, const ck_fwd_args *, ck_op_io *,
-                                ck_error *);
-typedef ck_status (*ref_bwd_fn)(const ck_op_params *, const ck_fwd_args *, const ck_op_io *,
-                                ck_op_grads *, ck_error *);
 
-/* fast kernels where they exist, the reference kernels elsewhere */
+/* the fast kernels; every op kind not listed runs on the reference backend */
 static const struct {
-    fast_fwd_fn fast_fwd;
-    fast_bwd_fn fast_bwd;
-    ref_fwd_fn ref_fwd;
-    ref_bwd_fn ref_bwd;
-} op_table[CK_OP_KIND_COUNT] = {
-    [CK_OP_LINEAR] = {cpu_linear_forward, cpu_linear_backward, NULL, NULL},
-    [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward, NULL, NULL},
-    [CK_OP_RELU] = {cpu_activation_forward, cpu_activation_backward, NULL, NULL},
-    [CK_OP_LEAKY_RELU] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
-    [CK_OP_GELU] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
-    [CK_OP_TANH] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
-    [CK_OP_SIGMOID] = {NULL, NULL, ref_activation_forward, ref_activation_backward},
-    [CK_OP_BATCHNORM] = {NULL, NULL, ref_batchnorm_forward, ref_batchnorm_backward},
-    [CK_OP_LAYERNORM] = {NULL, NULL, ref_layernorm_forward, ref_layernorm_backward},
-    [CK_OP_DROPOUT] = {NULL, NULL, ref_dropout_forward, ref_dropout_backward},
-    [CK_OP_GAUSSIAN_NOISE] = {NULL, NULL, ref_noise_forward, ref_noise_backward},
-    [CK_OP_MAXPOOL] = {NULL, NULL, ref_pool_forward, ref_pool_backward},
-    [CK_OP_AVGPOOL] = {NULL, NULL, ref_pool_forward, ref_pool_backward},
-    [CK_OP_UPSAMPLE] = {NULL, NULL, ref_upsample_forward, ref_upsample_backward},
-    [CK_OP_ADD] = {NULL, NULL, ref_add_forward, ref_add_backward},
-    [CK_OP_CONCAT] = {NULL, NULL, ref_concat_forward, ref_concat_backward},
-    [CK_OP_FLATTEN] = {NULL, NULL, ref_flatten_forward, ref_flatten_backward},
+    fast_fwd_fn fwd;
+    fast_bwd_fn bwd;
+} fast_ops[CK_OP_KIND_COUNT] = {
+    [CK_OP_LINEAR] = {cpu_linear_forward, cpu_linear_backward},
+    [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward},
+    /* relu in fp32 here; the other activations go on to the reference */
+    [CK_OP_RELU] = {cpu_activation_forward, cpu_activation_backward},
 };
 
 static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -124,9 +105,10 @@ static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
     if (!cpu_supports(b, op, io->out->dtype))
         return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
-    if (op_table[op->kind].fast_fwd)
-        return op_table[op->kind].fast_fwd(ctx_of(b), op, args, io, err);
-    return op_table[op->kind].ref_fwd(op, args, io, err);
+    const cpu_ctx *c = ctx_of(b);
+    if (fast_ops[op->kind].fwd)
+        return fast_ops[op->kind].fwd(c, op, args, io, err);
+    return c->ref->forward(c->ref, op, args, io, err);
 }
 
 static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -135,39 +117,40 @@ static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fw
     if (!cpu_supports(b, op, io->out->dtype))
         return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
-    if (op_table[op->kind].fast_bwd)
-        return op_table[op->kind].fast_bwd(ctx_of(b), op, args, io, g, err);
-    return op_table[op->kind].ref_bwd(op, args, io, g, err);
+    const cpu_ctx *c = ctx_of(b);
+    if (fast_ops[op->kind].bwd)
+        return fast_ops[op->kind].bwd(c, op, args, io, g, err);
+    return c->ref->backward(c->ref, op, args, io, g, err);
 }
 
 static ck_status cpu_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
                               const ck_tensor *target, double *loss, ck_error *err)
 {
-    (void)b;
-    return ref_loss_forward(kind, y, target, loss, err);
+    ck_backend *r = ctx_of(b)->ref;
+    return r->loss_forward(r, kind, y, target, loss, err);
 }
 
 static ck_status cpu_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
                               const ck_tensor *target, double scale, ck_tensor *dy,
                               ck_error *err)
 {
-    (void)b;
-    return ref_loss_backward(kind, y, target, scale, dy, err);
+    ck_backend *r = ctx_of(b)->ref;
+    return r->loss_backward(r, kind, y, target, scale, dy, err);
 }
 
 static ck_status cpu_convert_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
                                    double scale, bool accumulate, ck_error *err)
 {
-    (void)b;
-    return ref_convert(dst, src, scale, accumulate, err);
+    ck_backend *r = ctx_of(b)->ref;
+    return r->convert(r, dst, src, scale, accumulate, err);
 }
 
 static ck_status cpu_optim(ck_backend *b, const ck_optimizer *opt, int64_t step,
                            double grad_scale, ck_tensor *param, const ck_tensor *grad,
                            ck_tensor *state0, ck_tensor *state1, ck_error *err)
 {
-    (void)b;
-    return ref_optimizer_step(opt, step, grad_scale, param, grad, state0, state1, err);
+    ck_backend *r = ctx_of(b)->ref;
+    return r->optimizer_step(r, opt, step, grad_scale, param, grad, state0, state1, err);
 }
 
 static void cpu_info(ck_backend *b, ck_backend_info *out)
@@ -195,6 +178,8 @@ static void cpu_destroy(ck_backend *b)
         return;
     cpu_backend *cb = b->impl;
     cpk_pool_destroy(cb->ctx.pool);
+    if (cb->ctx.ref)
+        cb->ctx.ref->destroy(cb->ctx.ref);
     free(cb);
 }
 
@@ -242,7 +227,13 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
         return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
     cb->ctx.threads = threads;
     cb->ctx.isa = want;
+    ck_status st = ck_backend_create("ref", NULL, &cb->ctx.ref, err);
+    if (st != CK_OK) {
+        free(cb);
+        return st;
+    }
     if (!(cb->ctx.pool = cpk_pool_create(threads))) {
+        cb->ctx.ref->destroy(cb->ctx.ref);
         free(cb);
         return ck_fail(err, CK_ERR_NOMEM, "cpu backend: cannot start %d threads", threads);
     }

@@ -11,14 +11,13 @@
  *             db += sum dy              one double chain per channel, one rounding
  * Small channel counts run the direct kernel, large ones an implicit GEMM; both evaluate
  * the same chains, so the choice (by shape) changes no bit. fp64 calls (gradient checks)
- * run the reference kernels (backends/ref/conv.c).
+ * run the reference kernels (backends/ref/).
  */
 #include "backends/cpu/cpu_common.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref/ref_ops.h"
 
 /* fills g from x (N, C, s...), W (F, C, k...), y (N, F, o...) after ck_opc_conv_fit */
 static ck_status conv_geom(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
@@ -63,7 +62,7 @@ ck_status cpu_conv_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fw
     cpk_conv_geom g;
     CK_TRY(conv_geom(op, x, io->weight, b, io->out, &g, err));
     if (cpu_any_f64(all, 4))
-        return ref_conv_forward(op, args, io, err);
+        return c->ref->forward(c->ref, op, args, io, err);
     const float *xf, *wf, *bf;
     float *ox = NULL, *ow = NULL, *ob = NULL, *y = NULL;
     ck_status st;
@@ -100,7 +99,7 @@ ck_status cpu_conv_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
     cpk_conv_geom geom;
     CK_TRY(conv_geom(op, x, io->weight, db, g->dout, &geom, err));
     if (cpu_any_f64(all, 6))
-        return ref_conv_backward(op, args, io, g, err);
+        return c->ref->backward(c->ref, op, args, io, g, err);
     const float *xf = NULL, *wf = NULL, *dyf = NULL;
     float *ox = NULL, *ow = NULL, *ody = NULL, *tmp = NULL;
     double *acc = NULL;

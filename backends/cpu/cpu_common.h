@@ -7,9 +7,9 @@
  * is rounded ONCE into its tensor's dtype (harness/precision.md): a forward output from
  * its fp32 result; a gradient by adding the fp32 contribution to the existing low-dtype
  * value exactly and rounding that sum once (round-to-odd in double, then to the dtype).
- * fp64 calls (gradient checks only) and ops without a fast kernel are delegated to the
- * reference backend's functions (backends/ref/ref_ops.h), which are single-threaded and
- * fixed-order, so the delegated ops keep the ref backend's bits.
+ * fp64 calls (gradient checks only) and ops without a fast kernel are delegated to a
+ * reference backend this backend creates through the registry ("ref"): single-threaded
+ * and fixed-order, so the delegated ops keep the ref backend's bits.
  */
 #ifndef CK_CPU_COMMON_H
 #define CK_CPU_COMMON_H
@@ -25,6 +25,7 @@ typedef struct {
     cpk_pool *pool;
     cpk_isa isa;
     int threads;
+    ck_backend *ref; /* the reference backend the ops without a fast kernel run on */
 } cpu_ctx;
 
 #define CPU_OP_DECL(fam)                                                                   \

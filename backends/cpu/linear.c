@@ -9,14 +9,13 @@
  *             dW += dy^T x             fp16/bf16: the contribution is computed from 0 in
  *                                      fp32 and added to the stored value with one rounding
  *             db += sum over rows of dy, in double per unit (row order), one rounding
- * fp64 calls (gradient checks) run the reference kernels (backends/ref/linear.c).
+ * fp64 calls (gradient checks) run the reference kernels (backends/ref/).
  */
 #include "backends/cpu/cpu_common.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/ref/ref_ops.h"
 
 typedef struct {
     const float *dy;
@@ -52,7 +51,7 @@ ck_status cpu_linear_forward(const cpu_ctx *c, const ck_op_params *op, const ck_
     ck_linear_dims d;
     CK_TRY(ck_opc_linear_shapes(x, io->weight, b, io->out, &d, err));
     if (cpu_any_f64(all, 4))
-        return ref_linear_forward(op, args, io, err);
+        return c->ref->forward(c->ref, op, args, io, err);
     const float *xf, *wf, *bf;
     float *ox = NULL, *ow = NULL, *ob = NULL, *y = NULL;
     ck_status st;
@@ -95,7 +94,7 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
     ck_linear_dims d;
     CK_TRY(ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err));
     if (cpu_any_f64(all, 6))
-        return ref_linear_backward(op, args, io, g, err);
+        return c->ref->backward(c->ref, op, args, io, g, err);
     const float *xf = NULL, *wf = NULL, *dyf = NULL;
     float *ox = NULL, *ow = NULL, *ody = NULL, *tmp = NULL;
     double *dbs = NULL;
