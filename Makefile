@@ -266,8 +266,11 @@ run-cases-run: $(PROG)
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(PROG)
-	sh tests/bench/run.sh $(PROG)
+bench-run: $(PROG) $(BUILD)/sgemm_peak
+	sh tests/bench/run.sh $(PROG) $(BUILD)/sgemm_peak
+
+$(BUILD)/sgemm_peak: $(BUILD)/obj/tests/bench/sgemm_peak.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 clean:
 	rm -rf $(BUILD)

@@ -677,6 +677,50 @@ START_TEST(test_fp32_kernels_gradcheck)
 }
 END_TEST
 
+/* fp16/bf16 linear/conv: the fp32 accumulator rounded once (docs/cpu-backend.md rule 5).
+ * 1 + h + 2^-24 (h half an fp16/bf16 ulp at 1): the fp32 chain lands on the tie 1 + h
+ * and the one rounding to the low dtype goes to even, 1.0; ref, summing in double, gives
+ * 1 + 2h (tests/test_ops_lowp.c). */
+START_TEST(test_lowp_is_the_fp32_sum_rounded_once)
+{
+    const ck_dtype dt = _i % 2 ? CK_BF16 : CK_F16;
+    const bool conv = _i >= 2;
+    const double h = dt == CK_F16 ? 0x1p-11 : 0x1p-8;
+    ck_op_params op;
+    ck_op_params_default(&op, conv ? CK_OP_CONV : CK_OP_LINEAR, conv ? 1 : 0);
+    ck_shape xs = SHAPE(1, 3), ws = SHAPE(1, 3), ys = SHAPE(1, 1);
+    if (conv) {
+        op.filters = 1;
+        xs = SHAPE(1, 3, 1);
+        ws = SHAPE(1, 3, 1);
+        ys = SHAPE(1, 1, 1);
+    } else {
+        op.units = 1;
+    }
+    op.bias = false;
+    const double xv[3] = {1.0, h, 0x1p-24}, wv[3] = {1.0, 1.0, 1.0};
+    ck_tensor *x = tu_tensor_of("x", dt, xs, xv), *w = tu_tensor_of("w", dt, ws, wv);
+    ck_tensor *y = tu_tensor_new("y", dt, ys);
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = 1;
+    io.in[0] = x;
+    io.out = y;
+    io.weight = w;
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    ck_backend *cpu = make_cpu(2, NULL);
+    ck_error err = {{0}};
+    ck_assert_msg(cpu->forward(cpu, &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(tu_tget(y, 0) == 1.0, "%s in %s: %a, want 1.0", conv ? "conv" : "linear",
+                  ck_dtype_name(dt), tu_tget(y, 0));
+    cpu->destroy(cpu);
+    tu_tensor_free(x);
+    tu_tensor_free(w);
+    tu_tensor_free(y);
+}
+END_TEST
+
 // ----------------------------------------------------------------------------
 // whole cases
 
@@ -839,6 +883,7 @@ Suite *suite_cpu_backend(void)
     tcase_set_timeout(o, 300);
     tcase_add_loop_test(o, test_ops_vs_ref, 0, COUNT(op_cases));
     tcase_add_loop_test(o, test_fp32_kernels_gradcheck, 0, COUNT(op_cases));
+    tcase_add_loop_test(o, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
     suite_add_tcase(s, o);
     TCase *c = tcase_create("cases");
     tcase_set_timeout(c, 600);
