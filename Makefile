@@ -17,7 +17,7 @@ PKG_CONFIG ?= pkg-config
 
 # check, run-cases, check-asan and bench first install missing dependencies
 # (scripts/install-deps.sh), then build in a sub-make; other goals need them present.
-ENTRY_GOALS := check run-cases check-asan check-tsan check-cpu-only bench deps clean
+ENTRY_GOALS := check run-cases check-asan check-tsan check-cpu-only check-no-cuda-libs bench deps clean
 ifneq ($(filter-out $(ENTRY_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell $(PKG_CONFIG) --exists libcjson && echo yes),yes)
     $(error libcjson not found by pkg-config: run ./scripts/install-deps.sh or 'apt-get install libcjson-dev')
@@ -180,10 +180,23 @@ check-run: cuda-check
 check-cpu-only: deps
 	@$(MAKE) --no-print-directory check-run BUILD=$(BUILD)/nocuda CUDA=0
 
+# The CUDA build on a machine without the CUDA libraries: the program must link none of
+# them, every CPU test must pass with the module unloadable, and --backend cuda must be one
+# line and exit 2.
+check-no-cuda-libs: deps
+	@$(MAKE) --no-print-directory check-no-cuda-libs-run
+
+check-no-cuda-libs-run: $(PROG) $(TESTS)
+	@if ldd $(PROG) | grep -E 'libcud|libcublas'; then \
+	    echo "FAIL: $(PROG) links a CUDA library"; exit 1; fi
+	CK_CUDA_MODULE=/nonexistent/ckpt-harness-cuda.so sh tests/cli/no_cuda_libs.sh $(PROG)
+	CK_CUDA_MODULE=/nonexistent/ckpt-harness-cuda.so CK_PROG=$(PROG) sh tests/cli/run.sh
+	CK_CUDA_MODULE=/nonexistent/ckpt-harness-cuda.so CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
+
 gpu-check:
 	bash tests/gpu/run.sh $(GPU_OUT)
 
-.PHONY: cuda-check check-cpu-only gpu-check
+.PHONY: cuda-check check-cpu-only check-no-cuda-libs check-no-cuda-libs-run gpu-check
 -include $(CUDA_OBJ:.o=.d) $(CUDA_MODULE_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 # --------------------------------------------------------------- end of the CUDA block ---
 
@@ -236,6 +249,7 @@ check: deps
 	@$(MAKE) --no-print-directory check-run
 
 check-run: $(PROG) $(TESTS)
+	python3 tests/layout/check_layers.py
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)

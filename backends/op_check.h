@@ -1,6 +1,6 @@
 /*
  * Host-side argument checks and geometry shared by the backends: the CPU reference
- * (backends/cpu/) and the CUDA backend (backends/cuda/) validate every call the same way,
+ * (backends/ref/) and the CUDA backend (backends/cuda/) validate every call the same way,
  * with the same messages, from this one plain-C module (op_check.c, compiled into every
  * build). Nothing here touches tensor data except ck_opc_ce_classes, which reads class
  * indices from host memory the caller provides.
@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
-#include <math.h> /* before the C-linkage block: harness/rng.h includes it */
+#include <math.h> /* before the C-linkage block: harness/core/rng.h includes it */
 #include <stdarg.h>
 extern "C" {
 #endif

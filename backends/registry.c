@@ -29,6 +29,7 @@ typedef bool (*cuda_available_fn)(char *why, size_t n);
 static void *cuda_handle;
 static char cuda_load_error[CK_ERROR_MAX - 64];
 
+#ifdef CK_CUDA_MODULE_BUILT
 /* Where the module is: $CK_CUDA_MODULE, else beside the running program, else the
  * installed library folder. */
 static void cuda_module_path(char *buf, size_t n)
@@ -56,6 +57,7 @@ static void cuda_module_path(char *buf, size_t n)
     snprintf(buf, n, "%s", CK_CUDA_MODULE_FILE);
 #endif
 }
+#endif
 
 /* Loads the module once; NULL with cuda_load_error set when it cannot be loaded. */
 static void *cuda_module(void)

@@ -33,7 +33,7 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta);
 
 /* The "metrics" object of one tensor comparison, exactly as the report writes it (shape
  * turns first_bad into first_bad_index); NULL when out of memory. Also used by the
- * `compare` report (harness/setcompare.c). The caller frees it with cJSON_Delete. */
+ * `compare` report (reports/compare_report.c). The caller frees it with cJSON_Delete. */
 cJSON *ck_report_metrics_json(const ck_metrics *m, const ck_shape *shape);
 
 /* The report as formatted JSON text (no trailing newline), malloc'd; NULL when out of

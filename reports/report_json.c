@@ -6,7 +6,7 @@
  * reasons: integers (bytes, counts, seeds, ULP distances) must stay exact above 2^53,
  * where a double cannot hold them, and doubles must round-trip and be spelled the same
  * way on every run. Non-finite doubles, which cJSON would print as null, become the
- * strings "NaN", "Infinity" and "-Infinity". The builder (harness/json_build.h) is shared
+ * strings "NaN", "Infinity" and "-Infinity". The builder (harness/io/json_build.h) is shared
  * with the compare report.
  */
 #include "reports/report.h"

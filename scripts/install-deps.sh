@@ -1,11 +1,12 @@
 #!/bin/sh
 # Makes sure the build dependencies are present: a C compiler, make, pkg-config, Debian's
-# libcjson-dev, check and zlib1g-dev. Installs what is missing with apt-get when it can (as root, or
+# libcjson-dev, check and zlib1g-dev, and python3 (the test suite's layer checker). Installs what is missing with apt-get when it can (as root, or
 # through password-less sudo); otherwise says exactly what to install and exits 1.
 set -u
 missing=""
 command -v cc >/dev/null 2>&1 || missing="$missing build-essential"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+command -v python3 >/dev/null 2>&1 || missing="$missing python3"
 if command -v pkg-config >/dev/null 2>&1; then
     pkg-config --exists libcjson || missing="$missing libcjson-dev"
     pkg-config --exists check || missing="$missing check"

@@ -1,5 +1,5 @@
 /*
- * harness/half.h: fp16 and bf16 conversions and the cast classification.
+ * harness/core/half.h: fp16 and bf16 conversions and the cast classification.
  *
  * Exhaustive where the domain is small (every fp16 and bf16 bit pattern), against an
  * independent reference where it is not (every 1021st fp32 pattern, and a million random

@@ -1,5 +1,5 @@
 /*
- * CPU linear, conv, pooling and upsample ops (backends/cpu/{linear,conv,pool,upsample}.c):
+ * CPU linear, conv, pooling and upsample ops (backends/ref/{linear,conv,pool,upsample}.c):
  * forward on hand-computed values in fp32 and fp64 and against a naive bounds-checked
  * reference, hand-computed backward where there is a rule to check (max-pool ties and
  * NaN, avg-pool spread, upsample blocks), backward against float64 central differences

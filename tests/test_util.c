@@ -1,7 +1,6 @@
 /*
  * Helpers shared by the Check suites (see test_util.h). No suite of its own.
  */
-#include "backends/registry.h"
 #include "tests/test_util.h"
 
 #include <check.h>
@@ -10,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/io/tensorload.h"
-#include "harness/verify/gradcheck.h"
+#include "backends/registry.h"
 #include "harness/core/half.h"
 #include "harness/core/rng.h"
+#include "harness/io/tensorload.h"
 #include "harness/io/tensorset.h"
+#include "harness/verify/gradcheck.h"
 
 /* ---- the CPU backend ---- */
 

@@ -1,7 +1,7 @@
 /*
  * CUDA pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
  *
- * As backends/cpu/activation.c: every kernel loads each tensor in its own dtype (x, y, dy
+ * As backends/ref/activation.c: every kernel loads each tensor in its own dtype (x, y, dy
  * and dx need not share one), computes in double and rounds once on store; backward adds
  * its double contribution to dx with one rounding (ck_acc). Backward differentiates at the
  * input x (io->in[0]), so relu'(0) = 0 and leaky_relu'(0) = slope. relu and leaky_relu

@@ -3,11 +3,11 @@
  * the convolution algorithm policy, and the per-layer record of which cuDNN algorithm or
  * cuBLAS routine ran (the report prints it).
  *
- * Everything here is plain C and links in every build: with CUDA left out (CUDA=0, or no
- * nvcc at build time) backends/cuda_absent.c answers instead, so callers never need
- * #ifdefs. The policy functions (ck_cuda_algo_allowed and friends) live in
- * backends/cuda/algo_policy.c, a plain C file compiled in every build, so the filtering
- * rules are unit-tested on machines without a GPU.
+ * Private to backends/: the program reaches the backend only through the registry
+ * (backends/registry.h), which loads the module ckpt-harness-cuda.so (cuda_module.c holds
+ * its entry points). The policy functions (ck_cuda_algo_allowed and friends) live in
+ * backends/cuda/algo_policy.c, a plain C file compiled into the library too, so the
+ * filtering rules are unit-tested on machines without a GPU.
  *
  * The enum values below mirror cuDNN's own numbering (cudnnConvolution*Algo_t,
  * cudnnDeterminism_t, cudnnMathType_t); conv_cudnn.cu asserts that at compile time.
@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
-#include <math.h> /* before the C-linkage block: harness/rng.h includes it */
+#include <math.h> /* before the C-linkage block: harness/core/rng.h includes it */
 #include <stdarg.h>
 extern "C" {
 #endif

@@ -140,7 +140,7 @@ void ck_dev_buf::release()
 // ----------------------------------------------------------------------------
 // conversion and the wide path
 
-/* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/cpu/convert.c) */
+/* dst = (accumulate ? dst : 0) + src * scale, rounded once (backends/ref/convert.c) */
 static __global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool accumulate, int64_t n)
 {
     CK_GRID_STRIDE(i, n)
@@ -150,7 +150,7 @@ static __global__ void convert_kernel(ck_dv dst, ck_dv src, double scale, bool a
     }
 }
 
-/* dst += src with one rounding (cpu_wide_accumulate) */
+/* dst += src with one rounding (ref_wide_accumulate) */
 static __global__ void accumulate_wide_kernel(ck_dv dst, ck_dv src, int64_t n)
 {
     CK_GRID_STRIDE(i, n)
@@ -395,7 +395,7 @@ struct cuda_op_entry {
     cuda_bwd_fn backward;
 };
 
-/* Indexed by ck_op_kind (the order of harness/ops.h, checked below). */
+/* Indexed by ck_op_kind (the order of harness/core/ops.h, checked below). */
 static const cuda_op_entry cuda_op_table[CK_OP_KIND_COUNT] = {
     /* CK_OP_LINEAR */ {cuda_linear_forward, cuda_linear_backward},
     /* CK_OP_CONV */ {cuda_conv_forward, cuda_conv_backward},

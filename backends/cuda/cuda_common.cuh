@@ -2,15 +2,15 @@
  * Private to the CUDA backend: the backend's state, the checked-call macros, element
  * access by dtype, device scratch memory, the CPU's wide path for library ops, and the one
  * deterministic reduction every op family uses. One forward/backward pair per op family
- * lives in its own file, mirroring backends/cpu/ (linear_cublas.cu, conv_cudnn.cu, pool.cu,
+ * lives in its own file, mirroring backends/ref/ (linear_cublas.cu, conv_cudnn.cu, pool.cu,
  * upsample.cu, activation.cu, norm.cu, random_ops.cu, shape_ops.cu, loss.cu, optim.cu);
  * cuda_backend.cu dispatches.
  *
  * Numerics follow harness/precision.md and the CPU reference op by op: kernels load each
- * tensor in its own dtype (ck_ld, the CPU's cpu_ld), compute with the CPU's expressions in
+ * tensor in its own dtype (ck_ld, the CPU's ref_ld), compute with the CPU's expressions in
  * double (or in fp32 where the CPU's fp32 kernel does), round once per element written
  * (ck_st) and add gradients with one rounding (ck_acc); fp16/bf16 conversions are
- * harness/half.h's integer code, the same the CPU runs. Device code is built with
+ * harness/core/half.h's integer code, the same the CPU runs. Device code is built with
  * -fmad=false so a*b+c is two roundings, as on the CPU. No float atomics anywhere: every
  * reduction is a fixed-order block tree over a launch shape that depends only on the
  * tensor sizes, so results are bitwise repeatable run to run (and GPU to GPU for these
@@ -130,10 +130,10 @@ ck_status cuda_dev_alloc(ck_cuda *cu, size_t bytes, void **ptr, const char *what
 void cuda_dev_free(ck_cuda *cu, void *ptr);
 
 // ----------------------------------------------------------------------------
-// element access: each tensor in its own dtype (backends/cpu/cpu_elem.h, on the device)
+// element access: each tensor in its own dtype (backends/ref/ref_elem.h, on the device)
 
 /* A tensor as kernels see it: its memory and its dtype. fp16 and bf16 are raw 16-bit
- * patterns converted with harness/half.h, the same integer code the CPU runs, so a value
+ * patterns converted with harness/core/half.h, the same integer code the CPU runs, so a value
  * rounds to the same bits on both backends (NaN payloads included). */
 typedef struct {
     void *p; /* NULL for an absent tensor */
@@ -146,7 +146,7 @@ static inline ck_dv ck_view(const ck_tensor *t)
     return v;
 }
 
-/* t[i] as a double (exact for every float dtype): cpu_ld */
+/* t[i] as a double (exact for every float dtype): ref_ld */
 __device__ __forceinline__ double ck_ld(const ck_dv &v, int64_t i)
 {
     switch (v.dt) {
@@ -158,7 +158,7 @@ __device__ __forceinline__ double ck_ld(const ck_dv &v, int64_t i)
     }
 }
 
-/* t[i] = x rounded once to t's dtype (nearest even): cpu_st */
+/* t[i] = x rounded once to t's dtype (nearest even): ref_st */
 __device__ __forceinline__ void ck_st(const ck_dv &v, int64_t i, double x)
 {
     switch (v.dt) {
@@ -186,7 +186,7 @@ __device__ __forceinline__ double ck_sum_round_odd(double a, double b)
     return __longlong_as_double((long long)u);
 }
 
-/* t[i] += x with one rounding into t's dtype: cpu_acc */
+/* t[i] += x with one rounding into t's dtype: ref_acc */
 __device__ __forceinline__ void ck_acc(const ck_dv &v, int64_t i, double x)
 {
     const double old = ck_ld(v, i);
@@ -198,7 +198,7 @@ __device__ __forceinline__ void ck_acc(const ck_dv &v, int64_t i, double x)
 
 /* How the CPU runs a T-kernel op (linear, conv, pool, upsample): on fp32 tensors when all
  * of them are fp32, on fp64 tensors when all are fp64, and otherwise in double on widened
- * copies with each output rounded once and each gradient added with cpu_acc. */
+ * copies with each output rounded once and each gradient added with ref_acc. */
 enum { CK_MODE_F32 = 0, CK_MODE_F64 = 1, CK_MODE_WIDE = 2 };
 
 /* The dtype every non-NULL t[0..n) shares, or CK_DTYPE_COUNT: cpu_common_dtype */
@@ -217,7 +217,7 @@ static inline int ck_mode_of(const ck_tensor *const *t, int n)
 }
 
 /* A T-kernel's gradient update with a double contribution: the CPU's `g[i] += (T)acc`
- * in fp32 (round acc, then an fp32 add) or fp64, and cpu_acc on the wide path. */
+ * in fp32 (round acc, then an fp32 add) or fp64, and ref_acc on the wide path. */
 __device__ __forceinline__ void ck_acc_mode(const ck_dv &v, int64_t i, double x, int mode)
 {
     if (mode == CK_MODE_F32)
@@ -388,7 +388,7 @@ ck_status cuda_backward_wide(ck_cuda *cu, cuda_bwd_fn fn, const ck_op_params *op
                              ck_error *err);
 
 /* The backend's convert (backend.h): dst = (accumulate ? dst : 0) + src * scale, in
- * double, rounded once into dst's dtype, as backends/cpu/convert.c. */
+ * double, rounded once into dst's dtype, as backends/ref/convert.c. */
 ck_status cuda_convert(ck_cuda *cu, ck_tensor *dst, const ck_tensor *src, double scale,
                        bool accumulate, ck_error *err);
 

@@ -1,7 +1,7 @@
 /*
  * CUDA losses: mean, sum, mse and cross-entropy, and their gradients.
  *
- * As backends/cpu/loss.c: the loss is a double (here a fixed-order block reduction instead
+ * As backends/ref/loss.c: the loss is a double (here a fixed-order block reduction instead
  * of the CPU's left-to-right sum); the gradient dy = scale * dL/dy is computed in double
  * and rounded once into dy's dtype. y, an mse target and dy are each loaded in their own
  * dtype. Cross-entropy takes logits y (N, C, spatial...) and

@@ -2,7 +2,7 @@
  * CUDA normalisation layers: batchnorm (per channel over N and spatial) and layernorm
  * (per sample over all non-batch dims), forward and backward.
  *
- * As backends/cpu/norm.c: statistics are two-pass (mean, then biased variance of
+ * As backends/ref/norm.c: statistics are two-pass (mean, then biased variance of
  * x - mean) accumulated in double; every value is computed in double with the CPU's
  * expressions, operand for operand, and rounded once on store; gradients are added with
  * one rounding (ck_acc). Every tensor is read and written in its own dtype, so in an

@@ -2,7 +2,7 @@
  * CUDA optimizer step: sgd, sgd with momentum and adam, as PyTorch's torch.optim.SGD
  * (dampening 0, no nesterov) and torch.optim.Adam (no amsgrad) compute them.
  *
- * As backends/cpu/optim.c, element by element: the gradient is first multiplied by
+ * As backends/ref/optim.c, element by element: the gradient is first multiplied by
  * grad_scale, then weight decay adds wd * p; everything is computed in double with the
  * CPU's expressions and stored once in each tensor's dtype (each tensor is loaded in its
  * own: fp32 masters and state, an fp32 or low-dtype gradient); step 1 starts from fresh

@@ -1,7 +1,7 @@
 /*
  * CUDA pooling (CK_OP_MAXPOOL, CK_OP_AVGPOOL) over 1 to 3 spatial dims.
  *
- * As backends/cpu/pool.c: windows are kernel[] wide, step stride[], never padded, output
+ * As backends/ref/pool.c: windows are kernel[] wide, step stride[], never padded, output
  * size taken from the output tensor. Max pooling keeps the first maximum in the window's
  * row-major scan and the first NaN wins over any number; backward recomputes the winner
  * from the input (nothing is saved). Like the CPU, the arithmetic runs in fp32 when every

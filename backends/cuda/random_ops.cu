@@ -1,8 +1,8 @@
 /*
  * CUDA random ops: inverted dropout and additive gaussian noise.
  *
- * Both draw from args->rng through the shared formulas of harness/rng.h and
- * harness/philox.h, compiled for the device: element i of a draw is a pure function of
+ * Both draw from args->rng through the shared formulas of harness/core/rng.h and
+ * harness/core/philox.h, compiled for the device: element i of a draw is a pure function of
  * (key, counter, i), so each thread computes its own element and the dropout mask is
  * bit-identical to the CPU backend's (an integer comparison of the same Philox word).
  * Dropout keeps nothing for backward: it regenerates its mask from the same stream.

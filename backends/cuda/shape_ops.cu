@@ -2,7 +2,7 @@
  * CUDA shape ops: add (n inputs of one shape), concat (along dim 1, the channels) and
  * flatten ((N, ...) -> (N, prod ...)), forward and backward.
  *
- * As backends/cpu/shape_ops.c: add sums its inputs in input order in double and rounds
+ * As backends/ref/shape_ops.c: add sums its inputs in input order in double and rounds
  * once; concat and flatten copy values (device-to-device copies within one dtype, one
  * rounding into another). Each tensor is loaded in its own dtype. Backward passes
  * accumulate (+=, ck_acc) into every gradient that is not NULL, one input at a time in

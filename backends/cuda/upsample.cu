@@ -4,7 +4,7 @@
  *
  *   y[n, c, o...] = x[n, c, o / scale...]
  *
- * As backends/cpu/upsample.c: forward copies values (one rounding when y's dtype differs
+ * As backends/ref/upsample.c: forward copies values (one rounding when y's dtype differs
  * from x's); backward sums dout over each scale0 x scale1 x scale2 block in double, in the
  * CPU's order (r0, r1, r2), and adds the sum to dx as the CPU does: `dx += (T)acc` when
  * every tensor is fp32 (or fp64), one rounding of dx + acc otherwise (CK_MODE_*). One

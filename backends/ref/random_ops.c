@@ -1,7 +1,7 @@
 /*
  * CPU random ops: inverted dropout and additive gaussian noise.
  *
- * Both draw from args->rng through the shared formulas in harness/rng.h, so the CPU and
+ * Both draw from args->rng through the shared formulas in harness/core/rng.h, so the CPU and
  * CUDA backends produce the same mask and the same noise, and a recomputed forward
  * replays its draw. Dropout keeps nothing for backward: it regenerates its mask from the
  * same stream. The mask is an integer comparison of Philox words, so it is the same in

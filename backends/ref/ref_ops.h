@@ -5,7 +5,7 @@
  * Every function takes tensors of CK_F32, CK_F64, CK_F16 and CK_BF16, each loaded in its
  * own dtype (a low-precision run mixes fp16/bf16 activations with fp32 normalisation
  * parameters and statistics, harness/precision.md), and returns CK_ERR_UNSUPPORTED naming
- * the tensor for any other dtype. Semantics: backends/backend.h and harness/ops.h; element
+ * the tensor for any other dtype. Semantics: backends/backend.h and harness/core/ops.h; element
  * access and rounding: ref_elem.h.
  */
 #ifndef CK_CPU_OPS_H

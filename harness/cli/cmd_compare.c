@@ -3,8 +3,6 @@
  * of them), matches names, compares (setcompare.h), prints a summary worst first and
  * optionally writes the JSON report atomically.
  */
-#include "harness/io/tensorload.h"
-#include "harness/io/files.h"
 #include "harness/cli/cmd_compare.h"
 
 #include <inttypes.h>
@@ -14,7 +12,9 @@
 
 #include "harness/cli/commands.h"
 #include "harness/compare/sets.h"
+#include "harness/io/files.h"
 #include "harness/io/json_build.h"
+#include "harness/io/tensorload.h"
 #include "reports/compare_report.h"
 
 static ck_status write_report(const ck_set_comparison *c, const ck_tensorset *a,

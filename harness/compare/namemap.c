@@ -1,11 +1,11 @@
 /* Name maps: exact renames, then regex rewrite rules (see namemap.h). */
-#include "harness/io/files.h"
 #include "harness/compare/namemap.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/io/files.h"
 #include "harness/io/json_strict.h"
 #include "harness/io/tensorset.h"
 

@@ -1,5 +1,4 @@
 /* Tolerance resolution and the tolerance file (see tolerances.h). */
-#include "harness/io/files.h"
 #include "harness/compare/tolerances.h"
 
 #include <fnmatch.h>
@@ -8,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/io/files.h"
 #include "harness/io/json_strict.h"
 
 void ck_tolerances_init(ck_tolerances *t)

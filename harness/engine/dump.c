@@ -1,5 +1,4 @@
 /* Tensor dumps and their manifest (see dump.h). */
-#include "harness/io/files.h"
 #include "harness/engine/dump.h"
 
 #include <inttypes.h>
@@ -9,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "harness/io/files.h"
 #include "harness/io/json_build.h"
 #include "harness/io/safetensors.h"
 

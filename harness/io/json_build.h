@@ -1,6 +1,6 @@
 /*
  * Building the JSON reports (the run report, reports/report_json.c, and the compare
- * report, harness/setcompare.c) as cJSON trees.
+ * report, reports/compare_report.c) as cJSON trees.
  *
  * The builder remembers the first failed allocation so that the code that lays out a
  * report reads as a list of fields instead of a ladder of checks: every helper does

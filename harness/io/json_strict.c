@@ -1,6 +1,6 @@
 /* Strict JSON parsing and exact number helpers (see json_strict.h). */
-#include "harness/core/text.h"
 #include "harness/io/json_strict.h"
+#include "harness/core/text.h"
 #include "harness/io/json_get.h"
 
 #include <math.h>

@@ -5,14 +5,15 @@
  * numpy writes; nothing in it is evaluated. Sizes are overflow-checked before any data
  * is touched.
  */
-#include "harness/io/files.h"
-#include "harness/core/text.h"
 #include "harness/io/npy.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "harness/core/text.h"
+#include "harness/io/files.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "tensor files are read into little-endian memory; this host is big-endian"

@@ -2,7 +2,6 @@
  * .npz reader (format and refusals: npz.h): a zip central-directory walker with every
  * offset bounds-checked, zip64 support, and zlib for deflated members.
  */
-#include "harness/core/text.h"
 #include "harness/io/npz.h"
 
 #include <inttypes.h>
@@ -12,6 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "harness/core/text.h"
 #include "harness/io/npy.h"
 
 #define SIG_LOCAL 0x04034b50u

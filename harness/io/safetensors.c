@@ -6,8 +6,6 @@
  * overflow-checked. Tensors are added to the set in data-offset order, which is also the
  * order the offsets are verified in: contiguous from 0 to the end of the file.
  */
-#include "harness/io/files.h"
-#include "harness/core/text.h"
 #include "harness/io/safetensors.h"
 
 #include <inttypes.h>
@@ -15,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/core/text.h"
+#include "harness/io/files.h"
 #include "harness/io/json_strict.h"
 
 #define MAX_EXACT (UINT64_C(1) << 53)

@@ -1,8 +1,8 @@
 /* Parameter store: allocation, seeded initialisation, optimizer updates (see model.h). */
-#include "harness/io/tensorload.h"
 #include "harness/model/params.h"
 
 #include "harness/core/half.h"
+#include "harness/io/tensorload.h"
 #include "harness/io/tensorset.h"
 
 #include <stdio.h>

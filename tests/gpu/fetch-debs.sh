@@ -1,7 +1,7 @@
 #!/bin/sh
 # Downloads the Debian packages the GPU machine lacks (it has no package manager access;
 # FIELD-NOTES.md) into tests/gpu/debs/, so tests/gpu/run.sh can unpack them there:
-# libcjson (the harness's JSON library) and zlib's headers (harness/npz.c).
+# libcjson (the harness's JSON library) and zlib's headers (harness/io/npz.c).
 # Run it on a Debian/Ubuntu machine with apt before sending the tree to the GPU machine.
 # Usage: sh tests/gpu/fetch-debs.sh [DIR]
 set -eu
