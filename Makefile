@@ -266,7 +266,7 @@ check-tsan: deps
 	    SAN="-fsanitize=thread -fno-omit-frame-pointer"
 
 check-tsan-run: $(PROG) $(TESTS)
-	TSAN_OPTIONS=halt_on_error=1 CK_RUN_SUITE=cpu_backend CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_backend CK_ROOT=$(CURDIR) $(TESTS)
 	for c in mlp_dropout cnn_bn unet3d_bn conv1d_seq; do \
 	    TSAN_OPTIONS=halt_on_error=1 $(PROG) run cases/$$c.json --threads 2 --dtype fp32,bf16 \
 	        --quiet --report $(BUILD)/tsan-$$c.json || exit 1; done

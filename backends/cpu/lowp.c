@@ -41,6 +41,12 @@ static inline uint16_t f32_to_bf16(float f)
 }
 
 #if CPU_X86
+/* F16C is its own CPUID flag: every AVX2 CPU has it, but ask */
+static bool use_f16c(const cpu_ctx *c)
+{
+    return c->isa != CPK_ISA_PORTABLE && __builtin_cpu_supports("f16c");
+}
+
 __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(const uint16_t *s, float *d,
                                                                   int64_t n)
 {
@@ -69,7 +75,7 @@ static void widen(const cpu_ctx *c, const ck_tensor *t, float *d, int64_t n)
     const uint16_t *s = t->data;
     if (t->dtype == CK_F16) {
 #if CPU_X86
-        if (c->isa != CPK_ISA_PORTABLE) {
+        if (use_f16c(c)) {
             f16_to_f32_f16c(s, d, n);
             return;
         }
@@ -134,7 +140,7 @@ void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v)
     case CK_F16: {
         uint16_t *d = t->data;
 #if CPU_X86
-        if (c->isa != CPK_ISA_PORTABLE) {
+        if (use_f16c(c)) {
             f32_to_f16_f16c(v, d, n);
             break;
         }
