@@ -372,7 +372,7 @@ START_TEST(test_half_conversions)
     const cpk_isa best = cpk_isa_detect();
     ck_error err = {{0}};
     for (int isa = 0; isa <= (int)best; isa++) {
-        cpu_ctx c = {.pool = NULL, .isa = (cpk_isa)isa, .threads = 1};
+        cpu_ctx c = {.pool = NULL, .isa = (cpk_isa)isa, .threads = 1, .ref = NULL};
         /* widening: every 16-bit pattern */
         ck_tensor *h = tu_tensor_new("h", CK_F16, SHAPE(65536));
         ck_tensor *bh = tu_tensor_new("bh", CK_BF16, SHAPE(65536));
@@ -439,16 +439,20 @@ END_TEST
 /* t += v rounds the exact sum once: fp16 1 + (2^-11 + 2^-40) is 1 + 2^-10, not 1 */
 START_TEST(test_accumulate_rounds_once)
 {
+    cpk_pool *pool = cpk_pool_create(2);
+    ck_assert_ptr_nonnull(pool);
+    const cpu_ctx c = {.pool = pool, .isa = cpk_isa_detect(), .threads = 2};
     ck_tensor *t = tu_tensor_new("t", CK_F16, SHAPE(1));
     tu_tset(t, 0, 1.0);
     const double v = ldexp(1.0, -11) + ldexp(1.0, -40);
-    cpu_accumulate_f64(t, &v);
+    cpu_accumulate_f64(&c, t, &v);
     ck_assert_double_eq(tu_tget(t, 0), 1.0 + ldexp(1.0, -10));
     tu_tset(t, 0, 1.0);
     const float vf = (float)(ldexp(1.0, -11) + ldexp(1.0, -30));
-    cpu_accumulate_f32(t, &vf);
+    cpu_accumulate_f32(&c, t, &vf);
     ck_assert_double_eq(tu_tget(t, 0), 1.0 + ldexp(1.0, -10));
     tu_tensor_free(t);
+    cpk_pool_destroy(pool);
 }
 END_TEST
 
@@ -721,6 +725,60 @@ START_TEST(test_lowp_is_the_fp32_sum_rounded_once)
 }
 END_TEST
 
+/* relu on cpu (fast path in fp32, fp16, bf16) is bitwise the reference's, forward and
+ * backward, over every 16-bit pattern as x, dy and the old dx */
+START_TEST(test_relu_bitwise_ref)
+{
+    const ck_dtype dts[] = {CK_F16, CK_BF16, CK_F32};
+    const ck_dtype dt = dts[_i];
+    const int64_t n = 65536;
+    ck_tensor *t[2][4]; /* [backend][x, y, dy, dx] */
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 4; k++)
+            t[b][k] = tu_tensor_new("t", dt, SHAPE(n));
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 2; b++) {
+            if (dt == CK_F32) {
+                /* every fp16 pattern's value, and its bf16-like fp32 counterpart */
+                ((float *)t[b][0]->data)[i] = ck_f16_to_f32((uint16_t)i);
+                ((float *)t[b][2]->data)[i] = ck_bf16_to_f32((uint16_t)(i * 40503u));
+                ((float *)t[b][3]->data)[i] = ck_f16_to_f32((uint16_t)(i * 2654435761u));
+            } else {
+                ((uint16_t *)t[b][0]->data)[i] = (uint16_t)i;
+                ((uint16_t *)t[b][2]->data)[i] = (uint16_t)(i * 40503u);
+                ((uint16_t *)t[b][3]->data)[i] = (uint16_t)(i * 2654435761u);
+            }
+        }
+    ck_backend *be[2] = {make_cpu(2, NULL), NULL};
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &be[1], &err) == CK_OK);
+    ck_op_params op;
+    ck_op_params_default(&op, CK_OP_RELU, 0);
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    for (int b = 0; b < 2; b++) {
+        ck_op_io io;
+        memset(&io, 0, sizeof io);
+        io.n_in = 1;
+        io.in[0] = t[b][0];
+        io.out = t[b][1];
+        ck_assert_msg(be[b]->forward(be[b], &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+        ck_op_grads g;
+        memset(&g, 0, sizeof g);
+        g.dout = t[b][2];
+        g.din[0] = t[b][3];
+        ck_assert_msg(be[b]->backward(be[b], &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+    }
+    assert_same_bits("relu forward", t[0][1]->data, t[1][1]->data, ck_tensor_bytes(t[0][1]));
+    assert_same_bits("relu backward", t[0][3]->data, t[1][3]->data, ck_tensor_bytes(t[0][3]));
+    for (int b = 0; b < 2; b++) {
+        be[b]->destroy(be[b]);
+        for (int k = 0; k < 4; k++)
+            tu_tensor_free(t[b][k]);
+    }
+}
+END_TEST
+
 // ----------------------------------------------------------------------------
 // whole cases
 
@@ -884,6 +942,7 @@ Suite *suite_cpu_backend(void)
     tcase_add_loop_test(o, test_ops_vs_ref, 0, COUNT(op_cases));
     tcase_add_loop_test(o, test_fp32_kernels_gradcheck, 0, COUNT(op_cases));
     tcase_add_loop_test(o, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
+    tcase_add_loop_test(o, test_relu_bitwise_ref, 0, 3);
     suite_add_tcase(s, o);
     TCase *c = tcase_create("cases");
     tcase_set_timeout(c, 600);

@@ -123,7 +123,7 @@ ck_status cpu_conv_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
             goto done;
         }
         if (!f32)
-            cpu_accumulate_f32(dx, tmp);
+            cpu_accumulate_f32(c, dx, tmp);
     }
     if (g->dweight) {
         if ((st = cpu_view_f32("conv", x, c, &xf, &ox, err)) != CK_OK)
@@ -133,7 +133,7 @@ ck_status cpu_conv_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
             st = nomem(err, op);
             goto done;
         }
-        cpu_accumulate_f64(g->dweight, acc);
+        cpu_accumulate_f64(c, g->dweight, acc);
         free(acc);
         acc = NULL;
     }
@@ -144,7 +144,7 @@ ck_status cpu_conv_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
         }
         cpk_channel_sums(c->pool, c->isa, dyf, geom.N, geom.F,
                          geom.out[0] * geom.out[1] * geom.out[2], acc);
-        cpu_accumulate_f64(db, acc);
+        cpu_accumulate_f64(c, db, acc);
     }
 done:
     free(acc);

@@ -55,8 +55,12 @@ ck_status cpu_scratch(const char *op, int64_t n, bool zero, float **out, ck_erro
 
 /* t = v rounded once to t's dtype (fp32/fp16/bf16; a no-op when v is t's own memory) */
 void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v);
-/* t += v, the exact sum rounded once to t's dtype (fp32, fp16, bf16) */
-void cpu_accumulate_f32(ck_tensor *t, const float *v);
-void cpu_accumulate_f64(ck_tensor *t, const double *v);
+/* t += v, the exact sum rounded once to t's dtype (fp32, fp16, bf16); element ranges
+ * split across c's threads */
+void cpu_accumulate_f32(const cpu_ctx *c, ck_tensor *t, const float *v);
+void cpu_accumulate_f64(const cpu_ctx *c, ck_tensor *t, const double *v);
+/* a + b rounded to odd in double: a later rounding to fp16/bf16 is then the exact sum's
+ * (the reference backend's ref_sum_round_odd, the same arithmetic) */
+double cpu_sum_round_odd(double a, double b);
 
 #endif

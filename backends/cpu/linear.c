@@ -116,7 +116,7 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
         if (!cpk_sgemm(c->pool, c->isa, d.M, d.in, d.units, &s, out, d.in, f32))
             goto nomem;
         if (!f32)
-            cpu_accumulate_f32(dx, tmp);
+            cpu_accumulate_f32(c, dx, tmp);
         free(tmp);
         tmp = NULL;
     }
@@ -135,14 +135,14 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
         if (!cpk_sgemm(c->pool, c->isa, d.units, d.in, d.M, &s, out, d.in, f32))
             goto nomem;
         if (!f32)
-            cpu_accumulate_f32(dw, tmp);
+            cpu_accumulate_f32(c, dw, tmp);
     }
     if (db) {
         if (!(dbs = malloc((size_t)d.units * sizeof *dbs)))
             goto nomem;
         colsum_job j = {dyf, d.M, d.units, dbs};
         cpk_parallel(c->pool, (d.units + 63) / 64, colsum_task, &j);
-        cpu_accumulate_f64(db, dbs);
+        cpu_accumulate_f64(c, db, dbs);
     }
     st = CK_OK;
     goto done;

@@ -70,24 +70,25 @@ __attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(const float *s, 
 }
 #endif
 
-static void widen(const cpu_ctx *c, const ck_tensor *t, float *d, int64_t n)
+/* d[i] = t[i] as fp32 for i in [i0, i1) */
+static void widen_range(const cpu_ctx *c, const ck_tensor *t, float *d, int64_t i0, int64_t i1)
 {
     const uint16_t *s = t->data;
     if (t->dtype == CK_F16) {
 #if CPU_X86
         if (use_f16c(c)) {
-            f16_to_f32_f16c(s, d, n);
+            f16_to_f32_f16c(s + i0, d + i0, i1 - i0);
             return;
         }
 #endif
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             d[i] = ck_f16_to_f32(s[i]);
     } else if (t->dtype == CK_BF16) {
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             d[i] = bf16_to_f32(s[i]);
     } else if (t->dtype == CK_F64) {
         const double *sd = t->data;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             d[i] = (float)sd[i];
     }
 }
@@ -112,46 +113,26 @@ ck_status cpu_scratch(const char *op, int64_t n, bool zero, float **out, ck_erro
     return CK_OK;
 }
 
-ck_status cpu_view_f32(const char *op, const ck_tensor *t, const cpu_ctx *c, const float **out,
-                       float **owned, ck_error *err)
-{
-    *owned = NULL;
-    *out = NULL;
-    if (!t)
-        return CK_OK;
-    if (t->dtype == CK_F32) {
-        *out = t->data;
-        return CK_OK;
-    }
-    const int64_t n = ck_shape_numel(&t->shape);
-    CK_TRY(cpu_scratch(op, n, false, owned, err));
-    widen(c, t, *owned, n);
-    *out = *owned;
-    return CK_OK;
-}
 
-void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v)
+static void store_range(const cpu_ctx *c, ck_tensor *t, const float *v, int64_t i0, int64_t i1)
 {
-    if (!t || v == t->data)
-        return;
-    const int64_t n = ck_shape_numel(&t->shape);
     switch (t->dtype) {
-    case CK_F32: memcpy(t->data, v, (size_t)n * sizeof *v); break;
+    case CK_F32: memcpy((float *)t->data + i0, v + i0, (size_t)(i1 - i0) * sizeof *v); break;
     case CK_F16: {
         uint16_t *d = t->data;
 #if CPU_X86
         if (use_f16c(c)) {
-            f32_to_f16_f16c(v, d, n);
+            f32_to_f16_f16c(v + i0, d + i0, i1 - i0);
             break;
         }
 #endif
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             d[i] = ck_f32_to_f16(v[i]);
         break;
     }
     case CK_BF16: {
         uint16_t *d = t->data;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             d[i] = f32_to_bf16(v[i]);
         break;
     }
@@ -161,7 +142,7 @@ void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v)
 
 /* a + b rounded to odd in double (see backends/ref/ref_elem.h): a later rounding to a
  * format with at most 51 significant bits is then the correct rounding of a + b */
-static double sum_round_odd(double a, double b)
+double cpu_sum_round_odd(double a, double b)
 {
     const double s = a + b;
     const double bv = s - a;
@@ -188,39 +169,111 @@ static void acc_one(ck_tensor *t, int64_t i, double v)
     }
     case CK_F16: {
         uint16_t *d = t->data;
-        d[i] = ck_f64_to_f16(sum_round_odd((double)ck_f16_to_f32(d[i]), v));
+        d[i] = ck_f64_to_f16(cpu_sum_round_odd((double)ck_f16_to_f32(d[i]), v));
         break;
     }
     case CK_BF16: {
         uint16_t *d = t->data;
-        d[i] = ck_f64_to_bf16(sum_round_odd((double)bf16_to_f32(d[i]), v));
+        d[i] = ck_f64_to_bf16(cpu_sum_round_odd((double)bf16_to_f32(d[i]), v));
         break;
     }
     default: break;
     }
 }
 
-void cpu_accumulate_f32(ck_tensor *t, const float *v)
+static void acc_f32_range(ck_tensor *t, const float *v, int64_t i0, int64_t i1)
 {
-    if (!t)
-        return;
-    const int64_t n = ck_shape_numel(&t->shape);
     if (t->dtype == CK_F32) {
-        /* two floats: their double sum is exact, one rounding to float */
+        /* two floats: one correctly rounded fp32 addition is the exact sum rounded once */
         float *d = t->data;
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             d[i] = d[i] + v[i];
         return;
     }
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = i0; i < i1; i++)
         acc_one(t, i, (double)v[i]);
 }
 
-void cpu_accumulate_f64(ck_tensor *t, const double *v)
+/* ---- element-wise passes split across the pool: every element is its own, so the split
+ * cannot change a bit ---- */
+
+#define ELEMS_PER_TASK 32768
+
+typedef enum { PASS_WIDEN, PASS_STORE, PASS_ACC_F32, PASS_ACC_F64 } pass_kind;
+
+typedef struct {
+    const cpu_ctx *c;
+    pass_kind kind;
+    const ck_tensor *src;
+    ck_tensor *dst;
+    float *f;
+    const float *cf;
+    const double *cd;
+    int64_t n;
+} pass_job;
+
+static void pass_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const pass_job *j = vctx;
+    const int64_t i0 = task * ELEMS_PER_TASK;
+    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
+    switch (j->kind) {
+    case PASS_WIDEN: widen_range(j->c, j->src, j->f, i0, i1); break;
+    case PASS_STORE: store_range(j->c, j->dst, j->cf, i0, i1); break;
+    case PASS_ACC_F32: acc_f32_range(j->dst, j->cf, i0, i1); break;
+    case PASS_ACC_F64:
+        for (int64_t i = i0; i < i1; i++)
+            acc_one(j->dst, i, j->cd[i]);
+        break;
+    }
+}
+
+static void run_pass(const cpu_ctx *c, pass_job *j)
+{
+    j->c = c;
+    cpk_parallel(c->pool, (j->n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, pass_task, j);
+}
+
+void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v)
+{
+    if (!t || v == t->data)
+        return;
+    pass_job j = {.kind = PASS_STORE, .dst = t, .cf = v, .n = ck_shape_numel(&t->shape)};
+    run_pass(c, &j);
+}
+
+void cpu_accumulate_f32(const cpu_ctx *c, ck_tensor *t, const float *v)
 {
     if (!t)
         return;
+    pass_job j = {.kind = PASS_ACC_F32, .dst = t, .cf = v, .n = ck_shape_numel(&t->shape)};
+    run_pass(c, &j);
+}
+
+void cpu_accumulate_f64(const cpu_ctx *c, ck_tensor *t, const double *v)
+{
+    if (!t)
+        return;
+    pass_job j = {.kind = PASS_ACC_F64, .dst = t, .cd = v, .n = ck_shape_numel(&t->shape)};
+    run_pass(c, &j);
+}
+
+ck_status cpu_view_f32(const char *op, const ck_tensor *t, const cpu_ctx *c, const float **out,
+                       float **owned, ck_error *err)
+{
+    *owned = NULL;
+    *out = NULL;
+    if (!t)
+        return CK_OK;
+    if (t->dtype == CK_F32) {
+        *out = t->data;
+        return CK_OK;
+    }
     const int64_t n = ck_shape_numel(&t->shape);
-    for (int64_t i = 0; i < n; i++)
-        acc_one(t, i, v[i]);
+    CK_TRY(cpu_scratch(op, n, false, owned, err));
+    pass_job j = {.kind = PASS_WIDEN, .src = t, .f = *owned, .n = n};
+    run_pass(c, &j);
+    *out = *owned;
+    return CK_OK;
 }

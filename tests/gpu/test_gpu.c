@@ -1184,7 +1184,9 @@ int main(int argc, char **argv)
         return bench(bench_case, dtype, device, pol, out);
 
     ck_error err;
-    if (ck_backend_create("cpu", NULL, &g_cpu, &err) != CK_OK ||
+    /* the reference the tolerances are written against: the CPU reference backend (with
+     * --cpu-as-gpu the fast cpu backend stands in for the GPU) */
+    if (ck_backend_create("ref", NULL, &g_cpu, &err) != CK_OK ||
         create_under_test(&g_gpu, device, pol, &err) != CK_OK) {
         printf("FAIL  creating the backends: %s\n", err.msg);
         return 1;
