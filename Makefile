@@ -252,6 +252,7 @@ check-run: $(PROG) $(TESTS)
 	python3 tests/layout/check_layers.py
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
+	CK_PROG=$(PROG) sh tests/cli/onnx.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps
@@ -301,7 +302,7 @@ clean:
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build/fuzz
-FUZZ_TARGETS := safetensors npy case
+FUZZ_TARGETS := safetensors npy case onnx
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
                 -D_DEFAULT_SOURCE -I. -MMD -MP $(FUZZ_SAN)

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "harness/cli/cmd_import.h"
 #include "harness/model/params.h"
 
 static int cmp_str(const void *a, const void *b)
@@ -106,6 +108,9 @@ void ck_cli_free_cases(ck_loaded_case *lc, int n)
             ck_graph_free(&lc[i].g);
         if (lc[i].loaded)
             ck_case_free(&lc[i].cs);
+        if (lc[i].tmp_weights)
+            unlink(lc[i].tmp_weights);
+        free(lc[i].tmp_weights);
     }
     free(lc);
 }
@@ -129,7 +134,16 @@ int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
     }
     int bad = 0;
     for (int i = 0; i < n; i++) {
-        if (ck_case_load(files[i], &lc[i].cs, &err) != CK_OK) {
+        ck_status ls;
+        if (ck_cli_ends_with(files[i], ".onnx")) {
+            ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
+                                      .loss = ov ? ov->onnx_loss : NULL,
+                                      .optimizer = ov ? ov->onnx_optimizer : NULL};
+            ls = ck_cli_import_case(files[i], &io, &lc[i].cs, &lc[i].tmp_weights, &err);
+        } else {
+            ls = ck_case_load(files[i], &lc[i].cs, &err);
+        }
+        if (ls != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s\n", err.msg);
             bad++;
             continue;

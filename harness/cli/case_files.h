@@ -14,6 +14,7 @@ typedef struct {
     ck_case cs;
     ck_graph g;
     bool loaded, built;
+    char *tmp_weights; /* an imported ONNX model's weights (removed when freed) */
 } ck_loaded_case;
 
 /* Expands files and directories (their *.json, sorted) into a list of case files. */

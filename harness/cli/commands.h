@@ -40,6 +40,10 @@ typedef struct {
     const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
     bool dump_activations; /* --dump-activations: layer outputs too */
     const char *init;      /* --init FILE: parameters and buffers from a file */
+    /* an ONNX model given as a case (run MODEL.onnx): what the import adds */
+    const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
+    const char *onnx_loss;       /* --loss */
+    const char *onnx_optimizer;  /* --optimizer */
 } ck_run_opts;
 
 typedef struct {

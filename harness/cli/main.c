@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness/cli/cmd_compare.h"
+#include "harness/cli/cmd_import.h"
 #include "harness/cli/commands.h"
 
 static const char *usage_main =
@@ -25,6 +26,7 @@ static const char *usage_main =
     "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
     "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
+    "  import MODEL.onnx      import an ONNX model as a case file and its weights\n"
     "\n"
     "  ckpt-harness <command> --help   options of one command\n"
     "  ckpt-harness --version\n"
@@ -74,6 +76,10 @@ static const char *usage_run =
     "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
     "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
     "  --quiet            one line per case\n"
+    "  --checkpoint SPEC  for an ONNX model given as a case (run MODEL.onnx): sqrt\n"
+    "                     (default), every:K or segments:FIRST..LAST,...\n"
+    "  --loss L           for an ONNX model: mean (default), sum, mse, cross_entropy\n"
+    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam\n"
     "  -h, --help         this help\n"
     "\n"
     "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
@@ -195,6 +201,8 @@ static bool parse_double(const char *s, double *out)
 
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_THREADS = 240, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+/* run MODEL.onnx: the import's settings */
+enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
 
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
@@ -210,7 +218,10 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
         {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
         {"against", required_argument, 0, OPT_AGAINST},
-        {"threads", required_argument, 0, OPT_THREADS}, {0, 0, 0, 0}};
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},
+        {"loss", required_argument, 0, OPT_ONNX_LOSS},
+        {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -267,6 +278,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
                 return usage_error(cmd, "--threads %s: expected an integer from 1 to 256", optarg);
             o.threads = (int)v;
             break;
+        case OPT_ONNX_CHECKPOINT: o.onnx_checkpoint = optarg; break;
+        case OPT_ONNX_LOSS: o.onnx_loss = optarg; break;
+        case OPT_ONNX_OPTIMIZER: o.onnx_optimizer = optarg; break;
         case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
@@ -422,6 +436,8 @@ int main(int argc, char **argv)
         return main_gradcheck(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0)
         return main_compare(argc - 1, argv + 1);
+    if (strcmp(cmd, "import") == 0)
+        return ck_main_import(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)
         return main_list(argc - 1, argv + 1);
     return usage_error(NULL, "unknown command '%s'", cmd);

@@ -1,0 +1,44 @@
+/*
+ * libFuzzer target: the ONNX reader on arbitrary bytes, then the importer on whatever the
+ * reader accepts. Every error must be one line; an accepted model's tensors must hold
+ * exactly numel x element-size bytes, and an imported case must come with its weights.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/io/onnx.h"
+#include "harness/model/onnx_import.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ck_onnx_model m;
+    ck_error err;
+    if (ck_onnx_parse(data, size, "fuzz.onnx", &m, &err) != CK_OK) {
+        if (strchr(err.msg, '\n'))
+            abort();
+        return 0;
+    }
+    for (int i = 0; i < m.n_inits; i++) {
+        const ck_onnx_tensor *t = &m.inits[i];
+        if (t->nbytes != (size_t)t->numel * ck_onnx_elem_size(t->data_type))
+            abort();
+        volatile unsigned char sink = 0;
+        for (size_t k = 0; k < t->nbytes; k++)
+            sink ^= ((const unsigned char *)t->data)[k];
+        (void)sink;
+    }
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_status st = ck_onnx_import(&m, "fuzz.onnx", NULL, &root, &w, &err);
+    if (st == CK_OK) {
+        if (!root)
+            abort();
+        cJSON_Delete(root);
+        ck_tensorset_free(&w);
+    } else if (strchr(err.msg, '\n') || root) {
+        abort();
+    }
+    ck_onnx_free(&m);
+    return 0;
+}

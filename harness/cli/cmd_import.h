@@ -1,0 +1,19 @@
+/*
+ * Importing ONNX models: the `import` subcommand, and the import `run MODEL.onnx` does
+ * before it runs (harness/model/onnx_import.h maps the graph).
+ */
+#ifndef CK_CMD_IMPORT_H
+#define CK_CMD_IMPORT_H
+
+#include "harness/model/case.h"
+#include "harness/model/onnx_import.h"
+
+/* `ckpt-harness import ...` (argv[0] is "import"); returns the exit code. */
+int ck_main_import(int argc, char **argv);
+
+/* Imports onnx_path into a parsed case whose init.from is a temporary safetensors file of
+ * the model's weights (*tmp_weights, which the caller unlinks and frees after the run). */
+ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *io, ck_case *cs,
+                             char **tmp_weights, ck_error *err);
+
+#endif

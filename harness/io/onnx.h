@@ -1,0 +1,126 @@
+/*
+ * ONNX model files: a strict reader of the protobuf wire format for the parts of
+ * onnx.proto an importer needs — the graph's nodes with their attributes, initializers,
+ * inputs and outputs with their static shapes, the opset — and nothing else.
+ *
+ * Strict like the other readers: every varint is at most 10 bytes and fits 64 bits, every
+ * length-delimited field lies inside its parent, a known field with the wrong wire type is
+ * an error, names are valid UTF-8 without NUL, counts are capped, a tensor's data size must
+ * equal the product of its dims times its element size (overflow-checked), and external
+ * data, sparse initializers, subgraphs (If, Loop, Scan attributes) and strings as tensor
+ * data are refused. Unknown fields are skipped as protobuf allows, after checking that they
+ * are well formed. Every failure is CK_ERR_INPUT with one line "<file>: onnx: <what>".
+ *
+ * Field numbers follow onnx.proto (ModelProto.graph = 7, GraphProto.node = 1, ...); the
+ * reader keeps them in one table per message in onnx.c.
+ */
+#ifndef CK_ONNX_H
+#define CK_ONNX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/core/status.h"
+#include "harness/core/tensor.h"
+
+/* TensorProto.DataType values the reader accepts. */
+enum {
+    CK_ONNX_FLOAT = 1,
+    CK_ONNX_UINT8 = 2,
+    CK_ONNX_INT8 = 3,
+    CK_ONNX_INT32 = 6,
+    CK_ONNX_INT64 = 7,
+    CK_ONNX_BOOL = 9,
+    CK_ONNX_FLOAT16 = 10,
+    CK_ONNX_DOUBLE = 11,
+    CK_ONNX_BFLOAT16 = 16
+};
+
+/* AttributeProto.AttributeType values. */
+enum {
+    CK_ONNX_ATTR_FLOAT = 1,
+    CK_ONNX_ATTR_INT = 2,
+    CK_ONNX_ATTR_STRING = 3,
+    CK_ONNX_ATTR_TENSOR = 4,
+    CK_ONNX_ATTR_GRAPH = 5,
+    CK_ONNX_ATTR_FLOATS = 6,
+    CK_ONNX_ATTR_INTS = 7,
+    CK_ONNX_ATTR_STRINGS = 8
+};
+
+#define CK_ONNX_MAX_NODES 100000
+#define CK_ONNX_MAX_ATTR_INTS 4096
+#define CK_ONNX_MAX_IO 64
+
+/* A tensor: its data as little-endian elements of data_type, owned. */
+typedef struct {
+    char *name;
+    int data_type;
+    int ndim;
+    int64_t dims[CK_MAX_DIMS];
+    int64_t numel;
+    void *data;     /* numel * element size bytes; NULL when numel is 0 */
+    size_t nbytes;
+} ck_onnx_tensor;
+
+typedef struct {
+    char *name;
+    int type;          /* CK_ONNX_ATTR_* */
+    double f;
+    int64_t i;
+    char *s;           /* NUL-terminated copy (strings with NUL are refused) */
+    int n_ints;
+    int64_t *ints;
+    int n_floats;
+    double *floats;
+    ck_onnx_tensor *t; /* CK_ONNX_ATTR_TENSOR */
+} ck_onnx_attr;
+
+typedef struct {
+    char *name;        /* may be "" in a file; never NULL here */
+    char *op_type;
+    char *domain;      /* "" for the default domain */
+    int n_in, n_out, n_attr;
+    char **in;         /* "" marks an omitted optional input */
+    char **out;
+    ck_onnx_attr *attr;
+} ck_onnx_node;
+
+/* A graph input or output: name, element type and static shape (dims < 0 are symbolic). */
+typedef struct {
+    char *name;
+    int elem_type;     /* 0 when absent */
+    int ndim;          /* -1 when the file gives no shape */
+    int64_t dims[CK_MAX_DIMS];
+} ck_onnx_value;
+
+typedef struct {
+    int64_t ir_version;
+    int64_t opset;     /* the default domain's opset version; 0 when absent */
+    char *producer;    /* producer_name and producer_version, "" when absent */
+    int n_nodes, n_inits, n_inputs, n_outputs;
+    ck_onnx_node *nodes;
+    ck_onnx_tensor *inits;
+    ck_onnx_value *inputs;
+    ck_onnx_value *outputs;
+} ck_onnx_model;
+
+/* Parses a whole .onnx file's bytes; path names the file in messages. On failure *out is
+ * left empty. */
+ck_status ck_onnx_parse(const void *buf, size_t len, const char *path, ck_onnx_model *out,
+                        ck_error *err);
+/* Maps and parses path. */
+ck_status ck_onnx_load(const char *path, ck_onnx_model *out, ck_error *err);
+void ck_onnx_free(ck_onnx_model *m);
+
+/* Element size of an accepted data type, 0 for others; its name ("float", "int64", ...). */
+size_t ck_onnx_elem_size(int data_type);
+const char *ck_onnx_type_name(int data_type);
+
+/* The attribute named name of node n, or NULL. */
+const ck_onnx_attr *ck_onnx_attr_find(const ck_onnx_node *n, const char *name);
+/* The initializer named name, or NULL. */
+const ck_onnx_tensor *ck_onnx_init_find(const ck_onnx_model *m, const char *name);
+
+#endif

@@ -1,0 +1,1033 @@
+/*
+ * ONNX graph -> case layers and weights (onnx_import.h). One function per op family maps
+ * a node; the rest is bookkeeping: which ONNX value each case layer produces, which values
+ * are constants, which names are taken.
+ */
+#include "harness/model/onnx_import.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/core/half.h"
+#include "harness/io/json_get.h"
+#include "harness/model/catalogue.h"
+
+typedef struct {
+    const ck_onnx_model *m;
+    const char *path;
+    ck_error *err;
+    cJSON *layers;
+    ck_tensorset *w;
+    const char *file; /* path kept by the set (tensor origins) */
+    /* ONNX value name -> case layer name ("input" for the model input) */
+    int n_vals, cap_vals;
+    char **val_name, **val_layer;
+    int n_names, cap_names;
+    char **names; /* layer names in use */
+    bool *folded; /* per node: handled by another node's mapping */
+    int n_consts;
+    ck_onnx_tensor *consts; /* outputs of nodes folded at import (Concat of constants, ...) */
+    const ck_onnx_node *node; /* the node being mapped (messages) */
+} imp;
+
+static ck_status fail_node(imp *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static ck_status fail_node(imp *im, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const ck_onnx_node *n = im->node;
+    return ck_error_one_line(
+        im->err, ck_fail(im->err, CK_ERR_INPUT, "%s: node `%s` (%s): %s", im->path,
+                         n && n->name[0] ? n->name : "(unnamed)", n ? n->op_type : "?", why));
+}
+
+static ck_status oom(imp *im)
+{
+    return ck_fail(im->err, CK_ERR_NOMEM, "%s: out of memory importing the model", im->path);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Names and values                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+static const char *layer_of(const imp *im, const char *value)
+{
+    for (int i = im->n_vals - 1; i >= 0; i--)
+        if (strcmp(im->val_name[i], value) == 0)
+            return im->val_layer[i];
+    return NULL;
+}
+
+static ck_status bind(imp *im, const char *value, const char *layer)
+{
+    if (im->n_vals == im->cap_vals) {
+        int nc = im->cap_vals ? im->cap_vals * 2 : 64;
+        char **a = realloc(im->val_name, (size_t)nc * sizeof *a);
+        if (!a)
+            return oom(im);
+        im->val_name = a;
+        char **b = realloc(im->val_layer, (size_t)nc * sizeof *b);
+        if (!b)
+            return oom(im);
+        im->val_layer = b;
+        im->cap_vals = nc;
+    }
+    im->val_name[im->n_vals] = strdup(value);
+    im->val_layer[im->n_vals] = strdup(layer);
+    if (!im->val_name[im->n_vals] || !im->val_layer[im->n_vals]) {
+        free(im->val_name[im->n_vals]);
+        free(im->val_layer[im->n_vals]);
+        return oom(im);
+    }
+    im->n_vals++;
+    return CK_OK;
+}
+
+static bool name_taken(const imp *im, const char *s)
+{
+    if (strcmp(s, "input") == 0)
+        return true;
+    for (int i = 0; i < im->n_names; i++)
+        if (strcmp(im->names[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* A case layer name from an ONNX name: [A-Za-z0-9_-] kept, everything else '_', leading
+ * and trailing '_' dropped, at most 56 characters, made unique with "_2", "_3", ... */
+static ck_status make_name(imp *im, const char *from, char out[CK_NAME_MAX + 1])
+{
+    char base[57];
+    size_t k = 0;
+    for (const char *p = from; *p && k < sizeof base - 1; p++) {
+        char c = *p;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-';
+        if (!ok)
+            c = '_';
+        if (c == '_' && (k == 0 || base[k - 1] == '_'))
+            continue;
+        base[k++] = c;
+    }
+    while (k > 0 && base[k - 1] == '_')
+        k--;
+    base[k] = '\0';
+    if (!k)
+        snprintf(base, sizeof base, "layer%d", im->n_names);
+    snprintf(out, CK_NAME_MAX + 1, "%s", base);
+    for (int i = 2; name_taken(im, out) && i < 1000000; i++)
+        snprintf(out, CK_NAME_MAX + 1, "%.56s_%d", base, i);
+    if (im->n_names == im->cap_names) {
+        int nc = im->cap_names ? im->cap_names * 2 : 64;
+        char **a = realloc(im->names, (size_t)nc * sizeof *a);
+        if (!a)
+            return oom(im);
+        im->names = a;
+        im->cap_names = nc;
+    }
+    if (!(im->names[im->n_names] = strdup(out)))
+        return oom(im);
+    im->n_names++;
+    return CK_OK;
+}
+
+/* The layer name for a node: its weight's module path when it has one, else its name. */
+static ck_status name_for(imp *im, const ck_onnx_node *n, const char *weight_value,
+                          char out[CK_NAME_MAX + 1])
+{
+    char from[512];
+    if (weight_value && weight_value[0]) {
+        snprintf(from, sizeof from, "%s", weight_value);
+        char *dot = strrchr(from, '.');
+        if (dot && dot != from)
+            *dot = '\0';
+        return make_name(im, from, out);
+    }
+    snprintf(from, sizeof from, "%s", n->name[0] ? n->name : n->op_type);
+    return make_name(im, from, out);
+}
+
+/* A constant: an initializer, or the tensor of a Constant node. */
+static const ck_onnx_tensor *const_of(const imp *im, const char *value)
+{
+    if (!value || !value[0])
+        return NULL;
+    const ck_onnx_tensor *t = ck_onnx_init_find(im->m, value);
+    if (t)
+        return t;
+    for (int i = 0; i < im->n_consts; i++)
+        if (strcmp(im->consts[i].name, value) == 0)
+            return &im->consts[i];
+    for (int i = 0; i < im->m->n_nodes; i++) {
+        const ck_onnx_node *n = &im->m->nodes[i];
+        if (strcmp(n->op_type, "Constant") == 0 && n->n_out == 1 && strcmp(n->out[0], value) == 0) {
+            const ck_onnx_attr *a = ck_onnx_attr_find(n, "value");
+            return a ? a->t : NULL;
+        }
+    }
+    return NULL;
+}
+
+/* How many nodes read value (graph outputs count as readers too). */
+static int readers(const imp *im, const char *value)
+{
+    int c = 0;
+    for (int i = 0; i < im->m->n_nodes; i++)
+        for (int k = 0; k < im->m->nodes[i].n_in; k++)
+            c += strcmp(im->m->nodes[i].in[k], value) == 0;
+    for (int i = 0; i < im->m->n_outputs; i++)
+        c += strcmp(im->m->outputs[i].name, value) == 0;
+    return c;
+}
+
+static double elem_f64(const ck_onnx_tensor *t, int64_t i)
+{
+    const unsigned char *d = t->data;
+    switch (t->data_type) {
+    case CK_ONNX_FLOAT: { float x; memcpy(&x, d + 4 * i, 4); return x; }
+    case CK_ONNX_DOUBLE: { double x; memcpy(&x, d + 8 * i, 8); return x; }
+    case CK_ONNX_FLOAT16: { uint16_t h; memcpy(&h, d + 2 * i, 2); return ck_f16_to_f32(h); }
+    case CK_ONNX_BFLOAT16: { uint16_t h; memcpy(&h, d + 2 * i, 2); return ck_bf16_to_f32(h); }
+    case CK_ONNX_INT64: { int64_t x; memcpy(&x, d + 8 * i, 8); return (double)x; }
+    case CK_ONNX_INT32: { int32_t x; memcpy(&x, d + 4 * i, 4); return x; }
+    case CK_ONNX_INT8: return (double)(int8_t)d[i];
+    default: return (double)d[i];
+    }
+}
+
+static bool is_float_type(int t)
+{
+    return t == CK_ONNX_FLOAT || t == CK_ONNX_DOUBLE || t == CK_ONNX_FLOAT16 ||
+           t == CK_ONNX_BFLOAT16;
+}
+
+/* Adds a parameter or buffer: fp32 data from t (transposed when transpose and 2-D). */
+static ck_status add_weight(imp *im, const char *layer, const char *what, const ck_onnx_tensor *t,
+                            bool transpose)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s", layer, what);
+    if (!is_float_type(t->data_type))
+        return fail_node(im, "initializer `%s` is %s, not a floating-point type", t->name,
+                         ck_onnx_type_name(t->data_type));
+    size_t bytes = (size_t)t->numel * 4;
+    float *buf = malloc(bytes ? bytes : 1);
+    if (!buf)
+        return oom(im);
+    ck_shape sh = ck_shape_make(t->ndim, t->dims);
+    if (transpose && t->ndim == 2) {
+        int64_t r = t->dims[0], c = t->dims[1];
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < c; j++)
+                buf[j * r + i] = (float)elem_f64(t, i * c + j);
+        int64_t d[2] = {c, r};
+        sh = ck_shape_make(2, d);
+    } else {
+        for (int64_t i = 0; i < t->numel; i++)
+            buf[i] = (float)elem_f64(t, i);
+    }
+    ck_status st = ck_tensorset_keep(im->w, buf, bytes ? bytes : 1, false, im->err);
+    if (st == CK_OK)
+        st = ck_tensorset_add(im->w, name, CK_FT_F32, &sh, bytes ? buf : NULL, im->file, im->err);
+    return st;
+}
+
+static ck_status add_nbt(imp *im, const char *layer)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s.num_batches_tracked", layer);
+    int64_t *z = calloc(1, sizeof *z);
+    if (!z)
+        return oom(im);
+    ck_shape sh = ck_shape_make(0, NULL);
+    ck_status st = ck_tensorset_keep(im->w, z, sizeof *z, false, im->err);
+    if (st == CK_OK)
+        st = ck_tensorset_add(im->w, name, CK_FT_I64, &sh, z, im->file, im->err);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Layers                                                                              */
+/* ---------------------------------------------------------------------------------- */
+
+static cJSON *new_layer(imp *im, const char *name, const char *op)
+{
+    cJSON *L = cJSON_CreateObject();
+    if (!L || !cJSON_AddStringToObject(L, "name", name) || !cJSON_AddStringToObject(L, "op", op) ||
+        !cJSON_AddItemToArray(im->layers, L)) {
+        cJSON_Delete(L);
+        return NULL;
+    }
+    return L;
+}
+
+static bool add_ints(cJSON *L, const char *key, const int64_t *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    if (!a)
+        return false;
+    for (int i = 0; i < n; i++) {
+        cJSON *x = cJSON_CreateNumber((double)v[i]);
+        if (!x || !cJSON_AddItemToArray(a, x)) {
+            cJSON_Delete(x);
+            cJSON_Delete(a);
+            return false;
+        }
+    }
+    return cJSON_AddItemToObject(L, key, a);
+}
+
+/* The case layer reading the node's activation inputs (listed by index), named into L. */
+static ck_status set_inputs(imp *im, cJSON *L, const ck_onnx_node *n, const int *idx, int k)
+{
+    cJSON *a = cJSON_CreateArray();
+    if (!a || !cJSON_AddItemToObject(L, "inputs", a)) {
+        cJSON_Delete(a);
+        return oom(im);
+    }
+    for (int i = 0; i < k; i++) {
+        const char *v = idx[i] < n->n_in ? n->in[idx[i]] : "";
+        const char *src = layer_of(im, v);
+        if (!src) {
+            if (const_of(im, v))
+                return fail_node(im, "input `%s` is a constant tensor; the case's ops take "
+                                     "activations there", v);
+            return fail_node(im, "input `%s` is produced by no supported node", v);
+        }
+        cJSON *s = cJSON_CreateString(src);
+        if (!s || !cJSON_AddItemToArray(a, s)) {
+            cJSON_Delete(s);
+            return oom(im);
+        }
+    }
+    return CK_OK;
+}
+
+static int64_t attr_int(const ck_onnx_node *n, const char *name, int64_t dflt)
+{
+    const ck_onnx_attr *a = ck_onnx_attr_find(n, name);
+    return a ? a->i : dflt;
+}
+
+static double attr_float(const ck_onnx_node *n, const char *name, double dflt)
+{
+    const ck_onnx_attr *a = ck_onnx_attr_find(n, name);
+    return a ? a->f : dflt;
+}
+
+/* ints attribute of exactly `count` values (absent: all `dflt`) */
+static ck_status attr_ints(imp *im, const ck_onnx_node *n, const char *name, int count,
+                           int64_t dflt, int64_t *out)
+{
+    const ck_onnx_attr *a = ck_onnx_attr_find(n, name);
+    for (int i = 0; i < count; i++)
+        out[i] = dflt;
+    if (!a)
+        return CK_OK;
+    if (a->n_ints != count)
+        return fail_node(im, "attribute %s has %d values, expected %d", name, a->n_ints, count);
+    for (int i = 0; i < count; i++)
+        out[i] = a->ints[i];
+    return CK_OK;
+}
+
+static const char *nd_op(const char *base, int nsp, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%dd", base, nsp);
+    return buf;
+}
+
+/* Symmetric padding per axis from ONNX pads [b1.., e1..]; false if asymmetric. */
+static bool symmetric_pads(const int64_t *pads, int nsp, int64_t *out)
+{
+    for (int i = 0; i < nsp; i++) {
+        if (pads[i] != pads[i + nsp])
+            return false;
+        out[i] = pads[i];
+    }
+    return true;
+}
+
+static ck_status map_conv(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *W = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    if (!W || W->ndim < 3 || W->ndim > 5)
+        return fail_node(im, "the weight must be a constant of rank 3 to 5");
+    int nsp = W->ndim - 2;
+    if (attr_int(n, "group", 1) != 1)
+        return fail_node(im, "grouped convolution (group %lld) is not supported",
+                         (long long)attr_int(n, "group", 1));
+    int64_t stride[3], dil[3], pads[6], pad[3], kshape[3];
+    CK_TRY(attr_ints(im, n, "strides", nsp, 1, stride));
+    CK_TRY(attr_ints(im, n, "dilations", nsp, 1, dil));
+    CK_TRY(attr_ints(im, n, "pads", 2 * nsp, 0, pads));
+    CK_TRY(attr_ints(im, n, "kernel_shape", nsp, 0, kshape));
+    for (int i = 0; i < nsp; i++)
+        if (kshape[i] && kshape[i] != W->dims[2 + i])
+            return fail_node(im, "kernel_shape does not match the weight's shape");
+    const ck_onnx_attr *ap = ck_onnx_attr_find(n, "auto_pad");
+    const char *auto_pad = ap && ap->s ? ap->s : "NOTSET";
+    bool same = false;
+    if (strcmp(auto_pad, "SAME_UPPER") == 0)
+        same = true;
+    else if (strcmp(auto_pad, "NOTSET") != 0 && strcmp(auto_pad, "VALID") != 0)
+        return fail_node(im, "auto_pad %s is not supported (SAME_LOWER puts the odd pixel first)",
+                         auto_pad);
+    if (!same && !symmetric_pads(pads, nsp, pad))
+        return fail_node(im, "asymmetric padding is not supported");
+    const ck_onnx_tensor *B = n->n_in > 2 ? const_of(im, n->in[2]) : NULL;
+    if (n->n_in > 2 && n->in[2][0] && !B)
+        return fail_node(im, "the bias must be a constant");
+    char name[CK_NAME_MAX + 1], op[16];
+    CK_TRY(name_for(im, n, n->in[1], name));
+    cJSON *L = new_layer(im, name, nd_op("conv", nsp, op, sizeof op));
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    bool ok = cJSON_AddNumberToObject(L, "filters", (double)W->dims[0]) &&
+              add_ints(L, "kernel", W->dims + 2, nsp) && add_ints(L, "stride", stride, nsp) &&
+              add_ints(L, "dilation", dil, nsp) &&
+              (same ? cJSON_AddStringToObject(L, "padding", "same") != NULL
+                    : add_ints(L, "padding", pad, nsp)) &&
+              cJSON_AddBoolToObject(L, "bias", B != NULL);
+    if (!ok)
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", W, false));
+    if (B)
+        CK_TRY(add_weight(im, name, "bias", B, false));
+    return bind(im, n->out[0], name);
+}
+
+/* The node (index > from) reading value as an Add with a constant 1-D bias of `units`, if
+ * value has no other reader: the bias a MatMul's output gets in a Linear layer. */
+static int fused_bias_add(imp *im, int from, const char *value, int64_t units,
+                          const ck_onnx_tensor **bias)
+{
+    if (readers(im, value) != 1)
+        return -1;
+    for (int i = from + 1; i < im->m->n_nodes; i++) {
+        const ck_onnx_node *a = &im->m->nodes[i];
+        if (strcmp(a->op_type, "Add") != 0 || a->n_in != 2)
+            continue;
+        int k = strcmp(a->in[0], value) == 0 ? 1 : strcmp(a->in[1], value) == 0 ? 0 : -1;
+        if (k < 0)
+            continue;
+        const ck_onnx_tensor *b = const_of(im, a->in[k]);
+        if (b && b->ndim == 1 && b->dims[0] == units && is_float_type(b->data_type)) {
+            *bias = b;
+            return i;
+        }
+        return -1;
+    }
+    return -1;
+}
+
+static ck_status map_linear(imp *im, int idx, const ck_onnx_node *n)
+{
+    bool gemm = strcmp(n->op_type, "Gemm") == 0;
+    const ck_onnx_tensor *W = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    if (!W || W->ndim != 2)
+        return fail_node(im, "the second input must be a constant 2-D weight (a product of two "
+                             "activations is not a linear layer)");
+    bool transpose;
+    const ck_onnx_tensor *B = NULL;
+    int64_t units;
+    int fused = -1;
+    if (gemm) {
+        if (attr_int(n, "transA", 0) != 0 || attr_float(n, "alpha", 1.0) != 1.0 ||
+            attr_float(n, "beta", 1.0) != 1.0)
+            return fail_node(im, "Gemm with transA, alpha or beta other than 0, 1, 1 is not "
+                                 "supported");
+        transpose = attr_int(n, "transB", 0) == 0; /* case weights are (units, in) */
+        units = transpose ? W->dims[1] : W->dims[0];
+        if (n->n_in > 2 && n->in[2][0]) {
+            B = const_of(im, n->in[2]);
+            if (!B || B->numel != units)
+                return fail_node(im, "the bias must be a constant of %lld values", (long long)units);
+        }
+    } else {
+        transpose = true; /* MatMul: x (.., in) @ W (in, units) */
+        units = W->dims[1];
+        fused = fused_bias_add(im, idx, n->out[0], units, &B);
+    }
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, n->in[1], name));
+    cJSON *L = new_layer(im, name, "linear");
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    if (!cJSON_AddNumberToObject(L, "units", (double)units) ||
+        !cJSON_AddBoolToObject(L, "bias", B != NULL))
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", W, transpose));
+    if (B)
+        CK_TRY(add_weight(im, name, "bias", B, false));
+    CK_TRY(bind(im, n->out[0], name));
+    if (fused >= 0) {
+        im->folded[fused] = true;
+        CK_TRY(bind(im, im->m->nodes[fused].out[0], name));
+    }
+    return CK_OK;
+}
+
+/* The decimal a float attribute was written from: the shortest %.Ng (6 <= N <= 9) that
+ * reads back to the same float (0.9f -> 0.9, 1e-5f -> 1e-05), so a framework's 0.1 stays
+ * 0.1 in the case instead of 0.100000024. */
+static double float_decimal(double f)
+{
+    char buf[32];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, f);
+        double d = strtod(buf, NULL);
+        if ((float)d == (float)f)
+            return d;
+    }
+    return f;
+}
+
+static ck_status map_batchnorm(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *t[4];
+    if (n->n_in != 5)
+        return fail_node(im, "expected 5 inputs (X, scale, B, mean, var)");
+    for (int k = 0; k < 4; k++)
+        if (!(t[k] = const_of(im, n->in[k + 1])) || t[k]->ndim != 1)
+            return fail_node(im, "input %d must be a constant 1-D tensor", k + 1);
+    bool training = attr_int(n, "training_mode", 0) != 0 || n->n_out > 1;
+    for (int k = 1; k < n->n_out; k++)
+        if (n->out[k][0] && readers(im, n->out[k]) > 0)
+            return fail_node(im, "its running-statistics output `%s` is read by another node",
+                             n->out[k]);
+    double momentum = float_decimal(attr_float(n, "momentum", 0.9));
+    double eps = float_decimal(attr_float(n, "epsilon", 1e-5));
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.15g", 1.0 - momentum);
+    double batch_weight = strtod(buf, NULL);
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, n->in[1], name));
+    cJSON *L = new_layer(im, name, "batchnorm");
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    /* ONNX: running = running * momentum + batch * (1 - momentum); PyTorch and the case
+     * weigh the batch by momentum */
+    if (!cJSON_AddNumberToObject(L, "momentum", batch_weight) ||
+        !cJSON_AddNumberToObject(L, "eps", eps) || !cJSON_AddBoolToObject(L, "eval", !training))
+        return oom(im);
+    static const char *const what[4] = {"weight", "bias", "running_mean", "running_var"};
+    for (int k = 0; k < 4; k++)
+        CK_TRY(add_weight(im, name, what[k], t[k], false));
+    CK_TRY(add_nbt(im, name));
+    return bind(im, n->out[0], name);
+}
+
+static ck_status map_simple(imp *im, const ck_onnx_node *n, const char *op, int n_act)
+{
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = new_layer(im, name, op);
+    if (!L)
+        return oom(im);
+    int idx[8];
+    for (int i = 0; i < n_act && i < 8; i++)
+        idx[i] = i;
+    CK_TRY(set_inputs(im, L, n, idx, n_act));
+    if (strcmp(op, "leaky_relu") == 0 &&
+        !cJSON_AddNumberToObject(L, "slope", float_decimal(attr_float(n, "alpha", 0.01))))
+        return oom(im);
+    return bind(im, n->out[0], name);
+}
+
+static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
+{
+    const ck_onnx_attr *ks = ck_onnx_attr_find(n, "kernel_shape");
+    if (!ks || ks->n_ints < 1 || ks->n_ints > 3)
+        return fail_node(im, "kernel_shape must give 1 to 3 sizes");
+    int nsp = ks->n_ints;
+    int64_t stride[3], pads[6], dil[3];
+    CK_TRY(attr_ints(im, n, "strides", nsp, 1, stride));
+    CK_TRY(attr_ints(im, n, "pads", 2 * nsp, 0, pads));
+    CK_TRY(attr_ints(im, n, "dilations", nsp, 1, dil));
+    for (int i = 0; i < 2 * nsp; i++)
+        if (pads[i])
+            return fail_node(im, "padded pooling is not supported");
+    for (int i = 0; i < nsp; i++)
+        if (dil[i] != 1)
+            return fail_node(im, "dilated pooling is not supported");
+    if (attr_int(n, "ceil_mode", 0))
+        return fail_node(im, "ceil_mode is not supported");
+    const ck_onnx_attr *ap = ck_onnx_attr_find(n, "auto_pad");
+    if (ap && ap->s && strcmp(ap->s, "NOTSET") != 0 && strcmp(ap->s, "VALID") != 0)
+        return fail_node(im, "auto_pad %s is not supported", ap->s);
+    if (n->n_out > 1 && n->out[1][0])
+        return fail_node(im, "MaxPool's indices output is not supported");
+    char name[CK_NAME_MAX + 1], op[16];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = new_layer(im, name, nd_op(is_max ? "maxpool" : "avgpool", nsp, op, sizeof op));
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    if (!add_ints(L, "pool", ks->ints, nsp) || !add_ints(L, "stride", stride, nsp))
+        return oom(im);
+    return bind(im, n->out[0], name);
+}
+
+static ck_status map_resize(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_attr *mode = ck_onnx_attr_find(n, "mode");
+    if (mode && mode->s && strcmp(mode->s, "nearest") != 0)
+        return fail_node(im, "mode %s is not supported (only nearest with integer scales)",
+                         mode->s);
+    const ck_onnx_attr *ctm = ck_onnx_attr_find(n, "coordinate_transformation_mode");
+    if (strcmp(n->op_type, "Resize") == 0 && ctm && ctm->s && strcmp(ctm->s, "asymmetric") != 0)
+        return fail_node(im, "coordinate_transformation_mode %s is not supported", ctm->s);
+    const ck_onnx_attr *nm = ck_onnx_attr_find(n, "nearest_mode");
+    if (nm && nm->s && strcmp(nm->s, "floor") != 0)
+        return fail_node(im, "nearest_mode %s is not supported", nm->s);
+    /* Upsample (opset 7-9): X, scales; Resize (opset 11+): X, roi, scales[, sizes] */
+    int si = strcmp(n->op_type, "Upsample") == 0 ? 1 : 2;
+    const ck_onnx_tensor *sc = n->n_in > si ? const_of(im, n->in[si]) : NULL;
+    if (!sc || sc->numel < 3 || sc->numel > 5)
+        return fail_node(im, "the scales must be a constant of 3 to 5 values (sizes are not "
+                             "supported)");
+    int nsp = (int)sc->numel - 2;
+    int64_t scale[3];
+    if (elem_f64(sc, 0) != 1.0 || elem_f64(sc, 1) != 1.0)
+        return fail_node(im, "only spatial dims may be scaled");
+    for (int i = 0; i < nsp; i++) {
+        double s = elem_f64(sc, 2 + i);
+        if (!(s >= 1.0) || s != floor(s) || s > CK_SIZE_CAP)
+            return fail_node(im, "scale %g is not a positive integer", s);
+        scale[i] = (int64_t)s;
+    }
+    char name[CK_NAME_MAX + 1], op[16];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = new_layer(im, name, nd_op("upsample", nsp, op, sizeof op));
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    if (!add_ints(L, "scale", scale, nsp))
+        return oom(im);
+    return bind(im, n->out[0], name);
+}
+
+static ck_status map_dropout(imp *im, const ck_onnx_node *n)
+{
+    double rate = float_decimal(attr_float(n, "ratio", 0.5));
+    if (n->n_in > 1 && n->in[1][0]) {
+        const ck_onnx_tensor *r = const_of(im, n->in[1]);
+        if (!r || r->numel != 1)
+            return fail_node(im, "the ratio must be a constant scalar");
+        rate = elem_f64(r, 0);
+        if (r->data_type == CK_ONNX_FLOAT)
+            rate = float_decimal(rate);
+    }
+    bool training = false;
+    if (n->n_in > 2 && n->in[2][0]) {
+        const ck_onnx_tensor *t = const_of(im, n->in[2]);
+        if (!t || t->numel != 1)
+            return fail_node(im, "training_mode must be a constant scalar");
+        training = elem_f64(t, 0) != 0.0;
+    } else if (im->m->opset > 0 && im->m->opset < 12) {
+        training = !attr_int(n, "is_test", 0);
+    }
+    if (n->n_out > 1 && n->out[1][0] && readers(im, n->out[1]) > 0)
+        return fail_node(im, "its mask output is read by another node");
+    const char *src = n->n_in > 0 ? layer_of(im, n->in[0]) : NULL;
+    if (!src)
+        return fail_node(im, "its input is produced by no supported node");
+    if (!training || rate == 0.0) /* inference-mode dropout is the identity */
+        return bind(im, n->out[0], src);
+    if (!(rate > 0.0 && rate < 1.0))
+        return fail_node(im, "ratio %g is outside [0, 1)", rate);
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = new_layer(im, name, "dropout");
+    if (!L)
+        return oom(im);
+    int in0 = 0;
+    CK_TRY(set_inputs(im, L, n, &in0, 1));
+    if (!cJSON_AddNumberToObject(L, "rate", rate))
+        return oom(im);
+    return bind(im, n->out[0], name);
+}
+
+/* Reshape to (N, -1) or (0, -1) is a flatten; any other reshape needs ops the case lacks. */
+static ck_status map_reshape(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *s = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    if (!s)
+        return fail_node(im, "the target shape is computed from activations; export with "
+                             "constant folding and static shapes");
+    if (s->numel != 2 || elem_f64(s, 1) != -1.0)
+        return fail_node(im, "only reshapes to (N, -1) are supported (a flatten)");
+    return map_simple(im, n, "flatten", 1);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Constant folding                                                                    */
+/* ---------------------------------------------------------------------------------- */
+
+/* Exporters compute small constants in the graph (Resize's scales as a Concat of two
+ * Constants, Unsqueeze/Cast of scalars). A node of these kinds whose inputs are all
+ * constants is evaluated here and becomes a constant itself. */
+static ck_status fold_node(imp *im, int idx, bool *done)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    const char *op = n->op_type;
+    *done = false;
+    bool concat = strcmp(op, "Concat") == 0, unsq = strcmp(op, "Unsqueeze") == 0,
+         cast = strcmp(op, "Cast") == 0, ident = strcmp(op, "Identity") == 0;
+    if (!(concat || unsq || cast || ident) || n->n_out != 1 || n->n_in < 1)
+        return CK_OK;
+    const ck_onnx_tensor *in[CK_ONNX_MAX_IO];
+    int64_t total = 0;
+    for (int k = 0; k < n->n_in; k++) {
+        if (!(in[k] = const_of(im, n->in[k])))
+            return CK_OK; /* reads an activation: mapped as a layer, if it can be */
+        total += in[k]->numel;
+    }
+    if (unsq || cast || ident) /* the data of input 0 (Unsqueeze's axes input is ignored) */
+        total = in[0]->numel;
+    int type = in[0]->data_type;
+    if (cast) {
+        int to = (int)attr_int(n, "to", 0);
+        if (to != CK_ONNX_FLOAT && to != CK_ONNX_INT64 && to != CK_ONNX_DOUBLE)
+            return CK_OK;
+        type = to;
+    }
+    if (concat)
+        for (int k = 0; k < n->n_in; k++)
+            if (in[k]->data_type != type || in[k]->ndim > 1)
+                return CK_OK; /* only 1-D constants of one type are joined */
+    ck_onnx_tensor *g = realloc(im->consts, (size_t)(im->n_consts + 1) * sizeof *g);
+    if (!g)
+        return oom(im);
+    im->consts = g;
+    ck_onnx_tensor *t = &g[im->n_consts];
+    memset(t, 0, sizeof *t);
+    size_t es = ck_onnx_elem_size(type);
+    t->name = strdup(n->out[0]);
+    t->data_type = type;
+    t->numel = total;
+    t->nbytes = (size_t)total * es;
+    t->data = malloc(t->nbytes ? t->nbytes : 1);
+    if (!t->name || !t->data) {
+        free(t->name);
+        free(t->data);
+        return oom(im);
+    }
+    if (concat) {
+        t->ndim = 1;
+        t->dims[0] = total;
+        size_t off = 0;
+        for (int k = 0; k < n->n_in; k++) {
+            memcpy((char *)t->data + off, in[k]->data, in[k]->nbytes);
+            off += in[k]->nbytes;
+        }
+    } else {
+        t->ndim = in[0]->ndim;
+        memcpy(t->dims, in[0]->dims, sizeof t->dims);
+        if (unsq && t->ndim == 0) {
+            t->ndim = 1;
+            t->dims[0] = 1;
+        }
+        for (int64_t i = 0; i < total; i++) {
+            double v = elem_f64(in[0], i);
+            if (type == CK_ONNX_FLOAT) {
+                float f = (float)v;
+                memcpy((char *)t->data + 4 * i, &f, 4);
+            } else if (type == CK_ONNX_DOUBLE) {
+                memcpy((char *)t->data + 8 * i, &v, 8);
+            } else if (type == CK_ONNX_INT64 && cast) {
+                int64_t x = (int64_t)v;
+                memcpy((char *)t->data + 8 * i, &x, 8);
+            } else {
+                memcpy((char *)t->data + es * (size_t)i, (const char *)in[0]->data + es * (size_t)i,
+                       es);
+            }
+        }
+    }
+    im->n_consts++;
+    *done = true;
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* The graph                                                                           */
+/* ---------------------------------------------------------------------------------- */
+
+static ck_status map_node(imp *im, int i)
+{
+    const ck_onnx_node *n = &im->m->nodes[i];
+    const char *op = n->op_type;
+    im->node = n;
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx") != 0)
+        return fail_node(im, "domain `%s` is not supported", n->domain);
+    if (n->n_out < 1 || !n->out[0][0])
+        return fail_node(im, "has no output");
+    if (strcmp(op, "Constant") == 0)
+        return CK_OK; /* read through const_of */
+    if (strcmp(op, "Identity") == 0) {
+        const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
+        if (!src)
+            return const_of(im, n->n_in ? n->in[0] : NULL)
+                       ? fail_node(im, "an identity of a constant is not supported")
+                       : fail_node(im, "its input is produced by no supported node");
+        return bind(im, n->out[0], src);
+    }
+    if (strcmp(op, "Conv") == 0)
+        return map_conv(im, n);
+    if (strcmp(op, "Gemm") == 0 || strcmp(op, "MatMul") == 0)
+        return map_linear(im, i, n);
+    if (strcmp(op, "BatchNormalization") == 0)
+        return map_batchnorm(im, n);
+    if (strcmp(op, "Relu") == 0)
+        return map_simple(im, n, "relu", 1);
+    if (strcmp(op, "LeakyRelu") == 0)
+        return map_simple(im, n, "leaky_relu", 1);
+    if (strcmp(op, "Tanh") == 0)
+        return map_simple(im, n, "tanh", 1);
+    if (strcmp(op, "Sigmoid") == 0)
+        return map_simple(im, n, "sigmoid", 1);
+    if (strcmp(op, "Gelu") == 0) {
+        const ck_onnx_attr *ap = ck_onnx_attr_find(n, "approximate");
+        if (ap && ap->s && strcmp(ap->s, "none") != 0)
+            return fail_node(im, "approximate=%s is not supported yet", ap->s);
+        return map_simple(im, n, "gelu", 1);
+    }
+    if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
+        return map_pool(im, n, op[0] == 'M');
+    if (strcmp(op, "Resize") == 0 || strcmp(op, "Upsample") == 0)
+        return map_resize(im, n);
+    if (strcmp(op, "Dropout") == 0)
+        return map_dropout(im, n);
+    if (strcmp(op, "Flatten") == 0) {
+        if (attr_int(n, "axis", 1) != 1)
+            return fail_node(im, "axis %lld is not supported (only 1)",
+                             (long long)attr_int(n, "axis", 1));
+        return map_simple(im, n, "flatten", 1);
+    }
+    if (strcmp(op, "Reshape") == 0)
+        return map_reshape(im, n);
+    if (strcmp(op, "Pad") == 0) { /* a Pad of zeros (AvgPool2d's export) is the identity */
+        const ck_onnx_tensor *pads = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+        const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
+        bool zero = pads != NULL;
+        for (int64_t k = 0; pads && k < pads->numel; k++)
+            zero = zero && elem_f64(pads, k) == 0.0;
+        if (!zero || !src)
+            return fail_node(im, "padding by a non-zero amount is not supported (a case pads "
+                                 "only inside conv)");
+        return bind(im, n->out[0], src);
+    }
+    if (strcmp(op, "Add") == 0 || strcmp(op, "Sum") == 0) {
+        if (n->n_in < 2 || n->n_in > 8)
+            return fail_node(im, "adds %d inputs; 2 to 8 are supported", n->n_in);
+        return map_simple(im, n, "add", n->n_in);
+    }
+    if (strcmp(op, "Concat") == 0) {
+        if (attr_int(n, "axis", 0) != 1)
+            return fail_node(im, "axis %lld is not supported (only the channels, 1)",
+                             (long long)attr_int(n, "axis", 0));
+        if (n->n_in < 2 || n->n_in > 8)
+            return fail_node(im, "joins %d inputs; 2 to 8 are supported", n->n_in);
+        return map_simple(im, n, "concat", n->n_in);
+    }
+    return fail_node(im, "op type %s is not supported (docs/onnx.md lists the supported ops)",
+                     op);
+}
+
+/* The one activation input: a graph input that is not an initializer. */
+static ck_status find_input(imp *im, const ck_onnx_value **in)
+{
+    *in = NULL;
+    for (int i = 0; i < im->m->n_inputs; i++) {
+        const ck_onnx_value *v = &im->m->inputs[i];
+        if (ck_onnx_init_find(im->m, v->name))
+            continue;
+        if (*in)
+            return ck_fail(im->err, CK_ERR_INPUT, "%s: the model has more than one input (`%s`, "
+                           "`%s`); a case has one", im->path, (*in)->name, v->name);
+        *in = v;
+    }
+    if (!*in)
+        return ck_fail(im->err, CK_ERR_INPUT, "%s: the model has no input", im->path);
+    const ck_onnx_value *v = *in;
+    if (v->elem_type != CK_ONNX_FLOAT)
+        return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` is %s; only float inputs are "
+                       "supported", im->path, v->name, ck_onnx_type_name(v->elem_type));
+    if (v->ndim < 2)
+        return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` has no static shape of rank >= 2",
+                       im->path, v->name);
+    for (int d = 0; d < v->ndim; d++)
+        if (v->dims[d] <= 0)
+            return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is symbolic; export "
+                           "with a fixed input shape", im->path, v->name, d);
+    return CK_OK;
+}
+
+static ck_status add_settings(imp *im, cJSON *root, const ck_onnx_import_opts *o)
+{
+    cJSON *loss = cJSON_AddObjectToObject(root, "loss");
+    if (!loss || !cJSON_AddStringToObject(loss, "op", o->loss ? o->loss : "mean"))
+        return oom(im);
+    if (o->optimizer || o->lr > 0 || o->steps > 0) {
+        cJSON *tr = cJSON_AddObjectToObject(root, "train");
+        if (!tr || (o->optimizer && !cJSON_AddStringToObject(tr, "optimizer", o->optimizer)) ||
+            (o->lr > 0 && !cJSON_AddNumberToObject(tr, "lr", o->lr)) ||
+            (o->steps > 0 && !cJSON_AddNumberToObject(tr, "steps", o->steps)))
+            return oom(im);
+    }
+    const char *ck = o->checkpoint ? o->checkpoint : "sqrt";
+    cJSON *cp = cJSON_AddObjectToObject(root, "checkpoint");
+    if (!cp)
+        return oom(im);
+    if (strcmp(ck, "sqrt") == 0) {
+        if (!cJSON_AddStringToObject(cp, "policy", "sqrt"))
+            return oom(im);
+    } else if (strncmp(ck, "every:", 6) == 0) {
+        char *end = NULL;
+        long k = strtol(ck + 6, &end, 10);
+        if (!end || *end || k < 1 || k > CK_SIZE_CAP)
+            return ck_fail(im->err, CK_ERR_INPUT, "--checkpoint %s: expected every:K with K >= 1",
+                           ck);
+        if (!cJSON_AddNumberToObject(cp, "every", (double)k))
+            return oom(im);
+    } else if (strncmp(ck, "segments:", 9) == 0) {
+        cJSON *segs = cJSON_AddArrayToObject(cp, "segments");
+        if (!segs)
+            return oom(im);
+        char buf[2048];
+        snprintf(buf, sizeof buf, "%s", ck + 9);
+        for (char *save = NULL, *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+            char *dots = strstr(s, "..");
+            if (!dots || dots == s || !dots[2])
+                return ck_fail(im->err, CK_ERR_INPUT, "--checkpoint: segment \"%s\": expected "
+                               "FIRST..LAST (layer names)", s);
+            *dots = '\0';
+            cJSON *pair = cJSON_CreateArray();
+            if (!pair || !cJSON_AddItemToArray(segs, pair) ||
+                !cJSON_AddItemToArray(pair, cJSON_CreateString(s)) ||
+                !cJSON_AddItemToArray(pair, cJSON_CreateString(dots + 2)))
+                return oom(im);
+        }
+    } else {
+        return ck_fail(im->err, CK_ERR_INPUT, "--checkpoint %s: expected sqrt, every:K or "
+                       "segments:FIRST..LAST,...", ck);
+    }
+    if (o->weights_path) {
+        cJSON *init = cJSON_AddObjectToObject(root, "init");
+        if (!init || !cJSON_AddStringToObject(init, "from", o->weights_path))
+            return oom(im);
+    }
+    if (o->precision && !cJSON_AddStringToObject(root, "precision", o->precision))
+        return oom(im);
+    return CK_OK;
+}
+
+ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx_import_opts *o,
+                         cJSON **case_json, ck_tensorset *weights, ck_error *err)
+{
+    static const ck_onnx_import_opts none = {0};
+    o = o ? o : &none;
+    imp im = {.m = m, .path = path, .err = err, .w = weights};
+    *case_json = NULL;
+    ck_tensorset_init(weights);
+    ck_status st = CK_OK;
+    cJSON *root = cJSON_CreateObject();
+    im.folded = calloc((size_t)m->n_nodes + 1, sizeof *im.folded);
+    im.file = ck_tensorset_keep_string(weights, path);
+    if (!root || !im.folded || !im.file) {
+        st = oom(&im);
+        goto out;
+    }
+    const ck_onnx_value *in;
+    if ((st = find_input(&im, &in)) != CK_OK)
+        goto out;
+    if (m->n_outputs != 1) {
+        st = ck_fail(err, CK_ERR_INPUT, "%s: the model has %d outputs; a case has one (the loss "
+                     "reads it)", path, m->n_outputs);
+        goto out;
+    }
+    char desc[512];
+    snprintf(desc, sizeof desc, "imported from %s (%s, ONNX IR %lld, opset %lld)", path,
+             m->producer[0] ? m->producer : "unknown producer", (long long)m->ir_version,
+             (long long)m->opset);
+    cJSON *input = NULL;
+    if (!cJSON_AddStringToObject(root, "name", o->name ? o->name : "onnx_model") ||
+        !cJSON_AddStringToObject(root, "description", desc) ||
+        !(input = cJSON_AddObjectToObject(root, "input")) ||
+        !add_ints(input, "shape", in->dims, in->ndim) ||
+        !cJSON_AddStringToObject(input, "dist", "normal") ||
+        !(im.layers = cJSON_AddArrayToObject(root, "layers"))) {
+        st = oom(&im);
+        goto out;
+    }
+    if ((st = bind(&im, in->name, "input")) != CK_OK)
+        goto out;
+    for (int i = 0; i < m->n_nodes && st == CK_OK; i++) {
+        if (im.folded[i])
+            continue;
+        bool done = false;
+        im.node = &m->nodes[i];
+        if ((st = fold_node(&im, i, &done)) == CK_OK && !done)
+            st = map_node(&im, i);
+    }
+    if (st != CK_OK)
+        goto out;
+    im.node = NULL;
+    const char *last = layer_of(&im, m->outputs[0].name);
+    int n_layers = cJSON_GetArraySize(im.layers);
+    if (!last || n_layers == 0 || strcmp(last, "input") == 0) {
+        st = ck_fail(err, CK_ERR_INPUT, "%s: the output `%s` is produced by no layer", path,
+                     m->outputs[0].name);
+        goto out;
+    }
+    const cJSON *tail = cJSON_GetArrayItem(im.layers, n_layers - 1);
+    const char *tail_name = cJSON_GetObjectItem(tail, "name")->valuestring;
+    if (strcmp(tail_name, last) != 0) {
+        st = ck_fail(err, CK_ERR_INPUT, "%s: the output `%s` comes from layer `%s`, not the last "
+                     "layer `%s`: nodes after it are not read by the output", path,
+                     m->outputs[0].name, last, tail_name);
+        goto out;
+    }
+    st = add_settings(&im, root, o);
+out:
+    for (int i = 0; i < im.n_vals; i++) {
+        free(im.val_name[i]);
+        free(im.val_layer[i]);
+    }
+    free(im.val_name);
+    free(im.val_layer);
+    for (int i = 0; i < im.n_names; i++)
+        free(im.names[i]);
+    free(im.names);
+    free(im.folded);
+    for (int i = 0; i < im.n_consts; i++) {
+        free(im.consts[i].name);
+        free(im.consts[i].data);
+    }
+    free(im.consts);
+    if (st != CK_OK) {
+        ck_error_one_line(err, st); /* names from the file may hold control characters */
+        cJSON_Delete(root);
+        ck_tensorset_free(weights);
+        ck_tensorset_init(weights);
+        return st;
+    }
+    *case_json = root;
+    return CK_OK;
+}

@@ -1,0 +1,68 @@
+#!/bin/sh
+# End-to-end tests of `ckpt-harness import` and `run MODEL.onnx`: the imported case and its
+# weights are written and run bitwise identically; bad files, unsupported nodes and bad
+# options are one line and exit 2 with nothing written.
+# Usage: CK_PROG=build/ckpt-harness sh tests/cli/onnx.sh
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PROG=${CK_PROG:-build/ckpt-harness}
+case "$PROG" in /*) ;; *) PROG="$(pwd)/$PROG" ;; esac
+FIX="$ROOT/tests/fixtures/onnx"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT INT TERM
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# refused DESC FRAGMENT -- command: exit 2, one stderr line containing FRAGMENT
+refused() {
+    desc=$1; frag=$2; shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    [ "$rc" -eq 2 ] || { bad "$desc: exit $rc, want 2"; return; }
+    [ "$(wc -l <"$TMP/err")" -eq 1 ] || { bad "$desc: want one stderr line: $(cat "$TMP/err")"; return; }
+    grep -qF -- "$frag" "$TMP/err" || { bad "$desc: '$(cat "$TMP/err")' lacks '$frag'"; return; }
+    ok
+}
+
+"$PROG" import --help >"$TMP/out" 2>&1 && grep -q "usage: ckpt-harness import" "$TMP/out" && ok || bad "import --help"
+
+# import writes a case and its weights, and the case runs
+"$PROG" import "$FIX/unet3d.onnx" -o "$TMP/u/unet.json" >"$TMP/out" 2>"$TMP/err"
+[ $? -eq 2 ] && ok || bad "import into a missing folder is refused"
+mkdir -p "$TMP/u"
+"$PROG" import "$FIX/unet3d.onnx" -o "$TMP/u/unet.json" --checkpoint every:3 --loss sum >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && ok || bad "import: exit $rc: $(cat "$TMP/err")"
+[ -s "$TMP/u/unet.json" ] && [ -s "$TMP/u/unet.safetensors" ] && ok || bad "import wrote the case and weights"
+grep -q '"from":[[:space:]]*"unet.safetensors"' "$TMP/u/unet.json" && ok || bad "init.from names the weights beside the case"
+grep -q '"every":[[:space:]]*3' "$TMP/u/unet.json" && ok || bad "--checkpoint every:3 in the case"
+grep -q '"name":[[:space:]]*"enc1"' "$TMP/u/unet.json" && ok || bad "layers are named after their modules"
+(cd "$TMP" && "$PROG" run u/unet.json --dtype fp32 --quiet) >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "PASS unet3d fp32  identical" "$TMP/out" && ok || bad "the imported case runs identical: exit $rc $(cat "$TMP/out" "$TMP/err")"
+
+# run MODEL.onnx directly, with the import's options
+"$PROG" run "$FIX/small_cnn.onnx" --dtype fp32 --quiet --checkpoint every:2 --optimizer adam >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "PASS small_cnn fp32  identical" "$TMP/out" && ok || bad "run MODEL.onnx: exit $rc $(cat "$TMP/out" "$TMP/err")"
+ls /tmp/ckpt-harness-onnx-* >/dev/null 2>&1 && bad "run MODEL.onnx left its temporary weights behind" || ok
+
+# refusals
+printf 'not a model' >"$TMP/junk.onnx"
+refused "junk" "junk.onnx: onnx: " -- "$PROG" import "$TMP/junk.onnx" -o "$TMP/j.json"
+[ ! -e "$TMP/j.json" ] && ok || bad "nothing written for a bad model"
+head -c 500 "$FIX/small_cnn.onnx" >"$TMP/cut.onnx"
+refused "truncated" "cut.onnx: onnx: " -- "$PROG" import "$TMP/cut.onnx" -o "$TMP/c.json"
+refused "run truncated" "cut.onnx: onnx: " -- "$PROG" run "$TMP/cut.onnx"
+refused "missing file" "nope.onnx" -- "$PROG" import "$TMP/nope.onnx" -o "$TMP/n.json"
+refused "no -o" "-o CASE.json is required" -- "$PROG" import "$FIX/small_cnn.onnx"
+refused "bad --checkpoint" "--checkpoint every:0" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --checkpoint every:0
+refused "bad segment" "expected FIRST..LAST" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --checkpoint segments:conv1
+refused "unknown segment layer" "nolayer" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --checkpoint segments:conv1..nolayer
+refused "bad --loss" "loss" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --loss hinge
+[ ! -e "$TMP/x.json" ] && ok || bad "nothing written for bad options"
+
+echo "onnx: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

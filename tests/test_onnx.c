@@ -1,0 +1,396 @@
+/*
+ * ONNX import (harness/io/onnx.c, harness/model/onnx_import.c):
+ *  - faithfulness: models exported from PyTorch (tests/fixtures/onnx/export_models.py)
+ *    are imported, and the harness's forward pass on the exported weights and PyTorch's
+ *    input equals PyTorch's train-mode (dropout off) and eval-mode outputs within fp32
+ *    tolerance;
+ *  - the imported cases run plain vs checkpointed bitwise identical;
+ *  - malformed files are refused with one line; unsupported nodes are named.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/registry.h"
+#include "harness/engine/executor.h"
+#include "harness/engine/train.h"
+#include "harness/io/files.h"
+#include "harness/io/onnx.h"
+#include "harness/io/safetensors.h"
+#include "harness/io/tensorload.h"
+#include "harness/model/onnx_import.h"
+#include "harness/model/params.h"
+#include "harness/verify/run_case.h"
+#include "tests/test_util.h"
+
+/* Imports fixture <stem>.onnx, writes its weights to a temporary file named by the case,
+ * applies the mode (dropout rates 0; eval: batchnorm eval) and builds the case. */
+static void import_fixture(const char *stem, bool eval, bool keep_dropout, tu_built_case *bc,
+                           char *wpath, size_t wn)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "onnx/%s.onnx", stem);
+    char full[1100];
+    tu_fixture_path(full, sizeof full, path);
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    snprintf(wpath, wn, "/tmp/ck_test_onnx_XXXXXX.safetensors");
+    int fd = mkstemps(wpath, 12);
+    ck_assert(fd >= 0);
+    close(fd);
+    ck_onnx_import_opts o = {.name = stem, .weights_path = wpath};
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_msg(ck_onnx_import(&m, full, &o, &root, &w, &err) == CK_OK, "%s", err.msg);
+    ck_assert_int_gt(w.n, 0);
+    ck_assert_int_eq(ck_safetensors_write(wpath, w.n, w.t, &err), CK_OK);
+    cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    cJSON *L;
+    int n_dropout = 0, n_bn = 0;
+    cJSON_ArrayForEach(L, layers)
+    {
+        const char *op = cJSON_GetObjectItem(L, "op")->valuestring;
+        if (strcmp(op, "dropout") == 0 && !keep_dropout) {
+            cJSON_ReplaceItemInObject(L, "rate", cJSON_CreateNumber(0.0));
+            n_dropout++;
+        }
+        if (strcmp(op, "batchnorm") == 0) {
+            n_bn++;
+            if (eval)
+                cJSON_ReplaceItemInObject(L, "eval", cJSON_CreateTrue());
+        }
+    }
+    ck_assert_msg(n_bn > 0 && (keep_dropout || n_dropout > 0),
+                  "%s: the fixture exercises batchnorm (%d) and dropout (%d)", stem, n_bn,
+                  n_dropout);
+    char *text = cJSON_Print(root);
+    ck_assert_ptr_nonnull(text);
+    tu_build_named(bc, text, full);
+    free(text);
+    cJSON_Delete(root);
+    ck_tensorset_free(&w);
+    ck_onnx_free(&m);
+}
+
+typedef struct {
+    int last;
+    float *out;
+    int64_t numel;
+    ck_backend *b;
+} last_output;
+
+static ck_status keep_last(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    last_output *lo = user;
+    if (ev->ev != CK_EVENT_FORWARD || ev->recompute || ev->layer != lo->last)
+        return CK_OK;
+    lo->numel = ck_shape_numel(&ev->tensor->shape);
+    lo->out = malloc((size_t)lo->numel * sizeof *lo->out);
+    ck_assert_ptr_nonnull(lo->out);
+    ck_assert_int_eq(ev->tensor->dtype, CK_F32);
+    return lo->b->download(lo->b, ev->tensor, lo->out, err);
+}
+
+/* The harness's forward output on `input` (fp32, plain run, step 0). */
+static float *forward(tu_built_case *bc, const ck_named_tensor *input, int64_t *numel)
+{
+    ck_backend *b = tu_cpu_backend();
+    ck_error err;
+    ck_model model;
+    ck_assert_msg(ck_model_create(&model, b, &bc->g, CK_F32, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(ck_model_init(&model, bc->cs.seed, &err) == CK_OK, "%s", err.msg);
+    last_output lo = {.last = bc->g.n - 1, .b = b};
+    ck_exec ex;
+    memset(&ex, 0, sizeof ex);
+    ck_exec_config cfg = {.b = b, .g = &bc->g, .model = &model, .plan = NULL,
+                          .seed = bc->cs.seed, .rng = bc->cs.rng, .bn = bc->cs.bn,
+                          .autocast = bc->cs.autocast, .observer = keep_last,
+                          .observer_user = &lo};
+    ck_assert_msg(ck_exec_create(&ex, &cfg, &err) == CK_OK, "%s", err.msg);
+    ck_tensor x;
+    memset(&x, 0, sizeof x);
+    x.name = "input";
+    x.dtype = CK_F32;
+    x.shape = bc->cs.input_shape;
+    ck_assert_msg(ck_shape_equal(&x.shape, &input->shape), "fixture input shape");
+    ck_assert_int_eq(b->alloc(b, ck_shape_numel(&x.shape) * 4, &x.data, &err), CK_OK);
+    float *host = malloc((size_t)ck_shape_numel(&x.shape) * 4);
+    memcpy(host, input->data, (size_t)ck_shape_numel(&x.shape) * 4);
+    ck_assert_int_eq(b->upload(b, &x, host, &err), CK_OK);
+    double loss = 0;
+    ck_assert_msg(ck_exec_step(&ex, 0, &x, NULL, bc->cs.loss, 1.0, false, &loss, &err) == CK_OK,
+                  "%s", err.msg);
+    ck_assert_msg(lo.out != NULL, "the last layer's output was observed");
+    *numel = lo.numel;
+    free(host);
+    b->free(b, x.data);
+    ck_exec_free(&ex);
+    ck_model_free(&model);
+    b->destroy(b);
+    return lo.out;
+}
+
+static void check_against_pytorch(const char *stem, bool eval)
+{
+    tu_built_case bc;
+    char wpath[256];
+    import_fixture(stem, eval, false, &bc, wpath, sizeof wpath);
+    char rel[256], io_path[1100];
+    snprintf(rel, sizeof rel, "onnx/%s.io.npz", stem);
+    tu_fixture_path(io_path, sizeof io_path, rel);
+    ck_tensorset io;
+    ck_error err;
+    ck_assert_msg(ck_tensorset_load(io_path, &io, &err) == CK_OK, "%s", err.msg);
+    const ck_named_tensor *in = ck_tensorset_find(&io, "input");
+    const ck_named_tensor *want = ck_tensorset_find(&io, eval ? "out_eval" : "out_train");
+    ck_assert(in && want && want->dtype == CK_FT_F32);
+    int64_t n = 0;
+    float *got = forward(&bc, in, &n);
+    ck_assert_int_eq(n, ck_shape_numel(&want->shape));
+    /* fp32 tolerance: PyTorch sums in fp32 in its own order, the reference backend in
+     * float64 rounded once; |got - want| <= 1e-5 + 1e-4 |want|, and a relative L2 error of
+     * the whole output below 1e-5 */
+    double num = 0, den = 0, worst = 0;
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float w;
+        memcpy(&w, (const char *)want->data + 4 * i, 4);
+        double d = fabs((double)got[i] - w);
+        num += d * d;
+        den += (double)w * w;
+        nonzero += w != 0.0f;
+        ck_assert_msg(d <= 1e-5 + 1e-4 * fabs(w), "%s %s: element %lld: harness %.9g, PyTorch "
+                      "%.9g", stem, eval ? "eval" : "train", (long long)i, got[i], w);
+        if (d > worst)
+            worst = d;
+    }
+    ck_assert_msg(nonzero > n / 2, "%s: the output is not trivially zero", stem);
+    ck_assert_msg(sqrt(num / den) < 1e-5, "%s %s: relative L2 %g", stem, eval ? "eval" : "train",
+                  sqrt(num / den));
+    free(got);
+    ck_tensorset_free(&io);
+    tu_free_built(&bc);
+    unlink(wpath);
+}
+
+START_TEST(small_cnn_matches_pytorch_in_train_mode)
+{
+    check_against_pytorch("small_cnn", false);
+}
+END_TEST
+
+START_TEST(small_cnn_matches_pytorch_in_eval_mode)
+{
+    check_against_pytorch("small_cnn", true);
+}
+END_TEST
+
+START_TEST(unet3d_matches_pytorch_in_train_mode)
+{
+    check_against_pytorch("unet3d", false);
+}
+END_TEST
+
+START_TEST(unet3d_matches_pytorch_in_eval_mode)
+{
+    check_against_pytorch("unet3d", true);
+}
+END_TEST
+
+START_TEST(imported_models_checkpoint_bitwise_identically)
+{
+    static const char *const stems[] = {"small_cnn", "unet3d"};
+    for (int k = 0; k < 2; k++) {
+        tu_built_case bc;
+        char wpath[256];
+        import_fixture(stems[k], false, true, &bc, wpath, sizeof wpath);
+        ck_backend *b = tu_cpu_backend();
+        ck_result res;
+        ck_error err;
+        ck_assert_msg(ck_run_case(b, &bc.g, CK_F32, &res, &err) == CK_OK, "%s", err.msg);
+        ck_assert_msg(res.verdict == CK_VERDICT_IDENTICAL, "%s: %s", stems[k],
+                      ck_verdict_name(res.verdict));
+        ck_assert_int_gt(res.n_segments, 1);
+        ck_assert_int_gt(res.ckpt.recomputed_layers, 0);
+        ck_assert(res.ckpt.peak_activation_bytes < res.plain.peak_activation_bytes);
+        ck_result_free(&res);
+        /* the identity compares real numbers: every gradient tensor of the plain run holds a
+         * non-zero value */
+        ck_record rec;
+        ck_assert_msg(ck_train(b, &bc.g, NULL, CK_F32, NULL, &rec, &err) == CK_OK, "%s", err.msg);
+        int grads = 0;
+        for (int i = 0; i < rec.n; i++) {
+            if (rec.e[i].kind != CK_KIND_GRAD)
+                continue;
+            grads++;
+            bool nz = false;
+            for (int64_t j = 0; j < ck_shape_numel(&rec.e[i].shape) && !nz; j++)
+                nz = ((const float *)rec.e[i].data)[j] != 0.0f;
+            ck_assert_msg(nz, "%s: gradient %s is all zero", stems[k], rec.e[i].name);
+        }
+        ck_assert_int_gt(grads, 4);
+        ck_record_free(&rec);
+        b->destroy(b);
+        tu_free_built(&bc);
+        unlink(wpath);
+    }
+}
+END_TEST
+
+/* ---- malformed and unsupported ---- */
+
+static void refuse(const char *desc, const void *buf, size_t len, const char *fragment)
+{
+    ck_onnx_model m;
+    ck_error err;
+    ck_status st = ck_onnx_parse(buf, len, "bad.onnx", &m, &err);
+    ck_assert_msg(st == CK_ERR_INPUT, "%s: status %d", desc, (int)st);
+    ck_assert_msg(strncmp(err.msg, "bad.onnx: onnx: ", 16) == 0, "%s: '%s'", desc, err.msg);
+    ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: one line", desc);
+    ck_assert_msg(strstr(err.msg, fragment) != NULL, "%s: '%s' lacks '%s'", desc, err.msg, fragment);
+    ck_assert_int_eq(m.n_nodes, 0);
+}
+
+START_TEST(malformed_files_are_refused_with_one_line)
+{
+    static const unsigned char long_varint[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                                0xff, 0xff, 0xff, 0xff, 0x7f};
+    static const unsigned char truncated_varint[] = {0x08, 0xff};
+    static const unsigned char past_end[] = {0x3a, 0x10, 0x0a};    /* graph of 16 bytes, 1 left */
+    static const unsigned char group_wire[] = {0x0b};             /* field 1, wire type 3 */
+    static const unsigned char wrong_wire[] = {0x3d, 0, 0, 0, 0}; /* graph as fixed32 */
+    static const unsigned char no_graph[] = {0x08, 0x07};          /* ir_version 7 only */
+    static const unsigned char field_zero[] = {0x00};
+    /* graph { initializer { dims: 2, data_type FLOAT, raw_data 4 bytes (needs 8) } } */
+    static const unsigned char short_raw[] = {0x3a, 0x0c, 0x2a, 0x0a, 0x08, 0x02, 0x10, 0x01,
+                                              0x4a, 0x04, 0, 0, 0, 0};
+    /* graph { initializer { dims: -1 } } */
+    static const unsigned char negative_dim[] = {0x3a, 0x0f, 0x2a, 0x0d, 0x08, 0xff, 0xff, 0xff,
+                                                 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 0x01};
+    /* graph { node { name: "a\0" } } */
+    static const unsigned char nul_name[] = {0x3a, 0x06, 0x0a, 0x04, 0x1a, 0x02, 'a', 0};
+    /* graph { initializer { external data } } */
+    static const unsigned char external[] = {0x3a, 0x04, 0x2a, 0x02, 0x70, 0x01};
+    refuse("empty", "", 0, "empty file");
+    refuse("long varint", long_varint, sizeof long_varint, "varint");
+    refuse("truncated varint", truncated_varint, sizeof truncated_varint, "truncated varint");
+    refuse("past end", past_end, sizeof past_end, "runs past the end");
+    refuse("group", group_wire, sizeof group_wire, "wire type 3");
+    refuse("wrong wire type", wrong_wire, sizeof wrong_wire, "wire type 5, expected 2");
+    refuse("no graph", no_graph, sizeof no_graph, "no graph");
+    refuse("field 0", field_zero, sizeof field_zero, "field number 0");
+    refuse("short raw_data", short_raw, sizeof short_raw, "raw_data holds 4 bytes");
+    refuse("negative dim", negative_dim, sizeof negative_dim, "negative");
+    refuse("NUL in a name", nul_name, sizeof nul_name, "NUL");
+    refuse("external data", external, sizeof external, "external data");
+}
+END_TEST
+
+START_TEST(every_truncation_of_a_real_model_is_refused_cleanly)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/small_cnn.onnx");
+    void *p;
+    size_t len;
+    ck_error err;
+    ck_assert_int_eq(ck_map_file(full, &p, &len, &err), CK_OK);
+    int ok = 0;
+    for (size_t cut = 0; cut < len; cut += 7) {
+        ck_onnx_model m;
+        ck_status st = ck_onnx_parse(p, cut, "cut.onnx", &m, &err);
+        if (st == CK_OK) { /* a cut at a field boundary can still be a whole message */
+            ok++;
+            ck_onnx_free(&m);
+        } else {
+            ck_assert_msg(st == CK_ERR_INPUT, "cut %zu: status %d", cut, (int)st);
+            ck_assert_msg(strchr(err.msg, '\n') == NULL, "cut %zu: one line", cut);
+        }
+    }
+    ck_onnx_model m;
+    ck_assert_int_eq(ck_onnx_parse(p, len, "whole.onnx", &m, &err), CK_OK);
+    ck_assert_int_gt(m.n_nodes, 5);
+    ck_assert_int_gt(m.n_inits, 5);
+    ck_onnx_free(&m);
+    ck_unmap_file(p, len);
+    ck_assert_int_lt(ok, 5);
+}
+END_TEST
+
+/* An unsupported node: its name, op type and the reason, one line. */
+START_TEST(unsupported_nodes_are_named)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/small_cnn.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_int_eq(ck_onnx_load(full, &m, &err), CK_OK);
+    /* turn the first Relu into an op the harness lacks, and the first conv into a grouped one */
+    int relu = -1, conv = -1;
+    for (int i = 0; i < m.n_nodes; i++) {
+        if (relu < 0 && strcmp(m.nodes[i].op_type, "Relu") == 0)
+            relu = i;
+        if (conv < 0 && strcmp(m.nodes[i].op_type, "Conv") == 0)
+            conv = i;
+    }
+    ck_assert(relu >= 0 && conv >= 0);
+    char *saved = m.nodes[relu].op_type;
+    m.nodes[relu].op_type = strdup("Softplus");
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strstr(err.msg, "m.onnx: node `") == err.msg, "'%s'", err.msg);
+    ck_assert_msg(strstr(err.msg, "(Softplus): op type Softplus is not supported"), "'%s'", err.msg);
+    free(m.nodes[relu].op_type);
+    m.nodes[relu].op_type = saved;
+    for (int k = 0; k < m.nodes[conv].n_attr; k++)
+        if (strcmp(m.nodes[conv].attr[k].name, "group") == 0)
+            m.nodes[conv].attr[k].i = 2;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "(Conv): grouped convolution (group 2)"), "'%s'", err.msg);
+    ck_onnx_free(&m);
+}
+END_TEST
+
+/* Found by fuzz_onnx: a value name holding newlines reached a message unescaped. */
+START_TEST(names_with_control_characters_stay_on_one_line)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/bad_newline_input.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_int_eq(ck_onnx_import(&m, full, NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strchr(err.msg, '\n') == NULL, "'%s' is one line", err.msg);
+    ck_assert_msg(strstr(err.msg, "\\n") != NULL, "'%s' shows the newline escaped", err.msg);
+    ck_onnx_free(&m);
+}
+END_TEST
+
+Suite *suite_onnx(void)
+{
+    Suite *s = suite_create("onnx");
+    TCase *tc = tcase_create("faithful");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, small_cnn_matches_pytorch_in_train_mode);
+    tcase_add_test(tc, small_cnn_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, unet3d_matches_pytorch_in_train_mode);
+    tcase_add_test(tc, unet3d_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, imported_models_checkpoint_bitwise_identically);
+    suite_add_tcase(s, tc);
+    TCase *bad = tcase_create("refused");
+    tcase_set_timeout(bad, 60);
+    tcase_add_test(bad, malformed_files_are_refused_with_one_line);
+    tcase_add_test(bad, every_truncation_of_a_real_model_is_refused_cleanly);
+    tcase_add_test(bad, unsupported_nodes_are_named);
+    tcase_add_test(bad, names_with_control_characters_stay_on_one_line);
+    suite_add_tcase(s, bad);
+    return s;
+}
