@@ -6,6 +6,9 @@
 #   make check-tsan   the cpu backend's threaded tests and runs under ThreadSanitizer
 #   make run-cases    run every shipped case, reports into build/reports/
 #   make bench        print a timing table (never part of check)
+#   make check-tf     the TensorFlow example, where TF_PYTHON imports tensorflow
+#   make install      the program, the CUDA module (where built) and the man page under
+#                     $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 #
 # Knobs (override on the command line): BUILD, CC, OPT, SAN.
 
@@ -123,7 +126,7 @@ ifeq ($(CUDA_OFF_WHY),)
   CUDA_SRC := $(sort $(wildcard backends/cuda/*.cu))
   CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/pic/%.o)
   CUDA_MODULE := $(BUILD)/ckpt-harness-cuda.so
-  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) backends/op_check.c \
+  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) backends/op_check.c backends/op_check18.c \
                    backends/cuda/algo_policy.c backends/cuda/cuda_module.c
   CUDA_MODULE_OBJ := $(CUDA_OBJ) $(CUDA_MODULE_C:%.c=$(BUILD)/pic/%.o)
   CFLAGS   += -DCK_HAVE_CUDA=1 -DCK_CUDA_MODULE_BUILT=1
@@ -222,6 +225,34 @@ $(BUILD)/pic/%.o: %.cu $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
+# Build facts for the run metadata (harness/cli/build_info.c): the commit, the compiler and
+# the flags. Only build_info.o sees them, and it alone rebuilds when the commit changes.
+PREFIX  ?= /usr/local
+LIBDIR_INSTALL := $(PREFIX)/lib/ckpt-harness
+CK_GIT_COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+CK_CC_VERSION := $(shell $(CC) -dumpfullversion 2>/dev/null || $(CC) -dumpversion 2>/dev/null)
+CK_CFLAGS_TEXT := $(strip $(filter-out -MMD -MP -I. -g,$(CFLAGS)))
+COMMIT_STAMP := $(BUILD)/.commit-$(CK_GIT_COMMIT)
+$(COMMIT_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.commit-*
+	@touch $@
+$(BUILD)/obj/harness/cli/build_info.o: $(COMMIT_STAMP)
+$(BUILD)/obj/harness/cli/build_info.o: CFLAGS += -DCK_GIT_COMMIT='"$(CK_GIT_COMMIT)"' \
+    -DCK_BUILD_COMPILER='"$(notdir $(CC)) $(CK_CC_VERSION)"' \
+    -DCK_BUILD_CFLAGS='"$(CK_CFLAGS_TEXT)"'
+# the installed program finds the CUDA module in $(PREFIX)/lib/ckpt-harness (the registry
+# looks beside the program first)
+PREFIX_STAMP := $(BUILD)/.prefix-$(shell printf '%s' '$(LIBDIR_INSTALL)' | cksum | cut -d' ' -f1)
+$(PREFIX_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/.prefix-*
+	@touch $@
+ifneq ($(CUDA_MODULE),)
+$(BUILD)/obj/backends/registry.o: $(PREFIX_STAMP)
+$(BUILD)/obj/backends/registry.o: CFLAGS += -DCK_LIBDIR='"$(LIBDIR_INSTALL)"'
+endif
+
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -253,6 +284,9 @@ check-run: $(PROG) $(TESTS)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
 	CK_PROG=$(PROG) sh tests/cli/onnx.sh
+	CK_PROG=$(PROG) sh tests/interop/run.sh
+	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/ci.sh
+	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/browser.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 
 check-asan: deps
@@ -286,6 +320,26 @@ bench-run: $(PROG) $(BUILD)/sgemm_peak
 
 $(BUILD)/sgemm_peak: $(BUILD)/obj/tests/bench/sgemm_peak.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The TensorFlow example (examples/tf_recompute_grad_dump.py, docs/interop.md): its control
+# run and its documented outcomes, where $(TF_PYTHON) imports tensorflow (a message
+# otherwise). Not part of check: TensorFlow is a 300 MB install.
+TF_PYTHON ?= python3
+check-tf: $(PROG)
+	CK_PROG=$(PROG) CK_PYTHON=$(TF_PYTHON) sh tests/interop/run_tf.sh
+
+.PHONY: check-tf
+# make install [PREFIX=/usr/local] [DESTDIR=]: the program, the CUDA module where it was
+# built, the man page. The program is built with CK_LIBDIR=$(PREFIX)/lib/ckpt-harness, so
+# build and install with the same PREFIX.
+install: $(PROG) $(CUDA_MODULE)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(PROG) $(DESTDIR)$(PREFIX)/bin/ckpt-harness
+	install -m 644 docs/ckpt-harness.1 $(DESTDIR)$(PREFIX)/share/man/man1/ckpt-harness.1
+	$(if $(CUDA_MODULE),install -d $(DESTDIR)$(LIBDIR_INSTALL) && \
+	    install -m 755 $(CUDA_MODULE) $(DESTDIR)$(LIBDIR_INSTALL)/)
+
+.PHONY: install
 
 clean:
 	rm -rf $(BUILD)

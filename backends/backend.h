@@ -144,5 +144,19 @@ typedef int (*ck_algo_records_fn)(ck_backend *b, ck_algo_record *out, int max);
 #define CK_PROC_ALGO_RECORDS_CLEAR "algo_records_clear"
 typedef void (*ck_algo_records_clear_fn)(ck_backend *b);
 
+/* Capabilities "ce_forward" / "ce_backward": cross-entropy over loss->class_dim with an
+ * optional ignore_index (ck_loss_spec, harness/core/ops.h); the engine uses them for a
+ * cross_entropy loss whose class_dim is not 1 or that has an ignore_index (the plain
+ * loss_forward/loss_backward cover class dim 1 without one). Same contract as
+ * loss_forward/loss_backward: target i32 shaped y without the class dim; the loss is the
+ * mean over the positions not ignored (NaN when every one is, as PyTorch). */
+#define CK_PROC_CE_FORWARD "ce_forward"
+typedef ck_status (*ck_ce_forward_fn)(ck_backend *b, const ck_loss_spec *loss,
+                                      const ck_tensor *y, const ck_tensor *target, double *out,
+                                      ck_error *err);
+#define CK_PROC_CE_BACKWARD "ce_backward"
+typedef ck_status (*ck_ce_backward_fn)(ck_backend *b, const ck_loss_spec *loss,
+                                       const ck_tensor *y, const ck_tensor *target,
+                                       double scale, ck_tensor *dy, ck_error *err);
 
 #endif

@@ -535,8 +535,8 @@ ck_status ck_opc_batchnorm_bwd(const char *be, const ck_op_params *op, const ck_
 }
 
 /* the input, parameters and saved statistics of a layernorm call */
-static ck_status ln_check_io(const char *be, const char *fn, const ck_op_io *io, int64_t *N,
-                             int64_t *D, ck_error *err)
+static ck_status ln_check_io(const char *be, const char *fn, const ck_op_params *op,
+                             const ck_op_io *io, int64_t *N, int64_t *D, ck_error *err)
 {
     if (io->n_in != 1 || !io->in[0])
         return ck_fail(err, CK_ERR_INTERNAL, "%s: needs exactly one input", fn);
@@ -545,28 +545,35 @@ static ck_status ln_check_io(const char *be, const char *fn, const ck_op_io *io,
     if (x->shape.ndim < 2)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, ...)", fn,
                        ck_opc_tname(x), x->shape.ndim);
-    *N = x->shape.dim[0];
-    *D = ck_shape_numel(&x->shape) / *N;
+    /* rows of D values: the trailing normalized_shape dims, or every non-batch dim */
+    const int k = op && op->n_norm > 0 ? op->n_norm : x->shape.ndim - 1;
+    if (k < 1 || k > x->shape.ndim)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %d normalised dims for %s of rank %d", fn, k,
+                       ck_opc_tname(x), x->shape.ndim);
+    *D = 1;
+    for (int d = x->shape.ndim - k; d < x->shape.ndim; d++)
+        *D *= x->shape.dim[d];
+    *N = ck_shape_numel(&x->shape) / *D;
     CK_TRY(norm_tensor(be, fn, io->weight, *D, err));
     CK_TRY(norm_tensor(be, fn, io->bias, *D, err));
     return norm_saved(fn, io->saved, *N, err);
 }
 
-ck_status ck_opc_layernorm_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *D,
-                               ck_error *err)
+ck_status ck_opc_layernorm_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                               int64_t *N, int64_t *D, ck_error *err)
 {
     const char *fn = "layernorm";
-    CK_TRY(ln_check_io(be, fn, io, N, D, err));
+    CK_TRY(ln_check_io(be, fn, op, io, N, D, err));
     if (!io->out)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
     return norm_tensor(be, fn, io->out, *N * *D, err);
 }
 
-ck_status ck_opc_layernorm_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
-                               int64_t *N, int64_t *D, ck_error *err)
+ck_status ck_opc_layernorm_bwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                               const ck_op_grads *g, int64_t *N, int64_t *D, ck_error *err)
 {
     const char *fn = "layernorm backward";
-    CK_TRY(ln_check_io(be, fn, io, N, D, err));
+    CK_TRY(ln_check_io(be, fn, op, io, N, D, err));
     return norm_grads(be, fn, io, g, *N * *D, *D, err);
 }
 
@@ -698,8 +705,9 @@ ck_status ck_opc_optimizer_args(const char *be, const char *fn, const ck_optimiz
         return ck_fail(err, CK_ERR_INTERNAL, "%s: step %lld, steps count from 1", fn,
                        (long long)step);
     CK_TRY(check_like_param(be, fn, param, grad, "gradient", true, err));
-    const bool uses0 = opt->kind == CK_OPT_MOMENTUM || opt->kind == CK_OPT_ADAM;
-    const bool uses1 = opt->kind == CK_OPT_ADAM;
+    const bool uses0 = opt->kind == CK_OPT_MOMENTUM || opt->kind == CK_OPT_ADAM ||
+                       opt->kind == CK_OPT_ADAMW;
+    const bool uses1 = opt->kind == CK_OPT_ADAM || opt->kind == CK_OPT_ADAMW;
     CK_TRY(check_like_param(be, fn, param, state0, uses1 ? "first moment" : "momentum buffer",
                          uses0, err));
     return check_like_param(be, fn, param, state1, "second moment", uses1, err);

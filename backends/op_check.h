@@ -137,11 +137,12 @@ ck_status ck_opc_batchnorm_fwd(const char *be, const ck_op_params *op, const ck_
                                ck_ncs_dims *d, ck_error *err);
 ck_status ck_opc_batchnorm_bwd(const char *be, const ck_op_params *op, const ck_op_io *io,
                                const ck_op_grads *g, ck_ncs_dims *d, ck_error *err);
-/* x viewed as (N, D) */
-ck_status ck_opc_layernorm_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *D,
-                               ck_error *err);
-ck_status ck_opc_layernorm_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
+/* x viewed as (N, D): D the trailing op->n_norm dims (normalized_shape), or every non-batch
+ * dim when n_norm is 0 (op may be NULL: the latter) */
+ck_status ck_opc_layernorm_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
                                int64_t *N, int64_t *D, ck_error *err);
+ck_status ck_opc_layernorm_bwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                               const ck_op_grads *g, int64_t *N, int64_t *D, ck_error *err);
 
 /* ---- losses ---- */
 

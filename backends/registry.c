@@ -31,8 +31,8 @@ static char cuda_load_error[CK_ERROR_MAX - 64];
 
 #ifdef CK_CUDA_MODULE_BUILT
 /* Where the module is: $CK_CUDA_MODULE, else beside the running program, else the
- * installed library folder. */
-static void cuda_module_path(char *buf, size_t n)
+ * installed library folder. (Unused in builds without the module: CUDA=0, sanitizers.) */
+__attribute__((unused)) static void cuda_module_path(char *buf, size_t n)
 {
     const char *env = getenv("CK_CUDA_MODULE");
     if (env && env[0]) {

@@ -38,14 +38,16 @@ void ck_pair_describe(const ck_pair *p, const ck_tensorset *a, const ck_tensorse
             }
             if (ck_file_dtype_is_float(tr->dtype))
                 snprintf(buf, n,
-                         "mismatch: %s (%s): max_abs %.3g, %" PRId64 " of %" PRId64
+                         "%s: %s (%s): max_abs %.3g, %" PRId64 " of %" PRId64
                          " elements outside rtol %g, atol %g%s",
+                         p->expected ? "expected mismatch" : "mismatch",
                          p->name, ck_file_dtype_name(tr->dtype), p->m.max_abs, p->m.n_outside,
                          p->m.numel, p->rtol, p->atol, idx);
             else
                 snprintf(buf, n,
-                         "mismatch: %s (%s, compared exactly): %" PRId64 " of %" PRId64
+                         "%s: %s (%s, compared exactly): %" PRId64 " of %" PRId64
                          " elements differ, by up to %" PRIu64 "%s",
+                         p->expected ? "expected mismatch" : "mismatch",
                          p->name, ck_file_dtype_name(tr->dtype), p->m.n_outside, p->m.numel,
                          p->m.max_ulp, idx);
         }
@@ -92,6 +94,37 @@ static void add_side(ck_json_builder *b, cJSON *root, const char *key, const cha
     ck_json_add_int(b, o, "tensors", s->n);
 }
 
+static void add_patterns(ck_json_builder *b, cJSON *parent, const char *key,
+                         const char *const *pat, int n)
+{
+    cJSON *arr = ck_json_add_array(b, parent, key);
+    for (int i = 0; i < n; i++)
+        ck_json_add_string(b, arr, NULL, pat[i]);
+}
+
+/* "paired_single" and "selection" (reports/SCHEMA.md, compare report version 2) */
+static void add_selection(ck_json_builder *b, cJSON *root, const ck_set_comparison *c,
+                          const ck_compare_meta *meta)
+{
+    const ck_compare_selection *sel = meta ? meta->sel : NULL;
+    static const ck_compare_selection none = {0};
+    if (!sel)
+        sel = &none;
+    ck_json_add_bool(b, root, "paired_single", meta && meta->paired_single);
+    cJSON *o = ck_json_add_object(b, root, "selection");
+    add_patterns(b, o, "include", sel->include, sel->n_include);
+    add_patterns(b, o, "exclude", sel->exclude, sel->n_exclude);
+    cJSON *ex = ck_json_add_array(b, o, "expect_mismatch");
+    for (int k = 0; k < sel->n_expect; k++) {
+        cJSON *e = ck_json_add_object(b, ex, NULL);
+        int hits = meta && meta->expect_hits ? meta->expect_hits[k] : 0;
+        ck_json_add_string(b, e, "pattern", sel->expect[k]);
+        ck_json_add_int(b, e, "matched", hits);
+        ck_json_add_bool(b, e, "met", hits > 0);
+    }
+    (void)c;
+}
+
 cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
                           const ck_tensorset *ref, const ck_compare_meta *meta)
 {
@@ -129,6 +162,7 @@ cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
             ck_json_add_real(&b, o, "rtol", p->rtol);
             ck_json_add_real(&b, o, "atol", p->atol);
             ck_json_add_string(&b, o, "verdict", ck_verdict_name(p->verdict));
+            ck_json_add_bool(&b, o, "expected_mismatch", p->expected);
             if (!b.failed)
                 ck_json_attach(&b, o, "metrics", ck_report_metrics_json(&p->m, &tr->shape));
             continue;
@@ -150,6 +184,8 @@ cJSON *ck_compare_to_json(const ck_set_comparison *c, const ck_tensorset *a,
     ck_json_add_int(&b, sum, "mismatch", c->counts[CK_VERDICT_MISMATCH]);
     for (int k = CK_PAIR_MISSING; k <= CK_PAIR_DTYPE; k++)
         ck_json_add_int(&b, sum, ck_pair_kind_name((ck_pair_kind)k), c->n_problems[k]);
+    ck_json_add_int(&b, sum, "expected_mismatch", c->n_expected);
+    add_selection(&b, root, c, meta);
     ck_json_add_string(&b, root, "verdict", ck_verdict_name(c->verdict));
     ck_json_add_string(&b, root, "status", c->pass ? "pass" : "fail");
     cJSON *fl = ck_json_add_array(&b, root, "failures");
@@ -195,7 +231,7 @@ static const char *fmt_ulp(uint64_t u, char *buf, size_t n)
 
 void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tensorset *a,
                               const ck_tensorset *ref, const char *path_a, const char *path_ref,
-                              bool quiet, int max_rows)
+                              bool quiet, int max_rows, const ck_compare_meta *meta)
 {
     int n_cmp = 0;
     const ck_pair **rows = malloc(((size_t)c->n + 1) * sizeof *rows);
@@ -211,6 +247,9 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
         !rows || quiet ? 0 : (max_rows < 0 || max_rows > n_cmp ? n_cmp : max_rows);
     if (!quiet)
         fprintf(f, "compare %s (a) against %s (ref): %d and %d tensors\n", path_a, path_ref, a->n, ref->n);
+    if (meta && meta->paired_single && a->n == 1 && ref->n == 1)
+        fprintf(f, "paired by position: both operands hold one tensor, so a's \"%s\" is compared "
+                   "with ref's \"%s\" whatever their names\n", a->t[0].name, ref->t[0].name);
     if (shown > 0) {
         int name_w = 4;
         for (int i = 0; i < shown; i++) {
@@ -223,10 +262,11 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
         for (int i = 0; i < shown; i++) {
             const ck_pair *p = rows[i];
             char u[32];
-            fprintf(f, "%-*s  %-5s  %-9s  %10.3e  %10.3e  %10s  %" PRId64 "/%" PRId64 "\n", name_w,
+            fprintf(f, "%-*s  %-5s  %-9s  %10.3e  %10.3e  %10s  %" PRId64 "/%" PRId64 "%s\n", name_w,
                    p->name, ck_file_dtype_name(ref->t[p->index_ref].dtype),
                    ck_verdict_name(p->verdict), p->m.max_abs, p->m.max_rel,
-                   fmt_ulp(p->m.max_ulp, u, sizeof u), p->m.n_outside, p->m.numel);
+                   fmt_ulp(p->m.max_ulp, u, sizeof u), p->m.n_outside, p->m.numel,
+                   p->expected ? "  (expected)" : "");
         }
         if (shown < n_cmp)
             fprintf(f, "... %d more tensors\n", n_cmp - shown);
@@ -238,11 +278,27 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
         if (line[0])
             fprintf(f, "%s\n", line);
     }
-    fprintf(f, "%s %s: %d compared (identical %d, close %d, mismatch %d); missing %d, extra %d, "
+    const ck_compare_selection *sel = meta ? meta->sel : NULL;
+    for (int k = 0; sel && meta->expect_hits && k < sel->n_expect; k++) {
+        if (meta->expect_hits[k] == 0)
+            fprintf(f, "expected mismatch not found: --expect-mismatch '%s' matches no mismatching "
+                       "tensor\n", sel->expect[k]);
+        else
+            fprintf(f, "expected mismatch present: '%s' matches %d mismatching tensor%s\n",
+                    sel->expect[k], meta->expect_hits[k], meta->expect_hits[k] == 1 ? "" : "s");
+    }
+    if (sel && (sel->n_include || sel->n_exclude))
+        fprintf(f, "selection: %d tensor%s kept by --include/--exclude%s\n", c->n,
+                c->n == 1 ? "" : "s", c->n ? "" : ": nothing compared");
+    char exp[48] = "";
+    if (c->n_expected)
+        snprintf(exp, sizeof exp, ", %d of them expected", c->n_expected);
+    fprintf(f, "%s %s: %d compared (identical %d, close %d, mismatch %d%s); missing %d, extra %d, "
            "shape %d, dtype %d\n",
            c->pass ? "PASS" : "FAIL", ck_verdict_name(c->verdict),
            c->counts[0] + c->counts[1] + c->counts[2], c->counts[CK_VERDICT_IDENTICAL],
            c->counts[CK_VERDICT_CLOSE], c->counts[CK_VERDICT_MISMATCH],
+           exp,
            c->n_problems[CK_PAIR_MISSING], c->n_problems[CK_PAIR_EXTRA],
            c->n_problems[CK_PAIR_SHAPE], c->n_problems[CK_PAIR_DTYPE]);
 }

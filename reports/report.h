@@ -20,10 +20,27 @@
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
 #define CK_REPORT_SCHEMA_VERSION 2
 
+/* Where a report came from (the `run` section, SCHEMA.md "Run metadata"). NULL strings
+ * are written as null; host and started_utc are left out under reproducible. */
+typedef struct {
+    const char *git_commit;   /* the commit the program was built from */
+    bool cuda;                /* the CUDA module was built */
+    const char *compiler;     /* e.g. "cc 12.2.0" */
+    const char *cflags;
+    const char *host;
+    const char *started_utc;  /* "2026-11-30T06:32:08Z" */
+    const char *command_line;
+    const char *case_sha256;  /* of the case file */
+    const char *init_path;    /* --init / init.from, or NULL */
+    const char *init_sha256;  /* of that file (a directory: NULL) */
+    bool reproducible;        /* leave host, start time and wall times out */
+} ck_run_metadata;
+
 typedef struct {
     const char *tool_version; /* e.g. "0.1.0"; NULL writes "unknown" */
     const char *case_path;    /* the case file as the user named it; NULL: r->cs->path */
     bool include_wall_time;   /* false leaves wall_time_s out (tests compare bytes) */
+    const ck_run_metadata *run; /* NULL: no `run` section */
 } ck_report_meta;
 
 /* ---- JSON (report_json.c) ---- */
@@ -56,7 +73,7 @@ ck_status ck_report_write_json(const ck_result *r, const ck_report_meta *meta, c
  * prints every row. */
 void ck_report_print_summary(FILE *f, const ck_result *r, int max_rows);
 
-/* One line for --quiet: "PASS unet3d_bn  identical  memory 1.23 MiB -> 0.80 MiB (-35.0%)". */
+/* One line for --quiet: "PASS unet3d_bn fp32  identical  memory 1.23 MiB -> 0.80 MiB (saving 35.0%)". */
 void ck_report_print_oneline(FILE *f, const ck_result *r);
 
 /* ---- The bisect story (bisect_story.c) ---- */

@@ -129,8 +129,50 @@ static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_r
         ck_json_add_real(b, losses, NULL, run->losses[i]);
     ck_json_add_int(b, o, "peak_activation_bytes", run->peak_activation_bytes);
     ck_json_add_int(b, o, "recomputed_layers", run->recomputed_layers);
-    if (meta && meta->include_wall_time)
+    if (meta && meta->include_wall_time) {
         ck_json_add_real(b, o, "wall_time_s", run->wall_time_s);
+        cJSON *sw = ck_json_add_array(b, o, "step_wall_s");
+        for (int i = 0; i < run->steps && run->step_wall_s; i++)
+            ck_json_add_real(b, sw, NULL, run->step_wall_s[i]);
+    }
+    /* live activation bytes over the run's allocator events (engine/alloc.h) */
+    cJSON *tl = ck_json_add_object(b, o, "memory_timeline");
+    ck_json_add_int(b, tl, "events", run->mem.events);
+    ck_json_add_int(b, tl, "stride", run->mem.stride);
+    cJSON *pts = ck_json_add_array(b, tl, "points");
+    for (int i = 0; i < run->mem.n && i < CK_MEM_TRACE_MAX; i++) {
+        cJSON *pt = ck_json_add_array(b, pts, NULL);
+        ck_json_add_int(b, pt, NULL, run->mem.pt[i].event);
+        ck_json_add_int(b, pt, NULL, run->mem.pt[i].bytes);
+    }
+}
+
+/* The `run` section: where the report came from (SCHEMA.md "Run metadata"). */
+static void add_run_metadata(ck_json_builder *b, cJSON *root, const ck_report_meta *meta)
+{
+    const ck_run_metadata *m = meta ? meta->run : NULL;
+    if (!m)
+        return;
+    cJSON *o = ck_json_add_object(b, root, "run");
+    ck_json_add_string(b, o, "git_commit", m->git_commit);
+    cJSON *bc = ck_json_add_object(b, o, "build");
+    ck_json_add_bool(b, bc, "cuda", m->cuda);
+    ck_json_add_string(b, bc, "compiler", m->compiler);
+    ck_json_add_string(b, bc, "flags", m->cflags);
+    if (!m->reproducible) {
+        ck_json_add_string(b, o, "host", m->host);
+        ck_json_add_string(b, o, "started_utc", m->started_utc);
+    }
+    ck_json_add_bool(b, o, "reproducible", m->reproducible);
+    ck_json_add_string(b, o, "command_line", m->command_line);
+    ck_json_add_string(b, o, "case_sha256", m->case_sha256);
+    if (m->init_path) {
+        cJSON *in = ck_json_add_object(b, o, "init");
+        ck_json_add_string(b, in, "path", m->init_path);
+        ck_json_add_string(b, in, "sha256", m->init_sha256);
+    } else {
+        ck_json_add_null(b, o, "init");
+    }
 }
 
 static void add_memory(ck_json_builder *b, cJSON *root, const ck_result *r)
@@ -159,6 +201,7 @@ static void add_metrics(ck_json_builder *b, cJSON *t, const ck_metrics *m, const
     ck_json_add_real(b, mo, "max_rel", m->max_rel);
     ck_json_add_real(b, mo, "rel_l2", m->rel_l2);
     ck_json_add_uint(b, mo, "max_ulp", m->max_ulp);
+    ck_json_add_real(b, mo, "bound_ratio", m->max_ratio);
     ck_json_add_int(b, mo, "n_outside", m->n_outside);
     ck_json_add_int(b, mo, "numel", m->numel);
     if (m->first_bad >= 0 && m->first_bad < m->numel && shape->ndim >= 0 &&
@@ -486,6 +529,7 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     ck_json_add_string(&b, tool, "name", "ckpt-harness");
     ck_json_add_string(&b, tool, "version",
                        meta && meta->tool_version ? meta->tool_version : "unknown");
+    add_run_metadata(&b, root, meta);
     add_case(&b, root, r, meta);
     cJSON *backend = ck_json_add_object(&b, root, "backend");
     ck_json_add_string(&b, backend, "name", r->backend);

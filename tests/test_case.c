@@ -72,7 +72,7 @@ static const bad_row bad_rows[] = {
     {"unknown op", HEAD "'layers': [{'name': 'a', 'op': 'conv4d'}]}",
      "layers[0] (a).op: unknown op \"conv4d\" (known: linear, conv1d", AT_PARSE},
     {"unknown input key", "{'name': 't', 'input': {'shape': [2, 3], 'dtype': 'f32'}, " ONE_LAYER "}",
-     "input.dtype: unknown key (allowed: shape, dist)", AT_PARSE},
+     "input.dtype: unknown key (allowed: shape, dist, vocab)", AT_PARSE},
     {"unknown train key", HEAD ONE_LAYER ", 'train': {'step': 2}}", "train.step: unknown key",
      AT_PARSE},
     {"unknown policies key", HEAD ONE_LAYER ", 'policies': {'bn': 'skip'}}",
@@ -200,7 +200,7 @@ static const bad_row bad_rows[] = {
      "train.beta1: applies only to optimizer \"adam\"", AT_PARSE},
     /* names and choices */
     {"bad optimizer", HEAD ONE_LAYER ", 'train': {'optimizer': 'rmsprop'}}",
-     "train.optimizer: must be one of sgd, momentum, adam, got \"rmsprop\"", AT_PARSE},
+     "train.optimizer: must be one of sgd, momentum, adam, adamw, got \"rmsprop\"", AT_PARSE},
     {"bad rng policy", HEAD ONE_LAYER ", 'policies': {'rng': 'global'}}",
      "policies.rng: must be one of counter, stateful, stash, got \"global\"", AT_PARSE},
     {"bad batchnorm policy", HEAD ONE_LAYER ", 'policies': {'batchnorm_recompute': 'twice'}}",
@@ -212,7 +212,7 @@ static const bad_row bad_rows[] = {
     {"bad loss", HEAD ONE_LAYER ", 'loss': {'op': 'l1'}}",
      "loss.op: must be one of mean, sum, mse, cross_entropy, got \"l1\"", AT_PARSE},
     {"bad input dist", "{'name': 't', 'input': {'shape': [2, 3], 'dist': 'gauss'}, " ONE_LAYER "}",
-     "input.dist: must be one of uniform, normal, got \"gauss\"", AT_PARSE},
+     "input.dist: must be one of uniform, normal, tokens, got \"gauss\"", AT_PARSE},
     {"layer name with a space", HEAD "'layers': [{'name': 'a b', 'op': 'relu'}]}",
      "layers[0].name: must be 1 to 63 characters from A-Z a-z 0-9 _ -, got \"a b\"", AT_PARSE},
     {"empty layer name", HEAD "'layers': [{'name': '', 'op': 'relu'}]}",
@@ -765,7 +765,9 @@ START_TEST(catalogue_lists_every_op_once)
         "gelu",      "tanh",      "sigmoid",    "batchnorm",  "layernorm",  "dropout",
         "gaussian_noise", "maxpool1d", "maxpool2d", "maxpool3d", "avgpool1d", "avgpool2d",
         "avgpool3d", "upsample1d", "upsample2d", "upsample3d", "add",       "concat",
-        "flatten"};
+        "flatten",   "matmul",    "softmax",    "log_softmax", "attention", "embedding",
+        "reshape",   "permute",   "transpose",  "rmsnorm",    "groupnorm",  "mul",
+        "silu",      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "positional"};
     int n = 0;
     const ck_op_info *cat = ck_op_catalogue(&n);
     ck_assert_int_eq(n, (int)(sizeof required / sizeof required[0]));
@@ -777,7 +779,8 @@ START_TEST(catalogue_lists_every_op_once)
         ck_assert_msg(info->summary && info->summary[0], "%s: no summary", required[i]);
         ck_assert_msg(info->options && info->options[0], "%s: no options", required[i]);
         bool spatial = info->kind == CK_OP_CONV || info->kind == CK_OP_MAXPOOL ||
-                       info->kind == CK_OP_AVGPOOL || info->kind == CK_OP_UPSAMPLE;
+                       info->kind == CK_OP_AVGPOOL || info->kind == CK_OP_UPSAMPLE ||
+                       info->kind == CK_OP_CONV_TRANSPOSE;
         ck_assert_msg(spatial ? info->nsp >= 1 && info->nsp <= 3 : info->nsp == 0, "%s: nsp %d",
                       required[i], info->nsp);
         kind_seen[info->kind] = true;

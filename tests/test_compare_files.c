@@ -10,6 +10,7 @@
 
 #include "reports/compare_report.h"
 #include "harness/compare/namemap.h"
+#include "harness/compare/selection.h"
 #include "harness/compare/sets.h"
 #include "harness/compare/tolerances.h"
 
@@ -65,9 +66,12 @@ START_TEST(most_specific_tolerance_wins_per_field)
     /* the second pattern is never consulted for a name the first matched */
     ck_tolerances_resolve(&t, "dec1.bias", CK_FT_F32, &r, &a);
     ck_assert(r == 0.6 && a == 0.5);
-    /* integers stay exact */
-    ck_tolerances_resolve(&t, "dec1.weight", CK_FT_I32, &r, &a);
+    /* integers stay exact whatever --atol, default and dtypes say... */
+    ck_tolerances_resolve(&t, "enc.weight", CK_FT_I32, &r, &a);
     ck_assert(r == 0 && a == 0);
+    /* ...unless the first tensors row naming them excuses a difference (only what it sets) */
+    ck_tolerances_resolve(&t, "dec1.weight", CK_FT_I32, &r, &a);
+    ck_assert(r == 0 && a == 0.4);
     ck_tolerances_free(&t);
 }
 END_TEST
@@ -336,7 +340,9 @@ START_TEST(report_json_has_schema_metrics_and_renders_identically_twice)
     ck_set_comparison c;
     ck_error err;
     ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
-    ck_compare_meta meta = {"0.1.0", "a.safetensors", "ref.safetensors", NULL, "tol.json"};
+    ck_compare_meta meta = {.tool_version = "0.1.0", .path_a = "a.safetensors",
+                            .path_ref = "ref.safetensors", .map_path = NULL,
+                            .tol_path = "tol.json"};
     cJSON *j = ck_compare_to_json(&c, &a, &r, &meta);
     ck_assert_ptr_nonnull(j);
     char *t1 = cJSON_Print(j);
@@ -348,7 +354,8 @@ START_TEST(report_json_has_schema_metrics_and_renders_identically_twice)
     ck_assert_ptr_nonnull(j);
 
     ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "schema")->valuestring, CK_COMPARE_SCHEMA);
-    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "schema_version")->valueint, 1);
+    ck_assert_int_eq(cJSON_GetObjectItemCaseSensitive(j, "schema_version")->valueint,
+                     CK_COMPARE_SCHEMA_VERSION);
     ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "status")->valuestring, "fail");
     ck_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "map")));
     cJSON *tensors_j = cJSON_GetObjectItemCaseSensitive(j, "tensors");
@@ -383,6 +390,128 @@ START_TEST(report_json_has_schema_metrics_and_renders_identically_twice)
 }
 END_TEST
 
+START_TEST(integers_are_exact_unless_a_tensor_row_excuses_them)
+{
+    tensors da, dr;
+    base(&da);
+    base(&dr);
+    da.n[1] = -6; /* one count off */
+    da.q[0] = 3;  /* two off, in a widened dtype */
+    ck_tensorset a, r;
+    fill(&a, &da, "", false, false);
+    fill(&r, &dr, "", false, false);
+    ck_tolerances tol;
+    ck_tolerances_init(&tol);
+    ck_set_comparison c;
+    ck_error err;
+    /* --atol, "default" and "dtypes" never reach an integer */
+    ck_assert_int_eq(parse_tol(&tol, "{\"default\": {\"atol\": 5}, \"dtypes\": {\"I64\": {\"atol\": 5}}}",
+                               &err), CK_OK);
+    tol.cli.has_atol = true, tol.cli.atol = 5;
+    ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
+    ck_assert_int_eq(pair(&c, "n")->verdict, CK_VERDICT_MISMATCH);
+    ck_assert_int_eq(pair(&c, "q")->verdict, CK_VERDICT_MISMATCH);
+    ck_set_comparison_free(&c);
+    ck_tolerances_free(&tol);
+    /* a row naming the tensor does: n by 1 is excused, q needs 2 and gets 1 */
+    ck_tolerances_init(&tol);
+    ck_assert_int_eq(parse_tol(&tol, "{\"tensors\": {\"n\": {\"atol\": 1}, \"q\": {\"atol\": 1}}}",
+                               &err), CK_OK);
+    ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
+    ck_assert_int_eq(pair(&c, "n")->verdict, CK_VERDICT_CLOSE);
+    ck_assert_int_eq(pair(&c, "n")->m.n_outside, 0);
+    ck_assert_int_eq(pair(&c, "n")->m.max_ulp, 1); /* the distance stays exact */
+    ck_assert_int_eq(pair(&c, "q")->verdict, CK_VERDICT_MISMATCH);
+    ck_assert_int_eq(pair(&c, "q")->m.first_bad, 0);
+    ck_set_comparison_free(&c);
+    ck_tolerances_free(&tol);
+    ck_tensorset_free(&a);
+    ck_tensorset_free(&r);
+}
+END_TEST
+
+START_TEST(selection_filters_and_expectations_must_be_met)
+{
+    tensors da, dr;
+    base(&da);
+    base(&dr);
+    da.w[0] += 1.0f; /* w and n mismatch, the rest identical */
+    da.n[0] = 6;
+    ck_tensorset a, r;
+    fill(&a, &da, "", false, false);
+    fill(&r, &dr, "", false, false);
+    ck_tolerances tol;
+    ck_tolerances_init(&tol);
+    ck_set_comparison c;
+    ck_error err;
+    int hits[2];
+
+    const char *inc[] = {"[bh]"}, *exc[] = {"w"}, *expect_w[] = {"w", "n"}, *expect_b[] = {"b"};
+    ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
+    ck_assert(!c.pass);
+    ck_compare_selection sel = {1, 0, 0, inc, NULL, NULL};
+    ck_compare_apply_selection(&c, &sel, hits);
+    ck_assert_int_eq(c.n, 2); /* b and h */
+    ck_assert(c.pass);
+    ck_assert_int_eq(c.counts[CK_VERDICT_IDENTICAL], 2);
+    ck_set_comparison_free(&c);
+
+    /* --exclude w leaves n failing */
+    ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
+    sel = (ck_compare_selection){0, 1, 0, NULL, exc, NULL};
+    ck_compare_apply_selection(&c, &sel, hits);
+    ck_assert_int_eq(c.n, 5);
+    ck_assert(!c.pass);
+    ck_set_comparison_free(&c);
+
+    /* both mismatches expected: pass, the verdict stays mismatch */
+    ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
+    sel = (ck_compare_selection){0, 0, 2, NULL, NULL, expect_w};
+    ck_compare_apply_selection(&c, &sel, hits);
+    ck_assert(c.pass);
+    ck_assert_int_eq(c.verdict, CK_VERDICT_MISMATCH);
+    ck_assert_int_eq(c.n_expected, 2);
+    ck_assert_int_eq(hits[0], 1);
+    ck_assert_int_eq(hits[1], 1);
+    ck_assert(pair(&c, "w")->expected);
+    ck_assert(!pair(&c, "b")->expected);
+    ck_set_comparison_free(&c);
+
+    /* an expectation that matches no mismatching tensor fails, and does not excuse w */
+    ck_assert_int_eq(ck_compare_sets(&a, &r, NULL, &tol, &c, &err), CK_OK);
+    sel = (ck_compare_selection){0, 0, 1, NULL, NULL, expect_b};
+    ck_compare_apply_selection(&c, &sel, hits);
+    ck_assert(!c.pass);
+    ck_assert_int_eq(hits[0], 0);
+    ck_assert_int_eq(c.n_expect_unmet, 1);
+    ck_set_comparison_free(&c);
+
+    /* a selection that keeps nothing compares nothing: no pass */
+    const char *none[] = {"nothing*"};
+    ck_assert_int_eq(ck_compare_sets(&r, &r, NULL, &tol, &c, &err), CK_OK);
+    sel = (ck_compare_selection){1, 0, 0, none, NULL, NULL};
+    ck_compare_apply_selection(&c, &sel, hits);
+    ck_assert_int_eq(c.n, 0);
+    ck_assert(!c.pass);
+    ck_set_comparison_free(&c);
+    ck_tensorset_free(&a);
+    ck_tensorset_free(&r);
+}
+END_TEST
+
+START_TEST(single_rename_map_pairs_two_names)
+{
+    ck_name_map m;
+    ck_error err;
+    ck_name_map_init(&m);
+    ck_assert_int_eq(parse_map(&m, "{\"rename\": {\"x\": \"y\"}}", &err), CK_OK);
+    ck_assert_int_eq(ck_name_map_single(&m, "ckpt", "plain", &err), CK_OK);
+    assert_maps(&m, "ckpt", "plain");
+    assert_maps(&m, "x", "x"); /* the earlier map is gone */
+    ck_name_map_free(&m);
+}
+END_TEST
+
 Suite *suite_tolerances(void)
 {
     Suite *s = suite_create("tolerances");
@@ -412,6 +541,9 @@ Suite *suite_setcompare(void)
     tcase_add_test(tc, problems_are_listed_not_crashed_on);
     tcase_add_test(tc, map_translates_a_names_and_collisions_are_errors);
     tcase_add_test(tc, report_json_has_schema_metrics_and_renders_identically_twice);
+    tcase_add_test(tc, integers_are_exact_unless_a_tensor_row_excuses_them);
+    tcase_add_test(tc, selection_filters_and_expectations_must_be_met);
+    tcase_add_test(tc, single_rename_map_pairs_two_names);
     suite_add_tcase(s, tc);
     return s;
 }

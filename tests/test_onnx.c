@@ -374,6 +374,20 @@ START_TEST(names_with_control_characters_stay_on_one_line)
 }
 END_TEST
 
+/* Found by fuzz_onnx: dims claiming 12 GB with 432 bytes of raw_data made the reader
+ * allocate the dims' size before checking the data; it must refuse first. */
+START_TEST(dims_larger_than_the_data_are_refused_before_allocating)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/bad_huge_dims.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_int_eq(ck_onnx_load(full, &m, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "raw_data holds 432 bytes, its dims and type need 12481646544"),
+                  "'%s'", err.msg);
+}
+END_TEST
+
 Suite *suite_onnx(void)
 {
     Suite *s = suite_create("onnx");
@@ -391,6 +405,7 @@ Suite *suite_onnx(void)
     tcase_add_test(bad, every_truncation_of_a_real_model_is_refused_cleanly);
     tcase_add_test(bad, unsupported_nodes_are_named);
     tcase_add_test(bad, names_with_control_characters_stay_on_one_line);
+    tcase_add_test(bad, dims_larger_than_the_data_are_refused_before_allocating);
     suite_add_tcase(s, bad);
     return s;
 }

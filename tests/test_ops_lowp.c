@@ -800,7 +800,9 @@ START_TEST(optimizer_reads_a_low_precision_gradient)
             ck_error err = {{0}};
             ck_assert_msg(tu_cpu->optimizer_step(tu_cpu, &opt, step, 1.0 / 1024.0, p[k], g[k],
                                                  kind == CK_OPT_SGD ? NULL : s0[k],
-                                                 kind == CK_OPT_ADAM ? s1[k] : NULL,
+                                                 kind == CK_OPT_ADAM || kind == CK_OPT_ADAMW
+                                                     ? s1[k]
+                                                     : NULL,
                                                  &err) == CK_OK,
                           "%s: %s", desc, err.msg);
         }

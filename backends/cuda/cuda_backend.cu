@@ -10,6 +10,7 @@
  * error is reported by the op (and layer) that caused it, not by a later one.
  */
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/k18_cuda.cuh"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -414,14 +415,59 @@ static const cuda_op_entry cuda_op_table[CK_OP_KIND_COUNT] = {
     /* CK_OP_ADD */ {cuda_add_forward, cuda_add_backward},
     /* CK_OP_CONCAT */ {cuda_concat_forward, cuda_concat_backward},
     /* CK_OP_FLATTEN */ {cuda_flatten_forward, cuda_flatten_backward},
+    /* CK_OP_MATMUL */ {cuda_matmul_forward, cuda_matmul_backward},
+    /* CK_OP_SOFTMAX */ {cuda_softmax_forward, cuda_softmax_backward},
+    /* CK_OP_LOG_SOFTMAX */ {cuda_softmax_forward, cuda_softmax_backward},
+    /* CK_OP_ATTENTION */ {cuda_attention_forward, cuda_attention_backward},
+    /* CK_OP_EMBEDDING */ {cuda_embedding_forward, cuda_embedding_backward},
+    /* CK_OP_RESHAPE */ {cuda_permute_forward, cuda_permute_backward},
+    /* CK_OP_PERMUTE */ {cuda_permute_forward, cuda_permute_backward},
+    /* CK_OP_RMSNORM */ {cuda_rmsnorm_forward, cuda_rmsnorm_backward},
+    /* CK_OP_GROUPNORM */ {cuda_groupnorm_forward, cuda_groupnorm_backward},
+    /* CK_OP_MUL */ {cuda_pointwise18_forward, cuda_pointwise18_backward},
+    /* CK_OP_SILU */ {cuda_pointwise18_forward, cuda_pointwise18_backward},
+    /* CK_OP_CONV_TRANSPOSE */ {cuda_conv_transpose_forward, cuda_conv_transpose_backward},
+    /* CK_OP_POSITIONAL */ {cuda_positional_forward, cuda_positional_backward},
 };
+
+/* The kernels an op's options select within its family (as the reference backend's
+ * ref_pick_forward): gelu tanh, padded pools and linear upsampling run the issue-18 kernels. */
+static cuda_fwd_fn cuda_pick_forward(const ck_op_params *op);
+static cuda_bwd_fn cuda_pick_backward(const ck_op_params *op);
 static_assert(CK_OP_LINEAR == 0 && CK_OP_CONV == 1 && CK_OP_RELU == 2 && CK_OP_LEAKY_RELU == 3 &&
                   CK_OP_GELU == 4 && CK_OP_TANH == 5 && CK_OP_SIGMOID == 6 &&
                   CK_OP_BATCHNORM == 7 && CK_OP_LAYERNORM == 8 && CK_OP_DROPOUT == 9 &&
                   CK_OP_GAUSSIAN_NOISE == 10 && CK_OP_MAXPOOL == 11 && CK_OP_AVGPOOL == 12 &&
                   CK_OP_UPSAMPLE == 13 && CK_OP_ADD == 14 && CK_OP_CONCAT == 15 &&
-                  CK_OP_FLATTEN == 16 && CK_OP_KIND_COUNT == 17,
+                  CK_OP_FLATTEN == 16 && CK_OP_MATMUL == 17 && CK_OP_SOFTMAX == 18 &&
+                  CK_OP_LOG_SOFTMAX == 19 && CK_OP_ATTENTION == 20 && CK_OP_EMBEDDING == 21 &&
+                  CK_OP_RESHAPE == 22 && CK_OP_PERMUTE == 23 && CK_OP_RMSNORM == 24 &&
+                  CK_OP_GROUPNORM == 25 && CK_OP_MUL == 26 && CK_OP_SILU == 27 &&
+                  CK_OP_CONV_TRANSPOSE == 28 && CK_OP_POSITIONAL == 29 &&
+                  CK_OP_KIND_COUNT == 30,
               "cuda_op_table follows the order of ck_op_kind");
+
+static cuda_fwd_fn cuda_pick_forward(const ck_op_params *op)
+{
+    if (op->kind == CK_OP_GELU && op->gelu_tanh)
+        return cuda_pointwise18_forward;
+    if ((op->kind == CK_OP_MAXPOOL || op->kind == CK_OP_AVGPOOL) && ck_opc18_pool_padded(op))
+        return cuda_pool_pad_forward;
+    if (op->kind == CK_OP_UPSAMPLE && op->mode == CK_UPSAMPLE_LINEAR)
+        return cuda_upsample_linear_forward;
+    return cuda_op_table[op->kind].forward;
+}
+
+static cuda_bwd_fn cuda_pick_backward(const ck_op_params *op)
+{
+    if (op->kind == CK_OP_GELU && op->gelu_tanh)
+        return cuda_pointwise18_backward;
+    if ((op->kind == CK_OP_MAXPOOL || op->kind == CK_OP_AVGPOOL) && ck_opc18_pool_padded(op))
+        return cuda_pool_pad_backward;
+    if (op->kind == CK_OP_UPSAMPLE && op->mode == CK_UPSAMPLE_LINEAR)
+        return cuda_upsample_linear_backward;
+    return cuda_op_table[op->kind].backward;
+}
 
 static ck_status unsupported(const ck_op_params *op, ck_dtype dt, ck_error *err)
 {
@@ -440,7 +486,7 @@ static ck_status cuda_forward(ck_backend *b, const ck_op_params *op, const ck_fw
     if (!cuda_supports(b, op, io->out->dtype))
         return unsupported(op, io->out->dtype, err);
     CK_TRY(enter(cu, err));
-    return finish(cu, cuda_op_table[op->kind].forward(cu, op, args, io, err), err);
+    return finish(cu, cuda_pick_forward(op)(cu, op, args, io, err), err);
 }
 
 static ck_status cuda_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -453,7 +499,7 @@ static ck_status cuda_backward(ck_backend *b, const ck_op_params *op, const ck_f
     if (!cuda_supports(b, op, io->out->dtype))
         return unsupported(op, io->out->dtype, err);
     CK_TRY(enter(cu, err));
-    return finish(cu, cuda_op_table[op->kind].backward(cu, op, args, io, g, err), err);
+    return finish(cu, cuda_pick_backward(op)(cu, op, args, io, g, err), err);
 }
 
 static ck_status cuda_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
@@ -655,6 +701,24 @@ extern "C" bool ck_cuda_available(char *why, size_t n)
     if (why && n)
         snprintf(why, n, "%d CUDA device%s visible", count, count == 1 ? "" : "s");
     return true;
+}
+
+extern "C" ck_status ck_cuda_ce_forward(ck_backend *b, const ck_loss_spec *loss,
+                                        const ck_tensor *y, const ck_tensor *target,
+                                        double *out, ck_error *err)
+{
+    ck_cuda *cu = impl(b);
+    CK_TRY(enter(cu, err));
+    return finish(cu, cuda_ce_forward(cu, loss, y, target, out, err), err);
+}
+
+extern "C" ck_status ck_cuda_ce_backward(ck_backend *b, const ck_loss_spec *loss,
+                                         const ck_tensor *y, const ck_tensor *target,
+                                         double scale, ck_tensor *dy, ck_error *err)
+{
+    ck_cuda *cu = impl(b);
+    CK_TRY(enter(cu, err));
+    return finish(cu, cuda_ce_backward(cu, loss, y, target, scale, dy, err), err);
 }
 
 extern "C" bool ck_backend_is_cuda(const ck_backend *b)

@@ -49,11 +49,17 @@ static void *cuda_get_proc(ck_backend *b, const char *name)
         void *p;
         int (*records)(ck_backend *, ck_algo_record *, int);
         void (*clear)(ck_backend *);
+        ck_ce_forward_fn ce_fwd;
+        ck_ce_backward_fn ce_bwd;
     } u = {NULL};
     if (strcmp(name, CK_PROC_ALGO_RECORDS) == 0)
         u.records = algo_records;
     else if (strcmp(name, CK_PROC_ALGO_RECORDS_CLEAR) == 0)
         u.clear = algo_records_clear;
+    else if (strcmp(name, CK_PROC_CE_FORWARD) == 0)
+        u.ce_fwd = ck_cuda_ce_forward;
+    else if (strcmp(name, CK_PROC_CE_BACKWARD) == 0)
+        u.ce_bwd = ck_cuda_ce_backward;
     return u.p;
 }
 

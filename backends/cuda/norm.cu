@@ -343,7 +343,7 @@ ck_status cuda_layernorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_f
 {
     (void)args;
     int64_t N, D;
-    CK_TRY(ck_opc_layernorm_fwd(CUDA_BE, io, &N, &D, err));
+    CK_TRY(ck_opc_layernorm_fwd(CUDA_BE, op, io, &N, &D, err));
     const ck_tensor *x = io->in[0];
 
     ck_dev_buf stats, coef; /* stats: sum, sq (N each); coef: (mean, invstd) per sample */
@@ -371,7 +371,7 @@ ck_status cuda_layernorm_backward(ck_cuda *cu, const ck_op_params *op, const ck_
     (void)op;
     (void)args;
     int64_t N, D;
-    CK_TRY(ck_opc_layernorm_bwd(CUDA_BE, io, g, &N, &D, err));
+    CK_TRY(ck_opc_layernorm_bwd(CUDA_BE, op, io, g, &N, &D, err));
     const ck_tensor *x = io->in[0];
 
     if (g->dweight || g->dbias) {

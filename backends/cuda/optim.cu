@@ -25,7 +25,9 @@ static __global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, c
 {
     CK_GRID_STRIDE(i, numel)
     {
-        const double g = ck_ld(grad, i) * grad_scale + o.weight_decay * ck_ld(param, i);
+        const bool decoupled = o.kind == CK_OPT_ADAMW;
+        const double g = ck_ld(grad, i) * grad_scale +
+                         (decoupled ? 0.0 : o.weight_decay * ck_ld(param, i));
         switch (o.kind) {
         case CK_OPT_SGD:
             /* p -= lr g */
@@ -38,7 +40,8 @@ static __global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, c
             ck_st(param, i, ck_ld(param, i) - o.lr * v);
             break;
         }
-        case CK_OPT_ADAM: {
+        case CK_OPT_ADAM:
+        case CK_OPT_ADAMW: {
             /* m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr mhat / (sqrt(vhat) + eps) */
             const double m_prev = o.step == 1 ? 0.0 : ck_ld(state0, i);
             const double v_prev = o.step == 1 ? 0.0 : ck_ld(state1, i);
@@ -47,7 +50,9 @@ static __global__ void optimizer_kernel(ck_dv param, ck_dv grad, ck_dv state0, c
             ck_st(state0, i, m);
             ck_st(state1, i, v);
             const double mhat = m / o.bias_corr1, vhat = v / o.bias_corr2;
-            ck_st(param, i, ck_ld(param, i) - o.lr * mhat / (sqrt(vhat) + o.eps));
+            /* adamw: p (1 - lr wd) first, in double (backends/ref/optim.c) */
+            const double decay = decoupled ? 1.0 - o.lr * o.weight_decay : 1.0;
+            ck_st(param, i, ck_ld(param, i) * decay - o.lr * mhat / (sqrt(vhat) + o.eps));
             break;
         }
         default: break;
@@ -68,8 +73,9 @@ ck_status cuda_optimizer_step(ck_cuda *cu, const ck_optimizer *opt, int64_t step
                        "fp32, fp64, fp16 or bf16", fn, ck_cuda_tname(param),
                        ck_dtype_name(param->dtype));
     CK_TRY(ck_opc_optimizer_args(CUDA_BE, fn, opt, step, param, grad, state0, state1, err));
-    const bool uses0 = opt->kind == CK_OPT_MOMENTUM || opt->kind == CK_OPT_ADAM;
-    const bool uses1 = opt->kind == CK_OPT_ADAM;
+    const bool uses0 = opt->kind == CK_OPT_MOMENTUM || opt->kind == CK_OPT_ADAM ||
+                       opt->kind == CK_OPT_ADAMW;
+    const bool uses1 = opt->kind == CK_OPT_ADAM || opt->kind == CK_OPT_ADAMW;
 
     optim_args o;
     o.kind = (int)opt->kind;

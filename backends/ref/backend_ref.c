@@ -7,6 +7,7 @@
  * upload, download, zero and copy move ck_tensor_bytes of any dtype.
  */
 #include "backends/ref/ref_elem.h"
+#include "backends/op_check18.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,45 @@ static const struct {
     [CK_OP_ADD] = {ref_add_forward, ref_add_backward},
     [CK_OP_CONCAT] = {ref_concat_forward, ref_concat_backward},
     [CK_OP_FLATTEN] = {ref_flatten_forward, ref_flatten_backward},
+    [CK_OP_MATMUL] = {ref_matmul_forward, ref_matmul_backward},
+    [CK_OP_SOFTMAX] = {ref_softmax_forward, ref_softmax_backward},
+    [CK_OP_LOG_SOFTMAX] = {ref_softmax_forward, ref_softmax_backward},
+    [CK_OP_ATTENTION] = {ref_attention_forward, ref_attention_backward},
+    [CK_OP_EMBEDDING] = {ref_embedding_forward, ref_embedding_backward},
+    [CK_OP_RESHAPE] = {ref_permute_forward, ref_permute_backward},
+    [CK_OP_PERMUTE] = {ref_permute_forward, ref_permute_backward},
+    [CK_OP_RMSNORM] = {ref_rmsnorm_forward, ref_rmsnorm_backward},
+    [CK_OP_GROUPNORM] = {ref_groupnorm_forward, ref_groupnorm_backward},
+    [CK_OP_MUL] = {ref_pointwise18_forward, ref_pointwise18_backward},
+    [CK_OP_SILU] = {ref_pointwise18_forward, ref_pointwise18_backward},
+    [CK_OP_CONV_TRANSPOSE] = {ref_conv_transpose_forward, ref_conv_transpose_backward},
+    [CK_OP_POSITIONAL] = {ref_positional_forward, ref_positional_backward},
 };
+
+/* The kernels an op's options select within its family: gelu's tanh approximation, padded
+ * pools and linear upsampling run the issue-18 kernels; everything else (and so every
+ * pre-existing case) the family's own. */
+static ref_fwd_fn ref_pick_forward(const ck_op_params *op)
+{
+    if (op->kind == CK_OP_GELU && op->gelu_tanh)
+        return ref_pointwise18_forward;
+    if ((op->kind == CK_OP_MAXPOOL || op->kind == CK_OP_AVGPOOL) && ck_opc18_pool_padded(op))
+        return ref_pool_pad_forward;
+    if (op->kind == CK_OP_UPSAMPLE && op->mode == CK_UPSAMPLE_LINEAR)
+        return ref_upsample_linear_forward;
+    return ref_op_table[op->kind].forward;
+}
+
+static ref_bwd_fn ref_pick_backward(const ck_op_params *op)
+{
+    if (op->kind == CK_OP_GELU && op->gelu_tanh)
+        return ref_pointwise18_backward;
+    if ((op->kind == CK_OP_MAXPOOL || op->kind == CK_OP_AVGPOOL) && ck_opc18_pool_padded(op))
+        return ref_pool_pad_backward;
+    if (op->kind == CK_OP_UPSAMPLE && op->mode == CK_UPSAMPLE_LINEAR)
+        return ref_upsample_linear_backward;
+    return ref_op_table[op->kind].backward;
+}
 
 static ck_status ref_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
                              ck_op_io *io, ck_error *err)
@@ -104,7 +143,7 @@ static ck_status ref_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
     if (!ref_supports(b, op, io->out->dtype))
         return ck_fail(err, CK_ERR_UNSUPPORTED, "ref backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
-    return ref_op_table[op->kind].forward(op, args, io, err);
+    return ref_pick_forward(op)(op, args, io, err);
 }
 
 static ck_status ref_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -113,7 +152,7 @@ static ck_status ref_backward(ck_backend *b, const ck_op_params *op, const ck_fw
     if (!ref_supports(b, op, io->out->dtype))
         return ck_fail(err, CK_ERR_UNSUPPORTED, "ref backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
-    return ref_op_table[op->kind].backward(op, args, io, g, err);
+    return ref_pick_backward(op)(op, args, io, g, err);
 }
 
 static ck_status ref_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
@@ -128,6 +167,30 @@ static ck_status ref_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor 
 {
     (void)b;
     return ref_loss_backward(kind, y, target, scale, dy, err);
+}
+
+static ck_status ref_ce_fwd(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
+                            const ck_tensor *target, double *out, ck_error *err)
+{
+    (void)b;
+    return ref_ce_forward(loss, y, target, out, err);
+}
+
+static ck_status ref_ce_bwd(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
+                            const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err)
+{
+    (void)b;
+    return ref_ce_backward(loss, y, target, scale, dy, err);
+}
+
+static void *ref_get_proc(ck_backend *b, const char *name)
+{
+    (void)b;
+    if (strcmp(name, CK_PROC_CE_FORWARD) == 0)
+        return (void *)(ck_ce_forward_fn)ref_ce_fwd;
+    if (strcmp(name, CK_PROC_CE_BACKWARD) == 0)
+        return (void *)(ck_ce_backward_fn)ref_ce_bwd;
+    return NULL;
 }
 
 static ck_status ref_conv_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
@@ -189,6 +252,7 @@ ck_status ck_backend_ref_create(ck_backend **out, ck_error *err)
     b->convert = ref_conv_dtype;
     b->info = ref_info;
     b->destroy = ref_destroy;
+    b->get_proc = ref_get_proc;
     *out = b;
     return CK_OK;
 }

@@ -236,7 +236,7 @@ ck_status ref_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args,
                                 ck_error *err)
 {
     int64_t N, D;
-    CK_TRY(ck_opc_layernorm_fwd(REF_BE, io, &N, &D, err));
+    CK_TRY(ck_opc_layernorm_fwd(REF_BE, op, io, &N, &D, err));
     layernorm_forward(io->out, io->saved, io->in[0], io->weight, io->bias, N, D, op->eps);
     return CK_OK;
 }
@@ -245,7 +245,7 @@ ck_status ref_layernorm_backward(const ck_op_params *op, const ck_fwd_args *args
                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     int64_t N, D;
-    CK_TRY(ck_opc_layernorm_bwd(REF_BE, io, g, &N, &D, err));
+    CK_TRY(ck_opc_layernorm_bwd(REF_BE, op, io, g, &N, &D, err));
     layernorm_backward(g->din[0], g->dweight, g->dbias, g->dout, io->in[0], io->weight,
                        io->saved, N, D);
     return CK_OK;

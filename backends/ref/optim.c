@@ -34,7 +34,7 @@ static void momentum_update(ck_tensor *param, ck_tensor *buf, int64_t i, double 
 /* m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr mhat / (sqrt(vhat) + eps) */
 static void adam_update(ck_tensor *param, ck_tensor *m_buf, ck_tensor *v_buf, int64_t i,
                         double g, const ck_optimizer *opt, double bias_corr1, double bias_corr2,
-                        int64_t step)
+                        int64_t step, double decay)
 {
     double m_prev = step == 1 ? 0.0 : ref_ld(m_buf, i);
     double v_prev = step == 1 ? 0.0 : ref_ld(v_buf, i);
@@ -43,7 +43,8 @@ static void adam_update(ck_tensor *param, ck_tensor *m_buf, ck_tensor *v_buf, in
     ref_st(m_buf, i, m);
     ref_st(v_buf, i, v);
     double mhat = m / bias_corr1, vhat = v / bias_corr2;
-    ref_st(param, i, ref_ld(param, i) - opt->lr * mhat / (sqrt(vhat) + opt->eps));
+    /* adamw: p (1 - lr wd) first, in double: one rounding of the whole update */
+    ref_st(param, i, ref_ld(param, i) * decay - opt->lr * mhat / (sqrt(vhat) + opt->eps));
 }
 
 ck_status ref_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_scale,
@@ -62,12 +63,18 @@ ck_status ref_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
     double bias_corr2 = 1.0 - pow(opt->beta2, (double)step);
     int64_t numel = ck_shape_numel(&param->shape);
     for (int64_t i = 0; i < numel; i++) {
-        double g = ref_ld(grad, i) * grad_scale + opt->weight_decay * ref_ld(param, i);
+        const bool decoupled = opt->kind == CK_OPT_ADAMW;
+        double g = ref_ld(grad, i) * grad_scale +
+                   (decoupled ? 0.0 : opt->weight_decay * ref_ld(param, i));
         switch (opt->kind) {
         case CK_OPT_SGD: sgd_update(param, i, g, opt->lr); break;
         case CK_OPT_MOMENTUM: momentum_update(param, state0, i, g, opt, step); break;
         case CK_OPT_ADAM:
-            adam_update(param, state0, state1, i, g, opt, bias_corr1, bias_corr2, step);
+            adam_update(param, state0, state1, i, g, opt, bias_corr1, bias_corr2, step, 1.0);
+            break;
+        case CK_OPT_ADAMW:
+            adam_update(param, state0, state1, i, g, opt, bias_corr1, bias_corr2, step,
+                        1.0 - opt->lr * opt->weight_decay);
             break;
         default: break;
         }

@@ -31,6 +31,19 @@ CPU_OP_DECL(noise)      /* CK_OP_GAUSSIAN_NOISE */
 CPU_OP_DECL(add)        /* CK_OP_ADD */
 CPU_OP_DECL(concat)     /* CK_OP_CONCAT */
 CPU_OP_DECL(flatten)    /* CK_OP_FLATTEN */
+/* issue 18: double kernels in backends/ref/k18.h, run through ref18.h's wide views */
+CPU_OP_DECL(matmul)          /* CK_OP_MATMUL (matmul.c) */
+CPU_OP_DECL(softmax)         /* CK_OP_SOFTMAX, CK_OP_LOG_SOFTMAX (softmax.c) */
+CPU_OP_DECL(attention)       /* CK_OP_ATTENTION (attention.c) */
+CPU_OP_DECL(embedding)       /* CK_OP_EMBEDDING (embedding.c) */
+CPU_OP_DECL(permute)         /* CK_OP_PERMUTE, CK_OP_RESHAPE (permute.c) */
+CPU_OP_DECL(rmsnorm)         /* CK_OP_RMSNORM (rmsnorm.c) */
+CPU_OP_DECL(groupnorm)       /* CK_OP_GROUPNORM (groupnorm.c) */
+CPU_OP_DECL(pointwise18)     /* CK_OP_MUL, CK_OP_SILU, CK_OP_GELU tanh (pointwise18.c) */
+CPU_OP_DECL(conv_transpose)  /* CK_OP_CONV_TRANSPOSE (conv_transpose.c) */
+CPU_OP_DECL(upsample_linear) /* CK_OP_UPSAMPLE, linear modes (upsample_linear.c) */
+CPU_OP_DECL(pool_pad)        /* CK_OP_MAXPOOL, CK_OP_AVGPOOL with padding (pool_pad.c) */
+CPU_OP_DECL(positional)      /* CK_OP_POSITIONAL (pointwise18.c) */
 
 #undef CPU_OP_DECL
 
@@ -46,5 +59,12 @@ ck_status ref_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
 
 /* The reference backend itself (backend_ref.c); created by name through the registry. */
 ck_status ck_backend_ref_create(ck_backend **out, ck_error *err);
+
+/* cross-entropy over a class dim with ignore_index (cross_entropy.c): the backend's
+ * CK_PROC_CE_FORWARD / CK_PROC_CE_BACKWARD */
+ck_status ref_ce_forward(const ck_loss_spec *loss, const ck_tensor *y, const ck_tensor *target,
+                         double *out, ck_error *err);
+ck_status ref_ce_backward(const ck_loss_spec *loss, const ck_tensor *y, const ck_tensor *target,
+                          double scale, ck_tensor *dy, ck_error *err);
 
 #endif

@@ -65,6 +65,16 @@ void ck_cli_clear_algo_records(ck_backend *b)
 
 int ck_cli_check_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype)
 {
+    ck_error err;
+    if (!ck_cli_supported(b, g, dtype, &err)) {
+        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+        return CK_EXIT_USAGE;
+    }
+    return CK_EXIT_PASS;
+}
+
+bool ck_cli_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_error *err)
+{
     const ck_op_params *ops[4096];
     const char *names[4096], *op_names[4096];
     int n = g->n < 4096 ? g->n : 4096;
@@ -73,10 +83,5 @@ int ck_cli_check_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype)
         names[i] = g->nodes[i].spec->name;
         op_names[i] = g->nodes[i].spec->op_name;
     }
-    ck_error err;
-    if (ck_backend_check_ops(b, n, ops, names, op_names, dtype, g->cs->path, &err) != CK_OK) {
-        fprintf(stderr, "ckpt-harness: %s\n", err.msg);
-        return CK_EXIT_USAGE;
-    }
-    return CK_EXIT_PASS;
+    return ck_backend_check_ops(b, n, ops, names, op_names, dtype, g->cs->path, err) == CK_OK;
 }

@@ -23,5 +23,7 @@ void ck_cli_clear_algo_records(ck_backend *b);
 /* Asks the backend whether it has every layer of g in dtype before anything runs; prints
  * one line naming the first missing layer and returns CK_EXIT_USAGE, else CK_EXIT_PASS. */
 int ck_cli_check_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype);
+/* The same question, quietly: false with the reason in err. */
+bool ck_cli_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_error *err);
 
 #endif

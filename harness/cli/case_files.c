@@ -13,8 +13,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "harness/cli/cmd_import.h"
+#include "harness/io/files.h"
 #include "harness/model/params.h"
+
+/* A JSON object with neither `layers` nor `input` is some other file that lives beside the
+ * cases (tolerances, name maps); anything that does not parse is left to the case loader,
+ * which names what is wrong. */
+static bool is_other_json(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    ck_error err;
+    if (ck_read_file(path, (size_t)64 << 20, &text, &len, &err) != CK_OK)
+        return false;
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    bool other = cJSON_IsObject(j) && !cJSON_HasObjectItem(j, "layers") &&
+                 !cJSON_HasObjectItem(j, "input");
+    cJSON_Delete(j);
+    return other;
+}
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -76,6 +97,12 @@ ck_status ck_collect_case_files(const char **paths, int n_paths, char ***out, in
             if (p)
                 snprintf(p, len, "%s%s%s", paths[i], ck_cli_ends_with(paths[i], "/") ? "" : "/",
                          de->d_name);
+            if (p && is_other_json(p)) {
+                fprintf(stderr, "ckpt-harness: note: %s is not a case file (no layers or input): "
+                                "skipped\n", p);
+                free(p);
+                continue;
+            }
             st = push_path(&list, &n, &cap, p, err);
         }
         closedir(d);
@@ -108,6 +135,8 @@ void ck_cli_free_cases(ck_loaded_case *lc, int n)
             ck_graph_free(&lc[i].g);
         if (lc[i].loaded)
             ck_case_free(&lc[i].cs);
+        free(lc[i].file);
+        free(lc[i].error);
         if (lc[i].tmp_weights)
             unlink(lc[i].tmp_weights);
         free(lc[i].tmp_weights);
@@ -118,6 +147,19 @@ void ck_cli_free_cases(ck_loaded_case *lc, int n)
 /* Loads and builds every case first, so bad input stops the command before any run. */
 int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
                       ck_loaded_case **out, int *n_out)
+{
+    return ck_cli_load_cases_ex(paths, n_paths, ov, false, out, n_out);
+}
+
+/* Keeps the first message of a case that did not load. */
+static void keep_error(ck_loaded_case *c, const char *msg)
+{
+    if (!c->error)
+        c->error = strdup(msg);
+}
+
+int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov, bool keep_going,
+                         ck_loaded_case **out, int *n_out)
 {
     ck_error err;
     char **files = NULL;
@@ -134,17 +176,20 @@ int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
     }
     int bad = 0;
     for (int i = 0; i < n; i++) {
+        lc[i].file = files[i];
+        files[i] = NULL;
         ck_status ls;
-        if (ck_cli_ends_with(files[i], ".onnx")) {
+        if (ck_cli_ends_with(lc[i].file, ".onnx")) {
             ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
                                       .loss = ov ? ov->onnx_loss : NULL,
                                       .optimizer = ov ? ov->onnx_optimizer : NULL};
-            ls = ck_cli_import_case(files[i], &io, &lc[i].cs, &lc[i].tmp_weights, &err);
+            ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights, &err);
         } else {
-            ls = ck_case_load(files[i], &lc[i].cs, &err);
+            ls = ck_case_load(lc[i].file, &lc[i].cs, &err);
         }
         if (ls != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            keep_error(&lc[i], err.msg);
             bad++;
             continue;
         }
@@ -162,6 +207,7 @@ int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
                 free(lc[i].cs.init_from);
                 if (!(lc[i].cs.init_from = strdup(ov->init))) {
                     fprintf(stderr, "ckpt-harness: out of memory\n");
+                    keep_error(&lc[i], "out of memory");
                     bad++;
                     continue;
                 }
@@ -169,17 +215,23 @@ int ck_cli_load_cases(const char **paths, int n_paths, const ck_run_opts *ov,
         }
         if (ck_graph_build(&lc[i].cs, &lc[i].g, &err) != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s\n", err.msg);
+            keep_error(&lc[i], err.msg);
             bad++;
             continue;
         }
         lc[i].built = true;
         if (lc[i].cs.init_from && ck_graph_check_weights(&lc[i].g, lc[i].cs.init_from, &err) != CK_OK) {
             fprintf(stderr, "ckpt-harness: %s: %s\n", lc[i].cs.path, err.msg);
+            char msg[sizeof err.msg + 512];
+            snprintf(msg, sizeof msg, "%s: %s", lc[i].cs.path, err.msg);
+            keep_error(&lc[i], msg);
+            ck_graph_free(&lc[i].g);
+            lc[i].built = false;
             bad++;
         }
     }
     ck_free_case_files(files, n);
-    if (bad) {
+    if (bad && !keep_going) {
         ck_cli_free_cases(lc, n);
         return CK_EXIT_USAGE;
     }

@@ -6,13 +6,39 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness/cli/backend_choice.h"
 #include "harness/cli/case_files.h"
+#include "harness/io/json_build.h"
 #include "harness/verify/gradcheck.h"
+#include "reports/run_set.h"
+
+/* --report: {"schema": "ckpt-harness/gradcheck", "cases": [{name, file, pass, entries: [...]}]} */
+static void add_entry_json(ck_json_builder *jb, cJSON *arr, const char *layer, const char *op,
+                           const ck_gradcheck_entry *e)
+{
+    cJSON *o = ck_json_add_object(jb, arr, NULL);
+    ck_json_add_string(jb, o, "layer", layer);
+    ck_json_add_string(jb, o, "op", op);
+    ck_json_add_string(jb, o, "tensor", e->name);
+    ck_json_add_int(jb, o, "checked", e->checked);
+    ck_json_add_int(jb, o, "failed", e->failed);
+    ck_json_add_real(jb, o, "max_abs_err", e->max_abs_err);
+    ck_json_add_real(jb, o, "max_rel_err", e->max_rel_err);
+    if (e->failed) {
+        ck_json_add_int(jb, o, "worst_index", e->worst_index);
+        ck_json_add_real(jb, o, "worst_analytic", e->worst_analytic);
+        ck_json_add_real(jb, o, "worst_numeric", e->worst_numeric);
+    }
+}
+
+static bool quiet_mode;
 
 static void print_entry(const char *layer, const char *op, const ck_gradcheck_entry *e)
 {
+    if (quiet_mode)
+        return;
     printf("  %-24s %-16s %-24s %7lld %12.3e %12.3e  %s\n", layer, op, e->name,
            (long long)e->checked, e->max_abs_err, e->max_rel_err, e->failed ? "FAIL" : "ok");
     if (e->failed)
@@ -53,15 +79,35 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
     if (o->samples > 0)
         go.max_samples = o->samples;
 
+    quiet_mode = o->quiet;
+    ck_json_builder jb = {false};
+    cJSON *root = cJSON_CreateObject();
+    ck_json_add_string(&jb, root, "schema", "ckpt-harness/gradcheck");
+    ck_json_add_int(&jb, root, "schema_version", 1);
+    cJSON *opts = ck_json_add_object(&jb, root, "options");
+    ck_json_add_real(&jb, opts, "eps", go.eps);
+    ck_json_add_real(&jb, opts, "atol", go.atol);
+    ck_json_add_real(&jb, opts, "rtol", go.rtol);
+    ck_json_add_int(&jb, opts, "samples", go.max_samples);
+    cJSON *jcases = ck_json_add_array(&jb, root, "cases");
+    ck_run_set set = {.reproducible = true};
+    set.command = strdup("gradcheck");
     int failed_cases = 0, errors = 0;
     for (int i = 0; i < n; i++) {
         const ck_graph *g = &lc[i].g;
-        bool ok = true;
+        bool ok = true, had_error = false;
+        char first_fail[CK_ERROR_MAX + 64] = "";
+        cJSON *jc = ck_json_add_object(&jb, jcases, NULL);
+        ck_json_add_string(&jb, jc, "name", g->cs->name);
+        ck_json_add_string(&jb, jc, "file", g->cs->path);
+        cJSON *jentries = ck_json_add_array(&jb, jc, "entries");
+        if (!o->quiet)
         printf("%s (%s): float64 central differences, eps %g, |a - n| <= %g + %g |n|, "
                "up to %d elements per tensor\n",
                g->cs->name, g->cs->path, go.eps, go.atol, go.rtol, go.max_samples);
-        printf("  %-24s %-16s %-24s %7s %12s %12s\n", "layer", "op", "tensor", "checked",
-               "max_abs_err", "max_rel_err");
+        if (!o->quiet)
+            printf("  %-24s %-16s %-24s %7s %12s %12s\n", "layer", "op", "tensor", "checked",
+                   "max_abs_err", "max_rel_err");
         if (!o->ops_only) {
             ck_gradcheck_entry *entries = NULL;
             int ne = 0;
@@ -69,10 +115,19 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
                 fprintf(stderr, "ckpt-harness: %s\n", err.msg);
                 errors++;
                 free(entries);
+                ck_run_item it = {.index = i, .case_name = g->cs->name, .case_file = g->cs->path,
+                                  .dtype = "fp64", .backend = (char *)(o->backend ? o->backend : "cpu"),
+                                  .status = CK_ITEM_ERROR, .message = err.msg};
+                ck_run_set_add(&set, &it, &err);
                 continue;
             }
             for (int k = 0; k < ne; k++) {
                 print_entry("(whole case)", ck_loss_kind_name(g->cs->loss), &entries[k]);
+                add_entry_json(&jb, jentries, "(whole case)", ck_loss_kind_name(g->cs->loss), &entries[k]);
+                if (entries[k].failed && !first_fail[0])
+                    snprintf(first_fail, sizeof first_fail, "(whole case) %s: %lld of %lld elements "
+                             "outside tolerance", entries[k].name, (long long)entries[k].failed,
+                             (long long)entries[k].checked);
                 ok = ok && entries[k].failed == 0;
             }
             free(entries);
@@ -84,17 +139,43 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
                     fprintf(stderr, "ckpt-harness: %s\n", err.msg);
                     errors++;
                     ok = false;
+                    had_error = true;
+                    snprintf(first_fail, sizeof first_fail, "%s", err.msg);
                     break;
                 }
-                for (int k = 0; k < r.n; k++)
+                for (int k = 0; k < r.n; k++) {
                     print_entry(g->nodes[l].spec->name, g->nodes[l].spec->op_name, &r.e[k]);
+                    add_entry_json(&jb, jentries, g->nodes[l].spec->name, g->nodes[l].spec->op_name,
+                                   &r.e[k]);
+                    if (r.e[k].failed && !first_fail[0])
+                        snprintf(first_fail, sizeof first_fail, "layer %s, %s: %lld of %lld elements "
+                                 "outside tolerance", g->nodes[l].spec->name, r.e[k].name,
+                                 (long long)r.e[k].failed, (long long)r.e[k].checked);
+                }
                 ok = ok && r.ok;
             }
         }
-        printf("%s %s\n\n", ok ? "PASS" : "FAIL", g->cs->name);
+        printf(o->quiet ? "%s %s\n" : "%s %s\n\n", ok ? "PASS" : "FAIL", g->cs->name);
         failed_cases += !ok;
+        ck_json_add_bool(&jb, jc, "pass", ok);
+        ck_run_item it = {.index = i, .case_name = g->cs->name, .case_file = g->cs->path,
+                          .dtype = "fp64", .backend = (char *)(o->backend ? o->backend : "cpu"),
+                          .status = had_error ? CK_ITEM_ERROR : ok ? CK_ITEM_PASS : CK_ITEM_FAIL,
+                          .message = first_fail[0] ? first_fail : NULL};
+        if (!ck_run_set_add(&set, &it, &err))
+            errors++;
     }
     printf("gradcheck: %d passed, %d failed\n", n - failed_cases, failed_cases);
+    if (o->report && (jb.failed || ck_json_write_file(root, o->report, "report", &err) != CK_OK)) {
+        fprintf(stderr, "ckpt-harness: --report: %s\n", jb.failed ? "out of memory" : err.msg);
+        errors++;
+    }
+    if (o->junit && (!set.command || ck_junit_write(&set, o->junit, &err) != CK_OK)) {
+        fprintf(stderr, "ckpt-harness: --junit: %s\n", set.command ? err.msg : "out of memory");
+        errors++;
+    }
+    cJSON_Delete(root);
+    ck_run_set_free(&set);
     b->destroy(b);
     ck_cli_free_cases(lc, n);
     return errors ? CK_EXIT_USAGE : failed_cases ? CK_EXIT_FAIL : CK_EXIT_PASS;

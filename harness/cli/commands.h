@@ -39,7 +39,19 @@ typedef struct {
     bool verify_recompute; /* compare every recomputed output with its original */
     const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
     bool dump_activations; /* --dump-activations: layer outputs too */
+    bool dump_activation_grads; /* --dump-activation-grads: their gradients too */
+    bool dump_optimizer;   /* --dump-optimizer: optimizer state after each step */
     const char *init;      /* --init FILE: parameters and buffers from a file */
+    /* CI (docs/ci.md) */
+    const char *junit;     /* --junit FILE */
+    const char *html;      /* --html FILE */
+    const char *filter;    /* --filter PATTERN: case names (fnmatch) */
+    int shard_i, shard_n;  /* --shard I/N (1-based); shard_n 0: no sharding */
+    int jobs;              /* --jobs N: cases in N processes at once */
+    bool keep_going;       /* --keep-going: bad cases and unsupported combinations do not stop the rest */
+    bool reproducible;     /* --reproducible: no host, clock or wall times in any output file */
+    bool rows_given;       /* --rows was given: print rows for passing cases too */
+    const char *command_line; /* argv joined, for the run metadata */
     /* an ONNX model given as a case (run MODEL.onnx): what the import adds */
     const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
     const char *onnx_loss;       /* --loss */
@@ -57,7 +69,21 @@ typedef struct {
     int device;
     const char *algo;
     int threads; /* --threads N (cpu); 0: every core */
+    const char *report;   /* --report FILE (JSON) */
+    const char *junit;    /* --junit FILE */
 } ck_gradcheck_cmd_opts;
+
+typedef struct {
+    const char **dirs;    /* report folders written by run --report DIR */
+    int n_dirs;
+    const char *report;   /* --report DIR: merged summary.json and reports */
+    const char *junit;
+    const char *html;
+    bool quiet;
+} ck_merge_opts;
+
+/* `merge`: one summary of several report folders (shards, runners). */
+int ck_cmd_merge(const ck_merge_opts *o);
 
 int ck_cmd_run(const ck_run_opts *o);
 /* `bisect`: run, then noise floor, segment search, layer localisation and causes. */

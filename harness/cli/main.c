@@ -11,6 +11,7 @@
 
 #include "harness/cli/cmd_compare.h"
 #include "harness/cli/cmd_import.h"
+#include "harness/cli/color.h"
 #include "harness/cli/commands.h"
 
 static const char *usage_main =
@@ -26,6 +27,7 @@ static const char *usage_main =
     "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
     "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
+    "  merge DIR...           one summary of the report folders of several shards\n"
     "  import MODEL.onnx      import an ONNX model as a case file and its weights\n"
     "\n"
     "  ckpt-harness <command> --help   options of one command\n"
@@ -73,6 +75,8 @@ static const char *usage_run =
     "                     step as safetensors under DIR/<case>[.<dtype>]/, with a\n"
     "                     manifest.json (docs/interop.md)\n"
     "  --dump-activations with --dump: every layer's output per step too\n"
+    "  --dump-activation-grads with --dump: every layer's output gradient per step too\n"
+    "  --dump-optimizer with --dump: the optimizer state after every step too\n"
     "  --init FILE        start from parameters and buffers in FILE (safetensors, .npy,\n"
     "                     .npz or a directory; names as in the report, e.g. enc1.weight)\n"
     "  --quiet            one line per case\n"
@@ -80,6 +84,22 @@ static const char *usage_run =
     "                     (default), every:K or segments:FIRST..LAST,...\n"
     "  --loss L           for an ONNX model: mean (default), sum, mse, cross_entropy\n"
     "  --optimizer O      for an ONNX model: sgd (default), momentum, adam\n"
+    "\n"
+    "CI (docs/ci.md):\n"
+    "  --junit FILE       JUnit XML: one testcase per case and dtype\n"
+    "  --html FILE        one self-contained page with charts per case\n"
+    "  --filter PATTERN   only cases whose name matches (shell pattern, e.g. 'unet*')\n"
+    "  --shard I/N        run part I of N of the case x dtype matrix (a stable split;\n"
+    "                     the N parts together are the whole run; see merge)\n"
+    "  --jobs N           run N cases at once in separate processes (same output)\n"
+    "  --keep-going       a case file that does not load and an unsupported case/dtype\n"
+    "                     are counted (error / skipped) and the other cases still run\n"
+    "  --reproducible     leave host, start time and wall times out of every file\n"
+    "  --color WHEN       auto (default), always, never; NO_COLOR turns it off\n"
+    "  Under GitHub Actions (GITHUB_ACTIONS=true) failures are annotated on the case file\n"
+    "  and a Markdown table is appended to $GITHUB_STEP_SUMMARY.\n"
+    "\n"
+    "  passing cases print one line; --rows N prints their tensor rows too\n"
     "  -h, --help         this help\n"
     "\n"
     "exit codes: 0 every case met its expectation, 1 a case did not (mismatch, unmet\n"
@@ -96,7 +116,8 @@ static const char *usage_bisect =
     "The JSON report gains a `bisect` section (reports/SCHEMA.md).\n"
     "\n"
     "options: as `run` (--rng, --bn-recompute, --steps, --seed, --report, --rows, --quiet,\n"
-    "--verify-recompute)\n"
+    "--verify-recompute, --junit, --html, --filter, --shard, --jobs, --keep-going,\n"
+    "--reproducible)\n"
     "\n"
     "exit codes: as `run`.\n";
 
@@ -117,6 +138,9 @@ static const char *usage_gradcheck =
     "                 for run\n"
     "  --whole-only   only the whole-case check\n"
     "  --ops-only     only the per-layer checks\n"
+    "  --report FILE  write the results as JSON (schema ckpt-harness/gradcheck)\n"
+    "  --junit FILE   JUnit XML: one testcase per case\n"
+    "  --quiet        one line per case\n"
     "  -h, --help     this help\n"
     "\n"
     "exit codes: 0 all within tolerance, 1 some element outside, 2 bad input or usage.\n";
@@ -140,15 +164,45 @@ static const char *usage_compare =
     "                     \"tensors\": {\"dec*.weight\": {...}}}; first matching pattern wins\n"
     "  --map FILE         JSON: {\"rename\": {\"a\": \"b\"}, \"patterns\": [[\"^model\\\\.(.*)$\", \"\\\\1\"]]}\n"
     "                     translates A's names into REF's (POSIX extended regex)\n"
+    "  --include PAT      compare only tensors whose name matches the shell pattern PAT\n"
+    "                     (fnmatch, e.g. 'grad.*'); repeatable\n"
+    "  --exclude PAT      leave out tensors whose name matches PAT; repeatable\n"
+    "  --expect-mismatch PAT\n"
+    "                     a known difference: mismatching tensors matching PAT do not\n"
+    "                     fail, and PAT must match at least one mismatching tensor (else\n"
+    "                     exit 1); repeatable\n"
     "  --report FILE      write the JSON report (schema ckpt-harness/compare)\n"
     "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
     "  --quiet            only problems and the closing line\n"
+    "  --junit FILE       JUnit XML: one testcase for the comparison\n"
     "  -h, --help         this help\n"
     "\n"
-    "See docs/interop.md for the file formats and recipes.\n"
+    "An operand may be FILE:NAME, the one tensor NAME of FILE. When A and REF hold one\n"
+    "tensor each they are compared with each other whatever their names.\n"
+    "Integer and bool tensors are compared exactly; a --tolerances \"tensors\" row naming\n"
+    "one may excuse a difference (e.g. {\"buffer.*num_batches_tracked\": {\"atol\": 1}}).\n"
+    "See docs/interop.md for the file formats, recipes and the control-first rule.\n"
     "\n"
-    "exit codes: 0 every tensor identical or close, 1 a mismatch, missing or extra name,\n"
-    "shape or dtype difference, 2 bad input or usage.\n";
+    "exit codes: 0 every tensor identical or close (or an expected mismatch), 1 an\n"
+    "unexpected mismatch, missing or extra name, shape or dtype difference, or an\n"
+    "--expect-mismatch pattern that matched no mismatch, 2 bad input or usage.\n";
+
+static const char *usage_merge =
+    "usage: ckpt-harness merge DIR... [options]\n"
+    "\n"
+    "Reads the report folders written by `run --report DIR` on several shards or runners\n"
+    "(each holds summary.json and the reports it names) and writes one summary: every\n"
+    "case in the order of a serial run, the totals, and the exit code of the whole.\n"
+    "\n"
+    "options:\n"
+    "  --report DIR   the merged folder: summary.json and every report\n"
+    "  --junit FILE   JUnit XML of the whole\n"
+    "  --html FILE    the HTML page of the whole\n"
+    "  --quiet        only the totals\n"
+    "  -h, --help     this help\n"
+    "\n"
+    "exit codes: 0 every case passed (or was skipped), 1 a case failed, 2 a case had an\n"
+    "error, or bad input.\n";
 
 static const char *usage_list =
     "usage: ckpt-harness list [DIR]\n"
@@ -160,7 +214,7 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "ckpt-harness%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see 'ckpt-harness %s--help')\n", cmd ? cmd : "");
+    fprintf(stderr, " (see 'ckpt-harness %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
     return CK_EXIT_USAGE;
 }
 
@@ -200,7 +254,41 @@ static bool parse_double(const char *s, double *out)
 }
 
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_THREADS = 240, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
-       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS };
+       OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_DUMP_AGRAD, OPT_DUMP_OPT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
+       OPT_JUNIT = 300, OPT_HTML, OPT_FILTER, OPT_SHARD, OPT_JOBS, OPT_KEEP_GOING, OPT_REPRODUCIBLE, OPT_COLOR };
+
+/* argv joined with spaces, for the run metadata */
+static char command_line[4096];
+
+static void keep_command_line(int argc, char **argv)
+{
+    size_t used = 0;
+    for (int i = 0; i < argc && used + 1 < sizeof command_line; i++) {
+        int k = snprintf(command_line + used, sizeof command_line - used, "%s%s", i ? " " : "",
+                         argv[i]);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+    }
+}
+
+/* "--shard 2/4" */
+static bool parse_shard(const char *s, int *i, int *n)
+{
+    char *end;
+    errno = 0;
+    long a = strtol(s, &end, 10);
+    if (errno || end == s || *end != '/')
+        return false;
+    const char *p = end + 1;
+    long b = strtol(p, &end, 10);
+    if (errno || end == p || *end || b < 1 || b > 100000 || a < 1 || a > b)
+        return false;
+    *i = (int)a;
+    *n = (int)b;
+    return true;
+}
+
 /* run MODEL.onnx: the import's settings */
 enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
 
@@ -215,16 +303,24 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, 'h'},
         {"bisect", no_argument, 0, OPT_BISECT},       {"noise-floor", no_argument, 0, OPT_NOISE},
         {"verify-recompute", no_argument, 0, OPT_VERIFY}, {"dump", required_argument, 0, OPT_DUMP},
-        {"dump-activations", no_argument, 0, OPT_DUMP_ACT}, {"init", required_argument, 0, OPT_INIT},
+        {"dump-activations", no_argument, 0, OPT_DUMP_ACT},
+        {"dump-activation-grads", no_argument, 0, OPT_DUMP_AGRAD},
+        {"dump-optimizer", no_argument, 0, OPT_DUMP_OPT}, {"init", required_argument, 0, OPT_INIT},
         {"device", required_argument, 0, OPT_DEVICE}, {"algo", required_argument, 0, OPT_ALGO},
         {"against", required_argument, 0, OPT_AGAINST},
         {"threads", required_argument, 0, OPT_THREADS},
+        {"junit", required_argument, 0, OPT_JUNIT}, {"html", required_argument, 0, OPT_HTML},
+        {"filter", required_argument, 0, OPT_FILTER}, {"shard", required_argument, 0, OPT_SHARD},
+        {"jobs", required_argument, 0, OPT_JOBS}, {"keep-going", no_argument, 0, OPT_KEEP_GOING},
+        {"reproducible", no_argument, 0, OPT_REPRODUCIBLE},
+        {"color", required_argument, 0, OPT_COLOR},
         {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},
         {"loss", required_argument, 0, OPT_ONNX_LOSS},
         {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
+    o.command_line = command_line;
     long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -258,6 +354,25 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
             if (!parse_int(optarg, -1, 1000000, &v))
                 return usage_error(cmd, "--rows %s: expected an integer >= -1", optarg);
             o.max_rows = (int)v;
+            o.rows_given = true;
+            break;
+        case OPT_JUNIT: o.junit = optarg; break;
+        case OPT_HTML: o.html = optarg; break;
+        case OPT_FILTER: o.filter = optarg; break;
+        case OPT_SHARD:
+            if (!parse_shard(optarg, &o.shard_i, &o.shard_n))
+                return usage_error(cmd, "--shard %s: expected I/N with 1 <= I <= N", optarg);
+            break;
+        case OPT_JOBS:
+            if (!parse_int(optarg, 1, 1024, &v))
+                return usage_error(cmd, "--jobs %s: expected an integer from 1 to 1024", optarg);
+            o.jobs = (int)v;
+            break;
+        case OPT_KEEP_GOING: o.keep_going = true; break;
+        case OPT_REPRODUCIBLE: o.reproducible = true; break;
+        case OPT_COLOR:
+            if (!ck_cli_color_parse(optarg))
+                return usage_error(cmd, "--color %s: expected auto, always or never", optarg);
             break;
         case OPT_QUIET: o.quiet = true; break;
         case OPT_BISECT: o.bisect = true; break;
@@ -265,6 +380,8 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         case OPT_VERIFY: o.verify_recompute = true; break;
         case OPT_DUMP: o.dump = optarg; break;
         case OPT_DUMP_ACT: o.dump_activations = true; break;
+        case OPT_DUMP_AGRAD: o.dump_activation_grads = true; break;
+        case OPT_DUMP_OPT: o.dump_optimizer = true; break;
         case OPT_INIT: o.init = optarg; break;
         case OPT_DEVICE:
             if (!parse_int(optarg, 0, 1024, &v))
@@ -292,6 +409,12 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     o.n_paths = argc - optind;
     if (o.dump_activations && !o.dump)
         return usage_error(cmd, "%s", "--dump-activations needs --dump DIR");
+    if ((o.dump_activation_grads || o.dump_optimizer) && !o.dump)
+        return usage_error(cmd, "%s", o.dump_optimizer ? "--dump-optimizer needs --dump DIR"
+                                                       : "--dump-activation-grads needs --dump DIR");
+    if (o.jobs > 1 && o.backend && strcmp(o.backend, "cpu") != 0)
+        return usage_error(cmd, "--jobs %s: runs cases in forked processes, which only the cpu "
+                                "backend supports", o.backend);
     return bisect_cmd ? ck_cmd_bisect(&o) : ck_cmd_run(&o);
 }
 
@@ -302,7 +425,9 @@ static int main_gradcheck(int argc, char **argv)
         {"rtol", required_argument, 0, OPT_RTOL}, {"samples", required_argument, 0, OPT_SAMPLES},
         {"whole-only", no_argument, 0, OPT_WHOLE}, {"ops-only", no_argument, 0, OPT_OPS},
         {"backend", required_argument, 0, OPT_BACKEND}, {"device", required_argument, 0, OPT_DEVICE},
-        {"algo", required_argument, 0, OPT_ALGO}, {"help", no_argument, 0, 'h'},
+        {"algo", required_argument, 0, OPT_ALGO}, {"report", required_argument, 0, OPT_REPORT},
+        {"junit", required_argument, 0, OPT_JUNIT}, {"quiet", no_argument, 0, OPT_QUIET},
+        {"help", no_argument, 0, 'h'},
         {"threads", required_argument, 0, OPT_THREADS}, {0, 0, 0, 0}};
     ck_gradcheck_cmd_opts o;
     memset(&o, 0, sizeof o);
@@ -345,6 +470,9 @@ static int main_gradcheck(int argc, char **argv)
             o.threads = (int)v;
             break;
         case OPT_OPS: o.ops_only = true; break;
+        case OPT_REPORT: o.report = optarg; break;
+        case OPT_JUNIT: o.junit = optarg; break;
+        case OPT_QUIET: o.quiet = true; break;
         case 'h': fputs(usage_gradcheck, stdout); return CK_EXIT_PASS;
         case ':': return usage_error("gradcheck", "%s needs a value", argv[optind - 1]);
         default: return usage_error("gradcheck", "unknown option %s", argv[optind - 1]);
@@ -359,7 +487,7 @@ static int main_gradcheck(int argc, char **argv)
     return ck_cmd_gradcheck(&o);
 }
 
-enum { OPT_TOLERANCES = 512, OPT_MAP };
+enum { OPT_TOLERANCES = 512, OPT_MAP, OPT_INCLUDE, OPT_EXCLUDE, OPT_EXPECT_MISMATCH };
 
 static int main_compare(int argc, char **argv)
 {
@@ -368,10 +496,22 @@ static int main_compare(int argc, char **argv)
         {"tolerances", required_argument, 0, OPT_TOLERANCES},
         {"map", required_argument, 0, OPT_MAP},       {"report", required_argument, 0, OPT_REPORT},
         {"rows", required_argument, 0, OPT_ROWS},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"include", required_argument, 0, OPT_INCLUDE},
+        {"exclude", required_argument, 0, OPT_EXCLUDE},
+        {"expect-mismatch", required_argument, 0, OPT_EXPECT_MISMATCH},
+        {"junit", required_argument, 0, OPT_JUNIT},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     ck_compare_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
+    /* each pattern list holds at most one entry per argument */
+    static const char *pattern_lists[3][256];
+    const char **lists[3] = {pattern_lists[0], pattern_lists[1], pattern_lists[2]};
+    if (argc > 256)
+        return usage_error("compare", "%s", "too many arguments");
+    o.include = lists[0];
+    o.exclude = lists[1];
+    o.expect = lists[2];
     long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -388,6 +528,10 @@ static int main_compare(int argc, char **argv)
             break;
         case OPT_TOLERANCES: o.tolerances = optarg; break;
         case OPT_MAP: o.map = optarg; break;
+        case OPT_INCLUDE: o.include[o.n_include++] = optarg; break;
+        case OPT_EXCLUDE: o.exclude[o.n_exclude++] = optarg; break;
+        case OPT_EXPECT_MISMATCH: o.expect[o.n_expect++] = optarg; break;
+        case OPT_JUNIT: o.junit = optarg; break;
         case OPT_REPORT: o.report = optarg; break;
         case OPT_ROWS:
             if (!parse_int(optarg, -1, 1000000, &v))
@@ -407,6 +551,33 @@ static int main_compare(int argc, char **argv)
     return ck_cmd_compare(&o);
 }
 
+static int main_merge(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"report", required_argument, 0, OPT_REPORT}, {"junit", required_argument, 0, OPT_JUNIT},
+        {"html", required_argument, 0, OPT_HTML},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
+    ck_merge_opts o;
+    memset(&o, 0, sizeof o);
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_REPORT: o.report = optarg; break;
+        case OPT_JUNIT: o.junit = optarg; break;
+        case OPT_HTML: o.html = optarg; break;
+        case OPT_QUIET: o.quiet = true; break;
+        case 'h': fputs(usage_merge, stdout); return CK_EXIT_PASS;
+        case ':': return usage_error("merge", "%s needs a value", argv[optind - 1]);
+        default: return usage_error("merge", "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return usage_error("merge", "%s", "no report folder given");
+    o.dirs = (const char **)argv + optind;
+    o.n_dirs = argc - optind;
+    return ck_cmd_merge(&o);
+}
+
 static int main_list(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -421,6 +592,9 @@ static int main_list(int argc, char **argv)
 int main(int argc, char **argv)
 {
     opterr = 0; /* our own one-line messages */
+    /* line-buffered: progress on stderr never lands mid-line in a piped stdout */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    keep_command_line(argc, argv);
     if (argc < 2)
         return fputs(usage_main, stderr), CK_EXIT_USAGE;
     const char *cmd = argv[1];
@@ -440,5 +614,7 @@ int main(int argc, char **argv)
         return ck_main_import(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)
         return main_list(argc - 1, argv + 1);
+    if (strcmp(cmd, "merge") == 0)
+        return main_merge(argc - 1, argv + 1);
     return usage_error(NULL, "unknown command '%s'", cmd);
 }

@@ -30,6 +30,22 @@ void ck_name_map_free(ck_name_map *m)
     ck_name_map_init(m);
 }
 
+ck_status ck_name_map_single(ck_name_map *m, const char *from, const char *to, ck_error *err)
+{
+    ck_name_map_free(m);
+    m->rename = calloc(1, sizeof *m->rename);
+    if (m->rename) {
+        m->rename[0].from = strdup(from);
+        m->rename[0].to = strdup(to);
+        m->n_rename = 1;
+    }
+    if (!m->rename || !m->rename[0].from || !m->rename[0].to) {
+        ck_name_map_free(m);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    }
+    return CK_OK;
+}
+
 /* A replacement may use \0..\N (N the pattern's group count) and \\, nothing else. */
 static bool replacement_ok(const char *r, size_t groups)
 {

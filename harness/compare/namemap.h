@@ -40,6 +40,9 @@ ck_status ck_name_map_parse(ck_name_map *m, const char *text, size_t len, const 
                             ck_error *err);
 ck_status ck_name_map_load(ck_name_map *m, const char *path, ck_error *err);
 void ck_name_map_free(ck_name_map *m);
+/* Replaces m by the one rename from -> to (compare pairs two single-tensor operands
+ * this way, whatever their names). */
+ck_status ck_name_map_single(ck_name_map *m, const char *from, const char *to, ck_error *err);
 
 /* The mapped name, malloc'd, in *out. Fails (CK_ERR_INPUT) when the result is empty. */
 ck_status ck_name_map_apply(const ck_name_map *m, const char *name, char **out, ck_error *err);

@@ -35,6 +35,7 @@ typedef struct {
     double rtol, atol;     /* CK_PAIR_COMPARED */
     ck_metrics m;
     ck_verdict verdict;    /* CK_PAIR_COMPARED; MISMATCH for problems */
+    bool expected;         /* a mismatch named by --expect-mismatch (selection.h) */
 } ck_pair;
 
 typedef struct {
@@ -43,7 +44,10 @@ typedef struct {
     int counts[3];            /* per verdict, over compared pairs */
     int n_problems[5];        /* per ck_pair_kind (index 0 unused) */
     ck_verdict verdict;       /* worst; MISMATCH when there is any problem */
-    bool pass;                /* verdict is identical or close */
+    bool pass;                /* verdict is identical or close (selection.h: or every
+                                 mismatch expected, and every expectation met) */
+    int n_expected;           /* mismatches excused by --expect-mismatch (selection.h) */
+    int n_expect_unmet;       /* --expect-mismatch patterns that matched no mismatch */
 } ck_set_comparison;
 
 /* Compares a (under test) against ref. map may be NULL. Fails (CK_ERR_INPUT) when the

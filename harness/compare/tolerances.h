@@ -11,7 +11,9 @@
  * in file order; the first that matches the tensor's name wins. rtol and atol are each
  * resolved, most specific first: the first matching "tensors" entry that sets it, the
  * tensor's "dtypes" entry, --rtol/--atol, the file's "default", the built-in default
- * for the dtype. Integer and bool tensors are always compared exactly.
+ * for the dtype. Integer and bool tensors are compared exactly unless the first "tensors"
+ * entry matching their name sets rtol/atol (an excuse by name; --rtol, --atol, "default"
+ * and "dtypes" never apply to them).
  */
 #ifndef CK_TOLERANCES_H
 #define CK_TOLERANCES_H

@@ -176,7 +176,11 @@ static void compare_floats(ck_dtype dt, int64_t numel, const void *a, const void
         uint64_t u = ord_distance(x.ord, y.ord);
         if (u > m->max_ulp)
             m->max_ulp = u;
-        if (!(d <= atol + rtol * fabs(y.v)))
+        double bound = atol + rtol * fabs(y.v);
+        double ratio = d == 0.0 ? 0.0 : bound > 0.0 ? d / bound : INFINITY;
+        if (ratio > m->max_ratio || isnan(ratio))
+            m->max_ratio = isnan(ratio) ? INFINITY : ratio;
+        if (!(d <= bound))
             mark_outside(m, i);
     }
     finish_rel_l2(m, &diff, &refn);

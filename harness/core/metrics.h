@@ -20,6 +20,8 @@ typedef struct {
     double rel_l2;       /* ||a - ref||_2 / ||ref||_2 over finite pairs (0 if both 0, inf if only ref is) */
     uint64_t max_ulp;    /* max ULP distance (floats; across zero; +0 and -0 are 0 apart);
                             UINT64_MAX when a non-finite value is unmatched */
+    double max_ratio;    /* max |a - ref| / (atol + rtol |ref|) over finite pairs: the error
+                            against its bound, <= 1 when inside (0/0 counts 0, x/0 inf) */
     int64_t n_outside;   /* elements failing the closeness test (incl. unmatched non-finite) */
     int64_t first_bad;   /* flat index of the first such element, -1 if none */
     int64_t nan_a, nan_ref, inf_a, inf_ref;

@@ -16,6 +16,13 @@ static const char *const op_kind_names[CK_OP_KIND_COUNT] = {
     [CK_OP_MAXPOOL] = "maxpool",     [CK_OP_AVGPOOL] = "avgpool",
     [CK_OP_UPSAMPLE] = "upsample",   [CK_OP_ADD] = "add",
     [CK_OP_CONCAT] = "concat",       [CK_OP_FLATTEN] = "flatten",
+    [CK_OP_MATMUL] = "matmul",       [CK_OP_SOFTMAX] = "softmax",
+    [CK_OP_LOG_SOFTMAX] = "log_softmax", [CK_OP_ATTENTION] = "attention",
+    [CK_OP_EMBEDDING] = "embedding", [CK_OP_RESHAPE] = "reshape",
+    [CK_OP_PERMUTE] = "permute",     [CK_OP_RMSNORM] = "rmsnorm",
+    [CK_OP_GROUPNORM] = "groupnorm", [CK_OP_MUL] = "mul",
+    [CK_OP_SILU] = "silu",           [CK_OP_CONV_TRANSPOSE] = "conv_transpose",
+    [CK_OP_POSITIONAL] = "positional",
 };
 
 static const char *const loss_kind_names[CK_LOSS_KIND_COUNT] = {
@@ -29,6 +36,7 @@ static const char *const optimizer_kind_names[CK_OPT_KIND_COUNT] = {
     [CK_OPT_SGD] = "sgd",
     [CK_OPT_MOMENTUM] = "momentum",
     [CK_OPT_ADAM] = "adam",
+    [CK_OPT_ADAMW] = "adamw",
 };
 
 const char *ck_op_kind_name(ck_op_kind k)
@@ -67,4 +75,10 @@ void ck_op_params_default(ck_op_params *p, ck_op_kind kind, int nsp)
     p->eval = false;
     p->rate = 0.5;
     p->stddev = 0.0;
+    p->dim = -1;
+    p->heads = 1;
+    p->rate = kind == CK_OP_ATTENTION ? 0.0 : p->rate;
+    p->eps = kind == CK_OP_RMSNORM ? 1e-6 : p->eps;
+    p->count_include_pad = true;
+    p->mode = CK_UPSAMPLE_NEAREST;
 }

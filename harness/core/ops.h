@@ -34,10 +34,32 @@ typedef enum {
     CK_OP_ADD,            /* n >= 2 inputs of one shape */
     CK_OP_CONCAT,         /* n >= 2 inputs joined along dim 1 (channels) */
     CK_OP_FLATTEN,        /* (N, ...) -> (N, prod ...) */
+    /* ---- transformers and modern U-Nets (issue 18; cases/README.md) ---- */
+    CK_OP_MATMUL,         /* batched op(A) op(B): 2 inputs, or 1 input and weight (K, units) */
+    CK_OP_SOFTMAX,        /* over dim */
+    CK_OP_LOG_SOFTMAX,    /* over dim */
+    CK_OP_ATTENTION,      /* scaled dot-product over q, k, v (N, L, heads * d); causal,
+                             dropout on the probabilities (rate) */
+    CK_OP_EMBEDDING,      /* i32 ids (...) -> (..., units); weight (vocab, units) */
+    CK_OP_RESHAPE,        /* to shape[] */
+    CK_OP_PERMUTE,        /* permute(perm) / transpose(dim0, dim1) */
+    CK_OP_RMSNORM,        /* over the trailing normalized_shape dims; weight */
+    CK_OP_GROUPNORM,      /* groups of channels over (N, C, ...); weight, bias (C) */
+    CK_OP_MUL,            /* element-wise product of 2 inputs of one shape */
+    CK_OP_SILU,           /* x sigmoid(x) */
+    CK_OP_CONV_TRANSPOSE, /* conv_transpose1d/2d/3d as PyTorch; W (C, F, k...), b (F) */
+    CK_OP_POSITIONAL,     /* learned positions: y = x + W over (N, L, ...); W (L, ...) */
     CK_OP_KIND_COUNT
 } ck_op_kind;
 
 typedef enum { CK_PAD_VALID = 0, CK_PAD_SAME, CK_PAD_EXPLICIT } ck_pad_mode;
+typedef enum {
+    CK_UPSAMPLE_NEAREST = 0,
+    CK_UPSAMPLE_LINEAR /* linear, bilinear, trilinear: by the op's spatial dims */
+} ck_upsample_mode;
+
+/* the most dims a reshape target, permutation or normalized_shape has (CK_MAX_DIMS) */
+#define CK_OP_MAX_DIMS 8
 
 typedef struct {
     ck_op_kind kind;
@@ -64,6 +86,29 @@ typedef struct {
     bool eval;       /* batchnorm: use running statistics, update nothing */
     double rate;     /* dropout, in [0, 1) */
     double stddev;   /* gaussian_noise, >= 0 */
+
+    /* ---- issue 18 ---- */
+    bool gelu_tanh;          /* gelu: approximate "tanh" */
+    int dim;                 /* softmax, log_softmax: as written (negative from the end);
+                                resolved to >= 0 by the graph builder; default -1 */
+    bool trans_a, trans_b;   /* matmul: transpose_a, transpose_b */
+    int64_t heads;           /* attention, default 1 */
+    bool causal;             /* attention */
+    double attn_scale;       /* attention: scale (0: 1 / sqrt(head dim)) */
+    int64_t vocab;           /* embedding (units: the embedding dim) */
+    int n_shape;             /* reshape: target shape as written (one -1 allowed) */
+    int64_t shape[CK_OP_MAX_DIMS];
+    int n_perm;              /* permute: dims as written; transpose: 0 (dim0, dim1) */
+    int perm[CK_OP_MAX_DIMS]; /* resolved to >= 0 by the graph builder (transpose too) */
+    int dim0, dim1;          /* transpose */
+    int n_norm;              /* layernorm/rmsnorm: normalized_shape's length (0: layernorm
+                                normalises every non-batch dim, the pre-issue-18 rule) */
+    int64_t norm_shape[CK_OP_MAX_DIMS];
+    int64_t groups;          /* groupnorm */
+    int out_pad[CK_MAX_SPATIAL]; /* conv_transpose: output_padding */
+    ck_upsample_mode mode;   /* upsample, default nearest */
+    bool align_corners;      /* upsample (linear modes) */
+    bool count_include_pad;  /* avgpool with padding, default true (PyTorch) */
 } ck_op_params;
 
 typedef enum {
@@ -74,7 +119,23 @@ typedef enum {
     CK_LOSS_KIND_COUNT
 } ck_loss_kind;
 
-typedef enum { CK_OPT_SGD = 0, CK_OPT_MOMENTUM, CK_OPT_ADAM, CK_OPT_KIND_COUNT } ck_optimizer_kind;
+/* The loss as the backends' optional cross-entropy capability sees it (backend.h,
+ * CK_PROC_CE_LOSS): cross-entropy over class_dim (resolved >= 0; 1 is PyTorch's layout)
+ * whose positions with target == ignore_index count for nothing. */
+typedef struct {
+    ck_loss_kind kind;
+    int class_dim;
+    bool has_ignore;
+    int64_t ignore_index;
+} ck_loss_spec;
+
+typedef enum {
+    CK_OPT_SGD = 0,
+    CK_OPT_MOMENTUM,
+    CK_OPT_ADAM,
+    CK_OPT_ADAMW, /* adam with decoupled weight decay: p -= lr wd p first (PyTorch AdamW) */
+    CK_OPT_KIND_COUNT
+} ck_optimizer_kind;
 
 typedef struct {
     ck_optimizer_kind kind;
@@ -82,12 +143,21 @@ typedef struct {
     double momentum;     /* momentum: v = momentum v + g; p -= lr v (PyTorch SGD) */
     double beta1, beta2; /* adam, PyTorch defaults 0.9, 0.999 */
     double eps;          /* adam, default 1e-8 */
-    double weight_decay; /* L2 added to the gradient, default 0 */
+    double weight_decay; /* L2 added to the gradient, default 0; adamw: decoupled, default
+                            0.01 */
 } ck_optimizer;
 
 const char *ck_op_kind_name(ck_op_kind k);       /* "conv", "relu", ... (family name) */
 const char *ck_loss_kind_name(ck_loss_kind k);   /* "mean", "sum", "mse", "cross_entropy" */
 const char *ck_optimizer_kind_name(ck_optimizer_kind k);
+
+/* Whether an op's parameters run in the low dtype of an fp16/bf16 run (precision.md: the
+ * weight-like ops linear, conv, conv_transpose, matmul, embedding), or stay fp32 (norms). */
+static inline bool ck_op_casts_params(ck_op_kind k)
+{
+    return k == CK_OP_LINEAR || k == CK_OP_CONV || k == CK_OP_CONV_TRANSPOSE ||
+           k == CK_OP_MATMUL || k == CK_OP_EMBEDDING || k == CK_OP_POSITIONAL;
+}
 
 /* Sets the defaults documented in cases/README.md for an op of the given kind. */
 void ck_op_params_default(ck_op_params *p, ck_op_kind kind, int nsp);

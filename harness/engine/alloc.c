@@ -7,6 +7,9 @@ void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b)
     a->live_bytes = 0;
     a->peak_bytes = 0;
     a->n_allocs = 0;
+    a->trace.n = 0;
+    a->trace.stride = 1;
+    a->trace.events = 0;
 }
 
 ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
@@ -26,6 +29,7 @@ ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
     a->n_allocs++;
     if (a->live_bytes > a->peak_bytes)
         a->peak_bytes = a->live_bytes;
+    ck_mem_trace_add(&a->trace, a->live_bytes);
     return CK_OK;
 }
 
@@ -36,4 +40,37 @@ void ck_act_free_tensor(ck_act_alloc *a, ck_tensor *t)
     a->b->free(a->b, t->data);
     a->live_bytes -= (int64_t)ck_tensor_bytes(t);
     t->data = NULL;
+    ck_mem_trace_add(&a->trace, a->live_bytes);
+}
+
+void ck_mem_trace_add(ck_mem_trace *t, int64_t live_bytes)
+{
+    if (t->stride < 1)
+        t->stride = 1;
+    int64_t e = t->events++;
+    if (t->n > 0 && t->pt[t->n - 1].event / t->stride == e / t->stride) {
+        if (live_bytes > t->pt[t->n - 1].bytes)
+            t->pt[t->n - 1] = (ck_mem_point){e, live_bytes};
+        return;
+    }
+    if (t->n == CK_MEM_TRACE_MAX) {
+        /* merge neighbouring buckets, keeping each pair's larger value */
+        int m = 0;
+        t->stride *= 2;
+        for (int i = 0; i < t->n; i++) {
+            if (m > 0 && t->pt[m - 1].event / t->stride == t->pt[i].event / t->stride) {
+                if (t->pt[i].bytes > t->pt[m - 1].bytes)
+                    t->pt[m - 1] = t->pt[i];
+            } else {
+                t->pt[m++] = t->pt[i];
+            }
+        }
+        t->n = m;
+        if (t->pt[t->n - 1].event / t->stride == e / t->stride) {
+            if (live_bytes > t->pt[t->n - 1].bytes)
+                t->pt[t->n - 1] = (ck_mem_point){e, live_bytes};
+            return;
+        }
+    }
+    t->pt[t->n++] = (ck_mem_point){e, live_bytes};
 }

@@ -1,6 +1,8 @@
 /* Forward, loss, backward and segment recomputation with activation accounting. */
 #include "harness/engine/executor.h"
 
+#include "backends/registry.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +87,9 @@ void ck_exec_free(ck_exec *e)
  * Forward of one layer
  * --------------------------------------------------------------------------------------- */
 
-static bool op_draws_random(ck_op_kind k)
+static bool op_draws_random(const ck_node *nd)
 {
-    return k == CK_OP_DROPOUT || k == CK_OP_GAUSSIAN_NOISE;
+    return nd->draw_elems > 0;
 }
 
 /* The stream a dropout/noise layer draws from under the RNG policy; advances the global
@@ -95,14 +97,13 @@ static bool op_draws_random(ck_op_kind k)
 static ck_rng_stream draw_stream(ck_exec *e, int layer, int step)
 {
     const ck_node *nd = &e->cfg.g->nodes[layer];
-    ck_rng_purpose purpose = nd->op.kind == CK_OP_DROPOUT ? CK_PURPOSE_DROPOUT : CK_PURPOSE_NOISE;
+    ck_rng_purpose purpose = nd->draw_uniform ? CK_PURPOSE_DROPOUT : CK_PURPOSE_NOISE;
     if (e->cfg.rng == CK_RNG_COUNTER)
         return ck_rng_keyed(e->cfg.seed, (uint32_t)layer, purpose, (uint32_t)step);
     ck_rng_stream s = ck_rng_keyed(e->cfg.seed, CK_RNG_NO_LAYER, CK_PURPOSE_GLOBAL, 0);
     s.offset = e->global_offset;
-    uint64_t n = (uint64_t)ck_shape_numel(&nd->out_shape);
-    e->global_offset += nd->op.kind == CK_OP_DROPOUT ? ck_rng_uniform_words(n)
-                                                     : ck_rng_normal_words(n);
+    uint64_t n = (uint64_t)nd->draw_elems;
+    e->global_offset += nd->draw_uniform ? ck_rng_uniform_words(n) : ck_rng_normal_words(n);
     return s;
 }
 
@@ -153,7 +154,7 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     a->recompute = recompute;
     a->update_running_stats = !e->cfg.freeze_buffers && !nd->op.eval &&
                               (!recompute || e->cfg.bn == CK_BN_UPDATE);
-    if (op_draws_random(nd->op.kind))
+    if (op_draws_random(nd))
         a->rng = draw_stream(e, i, step);
 
     if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK)
@@ -265,6 +266,41 @@ fail:
  * One step
  * --------------------------------------------------------------------------------------- */
 
+
+/* cross_entropy over a class dim other than 1 or with an ignore_index runs through the
+ * backend's optional capability (backend.h, CK_PROC_CE_FORWARD / CK_PROC_CE_BACKWARD) */
+static bool loss_needs_spec(const ck_graph *g, ck_loss_kind kind)
+{
+    return kind == CK_LOSS_CROSS_ENTROPY &&
+           (g->loss_spec.class_dim != 1 || g->loss_spec.has_ignore);
+}
+
+static ck_status loss_fwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, const ck_tensor *y,
+                          const ck_tensor *target, double *loss, ck_error *err)
+{
+    if (!loss_needs_spec(g, kind))
+        return b->loss_forward(b, kind, y, target, loss, err);
+    ck_ce_forward_fn fn = (ck_ce_forward_fn)ck_backend_proc(b, CK_PROC_CE_FORWARD);
+    if (!fn)
+        return ck_fail(err, CK_ERR_UNSUPPORTED,
+                       "the %s backend has no cross_entropy with class_dim %d or ignore_index",
+                       b->name, g->loss_spec.class_dim);
+    return fn(b, &g->loss_spec, y, target, loss, err);
+}
+
+static ck_status loss_bwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, const ck_tensor *y,
+                          const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err)
+{
+    if (!loss_needs_spec(g, kind))
+        return b->loss_backward(b, kind, y, target, scale, dy, err);
+    ck_ce_backward_fn fn = (ck_ce_backward_fn)ck_backend_proc(b, CK_PROC_CE_BACKWARD);
+    if (!fn)
+        return ck_fail(err, CK_ERR_UNSUPPORTED,
+                       "the %s backend has no cross_entropy with class_dim %d or ignore_index",
+                       b->name, g->loss_spec.class_dim);
+    return fn(b, &g->loss_spec, y, target, scale, dy, err);
+}
+
 ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,
                        ck_loss_kind loss_kind, double loss_scale, bool backward, double *loss,
                        ck_error *err)
@@ -285,7 +321,7 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
             drop_segment_internals(e, &plan->segments[s]);
     }
 
-    if ((st = b->loss_forward(b, loss_kind, &e->out[n - 1], target, loss, err)) != CK_OK) {
+    if ((st = loss_fwd(b, g, loss_kind, &e->out[n - 1], target, loss, err)) != CK_OK) {
         ck_error_prefix(err, "loss (%s)", ck_loss_kind_name(loss_kind));
         goto out;
     }
@@ -294,8 +330,8 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
 
     if ((st = ck_act_alloc_tensor(&e->act, &e->dout[n - 1], err)) != CK_OK)
         goto out;
-    if ((st = b->loss_backward(b, loss_kind, &e->out[n - 1], target, loss_scale, &e->dout[n - 1],
-                               err)) != CK_OK) {
+    if ((st = loss_bwd(b, g, loss_kind, &e->out[n - 1], target, loss_scale, &e->dout[n - 1],
+                       err)) != CK_OK) {
         ck_error_prefix(err, "loss backward (%s)", ck_loss_kind_name(loss_kind));
         goto out;
     }

@@ -98,5 +98,6 @@ void ck_record_free(ck_record *rec)
     free(rec->e);
     free(rec->losses);
     free(rec->scales);
+    free(rec->step_wall_s);
     memset(rec, 0, sizeof *rec);
 }

@@ -8,6 +8,7 @@
 #define CK_RECORDS_H
 
 #include "backends/backend.h"
+#include "harness/engine/alloc.h"
 #include "harness/model/params.h"
 
 typedef enum {
@@ -44,6 +45,8 @@ typedef struct {
     int64_t recomputed_other_dtype;
     int first_other_dtype_layer;
     double wall_time_s;
+    double *step_wall_s;   /* per step (steps entries), seconds */
+    ck_mem_trace mem;      /* live activation bytes over the run (alloc.h) */
 } ck_record;
 
 /* Appends one entry named name: copied from host_src when it is not NULL, else downloaded

@@ -33,7 +33,9 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     double *host = NULL;
     memset(input, 0, sizeof *input);
     memset(target, 0, sizeof *target);
-    ck_status st = alloc_plain_tensor(b, input, "input", dtype, &g->input_shape, err);
+    const bool tokens = c->input_dist == CK_DIST_TOKENS;
+    ck_status st = alloc_plain_tensor(b, input, "input", tokens ? CK_I32 : dtype,
+                                      &g->input_shape, err);
     if (st != CK_OK)
         goto fail;
     int64_t n = ck_shape_numel(&g->input_shape);
@@ -47,8 +49,9 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     }
     ck_rng_stream s = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, (uint32_t)step);
     for (int64_t i = 0; i < n; i++)
-        host[i] = c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
-                                                  : ck_rng_uniform_f64(&s, (uint64_t)i);
+        host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
+                  : c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
+                                                    : ck_rng_uniform_f64(&s, (uint64_t)i);
     if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
         goto fail;
 
@@ -62,7 +65,7 @@ ck_status ck_make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, int ste
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
         if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
             goto fail;
-        uint32_t classes = (uint32_t)g->output_shape.dim[1];
+        uint32_t classes = (uint32_t)g->output_shape.dim[g->loss_spec.class_dim];
         for (int64_t i = 0; i < nt; i++)
             host[i] = (double)ck_rng_below(&ts, (uint64_t)i, classes);
         st = ck_upload_f64(b, target, host, err);
@@ -125,14 +128,17 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     rec->steps = c->steps;
     rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
     rec->scales = calloc((size_t)c->steps, sizeof *rec->scales);
-    if (!rec->losses || !rec->scales)
+    rec->step_wall_s = calloc((size_t)c->steps, sizeof *rec->step_wall_s);
+    if (!rec->losses || !rec->scales || !rec->step_wall_s)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory");
     ck_status st = ck_model_create(&model, b, g, dtype, err);
     if (st != CK_OK)
         return st;
     const ck_dump_spec *dump = hooks ? hooks->dump : NULL;
     ck_act_dumper acts = {.inner = hooks ? hooks->observer : NULL,
-                       .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g};
+                          .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g,
+                          .activations = dump && dump->activations,
+                          .activation_grads = dump && dump->activation_grads};
     if ((st = ck_model_init(&model, c->seed, err)) != CK_OK)
         goto out;
     if (dump && (st = ck_dump_init(dump, &model, err)) != CK_OK)
@@ -143,7 +149,7 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
         .observer = hooks ? hooks->observer : NULL,
         .observer_user = hooks ? hooks->observer_user : NULL,
     };
-    if (dump && dump->activations) {
+    if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;
         cfg.observer_user = &acts;
     }
@@ -153,8 +159,9 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
     int clean_steps = 0;
     int64_t updates = 0; /* optimizer steps taken: a skipped step does not count (PyTorch) */
     for (int step = 0; step < c->steps; step++) {
-        double loss = 0.0;
+        double loss = 0.0, step_t0 = now_s();
         if ((st = ck_make_data(b, g, dtype, step, &input, &target, err)) != CK_OK ||
+            (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
             (st = ck_model_zero_grads(&model, err)) != CK_OK ||
             (st = ck_model_cast_params(&model, err)) != CK_OK ||
             (st = ck_exec_step(&ex, step, &input, target.data ? &target : NULL, c->loss, scale,
@@ -189,15 +196,22 @@ ck_status ck_train(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dty
             goto out;
         if (dump && (st = ck_dump_step(dump, rec, first_grad, step, err)) != CK_OK)
             goto out;
-        if (dump && dump->activations && (st = ck_dump_activations(dump, &acts, step, err)) != CK_OK)
+        if (dump && (st = ck_dump_activations(dump, &acts, step, err)) != CK_OK)
             goto out;
+        if (dump && dump->optimizer_state &&
+            (st = ck_dump_optimizer(dump, &model, &c->optimizer, step, err)) != CK_OK)
+            goto out;
+        rec->step_wall_s[step] = now_s() - step_t0;
     }
     rec->peak_activation_bytes = ex.act.peak_bytes;
+    rec->mem = ex.act.trace;
     rec->recomputed_layers = ex.recomputed_layers;
     rec->recomputed_other_dtype = ex.recomputed_other_dtype;
     rec->first_other_dtype_layer = ex.first_other_dtype_layer;
 out:
     ck_record_free(&acts.acts);
+    ck_record_free(&acts.grads);
+    ck_record_free(&acts.random);
     ck_free_data(b, &input, &target);
     ck_exec_free(&ex);
     ck_model_free(&model);

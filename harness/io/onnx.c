@@ -375,6 +375,21 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
         st = bad(r, "tensor `%s`: data given in more than one field", t->name);
         goto out;
     }
+    /* the data must be there before anything the size of the dims is allocated */
+    if (has_raw && raw_len != t->nbytes) {
+        st = bad(r, "tensor `%s`: raw_data holds %zu bytes, its dims and type need %zu", t->name,
+                 raw_len, t->nbytes);
+        goto out;
+    }
+    if ((has_fl || has_ints) && (int64_t)(has_fl ? n_fl : n_ints) != numel) {
+        st = bad(r, "tensor `%s`: %d values for %lld elements", t->name, has_fl ? n_fl : n_ints,
+                 (long long)numel);
+        goto out;
+    }
+    if (!has_raw && !has_fl && !has_ints && t->nbytes) {
+        st = bad(r, "tensor `%s`: no data for %lld elements", t->name, (long long)numel);
+        goto out;
+    }
     if (t->nbytes) {
         t->data = malloc(t->nbytes);
         if (!t->data) {
@@ -383,19 +398,9 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
         }
     }
     if (has_raw) {
-        if (raw_len != t->nbytes) {
-            st = bad(r, "tensor `%s`: raw_data holds %zu bytes, its dims and type need %zu",
-                     t->name, raw_len, t->nbytes);
-            goto out;
-        }
         if (raw_len)
             memcpy(t->data, raw, raw_len);
     } else if (has_fl || has_ints) {
-        int n = has_fl ? n_fl : n_ints;
-        if ((int64_t)n != numel) {
-            st = bad(r, "tensor `%s`: %d values for %lld elements", t->name, n, (long long)numel);
-            goto out;
-        }
         bool fl_ok = has_fl && (t->data_type == CK_ONNX_FLOAT || t->data_type == CK_ONNX_DOUBLE);
         bool int_ok = has_ints && t->data_type != CK_ONNX_FLOAT && t->data_type != CK_ONNX_DOUBLE;
         if (!fl_ok && !int_ok) {
@@ -415,9 +420,6 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
             default: d[i] = (unsigned char)ints[i]; break;
             }
         }
-    } else if (t->nbytes) {
-        st = bad(r, "tensor `%s`: no data for %lld elements", t->name, (long long)numel);
-        goto out;
     }
 out:
     free(dims);

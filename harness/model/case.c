@@ -91,6 +91,52 @@ static ck_status parse_padding(const ck_jctx *cx, const cJSON *v, const char *jp
     return parse_window(cx, v, jpath, op->nsp, 0, op->pad);
 }
 
+/* DIMLIST (dims -8..7), SHAPE (sizes >= 1, or -1 when range.lo is -1), NORMSHAPE (an int or a
+ * list of sizes >= 1): 1 to CK_OP_MAX_DIMS entries, the count at def->count_offset. */
+static ck_status parse_int_list(const ck_jctx *cx, const ck_option_def *def, const cJSON *v,
+                                const char *jpath, ck_op_params *op)
+{
+    int *count = (int *)((char *)op + def->count_offset);
+    void *field = (char *)op + def->offset;
+    const bool dims = def->type == CK_OPTION_DIMLIST;
+    const int64_t lo = dims ? -CK_OP_MAX_DIMS : def->type == CK_OPTION_SHAPE && def->range.lo < 0 ? -1 : 1;
+    const int64_t hi = dims ? CK_OP_MAX_DIMS - 1 : CK_SIZE_CAP;
+    char item_path[CK_JPATH_MAX];
+    int64_t x;
+    ck_status st;
+    if (def->type == CK_OPTION_NORMSHAPE && cJSON_IsNumber(v)) {
+        if ((st = ck_jget_int(cx, v, jpath, 1, CK_SIZE_CAP, &x)) != CK_OK)
+            return st;
+        ((int64_t *)field)[0] = x;
+        *count = 1;
+        return CK_OK;
+    }
+    if (!cJSON_IsArray(v))
+        return ck_jfail(cx, jpath, "must be a list of 1 to %d integers%s, got %s", CK_OP_MAX_DIMS,
+                        def->type == CK_OPTION_NORMSHAPE ? " (or one integer)" : "",
+                        ck_json_type_name(v));
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > CK_OP_MAX_DIMS)
+        return ck_jfail(cx, jpath, "must be a list of 1 to %d integers, got a list of %d",
+                        CK_OP_MAX_DIMS, n);
+    int i = 0, minus_ones = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        ck_jpath_index(item_path, sizeof item_path, jpath, i);
+        if ((st = ck_jget_int(cx, c, item_path, lo, hi, &x)) != CK_OK)
+            return st;
+        if (!dims && lo == -1 && x == 0)
+            return ck_jfail(cx, item_path, "must be a positive size or -1, got 0");
+        if (x == -1 && !dims && ++minus_ones > 1)
+            return ck_jfail(cx, item_path, "only one size may be -1 (inferred)");
+        if (dims)
+            ((int *)field)[i] = (int)x;
+        else
+            ((int64_t *)field)[i] = x;
+    }
+    *count = n;
+    return CK_OK;
+}
+
 static ck_status parse_option(const ck_jctx *cx, const ck_option_def *def, const cJSON *v,
                               const char *jpath, ck_op_params *op)
 {
@@ -106,6 +152,40 @@ static ck_status parse_option(const ck_jctx *cx, const ck_option_def *def, const
         return ck_jget_bool(cx, v, jpath, (bool *)field);
     case CK_OPTION_REAL:
         return ck_jget_real(cx, v, jpath, &def->range, (double *)field);
+    case CK_OPTION_DIM: {
+        int64_t x;
+        ck_status st = ck_jget_int(cx, v, jpath, -CK_OP_MAX_DIMS, CK_OP_MAX_DIMS - 1, &x);
+        if (st == CK_OK)
+            *(int *)field = (int)x;
+        return st;
+    }
+    case CK_OPTION_DIMLIST:
+    case CK_OPTION_SHAPE:
+    case CK_OPTION_NORMSHAPE:
+        return parse_int_list(cx, def, v, jpath, op);
+    case CK_OPTION_PAD:
+        op->pad_mode = CK_PAD_EXPLICIT;
+        return parse_window(cx, v, jpath, op->nsp, 0, op->pad);
+    case CK_OPTION_WINDOW0:
+        return parse_window(cx, v, jpath, op->nsp, 0, (int *)field);
+    case CK_OPTION_UPMODE: {
+        static const char *const one[] = {"nearest", "linear"}, *const two[] = {"nearest", "bilinear"},
+                                 *const three[] = {"nearest", "trilinear"};
+        const char *const *names = op->nsp == 1 ? one : op->nsp == 2 ? two : three;
+        int choice = 0;
+        ck_status st = ck_jget_choice(cx, v, jpath, names, 2, &choice);
+        if (st == CK_OK)
+            op->mode = choice ? CK_UPSAMPLE_LINEAR : CK_UPSAMPLE_NEAREST;
+        return st;
+    }
+    case CK_OPTION_APPROX: {
+        static const char *const names[] = {"none", "tanh"};
+        int choice = 0;
+        ck_status st = ck_jget_choice(cx, v, jpath, names, 2, &choice);
+        if (st == CK_OK)
+            op->gelu_tanh = choice == 1;
+        return st;
+    }
     }
     return ck_fail(cx->err, CK_ERR_INTERNAL, "%s: %s: unknown option type", cx->path, jpath);
 }
@@ -159,9 +239,46 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
 {
     char ipath[CK_JPATH_MAX], item_path[CK_JPATH_MAX];
     bool many = ck_op_takes_many_inputs(L->op.kind);
+    int lo = 1, hi = 1;
+    ck_op_input_range(L->op.kind, &lo, &hi);
     ck_status st;
     ck_jpath_key(ipath, sizeof ipath, lpath, "inputs");
 
+    if (!many && hi > 1) {
+        /* matmul (1 or 2), attention (1 or 3), mul (2) */
+        if (!v) {
+            if (lo > 1)
+                return ck_jfail(cx, ipath, "required for %s: a list of %d earlier layer names",
+                                L->op_name, lo);
+            L->n_in = 1;
+            L->in[0] = index - 1;
+            return CK_OK;
+        }
+        if (cJSON_IsString(v) && lo == 1) {
+            L->n_in = 1;
+            return resolve_input(cx, c, layers_json, index, v, ipath, &L->in[0]);
+        }
+        if (!cJSON_IsArray(v))
+            return ck_jfail(cx, ipath, "must be a list of layer names, got %s",
+                            ck_json_type_name(v));
+        int n = cJSON_GetArraySize(v);
+        bool ok = n >= lo && n <= hi && !(L->op.kind == CK_OP_ATTENTION && n == 2);
+        if (!ok)
+            return ck_jfail(cx, ipath, "%s takes %s inputs, got %d", L->op_name,
+                            L->op.kind == CK_OP_ATTENTION ? "1 (q = k = v) or 3 (q, k, v)"
+                            : L->op.kind == CK_OP_MATMUL ? "1 (with units) or 2"
+                                                         : "exactly 2",
+                            n);
+        int j = 0;
+        for (const cJSON *item = v->child; item; item = item->next, j++) {
+            ck_jpath_index(item_path, sizeof item_path, ipath, j);
+            if ((st = resolve_input(cx, c, layers_json, index, item, item_path, &L->in[j])) !=
+                CK_OK)
+                return st;
+        }
+        L->n_in = n;
+        return CK_OK;
+    }
     if (!v) {
         if (many)
             return ck_jfail(cx, ipath, "required for %s: a list of 2 to %d earlier layer names",
@@ -194,6 +311,63 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
             return st;
     }
     L->n_in = n;
+    return CK_OK;
+}
+
+/* Rules between one layer's options (issue 18). */
+static ck_status check_layer_options(const ck_jctx *cx, const cJSON *item, const char *lpath,
+                                     const ck_op_info *info, ck_op_params *op)
+{
+    char kpath[CK_JPATH_MAX];
+    const bool is_transpose = strcmp(info->name, "transpose") == 0;
+    if (info->kind == CK_OP_PERMUTE) {
+        const bool has_dims = cJSON_GetObjectItemCaseSensitive(item, "dims") != NULL;
+        const bool has_d0 = cJSON_GetObjectItemCaseSensitive(item, "dim0") != NULL;
+        const bool has_d1 = cJSON_GetObjectItemCaseSensitive(item, "dim1") != NULL;
+        if (is_transpose && has_dims) {
+            ck_jpath_key(kpath, sizeof kpath, lpath, "dims");
+            return ck_jfail(cx, kpath, "transpose takes dim0 and dim1 (permute takes dims)");
+        }
+        if (!is_transpose && (has_d0 || has_d1)) {
+            ck_jpath_key(kpath, sizeof kpath, lpath, has_d0 ? "dim0" : "dim1");
+            return ck_jfail(cx, kpath, "permute takes dims (transpose takes dim0 and dim1)");
+        }
+        if (is_transpose && (!has_d0 || !has_d1)) {
+            ck_jpath_key(kpath, sizeof kpath, lpath, has_d0 ? "dim1" : "dim0");
+            return ck_jfail(cx, kpath, "required for transpose");
+        }
+        if (!is_transpose && !has_dims) {
+            ck_jpath_key(kpath, sizeof kpath, lpath, "dims");
+            return ck_jfail(cx, kpath, "required for permute");
+        }
+        if (is_transpose)
+            op->n_perm = 0; /* the graph builder fills perm from dim0, dim1 */
+    }
+    if (info->kind == CK_OP_UPSAMPLE && op->mode == CK_UPSAMPLE_NEAREST &&
+        cJSON_GetObjectItemCaseSensitive(item, "align_corners")) {
+        ck_jpath_key(kpath, sizeof kpath, lpath, "align_corners");
+        return ck_jfail(cx, kpath, "applies only to the linear modes (mode \"%s\")",
+                        info->nsp == 1 ? "linear" : info->nsp == 2 ? "bilinear" : "trilinear");
+    }
+    if (info->kind == CK_OP_CONV_TRANSPOSE)
+        for (int d = 0; d < info->nsp; d++)
+            if (op->out_pad[d] >= op->stride[d] && op->out_pad[d] >= op->dilation[d]) {
+                ck_jpath_key(kpath, sizeof kpath, lpath, "output_padding");
+                return ck_jfail(cx, kpath,
+                                "%d in spatial dim %d must be smaller than stride (%d) or "
+                                "dilation (%d), as PyTorch requires",
+                                op->out_pad[d], d, op->stride[d], op->dilation[d]);
+            }
+    if ((info->kind == CK_OP_MAXPOOL || info->kind == CK_OP_AVGPOOL) &&
+        op->pad_mode == CK_PAD_EXPLICIT)
+        for (int d = 0; d < info->nsp; d++)
+            if (2 * op->pad[d] > op->kernel[d]) {
+                ck_jpath_key(kpath, sizeof kpath, lpath, "padding");
+                return ck_jfail(cx, kpath,
+                                "%d in spatial dim %d is more than half the pool window %d "
+                                "(PyTorch's limit: every window must hold an input element)",
+                                op->pad[d], d, op->kernel[d]);
+            }
     return CK_OK;
 }
 
@@ -247,7 +421,7 @@ static ck_status parse_layer(const ck_jctx *cx, ck_case *c, const cJSON *layers_
 
     /* Allowed keys: the common three, then the op's own, straight from the table. */
     const ck_option_def *opts = ck_op_options(info->kind);
-    const char *allowed[3 + 8];
+    const char *allowed[3 + 12];
     int n_allowed = 0;
     allowed[n_allowed++] = "name";
     allowed[n_allowed++] = "op";
@@ -275,9 +449,25 @@ static ck_status parse_layer(const ck_jctx *cx, ck_case *c, const cJSON *layers_
     /* Pools step by their window unless told otherwise (PyTorch's default). */
     if ((info->kind == CK_OP_MAXPOOL || info->kind == CK_OP_AVGPOOL) && !stride_given)
         memcpy(L->op.stride, L->op.kernel, sizeof L->op.stride);
+    if ((st = check_layer_options(cx, item, lpath, info, &L->op)) != CK_OK)
+        return st;
 
-    return parse_inputs(cx, c, layers_json, index,
-                        cJSON_GetObjectItemCaseSensitive(item, "inputs"), lpath, L);
+    if ((st = parse_inputs(cx, c, layers_json, index,
+                           cJSON_GetObjectItemCaseSensitive(item, "inputs"), lpath, L)) != CK_OK)
+        return st;
+    if (info->kind == CK_OP_MATMUL) {
+        ck_jpath_key(kpath, sizeof kpath, lpath, "units");
+        if (L->n_in == 1 && L->op.units == 0)
+            return ck_jfail(cx, kpath, "required for matmul with one input (it multiplies by a "
+                                       "weight of shape [K, units]); or give 2 inputs");
+        if (L->n_in == 2 && L->op.units != 0)
+            return ck_jfail(cx, kpath, "matmul with 2 inputs has no weight: drop units");
+        ck_jpath_key(kpath, sizeof kpath, lpath, "transpose_b");
+        if (L->n_in == 1 && L->op.trans_b)
+            return ck_jfail(cx, kpath, "applies to a second input; the weight of a one-input "
+                                       "matmul is [K, units] as written");
+    }
+    return CK_OK;
 }
 
 static ck_status parse_layers(const ck_jctx *cx, const cJSON *v, ck_case *c)
@@ -309,7 +499,7 @@ static ck_status parse_layers(const ck_jctx *cx, const cJSON *v, ck_case *c)
 
 static ck_status parse_input(const ck_jctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"shape", "dist"};
+    static const char *const keys[] = {"shape", "dist", "vocab"};
     char item_path[CK_JPATH_MAX], dims[128];
     ck_status st;
     int choice;
@@ -351,12 +541,21 @@ static ck_status parse_input(const ck_jctx *cx, const cJSON *v, ck_case *c)
             return st;
         c->input_dist = (ck_dist)choice;
     }
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(v, "vocab");
+    if (c->input_dist == CK_DIST_TOKENS && !vocab)
+        return ck_jfail(cx, "input.vocab", "required for \"dist\": \"tokens\": token ids are "
+                                           "drawn uniformly from [0, vocab)");
+    if (vocab && c->input_dist != CK_DIST_TOKENS)
+        return ck_jfail(cx, "input.vocab", "applies only to \"dist\": \"tokens\"");
+    if (vocab && (st = ck_jget_int(cx, vocab, "input.vocab", 1, INT32_MAX, &c->input_vocab)) !=
+                     CK_OK)
+        return st;
     return CK_OK;
 }
 
 static ck_status parse_loss(const ck_jctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"op"};
+    static const char *const keys[] = {"op", "class_dim", "ignore_index"};
     ck_status st;
     int choice;
     if (!v)
@@ -371,6 +570,25 @@ static ck_status parse_loss(const ck_jctx *cx, const cJSON *v, ck_case *c)
     if ((st = ck_jget_choice(cx, op, "loss.op", ck_loss_names.names, ck_loss_names.n, &choice)) != CK_OK)
         return st;
     c->loss = (ck_loss_kind)choice;
+    const cJSON *cd = cJSON_GetObjectItemCaseSensitive(v, "class_dim");
+    const cJSON *ig = cJSON_GetObjectItemCaseSensitive(v, "ignore_index");
+    if ((cd || ig) && c->loss != CK_LOSS_CROSS_ENTROPY)
+        return ck_jfail(cx, cd ? "loss.class_dim" : "loss.ignore_index",
+                        "applies only to cross_entropy (this loss is %s)",
+                        ck_loss_kind_name(c->loss));
+    int64_t x;
+    if (cd) {
+        if ((st = ck_jget_int(cx, cd, "loss.class_dim", -CK_OP_MAX_DIMS, CK_OP_MAX_DIMS - 1, &x)) !=
+            CK_OK)
+            return st;
+        c->loss_class_dim = (int)x;
+    }
+    if (ig) {
+        if ((st = ck_jget_int(cx, ig, "loss.ignore_index", INT32_MIN, INT32_MAX, &x)) != CK_OK)
+            return st;
+        c->loss_has_ignore = true;
+        c->loss_ignore_index = x;
+    }
     return CK_OK;
 }
 
@@ -522,6 +740,8 @@ static ck_status parse_train(const ck_jctx *cx, const cJSON *v, ck_case *c)
     if ((item = cJSON_GetObjectItemCaseSensitive(v, "lr")) &&
         (st = ck_jget_real(cx, item, "train.lr", &positive, &c->optimizer.lr)) != CK_OK)
         return st;
+    if (c->optimizer.kind == CK_OPT_ADAMW)
+        c->optimizer.weight_decay = 0.01; /* PyTorch AdamW's default */
     if ((item = cJSON_GetObjectItemCaseSensitive(v, "weight_decay")) &&
         (st = ck_jget_real(cx, item, "train.weight_decay", &non_negative,
                        &c->optimizer.weight_decay)) != CK_OK)
@@ -532,7 +752,8 @@ static ck_status parse_train(const ck_jctx *cx, const cJSON *v, ck_case *c)
         ck_jpath_key(kpath, sizeof kpath, "train", specific[i].key);
         /* Accepted only where it has an effect: a setting that silently does nothing
          * would let a wrong case pass. */
-        if (c->optimizer.kind != specific[i].only_for)
+        if (c->optimizer.kind != specific[i].only_for &&
+            !(specific[i].only_for == CK_OPT_ADAM && c->optimizer.kind == CK_OPT_ADAMW))
             return ck_jfail(cx, kpath, "applies only to optimizer \"%s\" (this case uses \"%s\")",
                            ck_optimizer_kind_name(specific[i].only_for),
                            ck_optimizer_kind_name(c->optimizer.kind));
@@ -893,6 +1114,8 @@ static void set_case_defaults(ck_case *c)
     c->seed = 0;
     c->input_dist = CK_DIST_UNIFORM;
     c->loss = CK_LOSS_MEAN;
+    c->loss_class_dim = 1;
+    c->loss_ignore_index = -100;
     c->ckpt_kind = CK_CKPT_SQRT;
     c->steps = 1;
     c->optimizer.kind = CK_OPT_SGD;

@@ -37,12 +37,17 @@ typedef struct {
     uint64_t seed;     /* default 0 */
 
     ck_shape input_shape; /* (N, ...) */
-    ck_dist input_dist;   /* default uniform */
+    ck_dist input_dist;   /* default uniform; tokens: i32 ids in [0, input_vocab) */
+    int64_t input_vocab;
 
     int n_layers;
     ck_layer_spec *layers;
 
     ck_loss_kind loss; /* default mean */
+    int loss_class_dim;       /* cross_entropy: class_dim as written (default 1; negative
+                                 from the end; resolved in the graph's ck_loss_spec) */
+    bool loss_has_ignore;     /* cross_entropy: ignore_index given */
+    int64_t loss_ignore_index;
 
     ck_ckpt_kind ckpt_kind; /* default sqrt */
     int ckpt_every;         /* CK_CKPT_EVERY */

@@ -12,7 +12,7 @@
 #include "harness/core/tensor.h"
 #include "harness/io/json_get.h"
 
-typedef enum { CK_DIST_UNIFORM = 0, CK_DIST_NORMAL } ck_dist;
+typedef enum { CK_DIST_UNIFORM = 0, CK_DIST_NORMAL, CK_DIST_TOKENS } ck_dist;
 typedef enum { CK_CKPT_SQRT = 0, CK_CKPT_EVERY, CK_CKPT_SEGMENTS } ck_ckpt_kind;
 typedef enum { CK_RNG_COUNTER = 0, CK_RNG_STATEFUL, CK_RNG_STASH } ck_rng_policy;
 typedef enum { CK_BN_SKIP = 0, CK_BN_UPDATE } ck_bn_policy;
@@ -41,7 +41,17 @@ typedef enum {
     CK_OPTION_WINDOW,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints, 1..CK_SIZE_CAP */
     CK_OPTION_PADDING, /* "same" | "valid" | int or list of nsp ints, 0..CK_SIZE_CAP */
     CK_OPTION_BOOL,
-    CK_OPTION_REAL     /* double field within `range` */
+    CK_OPTION_REAL,    /* double field within `range` */
+    /* issue 18 */
+    CK_OPTION_DIM,      /* int field: a dim index, -8..7 (negative from the end) */
+    CK_OPTION_DIMLIST,  /* int[] field: a list of 1 to 8 dim indices; count at count_offset */
+    CK_OPTION_SHAPE,    /* int64_t[] field: a list of 1 to 8 sizes (-1 allowed when `range.lo`
+                           is -1); count at count_offset */
+    CK_OPTION_NORMSHAPE, /* int64_t[] field: an int or a list of 1 to 7 positive sizes */
+    CK_OPTION_PAD,      /* int or list of nsp ints >= 0: explicit padding (pad[], pad_mode) */
+    CK_OPTION_WINDOW0,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints >= 0 */
+    CK_OPTION_UPMODE,   /* "nearest" | "linear" | "bilinear" | "trilinear" (by nsp) */
+    CK_OPTION_APPROX    /* gelu: "none" | "tanh" */
 } ck_option_type;
 
 typedef struct {
@@ -50,12 +60,16 @@ typedef struct {
     size_t offset;     /* of the field in ck_op_params */
     bool required;
     ck_real_range range;
+    size_t count_offset; /* DIMLIST, SHAPE, NORMSHAPE: the int count field */
 } ck_option_def;
 
 /* The options of an op kind, ended by an entry whose key is NULL. */
 const ck_option_def *ck_op_options(ck_op_kind kind);
 /* add and concat take a list of 2 to 8 inputs; every other op one. */
 bool ck_op_takes_many_inputs(ck_op_kind kind);
+/* How many inputs a layer of this kind takes: [*lo, *hi] (add, concat: 2 to 8; matmul: 1
+ * (with units) or 2; attention: 1 (q = k = v) or 3; mul: 2; every other op 1). */
+void ck_op_input_range(ck_op_kind kind, int *lo, int *hi);
 
 /* ---- names as a case file spells them (index = enum value) ---- */
 typedef struct {

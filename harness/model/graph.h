@@ -8,14 +8,14 @@
 
 #include "harness/model/case.h"
 
-typedef enum { CK_INIT_UNIFORM = 0, CK_INIT_CONST } ck_init_kind;
+typedef enum { CK_INIT_UNIFORM = 0, CK_INIT_CONST, CK_INIT_NORMAL } ck_init_kind;
 
 typedef struct {
     const char *suffix; /* "weight", "bias", "running_mean", "running_var", "num_batches_tracked" */
     ck_shape shape;
     ck_dtype dtype;     /* CK_F32 means "the run's compute dtype"; CK_I64 stays i64 */
     ck_init_kind init;
-    double a;           /* UNIFORM: values in [-a, a); CONST: the value */
+    double a;           /* UNIFORM: values in [-a, a); CONST: the value; NORMAL: N(0, a^2) */
 } ck_param_spec;
 
 typedef struct {
@@ -30,6 +30,10 @@ typedef struct {
     ck_param_spec buffers[3];
     bool has_saved;
     ck_shape saved_shape;      /* accumulation-dtype scratch saved for backward */
+    int64_t draw_elems;        /* elements drawn from the seed stream per forward: dropout,
+                                  gaussian_noise (the output's), attention with dropout
+                                  (N heads Lq Lk probabilities); 0: draws nothing */
+    bool draw_uniform;         /* uniform words (dropout masks) rather than normal draws */
     int n_consumers;           /* layers reading this output (+1 for the loss on the last) */
     int last_consumer;         /* highest consumer index; n (the loss) for the output layer */
 } ck_node;
@@ -40,7 +44,8 @@ typedef struct {
     ck_node *nodes;
     ck_shape input_shape;
     ck_shape output_shape;  /* the last layer's output, fed to the loss */
-    ck_shape target_shape;  /* mse: like output; cross_entropy: output without dim 1 */
+    ck_shape target_shape;  /* mse: like output; cross_entropy: output without the class dim */
+    ck_loss_spec loss_spec; /* the loss with its class dim resolved (cross_entropy) */
 } ck_graph;
 
 ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err);
@@ -52,5 +57,8 @@ ck_status ck_op_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *
                       ck_error *err);
 /* Fills params/buffers/saved for a node whose op and input shapes are known. */
 void ck_op_state_specs(ck_node *node, const ck_shape *in0);
+/* Fills draw_elems/draw_uniform for a node whose op, inputs and output shape are known
+ * (in: its n_in input shapes). */
+void ck_op_draw_specs(ck_node *node, const ck_shape *in);
 
 #endif

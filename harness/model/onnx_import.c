@@ -120,10 +120,10 @@ static ck_status make_name(imp *im, const char *from, char out[CK_NAME_MAX + 1])
         k--;
     base[k] = '\0';
     if (!k)
-        snprintf(base, sizeof base, "layer%d", im->n_names);
+        snprintf(base, sizeof base, "layer%d", im->n_names % 1000000);
     snprintf(out, CK_NAME_MAX + 1, "%s", base);
     for (int i = 2; name_taken(im, out) && i < 1000000; i++)
-        snprintf(out, CK_NAME_MAX + 1, "%.56s_%d", base, i);
+        snprintf(out, CK_NAME_MAX + 1, "%.50s_%d", base, i); /* 50 + 1 + 11 digits fit */
     if (im->n_names == im->cap_names) {
         int nc = im->cap_names ? im->cap_names * 2 : 64;
         char **a = realloc(im->names, (size_t)nc * sizeof *a);

@@ -111,7 +111,7 @@ ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtyp
             if (st == CK_OK)
                 st = alloc_state_tensor(m, &ls->state1[p], ln, s1, md, &ps->shape, err);
             /* precision.md: linear/conv weights run in the low dtype, norms stay fp32 */
-            bool casts = low && (nd->op.kind == CK_OP_LINEAR || nd->op.kind == CK_OP_CONV);
+            bool casts = low && ck_op_casts_params(nd->op.kind);
             if (st == CK_OK && casts)
                 st = alloc_state_tensor(m, &ls->low_param[p], ln, ps->suffix, dtype, &ps->shape,
                                         err);
@@ -140,6 +140,10 @@ static ck_status fill_spec(ck_model *m, ck_tensor *t, const ck_param_spec *ps, u
         ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
         for (int64_t i = 0; i < n; i++)
             v[i] = ps->a * (2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0);
+    } else if (ps->init == CK_INIT_NORMAL) {
+        ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
+        for (int64_t i = 0; i < n; i++)
+            v[i] = ps->a * ck_rng_normal_f64(&s, (uint64_t)i);
     } else {
         for (int64_t i = 0; i < n; i++)
             v[i] = ps->a;

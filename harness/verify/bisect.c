@@ -137,8 +137,8 @@ static int64_t rng_draws_differ(const ck_node *nd, const ck_rng_stream *a, const
 {
     if (memcmp(a, b, sizeof *a) == 0)
         return 0;
-    int64_t n = ck_shape_numel(&nd->out_shape), differ = 0;
-    if (nd->op.kind == CK_OP_DROPOUT) {
+    int64_t n = nd->draw_elems, differ = 0;
+    if (nd->draw_uniform) {
         uint32_t thr = ck_dropout_threshold(nd->op.rate);
         for (int64_t i = 0; i < n; i++)
             differ += (ck_rng_u32(a, (uint64_t)i) < thr) != (ck_rng_u32(b, (uint64_t)i) < thr);
@@ -213,7 +213,7 @@ static ck_status on_forward(recorder *r, const ck_exec_event_info *ev, ck_error 
                             .recomp_dtype = ev->tensor->dtype, .rng_differs = -1};
     if ((st = compare_live(r, ev->tensor, &r->fwd[i], &c.m, &c.verdict, err)) != CK_OK)
         return st;
-    if (nd->op.kind == CK_OP_DROPOUT || nd->op.kind == CK_OP_GAUSSIAN_NOISE)
+    if (nd->draw_elems > 0)
         c.rng_differs = rng_draws_differ(nd, &r->fwd_args[i].rng, &ev->args->rng);
     if ((st = push_check(r, &c, err)) != CK_OK)
         return st;
@@ -651,10 +651,9 @@ static void explain(const ck_graph *g, ck_bisect_result *br)
         add_cause(br,
                   "%s `%s` drew a different %s on recomputation (rng policy `%s`): %" PRId64
                   " of %" PRId64 " %s elements differ",
-                  nd->spec->op_name, nd->spec->name,
-                  nd->op.kind == CK_OP_DROPOUT ? "mask" : "noise", ck_rng_policy_name(c->rng),
-                  br->rng.rng_differs, ck_shape_numel(&nd->out_shape),
-                  nd->op.kind == CK_OP_DROPOUT ? "mask" : "noise");
+                  nd->op.kind == CK_OP_ATTENTION ? "attention dropout" : nd->spec->op_name,
+                  nd->spec->name, nd->draw_uniform ? "mask" : "noise", ck_rng_policy_name(c->rng),
+                  br->rng.rng_differs, nd->draw_elems, nd->draw_uniform ? "mask" : "noise");
     } else if (f >= 0 && br->forward_orig_dtype != br->forward_recomp_dtype) {
         add_cause(br, "recomputed segment ran in %s, original in %s: `%s` (%s) first differs "
                       "(max_abs %.3g)",

@@ -103,8 +103,12 @@ static ck_status gc_push(ck_backend *b, gc_buf *g, ck_error *err)
     int64_t *tmp = malloc((size_t)n * sizeof *tmp);
     if (!tmp)
         return ck_fail(err, CK_ERR_NOMEM, "gradcheck: out of memory");
-    for (int64_t i = 0; i < n; i++)
-        tmp[i] = (int64_t)g->host[i];
+    if (g->t.dtype == CK_I32) /* token ids (embedding) */
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)tmp)[i] = (int32_t)g->host[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            tmp[i] = (int64_t)g->host[i];
     ck_status st = b->upload(b, &g->t, tmp, err);
     free(tmp);
     return st;
@@ -211,7 +215,20 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
     }
 
     c.io.n_in = node->n_in;
+    /* an embedding's input holds token ids: i32 draws in [0, vocab), not differentiated */
+    const bool tokens = node->op.kind == CK_OP_EMBEDDING;
     for (int i = 0; i < node->n_in; i++) {
+        if (tokens && i == 0) {
+            if ((st = gc_alloc(b, &in[i], in_names[i], CK_I32, &in_shapes[i], err)) != CK_OK)
+                goto cleanup;
+            ck_rng_stream ts = ck_rng_keyed(seed, 0, CK_PURPOSE_TEST, 1);
+            for (int64_t k = 0; k < ck_shape_numel(&in_shapes[i]); k++)
+                in[i].host[k] = (double)ck_rng_below(&ts, (uint64_t)k, (uint32_t)node->op.vocab);
+            if ((st = gc_push(b, &in[i], err)) != CK_OK)
+                goto cleanup;
+            c.io.in[i] = &in[i].t;
+            continue;
+        }
         if ((st = gc_alloc(b, &in[i], in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK ||
             (st = gc_alloc(b, &din[i], in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK)
             goto cleanup;
@@ -283,7 +300,7 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
     memset(&g, 0, sizeof g);
     g.dout = &dout.t;
     for (int i = 0; i < node->n_in; i++)
-        g.din[i] = &din[i].t;
+        g.din[i] = din[i].t.data ? &din[i].t : NULL;
     for (int p = 0; p < node->n_params; p++) {
         if (strcmp(node->params[p].suffix, "bias") == 0)
             g.dbias = &dpar[p].t;
@@ -293,7 +310,7 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
     if ((st = b->backward(b, &node->op, &c.args, &c.io, &g, err)) != CK_OK)
         goto cleanup;
     for (int i = 0; i < node->n_in; i++)
-        if ((st = b->download(b, &din[i].t, din[i].host, err)) != CK_OK)
+        if (din[i].t.data && (st = b->download(b, &din[i].t, din[i].host, err)) != CK_OK)
             goto cleanup;
     for (int p = 0; p < node->n_params; p++)
         if ((st = b->download(b, &dpar[p].t, dpar[p].host, err)) != CK_OK)
@@ -301,6 +318,8 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
 
     res->ok = true;
     for (int i = 0; i < node->n_in; i++) {
+        if (!din[i].t.data)
+            continue; /* token ids */
         ck_gradcheck_entry *e = &res->e[res->n++];
         snprintf(e->name, sizeof e->name, "%s", in_names[i]);
         if ((st = gc_check_tensor(&c, &in[i], din[i].host, (uint32_t)i, seed, &o, e, err)) != CK_OK)

@@ -20,7 +20,7 @@ ck_status ck_gradcheck_layer(ck_backend *b, const ck_graph *g, int layer,
         in_shapes[j] = nd->in[j] < 0 ? g->input_shape : g->nodes[nd->in[j]].out_shape;
     ck_fwd_args args;
     memset(&args, 0, sizeof args);
-    ck_rng_purpose purpose = nd->op.kind == CK_OP_DROPOUT ? CK_PURPOSE_DROPOUT : CK_PURPOSE_NOISE;
+    ck_rng_purpose purpose = nd->draw_uniform ? CK_PURPOSE_DROPOUT : CK_PURPOSE_NOISE;
     args.rng = ck_rng_keyed(g->cs->seed, (uint32_t)layer, purpose, 0);
     ck_status st = ck_gradcheck_op(b, nd, in_shapes, &args, g->cs->seed ^ (uint64_t)layer, opts,
                                    res, err);

@@ -37,6 +37,9 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
     s->recomputed_other_dtype = rec->recomputed_other_dtype;
     s->first_other_dtype_layer = rec->first_other_dtype_layer;
     s->wall_time_s = rec->wall_time_s;
+    s->step_wall_s = rec->step_wall_s;
+    rec->step_wall_s = NULL;
+    s->mem = rec->mem;
 }
 
 /* Compares rec against ref entry by entry; low_vs_fp32 selects the precision tolerances
@@ -109,7 +112,7 @@ static bool param_is_cast(const ck_graph *g, const char *name)
     size_t len = dot ? (size_t)(dot - name) : strlen(name);
     for (int i = 0; i < g->n; i++)
         if (strlen(g->nodes[i].spec->name) == len && strncmp(g->nodes[i].spec->name, name, len) == 0)
-            return g->nodes[i].op.kind == CK_OP_LINEAR || g->nodes[i].op.kind == CK_OP_CONV;
+            return ck_op_casts_params(g->nodes[i].op.kind);
     return false;
 }
 

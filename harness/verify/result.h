@@ -20,6 +20,8 @@ typedef struct {
     int64_t peak_activation_bytes;
     int64_t recomputed_layers; /* layer forwards run as recomputation, over all steps */
     double wall_time_s;    /* excluded from determinism checks */
+    double *step_wall_s;   /* steps entries; excluded from determinism checks */
+    ck_mem_trace mem;      /* live activation bytes over the run (engine/alloc.h) */
     ck_scale_step *scales; /* steps entries */
     int64_t recomputed_other_dtype; /* recomputations run in fp32 while the forward ran low */
     int first_other_dtype_layer;    /* the first such layer, or -1 */

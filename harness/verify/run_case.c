@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/engine/dump.h"
 #include "harness/io/files.h"
@@ -16,6 +17,24 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
                       ck_error *err)
 {
     return ck_run_case_ex(b, g, dtype, NULL, res, err);
+}
+
+/* The executor's layer events, passed on as progress. */
+typedef struct {
+    const ck_case_run_opts *opts;
+    ck_progress_info info;
+} progress_relay;
+
+static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    (void)err;
+    progress_relay *r = user;
+    r->info.step = ev->step;
+    r->info.layer = ev->layer;
+    r->info.backward = ev->ev == CK_EVENT_BACKWARD;
+    r->info.recompute = ev->recompute;
+    r->opts->progress(r->opts->progress_user, &r->info);
+    return CK_OK;
 }
 
 ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
@@ -54,12 +73,26 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
 
     ck_dump_spec dplain = {0}, dckpt = {0};
     ck_run_hooks hplain = {0}, hckpt = {0};
+    progress_relay rplain = {opts, {.run = 0, .n_runs = 2, .run_label = "plain", .steps = c->steps,
+                                    .n_layers = g->n}};
+    progress_relay rckpt = {opts, {.run = 1, .n_runs = 2, .run_label = "checkpointed",
+                                   .steps = c->steps, .n_layers = g->n}};
+    if (opts && opts->progress) {
+        hplain.observer = hckpt.observer = relay_progress;
+        hplain.observer_user = &rplain;
+        hckpt.observer_user = &rckpt;
+    }
     if (dumping) {
         if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
-            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK)
+            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK ||
+            (st = ck_manifest_describe(&manifest, g, &plan, dtype, err)) != CK_OK ||
+            (c->path && access(c->path, R_OK) == 0 && /* parsed from a file, not from text */
+             (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
             goto out;
         dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
-                                .activations = opts->dump_activations};
+                                .activations = opts->dump_activations,
+                                .activation_grads = opts->dump_activation_grads,
+                                .optimizer_state = opts->dump_optimizer};
         dckpt = dplain;
         dckpt.label = "checkpointed";
         hplain.dump = &dplain;

@@ -8,9 +8,25 @@
 
 #include "harness/verify/result.h"
 
+/* Progress of a case, called by the engine at every layer's forward and backward of the
+ * plain (run 0) and checkpointed (run 1) training runs; the caller renders it (the library
+ * never prints). */
+typedef struct {
+    int run, n_runs;       /* 0 plain, 1 checkpointed; of 2 */
+    const char *run_label; /* "plain", "checkpointed" */
+    int step, steps;
+    int layer, n_layers;
+    bool backward, recompute;
+} ck_progress_info;
+typedef void (*ck_progress_fn)(void *user, const ck_progress_info *p);
+
 typedef struct {
     const char *dump_dir;  /* write the plain and checkpointed runs' tensors here; NULL: no */
     bool dump_activations;
+    bool dump_activation_grads; /* every layer's output gradient per step too */
+    bool dump_optimizer;        /* the optimizer state after every step too */
+    ck_progress_fn progress; /* NULL: none */
+    void *progress_user;
 } ck_case_run_opts;
 
 /* Plain and checkpointed runs of the case, compared into res (free with ck_result_free). */

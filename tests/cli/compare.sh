@@ -95,6 +95,35 @@ expect_exit 2 "a negative tolerance" -- "$PROG" compare --tolerances "$C/tol_bad
 one_line_error "bad tolerance" "default.rtol"
 expect_exit 2 "an unknown tolerance key" -- "$PROG" compare --tolerances "$C/tol_unknown_key.json" "$C/ref.safetensors" "$C/ref.safetensors"
 
+# ---- interop: single tensors, selections, expected mismatches, integers excused by name --
+I="$FX/interop"
+expect_exit 0 "two single-tensor .npy files with equal values pair whatever their names" -- "$PROG" compare "$I/single_ckpt.npy" "$I/single_plain.npy" --report "$TMP/s.json"
+out_has "single" "paired by position"
+out_has "single" "PASS identical: 1 compared"
+grep -q '"paired_single":	true' "$TMP/s.json" && ok || bad "report says the single tensors were paired"
+expect_exit 1 "two single-tensor .npy files with different values" -- "$PROG" compare "$I/single_off.npy" "$I/single_plain.npy"
+out_has "single off" "first at [1, 0]"
+expect_exit 0 "FILE:NAME against a single file" -- "$PROG" compare "$I/bn_double.npz:grad.w" "$I/bn_ref.npz:grad.w"
+expect_exit 2 "FILE:NAME naming no tensor" -- "$PROG" compare "$I/bn_double.npz:grad.nope" "$I/single_plain.npy"
+one_line_error "FILE:NAME" "no tensor named \"grad.nope\""
+expect_exit 1 "several tensors are still matched by name" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz"
+out_has "bn" "num_batches_tracked (i64, compared exactly)"
+expect_exit 0 "--include grad.* compares only gradients" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --include 'grad.*'
+out_has "include" "PASS identical: 1 compared"
+expect_exit 0 "--exclude buffer.* likewise" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --exclude 'buffer.*'
+expect_exit 1 "a selection that keeps nothing compares nothing: fail" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --include 'nothing.*'
+out_has "empty selection" "nothing compared"
+expect_exit 0 "--expect-mismatch buffer.*: the known difference is present" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --expect-mismatch 'buffer.*' --report "$TMP/e.json"
+out_has "expect" "2 of them expected"
+grep -q '"expected_mismatch":	true' "$TMP/e.json" && ok || bad "report marks the expected mismatch"
+grep -q '"met":	true' "$TMP/e.json" && ok || bad "report says the expectation was met"
+expect_exit 1 "--expect-mismatch on a pair with no difference fails" -- "$PROG" compare "$I/bn_ref.npz" "$I/bn_ref.npz" --expect-mismatch 'buffer.*'
+out_has "expect unmet" "expected mismatch not found"
+expect_exit 1 "--expect-mismatch does not excuse other mismatches" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --expect-mismatch '*num_batches_tracked'
+expect_exit 0 "integers excused by name in a tolerance file" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --tolerances "$I/tol_bn.json"
+out_has "int excuse" "PASS close"
+expect_exit 1 "--atol does not excuse integers" -- "$PROG" compare "$I/bn_double.npz" "$I/bn_ref.npz" --atol 5 --include '*num_batches_tracked'
+
 # ---- every malformed file: one line naming it, exit 2 ------------------------------------
 n_bad=0
 while IFS="$(printf '\t')" read -r f frag; do

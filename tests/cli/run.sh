@@ -85,9 +85,14 @@ grep -q '"schema_version"' "$TMP/unet.json" && ok || bad "report has schema_vers
 [ -z "$(ls "$TMP" | grep '\.tmp\.')" ] && ok || bad "no temporary report file left behind"
 grep -q "report: $TMP/unet.json" "$TMP/out" && ok || bad "the report path is printed"
 expect_exit 0 "unet3d_bn again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet2.json" --quiet
-grep -v wall_time_s "$TMP/unet.json" >"$TMP/a"
-grep -v wall_time_s "$TMP/unet2.json" >"$TMP/b"
-cmp -s "$TMP/a" "$TMP/b" && ok || bad "two runs give byte-identical reports (wall times aside)"
+# the run metadata holds the host, the clock and the command line: compare the rest
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); [x.pop('run') for x in (a, b)]; [r.pop(k, None) for x in (a, b) for r in x['runs'].values() for k in ('wall_time_s', 'step_wall_s')]; sys.exit(a != b)" "$TMP/unet.json" "$TMP/unet2.json" \
+    && ok || bad "two runs give the same reports (wall times and run metadata aside)"
+expect_exit 0 "unet3d_bn --reproducible" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet3.json" --quiet --reproducible
+expect_exit 0 "unet3d_bn --reproducible again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet4.json" --quiet --reproducible
+sed 's/unet3.json/unetN.json/' "$TMP/unet3.json" >"$TMP/a"
+sed 's/unet4.json/unetN.json/' "$TMP/unet4.json" >"$TMP/b"
+cmp -s "$TMP/a" "$TMP/b" && ok || bad "two --reproducible runs give byte-identical reports"
 expect_exit 1 "dropout under stateful fails a case expecting identical" -- \
     "$PROG" run "$ROOT/cases/mlp_dropout.json" --rng stateful
 grep -q "mismatch" "$TMP/out" && ok || bad "the mismatch is printed"
@@ -115,8 +120,9 @@ expect_exit 0 "every case in every precision" -- "$PROG" run "$ROOT/cases" --dty
 grep -q '"vs_fp32"' "$TMP/prec/unet3d_bn.fp16.json" && ok || bad "the fp16 report judges against fp32"
 expect_exit 2 "--dtype fp8" -- "$PROG" run --dtype fp8 "$ROOT/cases/mlp_dropout.json"
 expect_exit 2 "--dtype twice" -- "$PROG" run --dtype fp16,fp16 "$ROOT/cases/mlp_dropout.json"
-expect_exit 0 "the underflow case shows flushed gradients" -- "$PROG" run "$ROOT/cases/fp16_underflow_noscale.json"
-grep -q "most flushed: step 0 grad fc1.weight (4096 of 4096)" "$TMP/out" && ok || bad "flushed counts printed"
+expect_exit 0 "the underflow case shows flushed gradients" -- "$PROG" run "$ROOT/cases/fp16_underflow_noscale.json" --rows 10
+# long lines are wrapped at 80 columns: read the text with its line breaks joined
+tr '\n' ' ' <"$TMP/out" | tr -s ' ' | grep -q "most flushed: step 0 grad fc1.weight (4096 of 4096)" && ok || bad "flushed counts printed"
 
 expect_exit 0 "a .json report for a case in three dtypes" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --report "$TMP/mlp.json" --quiet
 [ -f "$TMP/mlp.fp32.json" ] && [ -f "$TMP/mlp.fp16.json" ] && [ -f "$TMP/mlp.bf16.json" ] && ok || bad "FILE.<dtype>.json per dtype"
@@ -128,7 +134,7 @@ expect_exit 2 "--backend cuda without a usable GPU (or without CUDA)" -- "$PROG"
 expect_exit 2 "--backend tpu" -- "$PROG" run --backend tpu "$ROOT/cases/mlp_dropout.json"
 expect_exit 2 "--algo on the cpu backend" -- "$PROG" run --algo fastest "$ROOT/cases/mlp_dropout.json"
 expect_exit 2 "gradcheck --backend cuda without a GPU" -- "$PROG" gradcheck --backend cuda "$ROOT/cases/mlp_dropout.json"
-expect_exit 0 "--against cpu" -- "$PROG" run --against cpu "$ROOT/cases/cnn_bn.json" --report "$TMP/x.json"
+expect_exit 0 "--against cpu" -- "$PROG" run --against cpu "$ROOT/cases/cnn_bn.json" --report "$TMP/x.json" --rows 10
 grep -q "vs cpu: identical" "$TMP/out" && grep -q '"cross_backend"' "$TMP/x.json" && ok || bad "cross-backend check printed and reported"
 # the fast cpu backend (the default) against the reference, every shipped case and dtype,
 # within the cross-backend tolerance (docs/cpu-backend.md)
@@ -152,29 +158,55 @@ expect_exit 2 "--threads on the ref backend" -- "$PROG" run --backend ref --thre
 # ---- dump and init ----------------------------------------------------------------------
 expect_exit 0 "run --dump" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --dump "$TMP/dump" --report "$TMP/d0.json" --quiet
 [ -f "$TMP/dump/cnn_bn/manifest.json" ] && [ -f "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors" ] && ok || bad "dump files and manifest written"
+cmp -s "$ROOT/cases/cnn_bn.json" "$TMP/dump/cnn_bn/case.json" && ok || bad "dump holds a copy of the case file"
+expect_exit 0 "the dumped step data (input, target) is the same in both runs" -- "$PROG" compare "$TMP/dump/cnn_bn/checkpointed/step_0001/data.safetensors" "$TMP/dump/cnn_bn/plain/step_0001/data.safetensors"
+grep -qF "PASS identical: 2 compared" "$TMP/out" && ok || bad "dump data: both tensors identical"
+expect_exit 1 "steps draw different data" -- "$PROG" compare "$TMP/dump/cnn_bn/plain/step_0000/data.safetensors:input" "$TMP/dump/cnn_bn/plain/step_0001/data.safetensors:input"
+grep -q '"kind":	"data"' "$TMP/dump/cnn_bn/manifest.json" && ok || bad "manifest lists the data files"
 expect_exit 0 "compare the dumped plain and checkpointed gradients" -- "$PROG" compare "$TMP/dump/cnn_bn/plain/step_0001/grads.safetensors" "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors"
 expect_exit 0 "run --init from the dumped weights" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors" --report "$TMP/d1.json" --quiet
-grep -v 'wall_time_s\|"init_from"' "$TMP/d0.json" >"$TMP/a"
-grep -v 'wall_time_s\|"init_from"' "$TMP/d1.json" >"$TMP/b"
-cmp -s "$TMP/a" "$TMP/b" && ok || bad "--init reproduces the run bit for bit"
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); [x.pop('run') for x in (a, b)]; [x['config'].pop('init_from') for x in (a, b)]; [r.pop(k, None) for x in (a, b) for r in x['runs'].values() for k in ('wall_time_s', 'step_wall_s')]; sys.exit(a != b)" "$TMP/d0.json" "$TMP/d1.json" \
+    && ok || bad "--init reproduces the run bit for bit"
+grep -q '"sha256"' "$TMP/d1.json" && ok || bad "the report gives the sha256 of the --init file"
 expect_exit 2 "--init with another case's weights" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors"
 [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "no tensor" "$TMP/err" && ok || bad "one line naming the missing tensor"
 expect_exit 2 "--dump-activations without --dump" -- "$PROG" run --dump-activations "$ROOT/cases/cnn_bn.json"
 
 # ---- bisect ------------------------------------------------------------------------------
 expect_exit 0 "bisect the dropout canary" -- "$PROG" bisect "$ROOT/cases/canary_dropout_stateful.json" --report "$TMP/bisect.json"
-grep -q "cause: dropout \`drop1\` drew a different mask on recomputation (rng policy \`stateful\`)" "$TMP/out" && ok || bad "bisect story names the dropout and the policy"
+tr '\n' ' ' <"$TMP/out" | tr -s ' ' | grep -q "cause: dropout \`drop1\` drew a different mask on recomputation (rng policy \`stateful\`)" && ok || bad "bisect story names the dropout and the policy"
 grep -q '"culprit_segments"' "$TMP/bisect.json" && ok || bad "the report has a bisect section"
 expect_exit 1 "run --bisect on a mismatching case" -- "$PROG" run --bisect --rng stateful "$ROOT/cases/mlp_dropout.json"
 grep -q "^bisect mlp_dropout:" "$TMP/out" && grep -q "cause: dropout" "$TMP/out" && ok || bad "run --bisect tells the story"
 expect_exit 0 "run --bisect on an identical case does not bisect" -- "$PROG" run --bisect "$ROOT/cases/unet3d_bn.json"
 grep -q "^bisect" "$TMP/out" && bad "bisected an identical case" || ok
-expect_exit 0 "run --noise-floor" -- "$PROG" run --noise-floor "$ROOT/cases/cnn_bn.json" --report "$TMP/nf.json"
+expect_exit 0 "run --noise-floor" -- "$PROG" run --noise-floor "$ROOT/cases/cnn_bn.json" --report "$TMP/nf.json" --rows 10
 grep -q "noise floor: two plain runs are bitwise identical" "$TMP/out" && ok || bad "noise floor printed"
 grep -q '"noise_floor"' "$TMP/nf.json" && ok || bad "noise floor in the report"
 expect_exit 0 "run --verify-recompute" -- "$PROG" run --verify-recompute "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/vr.json"
 grep -q '"recompute_check"' "$TMP/vr.json" && grep -q '"differing":[[:space:]]*0' "$TMP/vr.json" && ok || bad "recompute check in the report"
 expect_exit 0 "bisect --help" -- "$PROG" bisect --help
+
+# ---- issue 18: transformer and U-Net ops ---------------------------------------------------
+expect_exit 0 "bisect the GPT canary" -- "$PROG" bisect "$ROOT/cases/canary_gpt_stateful.json" --dtype fp32
+# the story wraps at 80 columns: join its continuation lines before matching
+sed -e ':a' -e 'N' -e '$!ba' -e 's/\n      / /g' "$TMP/out" | grep -q "cause: attention dropout \`b0_attn\` drew a different mask on recomputation (rng policy \`stateful\`)" && ok || bad "the GPT canary is bisected to the attention dropout"
+expect_exit 1 "the GPT decoder under --rng stateful is caught" -- "$PROG" run --bisect --rng stateful --dtype fp32 "$ROOT/cases/gpt_decoder.json"
+grep -q "cause: attention dropout \`b0_attn\` drew a different mask" "$TMP/out" && ok || bad "run --bisect --rng stateful names the attention dropout"
+expect_exit 0 "gradcheck on the GPT decoder" -- "$PROG" gradcheck --samples 4 "$ROOT/cases/gpt_decoder.json"
+expect_exit 0 "gradcheck on the Llama blocks" -- "$PROG" gradcheck --samples 4 "$ROOT/cases/llama_blocks.json"
+expect_exit 0 "gradcheck on the op fixtures" -- "$PROG" gradcheck --samples 8 "$ROOT/tests/fixtures/torch/cases"
+expect_exit 0 "list shows the new ops" -- "$PROG" list
+grep -q "conv_transpose3d" "$TMP/out" && grep -q "attention" "$TMP/out" && grep -q "rmsnorm" "$TMP/out" && ok || bad "list names conv_transpose3d, attention, rmsnorm"
+expect_exit 0 "dump what a reproduction needs" -- "$PROG" run "$ROOT/tests/fixtures/torch/cases/transformer_ops.json" --dtype fp32 --dump "$TMP/d18" --dump-optimizer --dump-activation-grads
+M=$(find "$TMP/d18" -name manifest.json | head -n 1)
+D=$(dirname "${M:-$TMP/d18/none}")
+[ -f "$D/plain/step_0000/data.safetensors" ] && [ -f "$D/checkpointed/step_0001/data.safetensors" ] && ok || bad "input and target of every step dumped"
+[ -f "$D/plain/step_0000/random.safetensors" ] && grep -q '"attn.mask"' "$D/plain/step_0000/random.safetensors" && ok || bad "the attention dropout mask dumped"
+[ -f "$D/plain/step_0001/optimizer.safetensors" ] && grep -q '"tok.weight.state1"' "$D/plain/step_0001/optimizer.safetensors" && ok || bad "optimizer state dumped on request"
+[ -f "$D/plain/step_0000/activation_grads.safetensors" ] && ok || bad "activation gradients dumped on request"
+grep -q '"config"' "$M" && grep -q '"segments"' "$M" && grep -q '"adamw"' "$M" && grep -q '"ignore_index":[[:space:]]*3' "$M" && ok || bad "the manifest carries the config"
+expect_exit 2 "--dump-optimizer without --dump" -- "$PROG" run --dump-optimizer "$ROOT/cases/mlp_dropout.json"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

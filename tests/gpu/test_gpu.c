@@ -273,7 +273,11 @@ typedef struct {
     uint64_t rng_offset;
 } op_test;
 
-static bool is_norm(ck_op_kind k) { return k == CK_OP_BATCHNORM || k == CK_OP_LAYERNORM; }
+static bool is_norm(ck_op_kind k)
+{
+    return k == CK_OP_BATCHNORM || k == CK_OP_LAYERNORM || k == CK_OP_RMSNORM ||
+           k == CK_OP_GROUPNORM;
+}
 
 static ck_status run_both_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *c,
                                   ck_op_io *g, const char *desc)
@@ -611,6 +615,116 @@ static int build_tests(op_test *t, int cap)
          VALS_NORMAL, CLS_EXACT, CLS_EXACT, false, 0});
     p = mkop(CK_OP_FLATTEN, 0);
     ADD({"flatten", p, 1, {SHAPE(3, 2, 4, 5)}, VALS_NORMAL, CLS_EXACT, CLS_EXACT, false, 0});
+
+    /* issue 18: the CUDA kernels gather what the reference scatters, so most gradients
+     * are summed in another order (close, not bitwise) */
+    p = mkop(CK_OP_MATMUL, 0);
+    ADD({"matmul (2, 3, 4) x (2, 4, 5)", p, 2, {SHAPE(2, 3, 4), SHAPE(2, 4, 5)}, VALS_NORMAL,
+         CLS_TRANS, CLS_TRANS, false, 0});
+    p.trans_a = p.trans_b = true;
+    ADD({"matmul transposed by a 2-D B", p, 2, {SHAPE(2, 4, 3), SHAPE(5, 4)}, VALS_NORMAL,
+         CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_MATMUL, 0);
+    p.units = 6;
+    ADD({"matmul by a weight", p, 1, {SHAPE(2, 3, 4)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS, false,
+         0});
+    p = mkop(CK_OP_SOFTMAX, 0);
+    p.dim = 1;
+    ADD({"softmax dim 1", p, 1, {SHAPE(2, 5, 3)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_LOG_SOFTMAX, 0);
+    ADD({"log_softmax dim -1", p, 1, {SHAPE(2, 3, 7)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS, false,
+         0});
+    p = mkop(CK_OP_ATTENTION, 0);
+    p.heads = 2;
+    p.causal = true;
+    p.rate = 0.2;
+    ADD({"attention causal, 2 heads, dropout 0.2", p, 3,
+         {SHAPE(2, 5, 6), SHAPE(2, 5, 6), SHAPE(2, 5, 4)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS,
+         false, 0});
+    p = mkop(CK_OP_ATTENTION, 0);
+    p.rate = 0.1;
+    ADD({"self-attention q = k = v, dropout 0.1", p, 1, {SHAPE(2, 4, 6)}, VALS_NORMAL, CLS_TRANS,
+         CLS_TRANS, false, 3});
+    p = mkop(CK_OP_RESHAPE, 0);
+    p.n_shape = 2;
+    p.shape[0] = 6;
+    p.shape[1] = -1;
+    ADD({"reshape", p, 1, {SHAPE(2, 3, 4)}, VALS_NORMAL, CLS_EXACT, CLS_EXACT, false, 0});
+    p = mkop(CK_OP_PERMUTE, 0);
+    p.n_perm = 3;
+    p.perm[0] = 2;
+    p.perm[1] = 0;
+    p.perm[2] = 1;
+    ADD({"permute (2, 0, 1)", p, 1, {SHAPE(2, 3, 4)}, VALS_NORMAL, CLS_EXACT, CLS_EXACT, false,
+         0});
+    p = mkop(CK_OP_LAYERNORM, 0);
+    p.n_norm = 1;
+    p.norm_shape[0] = 5;
+    ADD({"layernorm over the last dim", p, 1, {SHAPE(3, 4, 5)}, VALS_NORMAL, CLS_TRANS,
+         CLS_TRANS, false, 0});
+    p = mkop(CK_OP_RMSNORM, 0);
+    ADD({"rmsnorm", p, 1, {SHAPE(3, 4, 5)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_GROUPNORM, 2);
+    p.groups = 2;
+    ADD({"groupnorm 2 groups", p, 1, {SHAPE(2, 4, 3, 3)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS,
+         false, 0});
+    p = mkop(CK_OP_MUL, 0);
+    ADD({"mul", p, 2, {SHAPE(2, 3, 5), SHAPE(2, 3, 5)}, VALS_NORMAL, CLS_EXACT, CLS_TRANS, false,
+         0});
+    ADD({"mul x * x (one tensor, both inputs)", p, 2, {SHAPE(2, 3, 5), SHAPE(2, 3, 5)},
+         VALS_NORMAL, CLS_EXACT, CLS_TRANS, true, 0});
+    p = mkop(CK_OP_SILU, 0);
+    ADD({"silu", p, 1, {SHAPE(3, 5, 7)}, VALS_TIES, CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_GELU, 0);
+    p.gelu_tanh = true;
+    ADD({"gelu tanh", p, 1, {SHAPE(3, 5, 7)}, VALS_TIES, CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_POSITIONAL, 0);
+    ADD({"positional", p, 1, {SHAPE(3, 4, 5)}, VALS_NORMAL, CLS_EXACT, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_CONV_TRANSPOSE, 2);
+    p.filters = 3;
+    p.kernel[0] = 3;
+    p.kernel[1] = 2;
+    p.stride[0] = 2;
+    p.dilation[1] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = 1;
+    p.out_pad[0] = 1;
+    ADD({"conv_transpose2d k3x2 s2x1 d1x2 pad 1x0 out_pad 1x0", p, 1, {SHAPE(2, 2, 4, 3)},
+         VALS_NORMAL, CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_CONV_TRANSPOSE, 3);
+    p.filters = 2;
+    for (int d = 0; d < 3; d++)
+        p.kernel[d] = p.stride[d] = 2;
+    ADD({"conv_transpose3d k2 s2", p, 1, {SHAPE(1, 2, 2, 3, 2)}, VALS_NORMAL, CLS_TRANS,
+         CLS_TRANS, false, 0});
+    p = mkop(CK_OP_UPSAMPLE, 2);
+    p.mode = CK_UPSAMPLE_LINEAR;
+    p.scale[0] = 2;
+    p.scale[1] = 3;
+    ADD({"upsample2d bilinear x(2,3)", p, 1, {SHAPE(1, 2, 3, 4)}, VALS_NORMAL, CLS_TRANS,
+         CLS_TRANS, false, 0});
+    p = mkop(CK_OP_UPSAMPLE, 3);
+    p.mode = CK_UPSAMPLE_LINEAR;
+    p.align_corners = true;
+    for (int d = 0; d < 3; d++)
+        p.scale[d] = 2;
+    ADD({"upsample3d trilinear align_corners x2", p, 1, {SHAPE(1, 1, 2, 3, 2)}, VALS_NORMAL,
+         CLS_TRANS, CLS_TRANS, false, 0});
+    p = mkop(CK_OP_MAXPOOL, 2);
+    p.kernel[0] = p.kernel[1] = 3;
+    p.stride[0] = p.stride[1] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = p.pad[1] = 1;
+    ADD({"maxpool2d k3 s2 padded (ties)", p, 1, {SHAPE(2, 2, 6, 5)}, VALS_TIES, CLS_EXACT,
+         CLS_EXACT, false, 0});
+    p = mkop(CK_OP_AVGPOOL, 2);
+    p.kernel[0] = p.kernel[1] = 3;
+    p.stride[0] = p.stride[1] = 1;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = p.pad[1] = 1;
+    p.count_include_pad = false;
+    ADD({"avgpool2d k3 padded, count_include_pad false", p, 1, {SHAPE(2, 2, 5, 4)}, VALS_NORMAL,
+         CLS_TRANS, CLS_TRANS, false, 0});
 #undef ADD
     return n;
 }

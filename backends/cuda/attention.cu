@@ -1,0 +1,238 @@
+/*
+ * CUDA scaled dot-product attention (backends/ref/attention.c): forward one thread per
+ * (n, head, query) row; backward computes each row's dropped probabilities and dS into
+ * scratch (one thread per row, which also gathers dq), then one thread per key element
+ * gathers dk and dv over the queries. The dropout mask is ck_rng_u32 of the same stream
+ * and word index as the reference, so both backends drop the same probabilities.
+ */
+#include "backends/cuda/k18_cuda.cuh"
+
+struct attn_dev {
+    k18_attn_geom g; /* g.rng unused on the device */
+    ck_rng_stream rng;
+    uint32_t threshold;
+    double keep_scale;
+};
+
+__device__ __forceinline__ int64_t aq(const k18_attn_geom &g, int64_t n, int64_t i, int64_t h, int64_t d)
+{
+    return (n * g.Lq + i) * g.H * g.Dk + h * g.Dk + d;
+}
+__device__ __forceinline__ int64_t ak(const k18_attn_geom &g, int64_t n, int64_t j, int64_t h, int64_t d)
+{
+    return (n * g.Lk + j) * g.H * g.Dk + h * g.Dk + d;
+}
+__device__ __forceinline__ int64_t av(const k18_attn_geom &g, int64_t n, int64_t j, int64_t h, int64_t d)
+{
+    return (n * g.Lk + j) * g.H * g.Dv + h * g.Dv + d;
+}
+__device__ __forceinline__ int64_t ay(const k18_attn_geom &g, int64_t n, int64_t i, int64_t h, int64_t d)
+{
+    return (n * g.Lq + i) * g.H * g.Dv + h * g.Dv + d;
+}
+
+__device__ __forceinline__ int64_t a_end(const k18_attn_geom &g, int64_t i)
+{
+    return g.causal ? (i + 1 < g.Lk ? i + 1 : g.Lk) : g.Lk;
+}
+
+/* p[0..jend) of row (n, h, i) times the dropout factor; pfac[j] the factor alone */
+__device__ int64_t a_row(const attn_dev &A, ck_dv q, ck_dv k, int64_t n, int64_t h, int64_t i,
+                         double *p, double *pfac)
+{
+    const k18_attn_geom &g = A.g;
+    const int64_t jend = a_end(g, i);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < jend; j++) {
+        double s = 0.0;
+        for (int64_t d = 0; d < g.Dk; d++)
+            s = __dadd_rn(s, __dmul_rn(ck_ld(q, aq(g, n, i, h, d)), ck_ld(k, ak(g, n, j, h, d))));
+        p[j] = s * g.scale;
+        m = fmax(m, p[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < jend; j++) {
+        p[j] = exp(p[j] - m);
+        sum = __dadd_rn(sum, p[j]);
+    }
+    const int64_t e0 = ((n * g.H + h) * g.Lq + i) * g.Lk;
+    for (int64_t j = 0; j < jend; j++) {
+        p[j] /= sum;
+        bool keep = g.rate <= 0.0 || ck_rng_u32(&A.rng, (uint64_t)(e0 + j)) >= A.threshold;
+        pfac[j] = keep ? A.keep_scale : 0.0;
+    }
+    return jend;
+}
+
+__global__ void attn_fwd_kernel(ck_dv y, ck_dv q, ck_dv k, ck_dv v, attn_dev A, double *scratch)
+{
+    const k18_attn_geom &g = A.g;
+    CK_GRID_STRIDE(r, g.N * g.H * g.Lq)
+    {
+        const int64_t i = r % g.Lq, h = (r / g.Lq) % g.H, n = r / (g.Lq * g.H);
+        double *p = scratch + r * 2 * g.Lk, *pf = p + g.Lk;
+        const int64_t jend = a_row(A, q, k, n, h, i, p, pf);
+        for (int64_t d = 0; d < g.Dv; d++) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < jend; j++)
+                acc = __dadd_rn(acc, __dmul_rn(p[j] * pf[j], ck_ld(v, av(g, n, j, h, d))));
+            ck_st(y, ay(g, n, i, h, d), acc);
+        }
+    }
+}
+
+/* per row: Pd = P * factor and dS (times scale) into scratch rows of Lk; dq gathered */
+__global__ void attn_bwd_rows_kernel(ck_dv dq, ck_dv dy, ck_dv q, ck_dv k, ck_dv v, attn_dev A,
+                                     double *pd, double *ds)
+{
+    const k18_attn_geom &g = A.g;
+    CK_GRID_STRIDE(r, g.N * g.H * g.Lq)
+    {
+        const int64_t i = r % g.Lq, h = (r / g.Lq) % g.H, n = r / (g.Lq * g.H);
+        double *p = pd + r * g.Lk, *s = ds + r * g.Lk;
+        const int64_t jend = a_row(A, q, k, n, h, i, p, s); /* s: the factors, for now */
+        double dot = 0.0;
+        for (int64_t j = 0; j < jend; j++) {
+            double dpd = 0.0;
+            for (int64_t d = 0; d < g.Dv; d++)
+                dpd = __dadd_rn(dpd, __dmul_rn(ck_ld(dy, ay(g, n, i, h, d)), ck_ld(v, av(g, n, j, h, d))));
+            s[j] = dpd * s[j];
+            dot = __dadd_rn(dot, s[j] * p[j]);
+        }
+        const int64_t e0 = ((n * g.H + h) * g.Lq + i) * g.Lk;
+        for (int64_t j = 0; j < jend; j++) {
+            bool keep = g.rate <= 0.0 || ck_rng_u32(&A.rng, (uint64_t)(e0 + j)) >= A.threshold;
+            s[j] = p[j] * (s[j] - dot) * g.scale;
+            p[j] = keep ? p[j] * A.keep_scale : 0.0;
+        }
+        for (int64_t j = jend; j < g.Lk; j++)
+            p[j] = s[j] = 0.0;
+        if (dq.p)
+            for (int64_t d = 0; d < g.Dk; d++) {
+                double acc = 0.0;
+                for (int64_t j = 0; j < jend; j++)
+                    acc = __dadd_rn(acc, s[j] * ck_ld(k, ak(g, n, j, h, d)));
+                ck_acc(dq, aq(g, n, i, h, d), acc);
+            }
+    }
+}
+
+/* dk[n, j, h, d] = sum_i dS[i, j] q[i, d]; dv[n, j, h, d] = sum_i Pd[i, j] dy[i, d] */
+__global__ void attn_bwd_keys_kernel(ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q, attn_dev A,
+                                     const double *pd, const double *ds)
+{
+    const k18_attn_geom &g = A.g;
+    const int64_t D = g.Dk > g.Dv ? g.Dk : g.Dv;
+    CK_GRID_STRIDE(t, g.N * g.H * g.Lk * D)
+    {
+        const int64_t d = t % D, j = (t / D) % g.Lk, h = (t / (D * g.Lk)) % g.H,
+                      n = t / (D * g.Lk * g.H);
+        const int64_t row0 = (n * g.H + h) * g.Lq;
+        if (dk.p && d < g.Dk) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < g.Lq; i++)
+                acc = __dadd_rn(acc, ds[(row0 + i) * g.Lk + j] * ck_ld(q, aq(g, n, i, h, d)));
+            ck_acc(dk, ak(g, n, j, h, d), acc);
+        }
+        if (dv.p && d < g.Dv) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < g.Lq; i++)
+                acc = __dadd_rn(acc, pd[(row0 + i) * g.Lk + j] * ck_ld(dy, ay(g, n, i, h, d)));
+            ck_acc(dv, av(g, n, j, h, d), acc);
+        }
+    }
+}
+
+static attn_dev attn_dev_of(const k18_attn_geom &g)
+{
+    attn_dev A;
+    A.g = g;
+    A.g.rng = nullptr;
+    if (g.rng)
+        A.rng = *g.rng;
+    else
+        memset(&A.rng, 0, sizeof A.rng);
+    A.threshold = ck_dropout_threshold(g.rate);
+    A.keep_scale = 1.0 / (1.0 - g.rate);
+    return A;
+}
+
+ck_status k18c_attention_fwd(ck_cuda *cu, ck_dv y, ck_dv q, ck_dv k, ck_dv v,
+                             const k18_attn_geom &g, ck_error *err)
+{
+    const int64_t rows = g.N * g.H * g.Lq;
+    ck_dev_buf scratch;
+    CK_TRY(scratch.alloc(cu, (size_t)rows * 2 * (size_t)g.Lk * sizeof(double),
+                         "attention probabilities", err));
+    attn_fwd_kernel<<<ck_blocks(rows), CK_THREADS, 0, cu->stream>>>(y, q, k, v, attn_dev_of(g),
+                                                                    scratch.as<double>());
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+ck_status k18c_attention_bwd(ck_cuda *cu, ck_dv dq, ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q,
+                             ck_dv k, ck_dv v, const k18_attn_geom &g, ck_error *err)
+{
+    const int64_t rows = g.N * g.H * g.Lq;
+    ck_dev_buf pd, ds;
+    CK_TRY(pd.alloc(cu, (size_t)rows * (size_t)g.Lk * sizeof(double), "attention dropped probabilities", err));
+    CK_TRY(ds.alloc(cu, (size_t)rows * (size_t)g.Lk * sizeof(double), "attention score gradients", err));
+    const attn_dev A = attn_dev_of(g);
+    attn_bwd_rows_kernel<<<ck_blocks(rows), CK_THREADS, 0, cu->stream>>>(
+        dq, dy, q, k, v, A, pd.as<double>(), ds.as<double>());
+    CK_LAUNCH_CHECK();
+    if (dk.p || dv.p) {
+        const int64_t D = g.Dk > g.Dv ? g.Dk : g.Dv;
+        attn_bwd_keys_kernel<<<ck_blocks(g.N * g.H * g.Lk * D), CK_THREADS, 0, cu->stream>>>(
+            dk, dv, dy, q, A, pd.as<double>(), ds.as<double>());
+        CK_LAUNCH_CHECK();
+    }
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh): q, k, v are inputs 0, 1, 2 (one input: q = k = v)
+
+static const ck_tensor *attn_in(const ck_op_io *io, int i)
+{
+    return io->n_in >= 3 ? io->in[i] : io->in[0];
+}
+
+ck_status cuda_attention_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                 ck_op_io *io, ck_error *err)
+{
+    k18_attn_geom g;
+    CK_TRY(ck_opc18_attention(CUDA_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
+                              io->out, &g, err));
+    g.rng = &args->rng;
+    return k18c_attention_fwd(cu, ck_view(io->out), ck_view(attn_in(io, 0)),
+                              ck_view(attn_in(io, 1)), ck_view(attn_in(io, 2)), g, err);
+}
+
+ck_status cuda_attention_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    k18_attn_geom geo;
+    CK_TRY(ck_opc18_attention(CUDA_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
+                              g->dout, &geo, err));
+    geo.rng = &args->rng;
+    if (io->n_in >= 3)
+        return k18c_attention_bwd(cu, ck_view(g->din[0]), ck_view(g->din[1]), ck_view(g->din[2]),
+                                  ck_view(g->dout), ck_view(io->in[0]), ck_view(io->in[1]),
+                                  ck_view(io->in[2]), geo, err);
+    /* q = k = v: the three gradients summed in an fp64 scratch, then added to the tensor
+     * with one rounding (as the reference's shared wide scratch) */
+    ck_tensor *d = g->din[0];
+    if (!d)
+        return CK_OK;
+    ck_tensor acc = *d;
+    acc.dtype = CK_F64;
+    acc.name = "attention gradient scratch";
+    ck_dev_buf buf;
+    CK_TRY(buf.alloc(cu, ck_tensor_bytes(&acc), "attention gradient scratch", err));
+    acc.data = buf.p;
+    CK_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, ck_tensor_bytes(&acc), cu->stream));
+    const ck_dv x = ck_view(io->in[0]), a = ck_view(&acc);
+    CK_TRY(k18c_attention_bwd(cu, a, a, a, ck_view(g->dout), x, x, x, geo, err));
+    return cuda_convert(cu, d, &acc, 1.0, true, err);
+}

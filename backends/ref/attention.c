@@ -1,0 +1,184 @@
+/*
+ * Scaled dot-product attention with heads, optional causal mask and dropout on the
+ * probabilities, in double (k18.h). Nothing is saved: backward recomputes each row's
+ * probabilities from q and k and regenerates the dropout mask from the same stream, so a
+ * recomputed forward and its backward see the very mask the plain run drew (under the
+ * `counter` policy). Rows are processed one query position at a time; every sum runs in
+ * index order.
+ */
+#include "backends/ref/ref18.h"
+
+#include <math.h>
+
+static inline int64_t q_at(const k18_attn_geom *g, int64_t n, int64_t i, int64_t h, int64_t d)
+{
+    return (n * g->Lq + i) * g->H * g->Dk + h * g->Dk + d;
+}
+static inline int64_t k_at(const k18_attn_geom *g, int64_t n, int64_t j, int64_t h, int64_t d)
+{
+    return (n * g->Lk + j) * g->H * g->Dk + h * g->Dk + d;
+}
+static inline int64_t v_at(const k18_attn_geom *g, int64_t n, int64_t j, int64_t h, int64_t d)
+{
+    return (n * g->Lk + j) * g->H * g->Dv + h * g->Dv + d;
+}
+static inline int64_t y_at(const k18_attn_geom *g, int64_t n, int64_t i, int64_t h, int64_t d)
+{
+    return (n * g->Lq + i) * g->H * g->Dv + h * g->Dv + d;
+}
+
+bool k18_attention_keep(const k18_attn_geom *g, int64_t e)
+{
+    if (g->rate <= 0.0)
+        return true;
+    return ck_rng_u32(g->rng, (uint64_t)e) >= ck_dropout_threshold(g->rate);
+}
+
+/* visible keys of query i: j < jend */
+static inline int64_t row_end(const k18_attn_geom *g, int64_t i)
+{
+    return g->causal ? (i + 1 < g->Lk ? i + 1 : g->Lk) : g->Lk;
+}
+
+/* p[0 .. jend) = softmax of row i of head h; returns jend */
+static int64_t row_probs(const k18_attn_geom *g, const double *q, const double *k, int64_t n,
+                         int64_t h, int64_t i, double *p)
+{
+    const int64_t jend = row_end(g, i);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < jend; j++) {
+        double s = 0.0;
+        for (int64_t d = 0; d < g->Dk; d++)
+            s += q[q_at(g, n, i, h, d)] * k[k_at(g, n, j, h, d)];
+        p[j] = s * g->scale;
+        m = fmax(m, p[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < jend; j++) {
+        p[j] = exp(p[j] - m);
+        sum += p[j];
+    }
+    for (int64_t j = 0; j < jend; j++)
+        p[j] /= sum;
+    return jend;
+}
+
+void k18_attention_fwd(double *y, const double *q, const double *k, const double *v,
+                       const k18_attn_geom *g, double *p)
+{
+    const double keep_scale = 1.0 / (1.0 - g->rate);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t h = 0; h < g->H; h++)
+            for (int64_t i = 0; i < g->Lq; i++) {
+                const int64_t jend = row_probs(g, q, k, n, h, i, p);
+                const int64_t e0 = ((n * g->H + h) * g->Lq + i) * g->Lk;
+                for (int64_t j = 0; j < jend; j++)
+                    p[j] = k18_attention_keep(g, e0 + j) ? p[j] * keep_scale : 0.0;
+                for (int64_t d = 0; d < g->Dv; d++) {
+                    double acc = 0.0;
+                    for (int64_t j = 0; j < jend; j++)
+                        acc += p[j] * v[v_at(g, n, j, h, d)];
+                    y[y_at(g, n, i, h, d)] = acc;
+                }
+            }
+}
+
+void k18_attention_bwd(double *dq, double *dk, double *dv, const double *dy, const double *q,
+                       const double *k, const double *v, const k18_attn_geom *g,
+                       double *scratch)
+{
+    double *p = scratch, *pd = scratch + g->Lk, *ds = scratch + 2 * g->Lk;
+    const double keep_scale = 1.0 / (1.0 - g->rate);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t h = 0; h < g->H; h++)
+            for (int64_t i = 0; i < g->Lq; i++) {
+                const int64_t jend = row_probs(g, q, k, n, h, i, p);
+                const int64_t e0 = ((n * g->H + h) * g->Lq + i) * g->Lk;
+                /* pd: dropout factor per key (0 or 1/(1-rate)) */
+                for (int64_t j = 0; j < jend; j++)
+                    pd[j] = k18_attention_keep(g, e0 + j) ? keep_scale : 0.0;
+                /* dv[j] += Pd[i, j] dy[i]; dPd[i, j] = dy[i] . v[j]; dP = dPd * factor */
+                double dot = 0.0;
+                for (int64_t j = 0; j < jend; j++) {
+                    double dpd = 0.0;
+                    for (int64_t d = 0; d < g->Dv; d++) {
+                        double gy = dy[y_at(g, n, i, h, d)];
+                        dpd += gy * v[v_at(g, n, j, h, d)];
+                        if (dv)
+                            dv[v_at(g, n, j, h, d)] += p[j] * pd[j] * gy;
+                    }
+                    ds[j] = dpd * pd[j];
+                    dot += ds[j] * p[j];
+                }
+                /* dS = P (dP - sum P dP), times scale for q and k */
+                for (int64_t j = 0; j < jend; j++)
+                    ds[j] = p[j] * (ds[j] - dot) * g->scale;
+                if (dq)
+                    for (int64_t d = 0; d < g->Dk; d++) {
+                        double acc = 0.0;
+                        for (int64_t j = 0; j < jend; j++)
+                            acc += ds[j] * k[k_at(g, n, j, h, d)];
+                        dq[q_at(g, n, i, h, d)] += acc;
+                    }
+                if (dk)
+                    for (int64_t j = 0; j < jend; j++)
+                        for (int64_t d = 0; d < g->Dk; d++)
+                            dk[k_at(g, n, j, h, d)] += ds[j] * q[q_at(g, n, i, h, d)];
+            }
+}
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h): q, k, v are inputs 0, 1, 2 (one input: q = k = v)
+
+static const ck_tensor *attn_in(const ck_op_io *io, int i)
+{
+    return io->n_in >= 3 ? io->in[i] : io->in[0];
+}
+
+ck_status ref_attention_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                ck_error *err)
+{
+    k18_attn_geom g;
+    CK_TRY(ck_opc18_attention(REF_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
+                              io->out, &g, err));
+    g.rng = &args->rng;
+    double *p = malloc(sizeof(double) * (size_t)(g.Lk ? g.Lk : 1));
+    if (!p)
+        return ck_fail(err, CK_ERR_NOMEM, "attention: no memory for a row of %lld scores",
+                       (long long)g.Lk);
+    ref18_scope s;
+    ref18_begin(&s, "attention", err);
+    const double *q = ref18_in(&s, attn_in(io, 0)), *k = ref18_in(&s, attn_in(io, 1)),
+                 *v = ref18_in(&s, attn_in(io, 2));
+    double *y = ref18_out(&s, io->out);
+    if (s.st == CK_OK)
+        k18_attention_fwd(y, q, k, v, &g, p);
+    free(p);
+    return ref18_end(&s, true);
+}
+
+ck_status ref_attention_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    k18_attn_geom geo;
+    CK_TRY(ck_opc18_attention(REF_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
+                              g->dout, &geo, err));
+    geo.rng = &args->rng;
+    ck_tensor *dq = g->din[0], *dk = io->n_in >= 3 ? g->din[1] : g->din[0],
+              *dv = io->n_in >= 3 ? g->din[2] : g->din[0];
+    if (!dq && !dk && !dv)
+        return CK_OK;
+    double *scratch = malloc(sizeof(double) * 3 * (size_t)(geo.Lk ? geo.Lk : 1));
+    if (!scratch)
+        return ck_fail(err, CK_ERR_NOMEM, "attention backward: no memory for %lld scores",
+                       (long long)geo.Lk);
+    ref18_scope s;
+    ref18_begin(&s, "attention backward", err);
+    const double *q = ref18_in(&s, attn_in(io, 0)), *k = ref18_in(&s, attn_in(io, 1)),
+                 *v = ref18_in(&s, attn_in(io, 2)), *dy = ref18_in(&s, g->dout);
+    double *wdq = ref18_grad(&s, dq), *wdk = ref18_grad(&s, dk), *wdv = ref18_grad(&s, dv);
+    if (s.st == CK_OK)
+        k18_attention_bwd(wdq, wdk, wdv, dy, q, k, v, &geo, scratch);
+    free(scratch);
+    return ref18_end(&s, true);
+}

@@ -1,0 +1,32 @@
+/*
+ * Progress on stderr for people. On a terminal: one line rewritten in place, at most ten
+ * times a second, "[2/15] unet3d_bn fp32  checkpointed step 2/3  backward 14/30  3.2s
+ * ETA 12s", cleared when the case ends. Elsewhere (a CI log): one plain line per case as it
+ * starts. --quiet: nothing.
+ */
+#ifndef CK_PROGRESS_H
+#define CK_PROGRESS_H
+
+#include <stdbool.h>
+
+#include "harness/verify/run_case.h"
+
+typedef struct {
+    bool tty, quiet;
+    int k, total;          /* this case is k of total (1-based) */
+    char label[160];       /* "unet3d_bn fp32" */
+    double t_start;        /* the command's start */
+    double t_case;         /* this case's start */
+    double t_drawn;        /* last redraw */
+    bool drawn;
+} ck_progress;
+
+void ck_progress_init(ck_progress *p, bool quiet, int total);
+/* A case starts: the plain line (not a terminal) or the first live line. */
+void ck_progress_case(ck_progress *p, int k, const char *name, const char *file, const char *dtype);
+/* The engine's callback (run_case.h); user is the ck_progress. */
+void ck_progress_update(void *user, const ck_progress_info *info);
+/* The case ended: clears the live line before the case's result is printed. */
+void ck_progress_done(ck_progress *p);
+
+#endif

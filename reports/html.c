@@ -1,0 +1,375 @@
+/*
+ * The HTML page (run_set.h): one self-contained file, no network, no script. A summary
+ * table, then per case: its outcome, a chart of every tensor's error against its bound
+ * (log scale, worst ringed), the loss curves of both runs, the live activation bytes of
+ * both runs over their allocator events with the peaks marked, the bisect story and the
+ * run metadata. Everything is read from the items' JSON reports, so `run --html` and
+ * `merge --html` draw the same page.
+ */
+#include "reports/run_set.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/io/files.h"
+#include "reports/report.h"
+#include "reports/strbuf.h"
+#include "reports/svg.h"
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+    const cJSON *v = get(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A report number: a JSON number, or one of the strings "NaN", "Infinity", "-Infinity". */
+static double jnum(const cJSON *v)
+{
+    if (cJSON_IsNumber(v))
+        return v->valuedouble;
+    if (cJSON_IsString(v)) {
+        if (strcmp(v->valuestring, "Infinity") == 0)
+            return INFINITY;
+        if (strcmp(v->valuestring, "-Infinity") == 0)
+            return -INFINITY;
+    }
+    return NAN;
+}
+
+static const char *status_color(ck_item_status st)
+{
+    static const char *const c[] = {"#2ca02c", "#d62728", "#ff7f0e", "#7f7f7f"};
+    return (unsigned)st < 4 ? c[st] : "#000";
+}
+
+static void add_style(ck_strbuf *b)
+{
+    ck_sb_add(b, "<style>\n"
+                 "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}\n"
+                 "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;"
+                 "font-size:13px;text-align:left;vertical-align:top}\n"
+                 ".st{font-weight:bold;color:#fff;border-radius:3px;padding:1px 6px}\n"
+                 "section.case{border-top:2px solid #ddd;margin-top:24px;padding-top:8px}\n"
+                 ".charts{display:flex;flex-wrap:wrap;gap:8px}.story li{font-size:13px}\n"
+                 "code{font-size:12px}.meta td{font-size:12px}\n"
+                 "</style>\n");
+}
+
+static void status_badge(ck_strbuf *b, ck_item_status st)
+{
+    static const char *const names[] = {"PASS", "FAIL", "ERROR", "SKIP"};
+    ck_sb_addf(b, "<span class=\"st\" style=\"background:%s\">%s</span>", status_color(st),
+               (unsigned)st < 4 ? names[st] : "?");
+}
+
+static void memory_cell(ck_strbuf *b, const cJSON *rep)
+{
+    const cJSON *mem = get(rep, "memory");
+    if (!mem) {
+        ck_sb_add(b, "-");
+        return;
+    }
+    char p[32], c[32];
+    ck_format_bytes((int64_t)jnum(get(mem, "plain_peak_bytes")), p, sizeof p);
+    ck_format_bytes((int64_t)jnum(get(mem, "checkpointed_peak_bytes")), c, sizeof c);
+    ck_sb_addf(b, "%s &#8594; %s (saving %.1f%%)", p, c, jnum(get(mem, "saving")) * 100.0 + 0.0);
+}
+
+static void summary_table(ck_strbuf *b, const ck_run_set *s)
+{
+    ck_sb_add(b, "<table id=\"summary\"><tr><th></th><th>case</th><th>dtype</th><th>backend</th>"
+                 "<th>verdict</th><th>peak activations plain &#8594; checkpointed</th><th>outcome</th></tr>\n");
+    for (int i = 0; i < s->n; i++) {
+        const ck_run_item *it = &s->items[i];
+        char line[1024];
+        ck_item_summary_line(it, line, sizeof line);
+        ck_sb_addf(b, "<tr class=\"item\" data-status=\"%s\"><td>", ck_item_status_name(it->status));
+        status_badge(b, it->status);
+        ck_sb_addf(b, "</td><td><a href=\"#case-%d\">", i);
+        ck_sb_add_xml(b, it->case_name);
+        ck_sb_add(b, "</a></td><td>");
+        ck_sb_add_xml(b, it->dtype);
+        ck_sb_add(b, "</td><td>");
+        ck_sb_add_xml(b, it->backend);
+        ck_sb_add(b, "</td><td>");
+        ck_sb_add_xml(b, it->report ? jstr(it->report, "verdict") : "-");
+        ck_sb_add(b, "</td><td>");
+        memory_cell(b, it->report);
+        ck_sb_add(b, "</td><td>");
+        ck_sb_add_xml(b, it->status == CK_ITEM_PASS ? "" : line);
+        ck_sb_add(b, "</td></tr>\n");
+    }
+    ck_sb_add(b, "</table>\n");
+}
+
+/* Every distinct tensor name in record order with its worst error/bound over the steps. */
+static void bound_chart(ck_strbuf *b, const cJSON *rep)
+{
+    const cJSON *ts = get(rep, "tensors");
+    int n = cJSON_GetArraySize(ts), m = 0;
+    const char **labels = calloc((size_t)n + 1, sizeof *labels);
+    const char **kinds = calloc((size_t)n + 1, sizeof *kinds);
+    double *y = calloc((size_t)n + 1, sizeof *y);
+    char (*names)[160] = calloc((size_t)n + 1, sizeof *names);
+    if (!labels || !kinds || !y || !names) {
+        b->failed = true;
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        const cJSON *t = cJSON_GetArrayItem(ts, i);
+        if (!jstr(t, "name"))
+            continue;
+        char name[160];
+        snprintf(name, sizeof name, "%s %s", jstr(t, "kind") ? jstr(t, "kind") : "", jstr(t, "name"));
+        double r = jnum(get(get(t, "metrics"), "bound_ratio"));
+        if (isnan(r))
+            r = jstr(t, "verdict") && strcmp(jstr(t, "verdict"), "mismatch") == 0 ? INFINITY : 0.0;
+        int k = 0;
+        while (k < m && strcmp(labels[k], name) != 0)
+            k++;
+        if (k == m) {
+            snprintf(names[m], sizeof names[m], "%s", name);
+            labels[m] = names[m];
+            kinds[m] = jstr(t, "kind");
+            y[m++] = r;
+        } else if (r > y[k]) {
+            y[k] = r;
+        }
+    }
+    ck_svg_bound_chart(b, "error against its bound per tensor (worst step)", labels, kinds, y, m);
+out:
+    free(labels);
+    free(kinds);
+    free(y);
+    free(names);
+}
+
+static void loss_chart(ck_strbuf *b, const cJSON *rep)
+{
+    const cJSON *runs = get(rep, "runs");
+    const cJSON *lp = get(get(runs, "plain"), "losses"), *lc = get(get(runs, "checkpointed"), "losses");
+    int np = cJSON_GetArraySize(lp), nc = cJSON_GetArraySize(lc);
+    double *x = calloc((size_t)(np > nc ? np : nc) + 1, sizeof *x);
+    double *yp = calloc((size_t)np + 1, sizeof *yp), *yc = calloc((size_t)nc + 1, sizeof *yc);
+    if (x && yp && yc) {
+        for (int i = 0; i < (np > nc ? np : nc); i++)
+            x[i] = i;
+        for (int i = 0; i < np; i++)
+            yp[i] = jnum(cJSON_GetArrayItem(lp, i));
+        for (int i = 0; i < nc; i++)
+            yc[i] = jnum(cJSON_GetArrayItem(lc, i));
+        ck_svg_series s[2] = {{"plain", x, yp, np, "#1f77b4", false},
+                              {"checkpointed", x, yc, nc, "#ff7f0e", false}};
+        ck_svg_axes ax = {"loss per step", "step", "loss", false};
+        ck_svg_line_chart(b, &ax, s, 2);
+    } else {
+        b->failed = true;
+    }
+    free(x);
+    free(yp);
+    free(yc);
+}
+
+static int timeline(const cJSON *run, double **x, double **y)
+{
+    const cJSON *pts = get(get(run, "memory_timeline"), "points");
+    int n = cJSON_GetArraySize(pts);
+    *x = calloc((size_t)n + 1, sizeof **x);
+    *y = calloc((size_t)n + 1, sizeof **y);
+    if (!*x || !*y)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const cJSON *p = cJSON_GetArrayItem(pts, i);
+        (*x)[i] = jnum(cJSON_GetArrayItem(p, 0));
+        (*y)[i] = jnum(cJSON_GetArrayItem(p, 1));
+    }
+    return n;
+}
+
+static void memory_chart(ck_strbuf *b, const cJSON *rep)
+{
+    const cJSON *runs = get(rep, "runs");
+    double *xp = NULL, *yp = NULL, *xc = NULL, *yc = NULL;
+    int np = timeline(get(runs, "plain"), &xp, &yp);
+    int nc = timeline(get(runs, "checkpointed"), &xc, &yc);
+    if (np >= 0 && nc >= 0) {
+        ck_svg_series s[2] = {{"plain", xp, yp, np, "#1f77b4", true},
+                              {"checkpointed", xc, yc, nc, "#ff7f0e", true}};
+        ck_svg_axes ax = {"live activation bytes over the run", "allocator event (allocations and frees)",
+                          "live bytes", true};
+        ck_svg_line_chart(b, &ax, s, 2);
+    } else {
+        b->failed = true;
+    }
+    free(xp);
+    free(yp);
+    free(xc);
+    free(yc);
+}
+
+static void bisect_story(ck_strbuf *b, const cJSON *rep)
+{
+    const cJSON *bs = get(rep, "bisect");
+    if (!cJSON_IsObject(bs))
+        return;
+    ck_sb_add(b, "<h3>bisect</h3><ul class=\"story\">\n");
+    const cJSON *nf = get(bs, "noise_floor");
+    if (cJSON_IsTrue(get(nf, "measured"))) {
+        ck_sb_add(b, "<li>noise floor (plain run twice): ");
+        ck_sb_add_xml(b, jstr(nf, "verdict"));
+        ck_sb_add(b, "</li>\n");
+    }
+    const cJSON *cul = get(get(bs, "segment_search"), "culprit_segments"), *c;
+    cJSON_ArrayForEach(c, cul) {
+        ck_sb_add(b, "<li>checkpointing segment ");
+        ck_sb_addf(b, "%d (", (int)jnum(get(c, "index")));
+        ck_sb_add_xml(b, jstr(c, "first"));
+        ck_sb_add(b, " &#8230; ");
+        ck_sb_add_xml(b, jstr(c, "last"));
+        ck_sb_add(b, ") alone causes the divergence</li>\n");
+    }
+    static const char *const finds[] = {"forward", "backward"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *f = get(bs, finds[k]);
+        if (!cJSON_IsObject(f))
+            continue;
+        ck_sb_addf(b, "<li>first %s difference: layer <code>", finds[k]);
+        ck_sb_add_xml(b, jstr(f, "layer"));
+        ck_sb_addf(b, "</code> at step %d, max_abs %.3g</li>\n", (int)jnum(get(f, "step")),
+                   jnum(get(f, "max_abs")));
+    }
+    cJSON_ArrayForEach(c, get(bs, "causes")) {
+        if (!cJSON_IsString(c))
+            continue;
+        ck_sb_add(b, "<li><b>cause:</b> ");
+        ck_sb_add_xml(b, c->valuestring);
+        ck_sb_add(b, "</li>\n");
+    }
+    ck_sb_add(b, "</ul>\n");
+}
+
+static void meta_rows(ck_strbuf *b, const cJSON *o, const char *prefix)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, o) {
+        char key[256];
+        snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", v->string ? v->string : "");
+        if (cJSON_IsObject(v)) {
+            meta_rows(b, v, key);
+            continue;
+        }
+        ck_sb_add(b, "<tr><td>");
+        ck_sb_add_xml(b, key);
+        ck_sb_add(b, "</td><td><code>");
+        char *text = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+        ck_sb_add_xml(b, cJSON_IsString(v) ? v->valuestring : text ? text : "?");
+        cJSON_free(text);
+        ck_sb_add(b, "</code></td></tr>\n");
+    }
+}
+
+static void case_section(ck_strbuf *b, const ck_run_item *it, int i)
+{
+    char line[1024];
+    ck_item_summary_line(it, line, sizeof line);
+    ck_sb_addf(b, "<section class=\"case\" id=\"case-%d\" data-status=\"%s\"><h2>", i,
+               ck_item_status_name(it->status));
+    status_badge(b, it->status);
+    ck_sb_add(b, " <span class=\"case-name\">");
+    ck_sb_add_xml(b, it->case_name);
+    ck_sb_add(b, "</span> ");
+    ck_sb_add_xml(b, it->dtype);
+    ck_sb_add(b, " on ");
+    ck_sb_add_xml(b, it->backend);
+    ck_sb_add(b, "</h2>\n<p>");
+    ck_sb_add_xml(b, it->case_file);
+    if (it->report) {
+        const char *desc = jstr(get(it->report, "case"), "description");
+        if (desc) {
+            ck_sb_add(b, "<br><i>");
+            ck_sb_add_xml(b, desc);
+            ck_sb_add(b, "</i>");
+        }
+    }
+    ck_sb_add(b, "</p>\n");
+    if (it->status != CK_ITEM_FAIL || !it->report) { /* a failure's lines follow in red */
+        ck_sb_add(b, "<p><b>");
+        ck_sb_add_xml(b, line);
+        ck_sb_add(b, "</b></p>\n");
+    }
+    if (!it->report) {
+        ck_sb_add(b, "</section>\n");
+        return;
+    }
+    const cJSON *f;
+    cJSON_ArrayForEach(f, get(it->report, "failures")) {
+        if (cJSON_IsString(f)) {
+            ck_sb_add(b, "<p class=\"failure\" style=\"color:#d62728\">");
+            ck_sb_add_xml(b, f->valuestring);
+            ck_sb_add(b, "</p>\n");
+        }
+    }
+    ck_sb_add(b, "<div class=\"charts\">\n");
+    bound_chart(b, it->report);
+    loss_chart(b, it->report);
+    memory_chart(b, it->report);
+    ck_sb_add(b, "</div>\n");
+    bisect_story(b, it->report);
+    const cJSON *run = get(it->report, "run");
+    if (cJSON_IsObject(run)) {
+        ck_sb_add(b, "<details><summary>run metadata</summary><table class=\"meta\">\n");
+        ck_sb_add(b, "<tr><td>tool.version</td><td><code>");
+        ck_sb_add_xml(b, jstr(get(it->report, "tool"), "version"));
+        ck_sb_add(b, "</code></td></tr>\n");
+        meta_rows(b, run, "");
+        ck_sb_add(b, "</table></details>\n");
+    }
+    ck_sb_add(b, "</section>\n");
+}
+
+char *ck_html_string(const ck_run_set *s)
+{
+    ck_strbuf b = {0};
+    char totals[128];
+    ck_run_set_totals_line(s, totals, sizeof totals);
+    int rc = ck_run_set_exit_code(s);
+    ck_sb_add(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                  "<title>ckpt-harness ");
+    ck_sb_add_xml(&b, s->command ? s->command : "run");
+    ck_sb_add(&b, ": ");
+    ck_sb_add_xml(&b, totals);
+    ck_sb_add(&b, "</title>\n");
+    add_style(&b);
+    ck_sb_add(&b, "</head><body>\n<h1>ckpt-harness ");
+    ck_sb_add_xml(&b, s->command ? s->command : "run");
+    ck_sb_addf(&b, " <span class=\"st\" style=\"background:%s\">%s</span></h1>\n<p id=\"totals\">",
+               rc == 0 ? "#2ca02c" : rc == 1 ? "#d62728" : "#ff7f0e",
+               rc == 0 ? "PASSED" : rc == 1 ? "FAILED" : "ERROR");
+    ck_sb_add_xml(&b, totals);
+    ck_sb_add(&b, "</p>\n");
+    summary_table(&b, s);
+    for (int i = 0; i < s->n; i++)
+        case_section(&b, &s->items[i], i);
+    ck_sb_add(&b, "</body></html>");
+    if (b.failed) {
+        ck_sb_free(&b);
+        return NULL;
+    }
+    return b.s;
+}
+
+ck_status ck_html_write(const ck_run_set *s, const char *path, ck_error *err)
+{
+    char *text = ck_html_string(s);
+    if (!text)
+        return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory building the HTML page", path);
+    ck_status st = ck_write_text_atomic(path, text, err);
+    free(text);
+    return st;
+}
