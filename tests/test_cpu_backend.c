@@ -796,7 +796,8 @@ static const char *const shipped[] = {
     "canary_autocast_drop.json", "canary_bn_update.json",   "canary_dropout_stateful.json",
     "canary_no_saving.json",     "cnn_bn.json",             "conv1d_seq.json",
     "fp16_underflow_dynamic.json", "fp16_underflow_noscale.json", "mlp_dropout.json",
-    "resnet_concat.json",        "unet3d_bn.json",
+    "resnet_concat.json",        "unet3d_bn.json",              "gpt_decoder.json",
+    "llama_blocks.json",         "canary_gpt_stateful.json",    "unet3d_groupnorm.json",
 };
 
 static const ck_dtype run_dtypes[] = {CK_F32, CK_F16, CK_BF16};

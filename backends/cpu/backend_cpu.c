@@ -77,10 +77,13 @@ static ck_status cpu_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, c
     return CK_OK;
 }
 
+/* every op the reference supports: the fast kernels cover a subset of its ops, and the
+ * rest run on it */
 static bool cpu_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
 {
-    (void)b;
-    return (unsigned)op->kind < CK_OP_KIND_COUNT && ck_opc_is_float(dtype);
+    ck_backend *r = ((cpu_backend *)b->impl)->ctx.ref;
+    return (unsigned)op->kind < CK_OP_KIND_COUNT && ck_opc_is_float(dtype) &&
+           r->supports(r, op, dtype);
 }
 
 typedef ck_status (*fast_fwd_fn)(const cpu_ctx *, const ck_op_params *, const ck_fwd_args *,
@@ -151,6 +154,44 @@ static ck_status cpu_optim(ck_backend *b, const ck_optimizer *opt, int64_t step,
 {
     ck_backend *r = ctx_of(b)->ref;
     return r->optimizer_step(r, opt, step, grad_scale, param, grad, state0, state1, err);
+}
+
+/* optional capabilities: the reference backend's, called on the reference instance */
+static ck_status cpu_ce_fwd(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
+                            const ck_tensor *target, double *out, ck_error *err)
+{
+    ck_backend *r = ctx_of(b)->ref;
+    union {
+        void *p;
+        ck_ce_forward_fn f;
+    } u = {ck_backend_proc(r, CK_PROC_CE_FORWARD)};
+    if (!u.p)
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no cross_entropy capability");
+    return u.f(r, loss, y, target, out, err);
+}
+
+static ck_status cpu_ce_bwd(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
+                            const ck_tensor *target, double scale, ck_tensor *dy,
+                            ck_error *err)
+{
+    ck_backend *r = ctx_of(b)->ref;
+    union {
+        void *p;
+        ck_ce_backward_fn f;
+    } u = {ck_backend_proc(r, CK_PROC_CE_BACKWARD)};
+    if (!u.p)
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no cross_entropy capability");
+    return u.f(r, loss, y, target, scale, dy, err);
+}
+
+static void *cpu_get_proc(ck_backend *b, const char *name)
+{
+    ck_backend *r = ctx_of(b)->ref;
+    if (strcmp(name, CK_PROC_CE_FORWARD) == 0 && ck_backend_proc(r, name))
+        return (void *)(ck_ce_forward_fn)cpu_ce_fwd;
+    if (strcmp(name, CK_PROC_CE_BACKWARD) == 0 && ck_backend_proc(r, name))
+        return (void *)(ck_ce_backward_fn)cpu_ce_bwd;
+    return NULL;
 }
 
 static void cpu_info(ck_backend *b, ck_backend_info *out)
@@ -255,6 +296,7 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->convert = cpu_convert_dtype;
     b->info = cpu_info;
     b->destroy = cpu_destroy;
+    b->get_proc = cpu_get_proc;
     *out = b;
     return CK_OK;
 }
