@@ -3,6 +3,7 @@
 #   make              build build/ckpt-harness
 #   make check        build and run every test (Check suites + CLI tests)
 #   make check-asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make check-tsan   the cpu backend's threaded tests and runs under ThreadSanitizer
 #   make run-cases    run every shipped case, reports into build/reports/
 #   make bench        print a timing table (never part of check)
 #   make check-tf     the TensorFlow example, where TF_PYTHON imports tensorflow
@@ -19,7 +20,7 @@ PKG_CONFIG ?= pkg-config
 
 # check, run-cases, check-asan and bench first install missing dependencies
 # (scripts/install-deps.sh), then build in a sub-make; other goals need them present.
-ENTRY_GOALS := check run-cases check-asan check-cpu-only check-no-cuda-libs bench deps clean
+ENTRY_GOALS := check run-cases check-asan check-tsan check-cpu-only check-no-cuda-libs bench deps clean
 ifneq ($(filter-out $(ENTRY_GOALS),$(or $(MAKECMDGOALS),all)),)
   ifneq ($(shell $(PKG_CONFIG) --exists libcjson && echo yes),yes)
     $(error libcjson not found by pkg-config: run ./scripts/install-deps.sh or 'apt-get install libcjson-dev')
@@ -36,14 +37,15 @@ CFLAGS  ?=
 CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(SAN) -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
            -I. -MMD -MP
 LDLIBS  += $(CJSON_LIBS) -lm
-LDLIBS  += -lz -ldl
+LDLIBS  += -lz -ldl -lpthread
 LDFLAGS += $(SAN)
 
 # One folder per layer (README "How it works"): harness/{core,io,model,engine,verify,compare}
 # is the library, harness/cli the program, reports/ the writers, backends/ the registry and
-# the CPU backends (the CUDA backend is a module of its own, see the CUDA block).
+# the CPU backends: ref (the reference) and cpu (the fast one, docs/cpu-backend.md); the
+# CUDA backend is a module of its own, see the CUDA block.
 LAYERS  := harness/core harness/io harness/model harness/engine harness/verify harness/compare \
-           reports backends backends/ref
+           reports backends backends/ref backends/cpu
 LIB_SRC := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 CLI_SRC := $(sort $(wildcard harness/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
@@ -56,7 +58,7 @@ PROG := $(BUILD)/ckpt-harness
 LIB  := $(BUILD)/libckpt.a
 TESTS := $(BUILD)/check_runner
 
-.PHONY: all deps check check-run check-seed check-asan run-cases run-cases-run bench bench-run clean
+.PHONY: all deps check check-run check-seed check-asan check-tsan check-tsan-run run-cases run-cases-run bench bench-run clean
 
 all: $(PROG)
 
@@ -313,6 +315,19 @@ check-asan: deps
 	@$(MAKE) --no-print-directory check-run BUILD=build/asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
+# ThreadSanitizer: the fast cpu backend's Check suite (threaded kernels, 1/2/3 threads) and
+# threaded runs of shipped cases through the program (--threads 2). The whole suite under
+# TSan would take far longer than check's budget; everything threaded is in these.
+check-tsan: deps
+	@$(MAKE) --no-print-directory check-tsan-run BUILD=build/tsan OPT=-O1 CUDA=0 \
+	    SAN="-fsanitize=thread -fno-omit-frame-pointer"
+
+check-tsan-run: $(PROG) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_backend CK_ROOT=$(CURDIR) $(TESTS)
+	for c in mlp_dropout cnn_bn unet3d_bn conv1d_seq; do \
+	    TSAN_OPTIONS=halt_on_error=1 $(PROG) run cases/$$c.json --threads 2 --dtype fp32,bf16 \
+	        --quiet --report $(BUILD)/tsan-$$c.json || exit 1; done
+
 run-cases: deps
 	@$(MAKE) --no-print-directory run-cases-run
 
@@ -327,8 +342,11 @@ check-seed: $(PROG)
 bench: deps
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(PROG)
-	sh tests/bench/run.sh $(PROG)
+bench-run: $(PROG) $(BUILD)/sgemm_peak
+	sh tests/bench/run.sh $(PROG) $(BUILD)/sgemm_peak
+
+$(BUILD)/sgemm_peak: $(BUILD)/obj/tests/bench/sgemm_peak.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The TensorFlow example (examples/tf_recompute_grad_dump.py, docs/interop.md): its control
 # run and its documented outcomes, where $(TF_PYTHON) imports tensorflow (a message

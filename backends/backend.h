@@ -53,6 +53,8 @@ typedef struct {
     char name[32];      /* "cpu", "cuda" */
     char device[128];   /* "x86_64 host", "NVIDIA H200" */
     char versions[256]; /* free text: driver, runtime, library versions */
+    int threads;        /* worker threads of a multi-threaded CPU backend; 0 otherwise */
+    char isa[32];       /* the SIMD path its kernels take ("avx2+fma"); "" when none */
 } ck_backend_info;
 
 typedef struct ck_backend ck_backend;

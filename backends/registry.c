@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/ref/ref_ops.h"
 
 
@@ -133,6 +134,11 @@ static ck_status ref_create(const ck_backend_options *o, ck_backend **out, ck_er
     return ck_backend_ref_create(out, err);
 }
 
+static ck_status cpu_create(const ck_backend_options *o, ck_backend **out, ck_error *err)
+{
+    return ck_backend_cpu_create_with(out, o->threads, NULL, err);
+}
+
 static bool always_available(char *why, size_t n)
 {
     if (why && n)
@@ -144,15 +150,19 @@ typedef struct {
     const char *name;
     const char *summary;
     bool algorithms; /* takes --algo and --device */
+    bool threads;    /* takes --threads */
     ck_status (*create)(const ck_backend_options *o, ck_backend **out, ck_error *err);
     bool (*available)(char *why, size_t n);
 } backend_entry;
 
 static const backend_entry registry[] = {
-    {"cpu", "the CPU reference: plain loops, float64 accumulation, fixed summation order",
-     false, ref_create, always_available},
+    {"cpu", "the fast CPU backend: SIMD (" "AVX-512/AVX2+FMA/portable) and threads, "
+            "deterministic for any thread count",
+     false, true, cpu_create, always_available},
+    {"ref", "the CPU reference: plain loops, float64 accumulation, fixed summation order",
+     false, false, ref_create, always_available},
     {"cuda", "NVIDIA GPUs: cuBLAS, cuDNN and CUDA kernels (module " CK_CUDA_MODULE_FILE ")",
-     true, cuda_create, cuda_available},
+     true, false, cuda_create, cuda_available},
 };
 
 #define REGISTRY_COUNT ((int)(sizeof registry / sizeof registry[0]))
@@ -198,6 +208,12 @@ bool ck_backend_has_algorithms(const char *name)
     return e && e->algorithms;
 }
 
+bool ck_backend_has_threads(const char *name)
+{
+    const backend_entry *e = find(name);
+    return e && e->threads;
+}
+
 bool ck_backend_available(const char *name, char *why, size_t n)
 {
     const backend_entry *e = find(name);
@@ -213,7 +229,7 @@ bool ck_backend_available(const char *name, char *why, size_t n)
 ck_status ck_backend_create(const char *name, const ck_backend_options *o, ck_backend **out,
                             ck_error *err)
 {
-    static const ck_backend_options defaults = {0, NULL};
+    static const ck_backend_options defaults = {0, NULL, 0};
     *out = NULL;
     const backend_entry *e = find(name);
     if (!e)

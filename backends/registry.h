@@ -2,7 +2,10 @@
  * The backend registry: every backend is created by name through here, so nothing above
  * backends/ names a backend's own header (ggml's registry is the model).
  *
- *   cpu   the CPU reference (backends/ref/): plain loops, float64 accumulation
+ *   cpu   the fast CPU backend (backends/cpu/, the default): packed SGEMM and direct /
+ *         implicit-GEMM convolutions with SIMD and threads, deterministic by construction
+ *         (docs/cpu-backend.md)
+ *   ref   the CPU reference (backends/ref/): plain loops, float64 accumulation
  *   cuda  cuBLAS, cuDNN and CUDA kernels (backends/cuda/), loaded at run time from the
  *         module ckpt-harness-cuda.so beside the program, so one program runs on machines
  *         without the CUDA libraries and uses them where they are
@@ -22,6 +25,7 @@
 typedef struct {
     int device;       /* --device N; 0 by default */
     const char *algo; /* --algo NAME, or NULL for the backend's default */
+    int threads;      /* --threads N (cpu); 0 = every online core */
 } ck_backend_options;
 
 /* How many backends the registry knows, and each one's name and one-line summary. */
@@ -32,6 +36,8 @@ const char *ck_backend_summary_at(int i);
 const char *ck_backend_names(void);
 /* Whether the named backend has a choice of algorithms (--algo), and devices (--device). */
 bool ck_backend_has_algorithms(const char *name);
+/* Whether the named backend runs on a choice of threads (--threads). */
+bool ck_backend_has_threads(const char *name);
 
 /* Whether the named backend can be created here; on false, why (one line) says why: an
  * unknown name, a program built without CUDA, a module or library that cannot be loaded,

@@ -644,6 +644,10 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     ck_json_add_string(&b, backend, "name", r->backend);
     ck_json_add_string(&b, backend, "device", r->backend_device);
     ck_json_add_string(&b, backend, "versions", r->backend_versions);
+    if (r->backend_threads > 0) { /* a multi-threaded CPU backend (schema version 2) */
+        ck_json_add_int(&b, backend, "threads", r->backend_threads);
+        ck_json_add_string(&b, backend, "isa", r->backend_isa);
+    }
     add_backend_algorithms(&b, backend, r);
     ck_json_add_string(&b, root, "dtype", ck_dtype_name(r->dtype));
     add_config(&b, root, r);

@@ -592,7 +592,7 @@ START_TEST(create_fails_cleanly_without_a_gpu_or_works_with_one)
     ck_backend *b = (ck_backend *)(uintptr_t)1;
     ck_error err;
     memset(&err, 0, sizeof err);
-    ck_backend_options o = {0, NULL};
+    ck_backend_options o = {.device = 0, .algo = NULL};
     ck_status st = ck_backend_create("cuda", &o, &b, &err);
     if (gpu) {
         ck_assert_msg(st == CK_OK, "%s", err.msg);
@@ -627,22 +627,22 @@ START_TEST(create_checks_its_arguments_first)
     if (!ck_backend_available("cuda", why, sizeof why) && strstr(why, "module") == NULL &&
         strstr(why, "built without") == NULL) {
         /* the module loads (no GPU here): its argument checks come before the GPU's */
-        ck_backend_options o = {-1, NULL};
+        ck_backend_options o = {.device = -1, .algo = NULL};
         ck_assert_int_eq(ck_backend_create("cuda", &o, &b, &err), CK_ERR_INPUT);
         ck_assert_msg(strstr(err.msg, "--device -1") != NULL, "'%s'", err.msg);
         ck_assert_ptr_null(b);
-        o = (ck_backend_options){0, "sometimes"};
+        o = (ck_backend_options){.device = 0, .algo = "sometimes"};
         ck_assert_int_eq(ck_backend_create("cuda", &o, &b, &err), CK_ERR_INPUT);
         ck_assert_msg(strstr(err.msg, "--algo sometimes") != NULL, "'%s'", err.msg);
         ck_assert_ptr_null(b);
         /* a device number past the last one: CK_ERR_INPUT with a GPU, BACKEND without */
-        o = (ck_backend_options){4096, "fastest"};
+        o = (ck_backend_options){.device = 4096, .algo = "fastest"};
         ck_status st = ck_backend_create("cuda", &o, &b, &err);
         ck_assert(st == CK_ERR_INPUT || st == CK_ERR_BACKEND);
         ck_assert_ptr_null(b);
         assert_one_line(err.msg, "device 4096");
     } else {
-        ck_backend_options o = {-1, NULL};
+        ck_backend_options o = {.device = -1, .algo = NULL};
         ck_status st = ck_backend_create("cuda", &o, &b, &err);
         ck_assert(st != CK_OK);
         ck_assert_ptr_null(b);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
 #include "backends/cuda/conv_direct.h"
 #include "backends/cuda/round_odd.h"
 #include "backends/ref/ref_elem.h"
@@ -309,7 +310,9 @@ START_TEST(convert_accumulating_into_low_precision_matches_the_cpu)
 {
     const ck_dtype dsts[] = {CK_F16, CK_BF16, CK_F32, CK_F64};
     const ck_dtype srcs[] = {CK_F32, CK_F64, CK_F16};
-    ck_backend *cpu = tu_cpu_backend();
+    ck_backend *cpu = NULL;
+    ck_error cerr = {{0}};
+    ck_assert_msg(ck_backend_create("ref", NULL, &cpu, &cerr) == CK_OK, "%s", cerr.msg);
     int differ_from_plain = 0;
     for (int d = 0; d < 4; d++)
         for (int s = 0; s < 3; s++) {
@@ -355,11 +358,20 @@ START_TEST(convert_accumulating_into_low_precision_matches_the_cpu)
 }
 END_TEST
 
+/* The CUDA backend mirrors the reference (backends/ref), so its kernels are checked against
+ * "ref" bitwise, not against the fast cpu backend (fp32 accumulation). */
+static void ref_setup(void)
+{
+    ck_error err = {{0}};
+    tu_cpu = NULL;
+    ck_assert_msg(ck_backend_create("ref", NULL, &tu_cpu, &err) == CK_OK, "ref: %s", err.msg);
+}
+
 Suite *suite_cuda_numerics(void)
 {
     Suite *s = suite_create("cuda_numerics");
     TCase *tc = tcase_create("conv_direct");
-    tcase_add_checked_fixture(tc, tu_cpu_setup, tu_cpu_teardown);
+    tcase_add_checked_fixture(tc, ref_setup, tu_cpu_teardown);
     const int n = (int)(sizeof rows / sizeof rows[0]);
     tcase_add_loop_test(tc, direct_fp64_conv_is_bitwise_the_cpu_reference, 0, n);
     tcase_add_loop_test(tc, mixed_dtype_conv_through_fp64_copies_is_bitwise_the_cpu_reference,

@@ -141,7 +141,7 @@ static ck_status ref_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
                              ck_op_io *io, ck_error *err)
 {
     if (!ref_supports(b, op, io->out->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "ref backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
     return ref_pick_forward(op)(op, args, io, err);
 }
@@ -150,7 +150,7 @@ static ck_status ref_backward(ck_backend *b, const ck_op_params *op, const ck_fw
                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     if (!ref_supports(b, op, io->out->dtype))
-        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "ref backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
     return ref_pick_backward(op)(op, args, io, g, err);
 }
@@ -212,7 +212,7 @@ static void ref_info(ck_backend *b, ck_backend_info *out)
 {
     (void)b;
     memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "cpu");
+    snprintf(out->name, sizeof out->name, "ref");
     struct utsname u;
     if (uname(&u) == 0)
         snprintf(out->device, sizeof out->device, "%s host, single-threaded reference", u.machine);
@@ -235,8 +235,8 @@ ck_status ck_backend_ref_create(ck_backend **out, ck_error *err)
 {
     ck_backend *b = calloc(1, sizeof *b);
     if (!b)
-        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
-    b->name = "cpu";
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the ref backend");
+    b->name = "ref";
     b->alloc = ref_alloc;
     b->free = ref_free;
     b->upload = ref_upload;

@@ -20,7 +20,7 @@
 #include "backends/ref/ref_ops.h"
 
 /* the backend's name in the shared checks' messages (backends/op_check.h) */
-#define REF_BE "cpu"
+#define REF_BE "ref"
 
 static inline bool ref_is_float(ck_dtype dt)
 {

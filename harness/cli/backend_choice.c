@@ -12,7 +12,8 @@
 #include "backends/registry.h"
 
 /* Creates the backend a command asked for; on failure prints one line and returns false. */
-bool ck_cli_create_backend(const char *name, int device, const char *algo, ck_backend **out)
+bool ck_cli_create_backend(const char *name, int device, const char *algo, int threads,
+                           ck_backend **out)
 {
     ck_error err;
     *out = NULL;
@@ -22,7 +23,12 @@ bool ck_cli_create_backend(const char *name, int device, const char *algo, ck_ba
                         "one fixed algorithm per op)\n", name);
         return false;
     }
-    ck_backend_options bo = {device, algo};
+    if (threads && !ck_backend_has_threads(name)) {
+        fprintf(stderr, "ckpt-harness: --threads applies to --backend cpu (the %s backend "
+                        "does not take a thread count)\n", name);
+        return false;
+    }
+    ck_backend_options bo = {.device = device, .algo = algo, .threads = threads};
     if (ck_backend_create(name, &bo, out, &err) != CK_OK) {
         ck_cli_error(err.msg);
         return false;

@@ -13,7 +13,8 @@
 
 /* Creates the named backend (NULL: cpu) through the registry; on failure prints one line
  * and returns false. */
-bool ck_cli_create_backend(const char *name, int device, const char *algo, ck_backend **out);
+bool ck_cli_create_backend(const char *name, int device, const char *algo, int threads,
+                           ck_backend **out);
 /* Copies the backend's algorithm records (a capability only the CUDA backend has) into
  * the result, with the policy the command asked for. */
 void ck_cli_take_algo_records(ck_backend *b, const char *algo, ck_result *res);

@@ -59,7 +59,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
     if (rc != CK_EXIT_PASS)
         return rc;
     ck_backend *b = NULL;
-    if (!ck_cli_create_backend(o->backend, o->device, o->algo, &b)) {
+    if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &b)) {
         ck_cli_free_cases(lc, n);
         return CK_EXIT_USAGE;
     }

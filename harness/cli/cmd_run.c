@@ -20,6 +20,7 @@
 #include "harness/cli/backend_choice.h"
 #include "harness/cli/build_info.h"
 #include "harness/cli/case_files.h"
+#include "backends/registry.h"
 #include "harness/cli/color.h"
 #include "harness/cli/messages.h"
 #include "harness/cli/progress.h"
@@ -495,8 +496,10 @@ int ck_cmd_run(const ck_run_opts *o)
     }
 
     ck_backend *b = NULL, *ref = NULL;
-    if (!ck_cli_create_backend(o->backend, o->device, o->algo, &b) ||
-        (o->against && !ck_cli_create_backend(o->against, o->device, NULL, &ref))) {
+    if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &b) ||
+        (o->against &&
+         !ck_cli_create_backend(o->against, o->device, NULL,
+                                ck_backend_has_threads(o->against) ? o->threads : 0, &ref))) {
         if (b)
             b->destroy(b);
         free(work);

@@ -25,8 +25,9 @@ typedef struct {
     int steps;
     uint64_t seed;
     const char *report; /* file or directory; NULL: no report file */
-    const char *backend; /* "cpu" (default) or "cuda" */
+    const char *backend; /* "cpu" (default), "ref" or "cuda" */
     int device;          /* --device N (cuda) */
+    int threads;         /* --threads N (cpu); 0: every core */
     const char *algo;    /* --algo deterministic|fastest (cuda) */
     const char *against; /* --against BACKEND: cross-backend check */
     const char *dtype;   /* "fp32" */
@@ -72,6 +73,7 @@ typedef struct {
     const char *backend;
     int device;
     const char *algo;
+    int threads; /* --threads N (cpu); 0: every core */
     const char *report;   /* --report FILE (JSON) */
     const char *junit;    /* --junit FILE */
 } ck_gradcheck_cmd_opts;

@@ -54,14 +54,19 @@ static const char *usage_run =
     "                     when it runs in several dtypes), or a directory (created if\n"
     "                     missing) holding <case>.json / <case>.<dtype>.json\n"
     "  --dtype LIST       dtypes to run, e.g. fp32,fp16,bf16 (default: the case's precision)\n"
-    "  --backend B        cpu (default) or cuda (docs/cuda.md)\n"
+    "  --backend B        cpu (default: the fast CPU backend, docs/cpu-backend.md), ref\n"
+    "                     (the CPU reference) or cuda (docs/cuda.md)\n"
+    "  --threads N        cpu: worker threads (default: every core); results are\n"
+    "                     bitwise identical for any N\n"
     "  --device N         the CUDA device (default 0)\n"
     "  --algo P           cuda: deterministic (default: only algorithms cuDNN marks\n"
     "                     deterministic) or fastest (nondeterministic allowed; implies\n"
     "                     --noise-floor, so its run-to-run noise is not blamed on\n"
     "                     checkpointing); the report lists what ran per layer and pass\n"
-    "  --against B        also run the plain configuration on backend B (e.g. cpu) and\n"
-    "                     compare (relative L2 per tensor: fp32 1e-5, fp16 1e-2, bf16 5e-2)\n"
+    "  --against B        also run the plain configuration on backend B (e.g. ref) and\n"
+    "                     compare (relative L2 per tensor: fp32 1e-5, fp16 1e-2, bf16 5e-2;\n"
+    "                     a tensor the case gives its own tolerance.tensors entry is\n"
+    "                     judged by that entry)\n"
     "  --rows N           tensor rows in the summary, worst first (default 10, -1 all)\n"
     "  --bisect           when a case mismatches, find the segment, layer and cause\n"
     "  --noise-floor      run plain twice; differences no larger than plain-vs-plain are\n"
@@ -139,7 +144,8 @@ static const char *usage_gradcheck =
     "  --atol A       absolute tolerance (default 1e-5)\n"
     "  --rtol R       relative tolerance (default 1e-3)\n"
     "  --samples N    elements checked per tensor (default 64; all when smaller)\n"
-    "  --backend B    cpu (default) or cuda; --device N, --algo P as for run\n"
+    "  --backend B    cpu (default), ref or cuda; --threads N, --device N, --algo P as\n"
+    "                 for run\n"
     "  --whole-only   only the whole-case check\n"
     "  --ops-only     only the per-layer checks\n"
     "  --report FILE  write the results as JSON (schema ckpt-harness/gradcheck)\n"
@@ -282,7 +288,7 @@ static bool path_ok(const char *s)
     return s && *s;
 }
 
-enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
+enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_THREADS = 240, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_DUMP_AGRAD, OPT_DUMP_OPT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
        OPT_JUNIT = 300, OPT_HTML, OPT_FILTER, OPT_SHARD, OPT_JOBS, OPT_KEEP_GOING, OPT_REPRODUCIBLE, OPT_COLOR };
 /* the precision judgement (run) and compare's cross-dtype mode */
@@ -348,6 +354,7 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"precision-check", required_argument, 0, OPT_PRECISION_CHECK},
         {"rtol", required_argument, 0, OPT_RTOL},     {"atol", required_argument, 0, OPT_ATOL},
         {"rel-l2", required_argument, 0, OPT_REL_L2},
+        {"threads", required_argument, 0, OPT_THREADS},
         {"junit", required_argument, 0, OPT_JUNIT}, {"html", required_argument, 0, OPT_HTML},
         {"filter", required_argument, 0, OPT_FILTER}, {"shard", required_argument, 0, OPT_SHARD},
         {"jobs", required_argument, 0, OPT_JOBS}, {"keep-going", no_argument, 0, OPT_KEEP_GOING},
@@ -468,6 +475,11 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
                 return usage_error(cmd, "--rel-l2 %s: expected a number >= 0", optarg);
             o.has_rel_l2 = true;
             break;
+        case OPT_THREADS:
+            if (!parse_int(optarg, 1, 256, &v))
+                return usage_error(cmd, "--threads %s: expected an integer from 1 to 256", optarg);
+            o.threads = (int)v;
+            break;
         case OPT_ONNX_CHECKPOINT: o.onnx_checkpoint = optarg; break;
         case OPT_ONNX_LOSS: o.onnx_loss = optarg; break;
         case OPT_ONNX_OPTIMIZER: o.onnx_optimizer = optarg; break;
@@ -502,7 +514,8 @@ static int main_gradcheck(int argc, char **argv)
         {"backend", required_argument, 0, OPT_BACKEND}, {"device", required_argument, 0, OPT_DEVICE},
         {"algo", required_argument, 0, OPT_ALGO}, {"report", required_argument, 0, OPT_REPORT},
         {"junit", required_argument, 0, OPT_JUNIT}, {"quiet", no_argument, 0, OPT_QUIET},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},
+        {"threads", required_argument, 0, OPT_THREADS}, {0, 0, 0, 0}};
     ck_gradcheck_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.atol = o.rtol = -1.0;
@@ -539,6 +552,12 @@ static int main_gradcheck(int argc, char **argv)
             has_device = true;
             break;
         case OPT_ALGO: o.algo = optarg; break;
+        case OPT_THREADS:
+            if (!parse_int(optarg, 1, 256, &v))
+                return usage_error("gradcheck", "--threads %s: expected an integer from 1 to 256",
+                                   optarg);
+            o.threads = (int)v;
+            break;
         case OPT_OPS: o.ops_only = true; break;
         case OPT_REPORT: o.report = optarg; break;
         case OPT_JUNIT: o.junit = optarg; break;

@@ -38,6 +38,10 @@ ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g,
 
 /* Judging two runs step by step as they train in lockstep (run_case.c): each step's
  * entries are compared, counted, and kept or dropped by the rule above. */
+/* Under a relative-L2 bound (the cross-backend check), a gradient whose norm is below this
+ * fraction of its step's gradient norm G is judged by ||a - ref|| <= bound x G. */
+#define CK_NOISE_OF_STEP 1e-3
+
 typedef struct {
     ck_dtype low_vs_fp32;   /* CK_F16/CK_BF16: the precision tolerances and cast counts */
     double rel_l2_limit;    /* > 0: every non-identical tensor judged by relative L2 alone */

@@ -57,6 +57,8 @@ typedef struct {
     char backend[32];
     char backend_device[128];
     char backend_versions[256];
+    int backend_threads;   /* ck_backend_info.threads: 0 when the backend has none */
+    char backend_isa[32];  /* ck_backend_info.isa */
     ck_dtype dtype;
 
     int n_segments;

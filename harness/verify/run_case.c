@@ -57,6 +57,8 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     snprintf(res->backend, sizeof res->backend, "%s", info.name);
     snprintf(res->backend_device, sizeof res->backend_device, "%s", info.device);
     snprintf(res->backend_versions, sizeof res->backend_versions, "%s", info.versions);
+    res->backend_threads = info.threads;
+    snprintf(res->backend_isa, sizeof res->backend_isa, "%s", info.isa);
 
     ck_status st = ck_plan_build(g, &plan, err);
     if (st != CK_OK)

@@ -153,6 +153,24 @@ expect_exit 2 "--algo on the cpu backend" -- "$PROG" run --algo fastest "$ROOT/c
 expect_exit 2 "gradcheck --backend cuda without a GPU" -- "$PROG" gradcheck --backend cuda "$ROOT/cases/mlp_dropout.json"
 expect_exit 0 "--against cpu" -- "$PROG" run --against cpu "$ROOT/cases/cnn_bn.json" --report "$TMP/x.json" --rows 10
 grep -q "vs cpu: identical" "$TMP/out" && grep -q '"cross_backend"' "$TMP/x.json" && ok || bad "cross-backend check printed and reported"
+# the fast cpu backend (the default) against the reference, every shipped case and dtype,
+# within the cross-backend tolerance (docs/cpu-backend.md)
+expect_exit 0 "--against ref: every case, every dtype" -- "$PROG" run "$ROOT/cases/" --dtype fp32,fp16,bf16 --against ref --quiet
+grep -q " passed, 0 failed" "$TMP/out" && ok || bad "--against ref: every run passed"
+expect_exit 0 "--backend ref" -- "$PROG" run --backend ref "$ROOT/cases/cnn_bn.json" --report "$TMP/ref.json" --quiet
+grep -q '"name":[[:space:]]*"ref"' "$TMP/ref.json" && ok || bad "the report names the ref backend"
+# --threads: the same bits for 1 and 2 threads; the report says the threads and the ISA path
+expect_exit 0 "--threads 1" -- "$PROG" run --threads 1 "$ROOT/cases/unet3d_bn.json" --dtype fp32,bf16 --report "$TMP/t1/" --quiet --reproducible
+expect_exit 0 "--threads 2" -- "$PROG" run --threads 2 "$ROOT/cases/unet3d_bn.json" --dtype fp32,bf16 --report "$TMP/t2/" --quiet --reproducible
+for dt in fp32 bf16; do
+    grep -q '"device":.*1 thread, ' "$TMP/t1/unet3d_bn.$dt.json" && grep -q '"threads":[[:space:]]*1' "$TMP/t1/unet3d_bn.$dt.json" && ok || bad "report: 1 thread"
+    grep -q '"threads":[[:space:]]*2' "$TMP/t2/unet3d_bn.$dt.json" && grep -q '"isa":[[:space:]]*"' "$TMP/t2/unet3d_bn.$dt.json" && ok || bad "report: threads and isa"
+    grep -v 'wall_time_s\|"device"\|"threads"\|"command_line"' "$TMP/t1/unet3d_bn.$dt.json" >"$TMP/a"
+    grep -v 'wall_time_s\|"device"\|"threads"\|"command_line"' "$TMP/t2/unet3d_bn.$dt.json" >"$TMP/b"
+    cmp -s "$TMP/a" "$TMP/b" && ok || bad "--threads 1 and 2: identical reports ($dt)"
+done
+expect_exit 2 "--threads 0" -- "$PROG" run --threads 0 "$ROOT/cases/cnn_bn.json"
+expect_exit 2 "--threads on the ref backend" -- "$PROG" run --backend ref --threads 2 "$ROOT/cases/cnn_bn.json"
 
 # ---- dump and init ----------------------------------------------------------------------
 expect_exit 0 "run --dump" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --dump "$TMP/dump" --report "$TMP/d0.json" --quiet

@@ -52,12 +52,13 @@ static ck_backend *g_cpu, *g_gpu;
 static int g_pass, g_fail;
 static bool g_quick, g_cpu_as_gpu;
 
-/* the backend under test: CUDA, or with --cpu-as-gpu another CPU backend */
+/* the backend under test: CUDA, or with --cpu-as-gpu a second instance of the reference (the
+ * self-test checks this program against bitwise expectations the reference meets) */
 static ck_status create_under_test(ck_backend **b, int device, ck_cuda_algo_policy pol,
                                    ck_error *err)
 {
     if (g_cpu_as_gpu)
-        return ck_backend_create("cpu", NULL, b, err);
+        return ck_backend_create("ref", NULL, b, err);
     return ck_backend_cuda_create(b, device, pol, err);
 }
 
@@ -1308,7 +1309,9 @@ int main(int argc, char **argv)
         return bench(bench_case, dtype, device, pol, out);
 
     ck_error err;
-    if (ck_backend_create("cpu", NULL, &g_cpu, &err) != CK_OK ||
+    /* the reference the tolerances are written against: the CPU reference backend (with
+     * --cpu-as-gpu the fast cpu backend stands in for the GPU) */
+    if (ck_backend_create("ref", NULL, &g_cpu, &err) != CK_OK ||
         create_under_test(&g_gpu, device, pol, &err) != CK_OK) {
         printf("FAIL  creating the backends: %s\n", err.msg);
         return 1;

@@ -1,0 +1,674 @@
+/*
+ * Convolutions (NC + 3 spatial dims, fp32 buffers), deterministic by construction (kernels.h).
+ *
+ * Forward and backward-data run on a zero-padded copy of their input, so no kernel ever
+ * tests a bound, and every tap - padding zeros included - is one term of its output's
+ * fma chain:
+ *   forward       y[n,f,o]  = init + sum_{c, k} w[f,c,k] * xp[n,c, o*s + k*dil]
+ *   backward data dx[n,c,i] = init + sum_{f, k'} w[f,c,flip(k')] * dyp[n,f, i + k'*dil]
+ *                 (stride 1: a stride-1 convolution of the padded dy with the flipped,
+ *                 transposed kernel; other strides: an implicit GEMM whose B holds zero
+ *                 for the taps that fall between strided outputs)
+ * with (c, k) / (f, k') ascending. The direct kernel (small channel counts: outputs
+ * register-blocked 4 channels x up to 24 positions, vectorised along the innermost
+ * spatial dim) and the implicit GEMM (large ones: B packed straight from the padded input)
+ * evaluate exactly that chain, so the choice between them never changes a bit.
+ *
+ * Weight gradient: dW[f,c,k] = sum_{n, o} dy[n,f,o] * xp[n,c, o*s + k*dil]. Positions are
+ * grouped into planes (n, o0); within a plane, lane l (of 8) sums, as one fp32 fma chain,
+ * the positions with o2 % 8 == l in (o1, o2) order; a plane's 8 lanes are added in double
+ * in lane order and the planes' totals in double in (n, o0) order. The portable path
+ * emulates the 8 lanes.
+ */
+#include "backends/cpu/kernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPK_X86 1
+#else
+#define CPK_X86 0
+#endif
+
+#define LANES 8
+
+static int64_t vol3(const int64_t *d)
+{
+    return d[0] * d[1] * d[2];
+}
+
+// ----------------------------------------------------------------------------
+// padding: dst (N, C, P) from src (N, C, S): dst[p] = src[p - lo] inside, else 0
+
+typedef struct {
+    const float *src;
+    float *dst;
+    int64_t S[3], P[3], lo[3];
+} pad_ctx;
+
+static void pad_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const pad_ctx *c = vctx;
+    const float *s = c->src + task * vol3(c->S);
+    float *d = c->dst + task * vol3(c->P);
+    for (int64_t p0 = 0; p0 < c->P[0]; p0++) {
+        const int64_t i0 = p0 - c->lo[0];
+        for (int64_t p1 = 0; p1 < c->P[1]; p1++) {
+            const int64_t i1 = p1 - c->lo[1];
+            float *dr = d + (p0 * c->P[1] + p1) * c->P[2];
+            if (i0 < 0 || i0 >= c->S[0] || i1 < 0 || i1 >= c->S[1]) {
+                memset(dr, 0, (size_t)c->P[2] * sizeof *dr);
+                continue;
+            }
+            const float *sr = s + (i0 * c->S[1] + i1) * c->S[2];
+            for (int64_t p2 = 0; p2 < c->P[2]; p2++) {
+                const int64_t i2 = p2 - c->lo[2];
+                dr[p2] = i2 >= 0 && i2 < c->S[2] ? sr[i2] : 0.0f;
+            }
+        }
+    }
+}
+
+static float *pad_copy(cpk_pool *p, const float *src, int64_t planes, const int64_t S[3],
+                       const int64_t P[3], const int64_t lo[3])
+{
+    float *dst = aligned_alloc(64, (size_t)((planes * vol3(P) * 4 + 63) / 64 * 64));
+    if (!dst)
+        return NULL;
+    pad_ctx c = {.src = src, .dst = dst};
+    for (int a = 0; a < 3; a++) {
+        c.S[a] = S[a];
+        c.P[a] = P[a];
+        c.lo[a] = lo[a];
+    }
+    cpk_parallel(p, planes, pad_task, &c);
+    return dst;
+}
+
+// ----------------------------------------------------------------------------
+// the direct kernel: out[n,f,o] = init + sum_{c,k} w[f,c,k] * xp[n,c,o*s + k*dil], s2 == 1
+
+typedef struct {
+    int64_t N, C, F;            /* input channels C, output channels F */
+    int64_t P[3], O[3];         /* padded input, output */
+    int64_t K[3], s[3], dil[3]; /* kernel, stride (s[2] == 1 for the direct kernel), dil */
+    const float *xp, *w, *bias; /* w (F, C, kvol); bias (F) or NULL */
+    float *out;
+    bool accumulate;
+    int path; /* cpk_conv_geom.path */
+} core_args;
+
+static void core_portable_row(const core_args *a, int64_t n, int64_t f, int64_t o0,
+                              int64_t o1)
+{
+    const int64_t kvol = vol3(a->K);
+    float *y = a->out + ((n * a->F + f) * a->O[0] + o0) * a->O[1] * a->O[2] + o1 * a->O[2];
+    for (int64_t o2 = 0; o2 < a->O[2]; o2++) {
+        float acc = a->accumulate ? y[o2] : a->bias ? a->bias[f] : 0.0f;
+        for (int64_t c = 0; c < a->C; c++) {
+            const float *x = a->xp + (n * a->C + c) * vol3(a->P);
+            const float *w = a->w + (f * a->C + c) * kvol;
+            for (int64_t k0 = 0; k0 < a->K[0]; k0++)
+                for (int64_t k1 = 0; k1 < a->K[1]; k1++)
+                    for (int64_t k2 = 0; k2 < a->K[2]; k2++) {
+                        const int64_t q0 = o0 * a->s[0] + k0 * a->dil[0];
+                        const int64_t q1 = o1 * a->s[1] + k1 * a->dil[1];
+                        const int64_t q2 = o2 * a->s[2] + k2 * a->dil[2];
+                        acc = fmaf(w[(k0 * a->K[1] + k1) * a->K[2] + k2],
+                                   x[(q0 * a->P[1] + q1) * a->P[2] + q2], acc);
+                    }
+        }
+        y[o2] = acc;
+    }
+}
+
+#if CPK_X86
+/* outputs f0..f0+4 x positions o2 in [ow, ow + 8*NV) of row (o0, o1); the last vector
+ * holds `tail` (1..8) valid lanes; only the first fb channels are stored (the weights are
+ * padded with zero channels up to a multiple of 4) */
+#define CORE_TILE(NV)                                                                      \
+    __attribute__((target("avx2,fma"))) static void core_avx2_nv##NV(                      \
+        const core_args *a, int64_t n, int64_t f0, int fb, int64_t o0, int64_t o1,         \
+        int64_t ow, int tail)                                                              \
+    {                                                                                      \
+        const int64_t kvol = vol3(a->K);                                                   \
+        const int64_t oplane = vol3(a->O), pplane = vol3(a->P);                            \
+        static const int32_t mask_src[16] = {-1, -1, -1, -1, -1, -1, -1, -1,              \
+                                             0,  0,  0,  0,  0,  0,  0,  0};               \
+        const __m256i mask = _mm256_loadu_si256((const __m256i *)(mask_src + 8 - tail));  \
+        const bool full = tail == 8;                                                       \
+        __m256 acc[4][NV];                                                                 \
+        _Pragma("GCC unroll 4") for (int f = 0; f < 4; f++)                                \
+        {                                                                                  \
+            const int fs = f < fb ? f : 0;                                                 \
+            const float *y = a->out + (n * a->F + f0 + fs) * oplane +                     \
+                             (o0 * a->O[1] + o1) * a->O[2] + ow;                           \
+            const float b = a->bias && f < fb ? a->bias[f0 + f] : 0.0f;                    \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
+            {                                                                              \
+                if (a->accumulate)                                                         \
+                    acc[f][v] = v < NV - 1 || full ? _mm256_loadu_ps(y + 8 * v)            \
+                                                   : _mm256_maskload_ps(y + 8 * v, mask);  \
+                else                                                                       \
+                    acc[f][v] = _mm256_set1_ps(b);                                         \
+            }                                                                              \
+        }                                                                                  \
+        const int64_t wstride = a->C * kvol; /* between output channels */                 \
+        for (int64_t c = 0; c < a->C; c++) {                                               \
+            const float *xc = a->xp + (n * a->C + c) * pplane;                             \
+            const float *wc = a->w + (f0 * a->C + c) * kvol;                               \
+            for (int64_t k0 = 0; k0 < a->K[0]; k0++) {                                     \
+                for (int64_t k1 = 0; k1 < a->K[1]; k1++) {                                 \
+                    const float *xr = xc + ((o0 * a->s[0] + k0 * a->dil[0]) * a->P[1] +    \
+                                            o1 * a->s[1] + k1 * a->dil[1]) * a->P[2] + ow; \
+                    const float *wk = wc + (k0 * a->K[1] + k1) * a->K[2];                  \
+                    for (int64_t k2 = 0; k2 < a->K[2]; k2++) {                             \
+                        const float *xs = xr + k2 * a->dil[2];                             \
+                        __m256 xv[NV];                                                     \
+                        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)               \
+                            xv[v] = v < NV - 1 || full                                     \
+                                        ? _mm256_loadu_ps(xs + 8 * v)                      \
+                                        : _mm256_maskload_ps(xs + 8 * v, mask);            \
+                        _Pragma("GCC unroll 4") for (int f = 0; f < 4; f++)                \
+                        {                                                                  \
+                            const __m256 wv = _mm256_broadcast_ss(wk + f * wstride + k2);  \
+                            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)           \
+                                acc[f][v] = _mm256_fmadd_ps(wv, xv[v], acc[f][v]);         \
+                        }                                                                  \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        _Pragma("GCC unroll 4") for (int f = 0; f < 4; f++)                                \
+        {                                                                                  \
+            if (f >= fb)                                                                   \
+                break;                                                                     \
+            float *y = a->out + (n * a->F + f0 + f) * oplane + (o0 * a->O[1] + o1) * a->O[2] + ow; \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                           \
+            {                                                                              \
+                if (v < NV - 1 || full)                                                    \
+                    _mm256_storeu_ps(y + 8 * v, acc[f][v]);                                \
+                else                                                                       \
+                    _mm256_maskstore_ps(y + 8 * v, mask, acc[f][v]);                       \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+CORE_TILE(1)
+CORE_TILE(2)
+CORE_TILE(3)
+#undef CORE_TILE
+
+static void core_avx2_row(const core_args *a, int64_t n, int64_t f0, int fb, int64_t o0,
+                          int64_t o1)
+{
+    const int64_t O2 = a->O[2];
+    const int64_t nvec = (O2 + 7) / 8;
+    const int64_t groups = (nvec + 2) / 3; /* at most 3 vectors per tile, evenly split */
+    int64_t v0 = 0;
+    for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t v1 = nvec * (gi + 1) / groups;
+        const int nv = (int)(v1 - v0);
+        const int64_t ow = v0 * 8;
+        const int64_t end = v1 * 8 < O2 ? v1 * 8 : O2;
+        const int tail = (int)(end - ow - 8 * (nv - 1));
+        if (nv == 1)
+            core_avx2_nv1(a, n, f0, fb, o0, o1, ow, tail);
+        else if (nv == 2)
+            core_avx2_nv2(a, n, f0, fb, o0, o1, ow, tail);
+        else
+            core_avx2_nv3(a, n, f0, fb, o0, o1, ow, tail);
+        v0 = v1;
+    }
+}
+#endif
+
+typedef struct {
+    const core_args *a;
+    cpk_isa isa;
+    int64_t fblocks;
+} core_job;
+
+static void core_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const core_job *j = vctx;
+    const core_args *a = j->a;
+    const int64_t o0 = task % a->O[0];
+    const int64_t fbk = (task / a->O[0]) % j->fblocks;
+    const int64_t n = task / a->O[0] / j->fblocks;
+    const int64_t f0 = fbk * 4;
+    const int fb = (int)(a->F - f0 < 4 ? a->F - f0 : 4);
+    for (int64_t o1 = 0; o1 < a->O[1]; o1++) {
+#if CPK_X86
+        if (j->isa != CPK_ISA_PORTABLE && a->s[2] == 1) {
+            core_avx2_row(a, n, f0, fb, o0, o1);
+            continue;
+        }
+#endif
+        for (int f = 0; f < fb; f++)
+            core_portable_row(a, n, f0 + f, o0, o1);
+    }
+}
+
+/* implicit GEMM for one sample: B(k = (c, kk), j = position) read from the padded input */
+typedef struct {
+    const core_args *a;
+    int64_t n;
+} igemm_ctx;
+
+static void igemm_packB(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
+                        int64_t NR, float *dst)
+{
+    const igemm_ctx *ic = vctx;
+    const core_args *a = ic->a;
+    int64_t posoff[CPK_NR_MAX];
+    for (int64_t j = 0; j < nr; j++) {
+        const int64_t pos = j0 + j;
+        const int64_t o2 = pos % a->O[2], o1 = pos / a->O[2] % a->O[1],
+                      o0 = pos / a->O[2] / a->O[1];
+        posoff[j] = ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2 * a->s[2];
+    }
+    const int64_t kvol = vol3(a->K);
+    for (int64_t k = 0; k < kc; k++) {
+        const int64_t kk = (k0 + k) % kvol, c = (k0 + k) / kvol;
+        const int64_t q2 = kk % a->K[2], q1 = kk / a->K[2] % a->K[1],
+                      q0 = kk / a->K[2] / a->K[1];
+        const float *src = a->xp + (ic->n * a->C + c) * vol3(a->P) +
+                           (q0 * a->dil[0] * a->P[1] + q1 * a->dil[1]) * a->P[2] +
+                           q2 * a->dil[2];
+        float *d = dst + k * NR;
+        int64_t j = 0;
+        for (; j < nr; j++)
+            d[j] = src[posoff[j]];
+        for (; j < NR; j++)
+            d[j] = 0.0f;
+    }
+}
+
+static bool run_core(cpk_pool *p, cpk_isa isa, core_args *a)
+{
+    const int64_t oplane = vol3(a->O);
+    bool gemm = a->C >= 16 && a->F >= 16;
+    if (a->path)
+        gemm = a->path == 2;
+    if (gemm || a->s[2] != 1) {
+        /* implicit GEMM per sample: C = out[n] (F x positions), A = w (F x C*kvol) */
+        for (int64_t n = 0; n < a->N; n++) {
+            float *y = a->out + n * a->F * oplane;
+            if (!a->accumulate)
+                for (int64_t f = 0; f < a->F; f++) {
+                    const float b = a->bias ? a->bias[f] : 0.0f;
+                    for (int64_t j = 0; j < oplane; j++)
+                        y[f * oplane + j] = b;
+                }
+            igemm_ctx ic = {a, n};
+            cpk_gemm_src s = {.a = a->w, .a_rs = a->C * vol3(a->K), .a_cs = 1,
+                             .packB = igemm_packB, .packB_ctx = &ic};
+            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane, true))
+                return false;
+        }
+        return true;
+    }
+    /* the direct kernel computes 4 output channels at a time: pad W with zero channels */
+    const int64_t fpad = (a->F + 3) / 4 * 4, wrow = a->C * vol3(a->K);
+    float *wpad = NULL;
+    if (fpad != a->F) {
+        if (!(wpad = calloc((size_t)(fpad * wrow), sizeof *wpad)))
+            return false;
+        memcpy(wpad, a->w, (size_t)(a->F * wrow) * sizeof *wpad);
+    }
+    core_args ap = *a;
+    if (wpad)
+        ap.w = wpad;
+    core_job j = {&ap, isa, fpad / 4};
+    cpk_parallel(p, a->N * j.fblocks * a->O[0], core_task, &j);
+    free(wpad);
+    return true;
+}
+
+// ----------------------------------------------------------------------------
+// entry points
+
+bool cpk_conv_forward(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const float *x,
+                     const float *w, const float *bias, float *y, bool accumulate)
+{
+    int64_t P[3];
+    for (int a = 0; a < 3; a++)
+        P[a] = (g->out[a] - 1) * g->stride[a] + g->dil[a] * (g->k[a] - 1) + 1;
+    float *xp = pad_copy(p, x, g->N * g->C, g->in, P, g->pad);
+    if (!xp)
+        return false;
+    core_args a = {.N = g->N, .C = g->C, .F = g->F, .xp = xp, .w = w, .bias = bias,
+                   .out = y, .accumulate = accumulate, .path = g->path};
+    for (int i = 0; i < 3; i++) {
+        a.P[i] = P[i];
+        a.O[i] = g->out[i];
+        a.K[i] = g->k[i];
+        a.s[i] = g->stride[i];
+        a.dil[i] = g->dil[i];
+    }
+    bool ok = run_core(p, isa, &a);
+    free(xp);
+    return ok;
+}
+
+/* strided backward data: B((f, k'), i) = dy[f][(i + pad - k*dil) / s] when that divides
+ * and lies inside, else 0 */
+typedef struct {
+    const cpk_conv_geom *g;
+    const float *dy;
+    int64_t n;
+} bstride_ctx;
+
+static void bstride_packB(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
+                          int64_t NR, float *dst)
+{
+    const bstride_ctx *bc = vctx;
+    const cpk_conv_geom *g = bc->g;
+    const int64_t kvol = g->k[0] * g->k[1] * g->k[2];
+    const int64_t oplane = vol3(g->out);
+    for (int64_t k = 0; k < kc; k++) {
+        const int64_t kf = (k0 + k) % kvol, f = (k0 + k) / kvol;
+        const int64_t kq[3] = {kf / g->k[2] / g->k[1], kf / g->k[2] % g->k[1], kf % g->k[2]};
+        const float *dyf = bc->dy + (bc->n * g->F + f) * oplane;
+        float *d = dst + k * NR;
+        int64_t j = 0;
+        for (; j < nr; j++) {
+            const int64_t pos = j0 + j;
+            const int64_t i[3] = {pos / g->in[2] / g->in[1], pos / g->in[2] % g->in[1],
+                                  pos % g->in[2]};
+            int64_t off = 0;
+            bool ok = true;
+            for (int ax = 0; ax < 3 && ok; ax++) {
+                const int64_t kk = g->k[ax] - 1 - kq[ax]; /* flipped */
+                const int64_t q = i[ax] + g->pad[ax] - kk * g->dil[ax];
+                ok = q >= 0 && q % g->stride[ax] == 0 && q / g->stride[ax] < g->out[ax];
+                off = off * g->out[ax] + (ok ? q / g->stride[ax] : 0);
+            }
+            d[j] = ok ? dyf[off] : 0.0f;
+        }
+        for (; j < NR; j++)
+            d[j] = 0.0f;
+    }
+}
+
+/* wt[c][f][k'] = w[f][c][flip(k')] */
+static float *flip_transpose(const cpk_conv_geom *g, const float *w)
+{
+    const int64_t kvol = g->k[0] * g->k[1] * g->k[2];
+    float *wt = malloc((size_t)(g->F * g->C * kvol) * sizeof *wt);
+    if (!wt)
+        return NULL;
+    for (int64_t f = 0; f < g->F; f++)
+        for (int64_t c = 0; c < g->C; c++)
+            for (int64_t k = 0; k < kvol; k++)
+                wt[(c * g->F + f) * kvol + (kvol - 1 - k)] = w[(f * g->C + c) * kvol + k];
+    return wt;
+}
+
+bool cpk_conv_backward_data(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const float *dy,
+                           const float *w, float *dx, bool accumulate)
+{
+    float *wt = flip_transpose(g, w);
+    if (!wt)
+        return false;
+    const int64_t kvol = g->k[0] * g->k[1] * g->k[2];
+    bool ok = true;
+    if (g->stride[0] == 1 && g->stride[1] == 1 && g->stride[2] == 1) {
+        int64_t P[3], lo[3];
+        for (int a = 0; a < 3; a++) {
+            P[a] = g->in[a] + g->dil[a] * (g->k[a] - 1);
+            lo[a] = g->dil[a] * (g->k[a] - 1) - g->pad[a];
+        }
+        float *dyp = pad_copy(p, dy, g->N * g->F, g->out, P, lo);
+        if (!dyp) {
+            free(wt);
+            return false;
+        }
+        core_args a = {.N = g->N, .C = g->F, .F = g->C, .xp = dyp, .w = wt, .bias = NULL,
+                       .out = dx, .accumulate = accumulate, .path = g->path};
+        for (int i = 0; i < 3; i++) {
+            a.P[i] = P[i];
+            a.O[i] = g->in[i];
+            a.K[i] = g->k[i];
+            a.s[i] = 1;
+            a.dil[i] = g->dil[i];
+        }
+        ok = run_core(p, isa, &a);
+        free(dyp);
+    } else {
+        const int64_t iplane = vol3(g->in);
+        for (int64_t n = 0; n < g->N && ok; n++) {
+            float *out = dx + n * g->C * iplane;
+            if (!accumulate)
+                memset(out, 0, (size_t)(g->C * iplane) * sizeof *out);
+            bstride_ctx bc = {g, dy, n};
+            cpk_gemm_src s = {.a = wt, .a_rs = g->F * kvol, .a_cs = 1,
+                             .packB = bstride_packB, .packB_ctx = &bc};
+            ok = cpk_sgemm(p, isa, g->C, iplane, g->F * kvol, &s, out, iplane, true);
+        }
+    }
+    free(wt);
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// weight gradient
+
+typedef struct {
+    const cpk_conv_geom *g;
+    cpk_isa isa;
+    const float *dy, *xp;
+    int64_t P[3];
+    int64_t fblocks;
+    double *dw;
+} dw_job;
+
+/* lanes[f][kw][l] += over row o1 of plane (n, o0): dy[f][o2] * xrow[o2*s2 + kw*d2] */
+static void dw_row_portable(const dw_job *j, const float *const *dyr, int fb,
+                            const float *xr, int64_t kw0, int kwb, float lanes[4][3][LANES])
+{
+    const cpk_conv_geom *g = j->g;
+    for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
+        const int l = (int)(o2 % LANES);
+        for (int f = 0; f < fb; f++)
+            for (int q = 0; q < kwb; q++)
+                lanes[f][q][l] = fmaf(dyr[f][o2],
+                                      xr[o2 * g->stride[2] + (kw0 + q) * g->dil[2]],
+                                      lanes[f][q][l]);
+    }
+}
+
+#if CPK_X86
+/* the 4 x 3 fast case of one plane: lanes[f][q] (zero on entry) accumulate every row */
+__attribute__((target("avx2,fma"))) static void dw_plane_avx2_4x3(const dw_job *j,
+                                                                  const float *const *dy0,
+                                                                  const float *x0,
+                                                                  int64_t xrow, int64_t kw0,
+                                                                  float lanes[4][3][LANES])
+{
+    const cpk_conv_geom *g = j->g;
+    static const int32_t mask_src[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const int64_t O1 = g->out[1], O2 = g->out[2], d2 = g->dil[2];
+    const int64_t full = O2 / 8 * 8;
+    const __m256i m = _mm256_loadu_si256((const __m256i *)(mask_src + 8 - (O2 - full)));
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00;
+    __m256 a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+#define DW_STEP(LOADX, LOADD)                                                              \
+    do {                                                                                   \
+        const __m256 x0v = LOADX(xr + o2 + kw0 * d2);                                      \
+        const __m256 x1v = LOADX(xr + o2 + (kw0 + 1) * d2);                                \
+        const __m256 x2v = LOADX(xr + o2 + (kw0 + 2) * d2);                                \
+        __m256 dv = LOADD(dy0[0] + r + o2);                                                \
+        a00 = _mm256_fmadd_ps(dv, x0v, a00);                                               \
+        a01 = _mm256_fmadd_ps(dv, x1v, a01);                                               \
+        a02 = _mm256_fmadd_ps(dv, x2v, a02);                                               \
+        dv = LOADD(dy0[1] + r + o2);                                                       \
+        a10 = _mm256_fmadd_ps(dv, x0v, a10);                                               \
+        a11 = _mm256_fmadd_ps(dv, x1v, a11);                                               \
+        a12 = _mm256_fmadd_ps(dv, x2v, a12);                                               \
+        dv = LOADD(dy0[2] + r + o2);                                                       \
+        a20 = _mm256_fmadd_ps(dv, x0v, a20);                                               \
+        a21 = _mm256_fmadd_ps(dv, x1v, a21);                                               \
+        a22 = _mm256_fmadd_ps(dv, x2v, a22);                                               \
+        dv = LOADD(dy0[3] + r + o2);                                                       \
+        a30 = _mm256_fmadd_ps(dv, x0v, a30);                                               \
+        a31 = _mm256_fmadd_ps(dv, x1v, a31);                                               \
+        a32 = _mm256_fmadd_ps(dv, x2v, a32);                                               \
+    } while (0)
+#define LD_FULL(p) _mm256_loadu_ps(p)
+#define LD_MASK(p) _mm256_maskload_ps((p), m)
+    for (int64_t o1 = 0; o1 < O1; o1++) {
+        const int64_t r = o1 * O2;
+        const float *xr = x0 + o1 * xrow;
+        int64_t o2 = 0;
+        for (; o2 < full; o2 += 8)
+            DW_STEP(LD_FULL, LD_FULL);
+        if (o2 < O2)
+            DW_STEP(LD_MASK, LD_MASK);
+    }
+#undef LD_FULL
+#undef LD_MASK
+#undef DW_STEP
+    _mm256_storeu_ps(lanes[0][0], a00); _mm256_storeu_ps(lanes[0][1], a01); _mm256_storeu_ps(lanes[0][2], a02);
+    _mm256_storeu_ps(lanes[1][0], a10); _mm256_storeu_ps(lanes[1][1], a11); _mm256_storeu_ps(lanes[1][2], a12);
+    _mm256_storeu_ps(lanes[2][0], a20); _mm256_storeu_ps(lanes[2][1], a21); _mm256_storeu_ps(lanes[2][2], a22);
+    _mm256_storeu_ps(lanes[3][0], a30); _mm256_storeu_ps(lanes[3][1], a31); _mm256_storeu_ps(lanes[3][2], a32);
+}
+
+/* any fb <= 4, kwb <= 3: lanes accumulate every row of the plane */
+__attribute__((target("avx2,fma"))) static void dw_plane_avx2(const dw_job *j,
+                                                              const float *const *dy0, int fb,
+                                                              const float *x0, int64_t xrow,
+                                                              int64_t kw0, int kwb,
+                                                              float lanes[4][3][LANES])
+{
+    const cpk_conv_geom *g = j->g;
+    static const int32_t mask_src[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const int64_t O1 = g->out[1], O2 = g->out[2], d2 = g->dil[2];
+    __m256 acc[4][3];
+    for (int f = 0; f < fb; f++)
+        for (int q = 0; q < kwb; q++)
+            acc[f][q] = _mm256_setzero_ps();
+    for (int64_t o1 = 0; o1 < O1; o1++) {
+        const float *xr = x0 + o1 * xrow;
+        for (int64_t o2 = 0; o2 < O2; o2 += 8) {
+            const int64_t left = O2 - o2 < 8 ? O2 - o2 : 8;
+            const __m256i m = _mm256_loadu_si256((const __m256i *)(mask_src + 8 - left));
+            for (int q = 0; q < kwb; q++) {
+                const __m256 xv = _mm256_maskload_ps(xr + o2 + (kw0 + q) * d2, m);
+                for (int f = 0; f < fb; f++) {
+                    const __m256 dv = _mm256_maskload_ps(dy0[f] + o1 * O2 + o2, m);
+                    acc[f][q] = _mm256_fmadd_ps(dv, xv, acc[f][q]);
+                }
+            }
+        }
+    }
+    for (int f = 0; f < fb; f++)
+        for (int q = 0; q < kwb; q++)
+            _mm256_storeu_ps(lanes[f][q], acc[f][q]);
+}
+#endif
+
+static void dw_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const dw_job *j = vctx;
+    const cpk_conv_geom *g = j->g;
+    const int64_t K0 = g->k[0], K1 = g->k[1], K2 = g->k[2], kvol = K0 * K1 * K2;
+    const int64_t k1 = task % K1, k0 = task / K1 % K0, c = task / K1 / K0 % g->C;
+    const int64_t f0 = task / K1 / K0 / g->C * 4;
+    const int fb = (int)(g->F - f0 < 4 ? g->F - f0 : 4);
+    const int64_t oplane = vol3(g->out), pplane = vol3(j->P);
+    const int64_t xrow = g->stride[1] * j->P[2]; /* between the input rows of o1, o1 + 1 */
+    for (int64_t kw0 = 0; kw0 < K2; kw0 += 3) {
+        const int kwb = (int)(K2 - kw0 < 3 ? K2 - kw0 : 3);
+        double acc_tot[4][3] = {{0}};
+        for (int64_t n = 0; n < g->N; n++) {
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+                float lanes[4][3][LANES];
+                memset(lanes, 0, sizeof lanes);
+                const float *dy0[4];
+                for (int f = 0; f < fb; f++)
+                    dy0[f] = j->dy + (n * g->F + f0 + f) * oplane + o0 * g->out[1] * g->out[2];
+                const float *x0 = j->xp + (n * g->C + c) * pplane +
+                                  ((o0 * g->stride[0] + k0 * g->dil[0]) * j->P[1] +
+                                   k1 * g->dil[1]) * j->P[2];
+#if CPK_X86
+                if (j->isa != CPK_ISA_PORTABLE && g->stride[2] == 1) {
+                    if (fb == 4 && kwb == 3)
+                        dw_plane_avx2_4x3(j, dy0, x0, xrow, kw0, lanes);
+                    else
+                        dw_plane_avx2(j, dy0, fb, x0, xrow, kw0, kwb, lanes);
+                } else
+#endif
+                {
+                    for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
+                        const float *dyr[4];
+                        for (int f = 0; f < fb; f++)
+                            dyr[f] = dy0[f] + o1 * g->out[2];
+                        dw_row_portable(j, dyr, fb, x0 + o1 * xrow, kw0, kwb, lanes);
+                    }
+                }
+                for (int f = 0; f < fb; f++)
+                    for (int q = 0; q < kwb; q++) {
+                        double s = 0.0;
+                        for (int l = 0; l < LANES; l++)
+                            s += (double)lanes[f][q][l];
+                        acc_tot[f][q] += s;
+                    }
+            }
+        }
+        for (int f = 0; f < fb; f++)
+            for (int q = 0; q < kwb; q++)
+                j->dw[((f0 + f) * g->C + c) * kvol + (k0 * K1 + k1) * K2 + kw0 + q] =
+                    acc_tot[f][q];
+    }
+}
+
+bool cpk_conv_backward_weight(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const float *dy,
+                             const float *x, double *dw_total)
+{
+    dw_job j = {.g = g, .isa = isa, .dy = dy, .dw = dw_total, .fblocks = (g->F + 3) / 4};
+    for (int a = 0; a < 3; a++)
+        j.P[a] = (g->out[a] - 1) * g->stride[a] + g->dil[a] * (g->k[a] - 1) + 1;
+    float *xp = pad_copy(p, x, g->N * g->C, g->in, j.P, g->pad);
+    if (!xp)
+        return false;
+    j.xp = xp;
+    cpk_parallel(p, j.fblocks * g->C * g->k[0] * g->k[1], dw_task, &j);
+    free(xp);
+    return true;
+}
+
+typedef struct {
+    const float *t;
+    int64_t N, Cn, P;
+    double *out;
+} csum_job;
+
+static void csum_task(void *vctx, int64_t c, int tid)
+{
+    (void)tid;
+    const csum_job *j = vctx;
+    double acc = 0.0;
+    for (int64_t n = 0; n < j->N; n++) {
+        const float *r = j->t + (n * j->Cn + c) * j->P;
+        for (int64_t i = 0; i < j->P; i++)
+            acc += (double)r[i];
+    }
+    j->out[c] = acc;
+}
+
+void cpk_channel_sums(cpk_pool *p, cpk_isa isa, const float *t, int64_t N, int64_t Cn, int64_t P,
+                      double *out)
+{
+    (void)isa;
+    csum_job j = {t, N, Cn, P, out};
+    cpk_parallel(p, Cn, csum_task, &j);
+}

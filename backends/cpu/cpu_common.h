@@ -1,0 +1,66 @@
+/*
+ * Private to the fast CPU backend (backends/cpu): its state, the op entry points, and
+ * the dtype handling its op files share.
+ *
+ * Compute dtypes: the fast kernels run on fp32 buffers. An fp16/bf16 tensor is widened
+ * to fp32 once per call (exact), the kernel accumulates in fp32, and every output element
+ * is rounded ONCE into its tensor's dtype (harness/precision.md): a forward output from
+ * its fp32 result; a gradient by adding the fp32 contribution to the existing low-dtype
+ * value exactly and rounding that sum once (round-to-odd in double, then to the dtype).
+ * fp64 calls (gradient checks only) and ops without a fast kernel are delegated to a
+ * reference backend this backend creates through the registry ("ref"): single-threaded
+ * and fixed-order, so the delegated ops keep the ref backend's bits.
+ */
+#ifndef CK_CPU_COMMON_H
+#define CK_CPU_COMMON_H
+
+#include "backends/backend.h"
+#include "backends/cpu/kernels.h"
+#include "backends/op_check.h"
+
+/* the backend's name in the shared checks' messages (backends/op_check.h) */
+#define CPU_BE "cpu"
+
+typedef struct {
+    cpk_pool *pool;
+    cpk_isa isa;
+    int threads;
+    ck_backend *ref; /* the reference backend the ops without a fast kernel run on */
+} cpu_ctx;
+
+#define CPU_OP_DECL(fam)                                                                   \
+    ck_status cpu_##fam##_forward(const cpu_ctx *c, const ck_op_params *op,                \
+                                  const ck_fwd_args *args, ck_op_io *io, ck_error *err);   \
+    ck_status cpu_##fam##_backward(const cpu_ctx *c, const ck_op_params *op,               \
+                                   const ck_fwd_args *args, const ck_op_io *io,            \
+                                   ck_op_grads *g, ck_error *err);
+
+CPU_OP_DECL(linear)     /* CK_OP_LINEAR: packed SGEMM */
+CPU_OP_DECL(conv)       /* CK_OP_CONV: direct or implicit-GEMM convolution */
+CPU_OP_DECL(activation) /* relu fp32 multi-threaded; the rest delegated to ref */
+
+#undef CPU_OP_DECL
+
+/* ---- fp32 views of float tensors ---- */
+
+/* true when any non-NULL t[i] is fp64: the call is delegated to the reference kernels */
+bool cpu_any_f64(const ck_tensor *const *t, int n);
+
+/* *out = t's values as fp32: t's own memory when t is fp32 (*owned = NULL), else a
+ * widened copy in *owned (free it). NULL t gives NULL. */
+ck_status cpu_view_f32(const char *op, const ck_tensor *t, const cpu_ctx *c, const float **out,
+                       float **owned, ck_error *err);
+/* an uninitialised fp32 scratch buffer of n elements (zeroed when `zero`) */
+ck_status cpu_scratch(const char *op, int64_t n, bool zero, float **out, ck_error *err);
+
+/* t = v rounded once to t's dtype (fp32/fp16/bf16; a no-op when v is t's own memory) */
+void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v);
+/* t += v, the exact sum rounded once to t's dtype (fp32, fp16, bf16); element ranges
+ * split across c's threads */
+void cpu_accumulate_f32(const cpu_ctx *c, ck_tensor *t, const float *v);
+void cpu_accumulate_f64(const cpu_ctx *c, ck_tensor *t, const double *v);
+/* a + b rounded to odd in double: a later rounding to fp16/bf16 is then the exact sum's
+ * (the reference backend's ref_sum_round_odd, the same arithmetic) */
+double cpu_sum_round_odd(double a, double b);
+
+#endif

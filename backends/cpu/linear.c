@@ -1,0 +1,158 @@
+/*
+ * Fast CPU linear layer (CK_OP_LINEAR): y = x W^T + b over the last dimension, x viewed as
+ * (M, in). Every product is a packed SGEMM (gemm.c) in fp32: each output element is one
+ * fma chain over the reduced dimension in ascending order (kernels.h), so the result does
+ * not depend on the thread count or on the SIMD path.
+ *
+ *   forward   y  = b + x W^T           chain from the bias (0 without one)
+ *   backward  dx += dy W               fp32: the chain continues from the existing dx;
+ *             dW += dy^T x             fp16/bf16: the contribution is computed from 0 in
+ *                                      fp32 and added to the stored value with one rounding
+ *             db += sum over rows of dy, in double per unit (row order), one rounding
+ * fp64 calls (gradient checks) run the reference kernels (backends/ref/).
+ */
+#include "backends/cpu/cpu_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+
+typedef struct {
+    const float *dy;
+    int64_t M, units;
+    double *out;
+} colsum_job;
+
+static void colsum_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const colsum_job *j = vctx;
+    /* 64 units per task; every unit one double chain over the rows */
+    const int64_t u0 = task * 64, u1 = u0 + 64 < j->units ? u0 + 64 : j->units;
+    double acc[64];
+    for (int64_t u = u0; u < u1; u++)
+        acc[u - u0] = 0.0;
+    for (int64_t m = 0; m < j->M; m++) {
+        const float *r = j->dy + m * j->units;
+        for (int64_t u = u0; u < u1; u++)
+            acc[u - u0] += (double)r[u];
+    }
+    for (int64_t u = u0; u < u1; u++)
+        j->out[u] = acc[u - u0];
+}
+
+ck_status cpu_linear_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
+                             ck_op_io *io, ck_error *err)
+{
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *b = op->bias ? io->bias : NULL;
+    const ck_tensor *all[] = {x, io->weight, b, io->out};
+    CK_TRY(ck_opc_float_dtypes(CPU_BE, "linear", all, 4, err));
+    ck_linear_dims d;
+    CK_TRY(ck_opc_linear_shapes(x, io->weight, b, io->out, &d, err));
+    if (cpu_any_f64(all, 4))
+        return c->ref->forward(c->ref, op, args, io, err);
+    const float *xf, *wf, *bf;
+    float *ox = NULL, *ow = NULL, *ob = NULL, *y = NULL;
+    ck_status st;
+    if ((st = cpu_view_f32("linear", x, c, &xf, &ox, err)) != CK_OK ||
+        (st = cpu_view_f32("linear", io->weight, c, &wf, &ow, err)) != CK_OK ||
+        (st = cpu_view_f32("linear", b, c, &bf, &ob, err)) != CK_OK)
+        goto done;
+    if (io->out->dtype == CK_F32)
+        y = io->out->data;
+    else if ((st = cpu_scratch("linear", d.M * d.units, false, &y, err)) != CK_OK)
+        goto done;
+    for (int64_t m = 0; m < d.M; m++) {
+        if (bf)
+            memcpy(y + m * d.units, bf, (size_t)d.units * sizeof *y);
+        else
+            memset(y + m * d.units, 0, (size_t)d.units * sizeof *y);
+    }
+    const cpk_gemm_src s = {.a = xf, .a_rs = d.in, .a_cs = 1, .b = wf, .b_rs = 1, .b_cs = d.in};
+    if (!cpk_sgemm(c->pool, c->isa, d.M, d.units, d.in, &s, y, d.units, true)) {
+        st = ck_fail(err, CK_ERR_NOMEM, "linear: no memory for GEMM packing buffers");
+        goto done;
+    }
+    cpu_store(c, io->out, y);
+done:
+    if (y && y != io->out->data)
+        free(y);
+    free(ox);
+    free(ow);
+    free(ob);
+    return st;
+}
+
+ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    const ck_tensor *x = io->in[0];
+    ck_tensor *db = op->bias ? g->dbias : NULL;
+    const ck_tensor *all[] = {x, io->weight, g->dout, g->din[0], g->dweight, db};
+    CK_TRY(ck_opc_float_dtypes(CPU_BE, "linear", all, 6, err));
+    ck_linear_dims d;
+    CK_TRY(ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err));
+    if (cpu_any_f64(all, 6))
+        return c->ref->backward(c->ref, op, args, io, g, err);
+    const float *xf = NULL, *wf = NULL, *dyf = NULL;
+    float *ox = NULL, *ow = NULL, *ody = NULL, *tmp = NULL;
+    double *dbs = NULL;
+    ck_status st;
+    if ((st = cpu_view_f32("linear", g->dout, c, &dyf, &ody, err)) != CK_OK)
+        goto done;
+    if (g->din[0]) {
+        ck_tensor *dx = g->din[0];
+        if ((st = cpu_view_f32("linear", io->weight, c, &wf, &ow, err)) != CK_OK)
+            goto done;
+        const bool f32 = dx->dtype == CK_F32;
+        float *out = f32 ? dx->data : NULL;
+        if (!f32 && (st = cpu_scratch("linear", d.M * d.in, false, &tmp, err)) != CK_OK)
+            goto done;
+        if (!f32)
+            out = tmp;
+        const cpk_gemm_src s = {.a = dyf, .a_rs = d.units, .a_cs = 1,
+                                .b = wf, .b_rs = d.in, .b_cs = 1};
+        if (!cpk_sgemm(c->pool, c->isa, d.M, d.in, d.units, &s, out, d.in, f32))
+            goto nomem;
+        if (!f32)
+            cpu_accumulate_f32(c, dx, tmp);
+        free(tmp);
+        tmp = NULL;
+    }
+    if (g->dweight) {
+        ck_tensor *dw = g->dweight;
+        if ((st = cpu_view_f32("linear", x, c, &xf, &ox, err)) != CK_OK)
+            goto done;
+        const bool f32 = dw->dtype == CK_F32;
+        float *out = f32 ? dw->data : NULL;
+        if (!f32 && (st = cpu_scratch("linear", d.units * d.in, false, &tmp, err)) != CK_OK)
+            goto done;
+        if (!f32)
+            out = tmp;
+        const cpk_gemm_src s = {.a = dyf, .a_rs = 1, .a_cs = d.units,
+                                .b = xf, .b_rs = d.in, .b_cs = 1};
+        if (!cpk_sgemm(c->pool, c->isa, d.units, d.in, d.M, &s, out, d.in, f32))
+            goto nomem;
+        if (!f32)
+            cpu_accumulate_f32(c, dw, tmp);
+    }
+    if (db) {
+        if (!(dbs = malloc((size_t)d.units * sizeof *dbs)))
+            goto nomem;
+        colsum_job j = {dyf, d.M, d.units, dbs};
+        cpk_parallel(c->pool, (d.units + 63) / 64, colsum_task, &j);
+        cpu_accumulate_f64(c, db, dbs);
+    }
+    st = CK_OK;
+    goto done;
+nomem:
+    st = ck_fail(err, CK_ERR_NOMEM, "linear: no memory for backward scratch");
+done:
+    free(tmp);
+    free(dbs);
+    free(ox);
+    free(ow);
+    free(ody);
+    return st;
+}

@@ -1,0 +1,965 @@
+/*
+ * The fast CPU backend (backends/cpu, docs/cpu-backend.md):
+ *  - its kernels' determinism rules, bit for bit: the SGEMM and the convolutions give the
+ *    same bits for 1, 2 and 3 threads, on the portable path and the machine's SIMD path,
+ *    and on the direct and implicit-GEMM convolution paths; each GEMM / convolution
+ *    output equals one sequential fmaf chain in the documented order;
+ *  - their accuracy against double-precision loops;
+ *  - fp16/bf16 conversions identical to harness/core/half.h;
+ *  - linear and conv forward/backward against the reference backend in fp32/fp16/bf16;
+ *  - whole shipped cases: 1 thread vs 2 threads and portable vs SIMD bitwise identical,
+ *    plain vs checkpointed meeting every expectation, within the cross-backend tolerance
+ *    of `ref` (ck_compare_backends), and gradient checks.
+ * No timing is asserted anywhere.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_common.h"
+#include "backends/cpu/kernels.h"
+#include "backends/registry.h"
+#include "harness/core/half.h"
+#include "harness/engine/train.h"
+#include "harness/verify/gradcheck.h"
+#include "harness/verify/judge.h"
+#include "harness/verify/result.h"
+#include "harness/verify/run_case.h"
+#include "tests/test_util.h"
+
+// ----------------------------------------------------------------------------
+// helpers
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float frand(void)
+{
+    /* xorshift64*, U(-1, 1) */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    const uint64_t v = rng_state * 0x2545F4914F6CDD1Dull;
+    return (float)((double)(v >> 40) / 8388608.0 - 1.0);
+}
+
+static float *frand_array(int64_t n)
+{
+    float *a = malloc((size_t)(n > 0 ? n : 1) * sizeof *a);
+    ck_assert_ptr_nonnull(a);
+    for (int64_t i = 0; i < n; i++)
+        a[i] = frand();
+    return a;
+}
+
+static void assert_same_bits(const char *what, const void *a, const void *b, size_t bytes)
+{
+    ck_assert_msg(memcmp(a, b, bytes) == 0, "%s: results differ bitwise", what);
+}
+
+static ck_backend *make_cpu(int threads, const char *isa)
+{
+    ck_backend *b = NULL;
+    ck_error err = {{0}};
+    ck_assert_msg(ck_backend_cpu_create_with(&b, threads, isa, &err) == CK_OK, "cpu: %s",
+                  err.msg);
+    return b;
+}
+
+/* the best ISA of this machine, and the thread counts every bitwise test covers */
+static const int thread_counts[] = {1, 2, 3};
+
+// ----------------------------------------------------------------------------
+// SGEMM
+
+typedef struct {
+    int64_t M, N, K;
+    int layout; /* 0: A row-major, B = W^T (W row-major N x K); 1: both row-major;
+                   2: A column-major (A^T stored row-major), B row-major */
+} gemm_shape;
+
+static const gemm_shape gemm_shapes[] = {
+    {1, 1, 1, 0},     {7, 5, 3, 1},       {13, 37, 300, 2},   {64, 100, 513, 0},
+    {6, 16, 256, 1},  {100, 33, 1, 2},    {97, 130, 257, 0},  {12, 2100, 20, 1},
+    {200, 40, 600, 2}, {5, 3000, 7, 0},
+};
+
+static void gemm_src(const gemm_shape *s, const float *A, const float *B, cpk_gemm_src *src)
+{
+    memset(src, 0, sizeof *src);
+    src->a = A;
+    src->b = B;
+    if (s->layout == 2) {
+        src->a_rs = 1;
+        src->a_cs = s->M;
+    } else {
+        src->a_rs = s->K;
+        src->a_cs = 1;
+    }
+    if (s->layout == 0) {
+        src->b_rs = 1;
+        src->b_cs = s->K;
+    } else {
+        src->b_rs = s->N;
+        src->b_cs = 1;
+    }
+}
+
+START_TEST(test_gemm_bits_and_chain)
+{
+    const gemm_shape *s = &gemm_shapes[_i];
+    const int64_t M = s->M, N = s->N, K = s->K;
+    float *A = frand_array(M * K), *B = frand_array(K * N), *C0 = frand_array(M * N);
+    cpk_gemm_src src;
+    gemm_src(s, A, B, &src);
+    const cpk_isa best = cpk_isa_detect();
+    for (int acc = 0; acc < 2; acc++) {
+        /* the documented semantics: one sequential fmaf chain per element */
+        float *want = malloc((size_t)(M * N) * sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float c = acc ? C0[i * N + j] : 0.0f;
+                for (int64_t k = 0; k < K; k++)
+                    c = fmaf(A[i * src.a_rs + k * src.a_cs], B[k * src.b_rs + j * src.b_cs], c);
+                want[i * N + j] = c;
+            }
+        for (int isa = 0; isa <= (int)best; isa++) {
+            for (int t = 0; t < COUNT(thread_counts); t++) {
+                cpk_pool *p = cpk_pool_create(thread_counts[t]);
+                ck_assert_ptr_nonnull(p);
+                float *C = malloc((size_t)(M * N) * sizeof *C);
+                ck_assert_ptr_nonnull(C);
+                memcpy(C, C0, (size_t)(M * N) * sizeof *C);
+                ck_assert(cpk_sgemm(p, (cpk_isa)isa, M, N, K, &src, C, N, acc));
+                char what[128];
+                snprintf(what, sizeof what, "gemm %lldx%lldx%lld layout %d acc %d %s %d threads",
+                         (long long)M, (long long)N, (long long)K, s->layout, acc,
+                         cpk_isa_name((cpk_isa)isa), thread_counts[t]);
+                assert_same_bits(what, C, want, (size_t)(M * N) * sizeof *C);
+                free(C);
+                cpk_pool_destroy(p);
+            }
+        }
+        /* and the chain is accurate: against double */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double r = acc ? C0[i * N + j] : 0.0, mag = fabs(r);
+                for (int64_t k = 0; k < K; k++) {
+                    const double p = (double)A[i * src.a_rs + k * src.a_cs] *
+                                     B[k * src.b_rs + j * src.b_cs];
+                    r += p;
+                    mag += fabs(p);
+                }
+                REQUIRE(fabs(want[i * N + j] - r) <= 2.0 * (double)K * F32_ULP * mag + 1e-30,
+                        "gemm accuracy at (%lld, %lld): %g vs %g", (long long)i, (long long)j,
+                        want[i * N + j], r);
+            }
+        free(want);
+    }
+    free(A);
+    free(B);
+    free(C0);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// convolutions
+
+static const cpk_conv_geom conv_geoms[] = {
+    /* N, C, F, in, out (filled), k, stride, dil, pad */
+    {.N = 1, .C = 1, .F = 4, .in = {9, 10, 21}, .k = {3, 3, 3}, .stride = {1, 1, 1},
+     .dil = {1, 1, 1}, .pad = {1, 1, 1}},
+    {.N = 2, .C = 4, .F = 4, .in = {6, 7, 32}, .k = {3, 3, 3}, .stride = {1, 1, 1},
+     .dil = {1, 1, 1}, .pad = {1, 1, 1}},
+    {.N = 2, .C = 3, .F = 5, .in = {5, 6, 17}, .k = {3, 2, 3}, .stride = {1, 1, 1},
+     .dil = {2, 1, 2}, .pad = {2, 0, 1}},
+    {.N = 2, .C = 3, .F = 6, .in = {1, 1, 40}, .k = {1, 1, 5}, .stride = {1, 1, 2},
+     .dil = {1, 1, 2}, .pad = {0, 0, 3}},
+    {.N = 1, .C = 17, .F = 18, .in = {1, 12, 13}, .k = {1, 3, 3}, .stride = {1, 2, 1},
+     .dil = {1, 1, 1}, .pad = {0, 1, 1}},
+    {.N = 2, .C = 2, .F = 3, .in = {4, 5, 9}, .k = {1, 1, 1}, .stride = {1, 1, 1},
+     .dil = {1, 1, 1}, .pad = {0, 0, 0}},
+    {.N = 1, .C = 20, .F = 16, .in = {1, 9, 30}, .k = {1, 3, 3}, .stride = {1, 1, 1},
+     .dil = {1, 1, 1}, .pad = {0, 1, 1}},
+    {.N = 1, .C = 2, .F = 2, .in = {3, 4, 5}, .k = {2, 2, 7}, .stride = {2, 1, 3},
+     .dil = {1, 2, 1}, .pad = {1, 1, 4}},
+    {.N = 3, .C = 5, .F = 1, .in = {1, 1, 11}, .k = {1, 1, 4}, .stride = {1, 1, 1},
+     .dil = {1, 1, 3}, .pad = {0, 0, 0}},
+};
+
+static int64_t v3(const int64_t *d)
+{
+    return d[0] * d[1] * d[2];
+}
+
+static void geom_fill(cpk_conv_geom *g)
+{
+    for (int a = 0; a < 3; a++)
+        g->out[a] = (g->in[a] + 2 * g->pad[a] - g->dil[a] * (g->k[a] - 1) - 1) / g->stride[a] + 1;
+}
+
+/* input index of output o, tap k on one axis, or -1 in the padding */
+static int64_t in_at(const cpk_conv_geom *g, int a, int64_t o, int64_t k)
+{
+    const int64_t i = o * g->stride[a] + k * g->dil[a] - g->pad[a];
+    return i >= 0 && i < g->in[a] ? i : -1;
+}
+
+/* the documented forward chain, in fp32 with fmaf, every tap (padding reads 0) */
+static void conv_fwd_chain(const cpk_conv_geom *g, const float *x, const float *w,
+                           const float *b, float *y)
+{
+    const int64_t kv = v3(g->k);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t f = 0; f < g->F; f++)
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++)
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
+                        float acc = b ? b[f] : 0.0f;
+                        for (int64_t c = 0; c < g->C; c++)
+                            for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                                for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                                        const int64_t i0 = in_at(g, 0, o0, k0),
+                                                      i1 = in_at(g, 1, o1, k1),
+                                                      i2 = in_at(g, 2, o2, k2);
+                                        const float xv =
+                                            i0 < 0 || i1 < 0 || i2 < 0
+                                                ? 0.0f
+                                                : x[((n * g->C + c) * g->in[0] + i0) * g->in[1] *
+                                                        g->in[2] + i1 * g->in[2] + i2];
+                                        acc = fmaf(w[(f * g->C + c) * kv +
+                                                     (k0 * g->k[1] + k1) * g->k[2] + k2],
+                                                   xv, acc);
+                                    }
+                        y[((n * g->F + f) * g->out[0] + o0) * g->out[1] * g->out[2] +
+                          o1 * g->out[2] + o2] = acc;
+                    }
+}
+
+/* double-precision backward: dx (from 0), dw */
+static void conv_bwd_double(const cpk_conv_geom *g, const float *x, const float *w,
+                            const float *dy, double *dx, double *dxmag, double *dw,
+                            double *dwmag)
+{
+    const int64_t kv = v3(g->k);
+    memset(dx, 0, (size_t)(g->N * g->C * v3(g->in)) * sizeof *dx);
+    memset(dxmag, 0, (size_t)(g->N * g->C * v3(g->in)) * sizeof *dxmag);
+    memset(dw, 0, (size_t)(g->F * g->C * kv) * sizeof *dw);
+    memset(dwmag, 0, (size_t)(g->F * g->C * kv) * sizeof *dwmag);
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t f = 0; f < g->F; f++)
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++)
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++)
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++) {
+                        const double d = dy[((n * g->F + f) * g->out[0] + o0) * g->out[1] *
+                                                g->out[2] + o1 * g->out[2] + o2];
+                        for (int64_t c = 0; c < g->C; c++)
+                            for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+                                for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                                    for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                                        const int64_t i0 = in_at(g, 0, o0, k0),
+                                                      i1 = in_at(g, 1, o1, k1),
+                                                      i2 = in_at(g, 2, o2, k2);
+                                        if (i0 < 0 || i1 < 0 || i2 < 0)
+                                            continue;
+                                        const int64_t xi =
+                                            ((n * g->C + c) * g->in[0] + i0) * g->in[1] *
+                                                g->in[2] + i1 * g->in[2] + i2;
+                                        const int64_t wi = (f * g->C + c) * kv +
+                                                           (k0 * g->k[1] + k1) * g->k[2] + k2;
+                                        dx[xi] += d * w[wi];
+                                        dxmag[xi] += fabs(d * w[wi]);
+                                        dw[wi] += d * x[xi];
+                                        dwmag[wi] += fabs(d * x[xi]);
+                                    }
+                    }
+}
+
+START_TEST(test_conv_bits_and_accuracy)
+{
+    cpk_conv_geom g = conv_geoms[_i];
+    geom_fill(&g);
+    const int64_t nx = g.N * g.C * v3(g.in), ny = g.N * g.F * v3(g.out),
+                  nw = g.F * g.C * v3(g.k);
+    float *x = frand_array(nx), *w = frand_array(nw), *b = frand_array(g.F),
+          *dy = frand_array(ny), *dx0 = frand_array(nx);
+    const bool with_bias = _i % 2 == 0;
+    float *want_y = malloc((size_t)ny * sizeof *want_y);
+    double *rdx = malloc((size_t)nx * sizeof *rdx), *rdxm = malloc((size_t)nx * sizeof *rdxm);
+    double *rdw = malloc((size_t)nw * sizeof *rdw), *rdwm = malloc((size_t)nw * sizeof *rdwm);
+    ck_assert(want_y && rdx && rdxm && rdw && rdwm);
+    conv_fwd_chain(&g, x, w, with_bias ? b : NULL, want_y);
+    conv_bwd_double(&g, x, w, dy, rdx, rdxm, rdw, rdwm);
+
+    float *first_dx = NULL;
+    double *first_dw = NULL;
+    const cpk_isa best = cpk_isa_detect();
+    for (int isa = 0; isa <= (int)best; isa++)
+        for (int path = 1; path <= 2; path++)
+            for (int t = 0; t < COUNT(thread_counts); t++) {
+                char what[160];
+                snprintf(what, sizeof what, "conv geometry %d, %s, path %d, %d threads", _i,
+                         cpk_isa_name((cpk_isa)isa), path, thread_counts[t]);
+                cpk_pool *p = cpk_pool_create(thread_counts[t]);
+                ck_assert_ptr_nonnull(p);
+                g.path = path;
+                float *y = malloc((size_t)ny * sizeof *y), *dx = malloc((size_t)nx * sizeof *dx);
+                double *dw = malloc((size_t)nw * sizeof *dw);
+                ck_assert(y && dx && dw);
+                memcpy(dx, dx0, (size_t)nx * sizeof *dx);
+                ck_assert(cpk_conv_forward(p, (cpk_isa)isa, &g, x, w, with_bias ? b : NULL, y,
+                                           false));
+                ck_assert(cpk_conv_backward_data(p, (cpk_isa)isa, &g, dy, w, dx, true));
+                ck_assert(cpk_conv_backward_weight(p, (cpk_isa)isa, &g, dy, x, dw));
+                /* forward: exactly the documented chain, whatever the path */
+                char fw[200];
+                snprintf(fw, sizeof fw, "%s: forward vs the fmaf chain", what);
+                assert_same_bits(fw, y, want_y, (size_t)ny * sizeof *y);
+                if (!first_dx) {
+                    first_dx = dx;
+                    first_dw = dw;
+                    /* accuracy against double, from the first configuration */
+                    for (int64_t i = 0; i < nx; i++)
+                        REQUIRE(fabs((double)dx[i] - (dx0[i] + rdx[i])) <=
+                                    64 * F32_ULP * (rdxm[i] + fabs(dx0[i])) + 1e-30,
+                                "%s: dx[%lld] %g vs %g", what, (long long)i, dx[i],
+                                dx0[i] + rdx[i]);
+                    for (int64_t i = 0; i < nw; i++)
+                        REQUIRE(fabs(dw[i] - rdw[i]) <= 64 * F32_ULP * rdwm[i] + 1e-30,
+                                "%s: dw[%lld] %g vs %g", what, (long long)i, dw[i], rdw[i]);
+                } else {
+                    char m[400];
+                    snprintf(m, sizeof m, "%s: backward data vs the first configuration", what);
+                    assert_same_bits(m, dx, first_dx, (size_t)nx * sizeof *dx);
+                    snprintf(m, sizeof m, "%s: backward weight vs the first configuration",
+                             what);
+                    assert_same_bits(m, dw, first_dw, (size_t)nw * sizeof *dw);
+                    free(dx);
+                    free(dw);
+                }
+                free(y);
+                cpk_pool_destroy(p);
+            }
+    free(first_dx);
+    free(first_dw);
+    free(x);
+    free(w);
+    free(b);
+    free(dy);
+    free(dx0);
+    free(want_y);
+    free(rdx);
+    free(rdxm);
+    free(rdw);
+    free(rdwm);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// fp16/bf16 conversions: identical to harness/core/half.h
+
+static bool same_f32(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+START_TEST(test_half_conversions)
+{
+    const cpk_isa best = cpk_isa_detect();
+    ck_error err = {{0}};
+    for (int isa = 0; isa <= (int)best; isa++) {
+        cpu_ctx c = {.pool = NULL, .isa = (cpk_isa)isa, .threads = 1, .ref = NULL};
+        /* widening: every 16-bit pattern */
+        ck_tensor *h = tu_tensor_new("h", CK_F16, SHAPE(65536));
+        ck_tensor *bh = tu_tensor_new("bh", CK_BF16, SHAPE(65536));
+        for (int i = 0; i < 65536; i++) {
+            ((uint16_t *)h->data)[i] = (uint16_t)i;
+            ((uint16_t *)bh->data)[i] = (uint16_t)i;
+        }
+        const float *v;
+        float *owned;
+        ck_assert(cpu_view_f32("test", h, &c, &v, &owned, &err) == CK_OK);
+        for (int i = 0; i < 65536; i++)
+            REQUIRE(same_f32(v[i], ck_f16_to_f32((uint16_t)i)), "%s: fp16 %04x widens to %a",
+                    cpk_isa_name((cpk_isa)isa), i, v[i]);
+        free(owned);
+        ck_assert(cpu_view_f32("test", bh, &c, &v, &owned, &err) == CK_OK);
+        for (int i = 0; i < 65536; i++)
+            REQUIRE(same_f32(v[i], ck_bf16_to_f32((uint16_t)i)), "bf16 %04x widens to %a", i,
+                    v[i]);
+        free(owned);
+        /* narrowing: edge values and random bit patterns */
+        const int n = 65536;
+        float *src = malloc((size_t)n * sizeof *src);
+        ck_assert_ptr_nonnull(src);
+        const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                                  0x7fc00000u, 0x7f800001u, 0xffc12345u, 0x477fefffu,
+                                  0x477ff000u, 0x477fffffu, 0x38800000u, 0x33800000u,
+                                  0x33000000u, 0x33000001u, 0x00000001u, 0x7f7fffffu,
+                                  0x7f7f8000u, 0x3f808000u, 0x3f818000u, 0x3f800fffu};
+        for (int i = 0; i < n; i++) {
+            uint32_t u;
+            if (i < (int)(sizeof edges / sizeof edges[0])) {
+                u = edges[i];
+            } else {
+                rng_state ^= rng_state >> 12;
+                rng_state ^= rng_state << 25;
+                rng_state ^= rng_state >> 27;
+                u = (uint32_t)((rng_state * 0x2545F4914F6CDD1Dull) >> 32);
+                if (i % 2) /* keep half of them within fp16's range */
+                    u = (u & 0x807fffffu) | ((uint32_t)(100 + i % 48) << 23);
+            }
+            memcpy(&src[i], &u, sizeof u);
+        }
+        ck_tensor *o16 = tu_tensor_new("o16", CK_F16, SHAPE(n));
+        ck_tensor *ob16 = tu_tensor_new("ob16", CK_BF16, SHAPE(n));
+        cpu_store(&c, o16, src);
+        cpu_store(&c, ob16, src);
+        for (int i = 0; i < n; i++) {
+            REQUIRE(((uint16_t *)o16->data)[i] == ck_f32_to_f16(src[i]),
+                    "%s: %a narrows to fp16 %04x, half.h %04x", cpk_isa_name((cpk_isa)isa),
+                    src[i], ((uint16_t *)o16->data)[i], ck_f32_to_f16(src[i]));
+            REQUIRE(((uint16_t *)ob16->data)[i] == ck_f32_to_bf16(src[i]),
+                    "%a narrows to bf16 %04x, half.h %04x", src[i],
+                    ((uint16_t *)ob16->data)[i], ck_f32_to_bf16(src[i]));
+        }
+        free(src);
+        tu_tensor_free(o16);
+        tu_tensor_free(ob16);
+        tu_tensor_free(h);
+        tu_tensor_free(bh);
+    }
+}
+END_TEST
+
+/* t += v rounds the exact sum once: fp16 1 + (2^-11 + 2^-40) is 1 + 2^-10, not 1 */
+START_TEST(test_accumulate_rounds_once)
+{
+    cpk_pool *pool = cpk_pool_create(2);
+    ck_assert_ptr_nonnull(pool);
+    const cpu_ctx c = {.pool = pool, .isa = cpk_isa_detect(), .threads = 2};
+    ck_tensor *t = tu_tensor_new("t", CK_F16, SHAPE(1));
+    tu_tset(t, 0, 1.0);
+    const double v = ldexp(1.0, -11) + ldexp(1.0, -40);
+    cpu_accumulate_f64(&c, t, &v);
+    ck_assert_double_eq(tu_tget(t, 0), 1.0 + ldexp(1.0, -10));
+    tu_tset(t, 0, 1.0);
+    const float vf = (float)(ldexp(1.0, -11) + ldexp(1.0, -30));
+    cpu_accumulate_f32(&c, t, &vf);
+    ck_assert_double_eq(tu_tget(t, 0), 1.0 + ldexp(1.0, -10));
+    tu_tensor_free(t);
+    cpk_pool_destroy(pool);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// ops: the fast backend against the reference backend
+
+typedef struct {
+    ck_op_params op;
+    ck_shape in;
+} op_case;
+
+#define CONV_OP(n, f, b, ...)                                                              \
+    {.kind = CK_OP_CONV, .nsp = n, .filters = f, .bias = b, .pad_mode = CK_PAD_EXPLICIT,   \
+     __VA_ARGS__}
+
+static const op_case op_cases[] = {
+    {{.kind = CK_OP_LINEAR, .units = 19, .bias = true}, SHAPE_INIT(7, 33)},
+    {{.kind = CK_OP_LINEAR, .units = 40, .bias = false}, SHAPE_INIT(2, 3, 70)},
+    {CONV_OP(1, 5, true, .kernel = {3}, .stride = {2}, .dilation = {1}, .pad_lo = {1},
+             .pad_hi = {1}),
+     SHAPE_INIT(2, 3, 21)},
+    {CONV_OP(1, 4, false, .kernel = {3}, .stride = {1}, .dilation = {2}, .pad_lo = {2},
+             .pad_hi = {2}),
+     SHAPE_INIT(3, 2, 17)},
+    {CONV_OP(2, 6, true, .kernel = {3, 3}, .stride = {1, 1}, .dilation = {1, 1},
+             .pad_lo = {1, 1}, .pad_hi = {1, 1}),
+     SHAPE_INIT(2, 3, 9, 11)},
+    {CONV_OP(2, 18, true, .kernel = {3, 3}, .stride = {1, 1}, .dilation = {1, 1},
+             .pad_lo = {1, 1}, .pad_hi = {1, 1}),
+     SHAPE_INIT(1, 17, 8, 10)},
+    {CONV_OP(3, 4, false, .kernel = {3, 3, 3}, .stride = {1, 1, 1}, .dilation = {1, 1, 1},
+             .pad_lo = {1, 1, 1}, .pad_hi = {1, 1, 1}),
+     SHAPE_INIT(1, 4, 6, 7, 12)},
+    {CONV_OP(3, 3, true, .kernel = {2, 3, 1}, .stride = {2, 1, 1}, .dilation = {1, 1, 1},
+             .pad_lo = {0, 1, 0}, .pad_hi = {0, 1, 0}),
+     SHAPE_INIT(2, 2, 5, 6, 7)},
+};
+
+static ck_shape out_shape(const op_case *oc, ck_shape *w, ck_shape *b)
+{
+    const ck_op_params *op = &oc->op;
+    ck_shape out = oc->in;
+    if (op->kind == CK_OP_LINEAR) {
+        out.dim[out.ndim - 1] = op->units;
+        *w = SHAPE(op->units, oc->in.dim[oc->in.ndim - 1]);
+        *b = SHAPE(op->units);
+        return out;
+    }
+    out.dim[1] = op->filters;
+    w->ndim = oc->in.ndim;
+    w->dim[0] = op->filters;
+    w->dim[1] = oc->in.dim[1];
+    *b = SHAPE(op->filters);
+    for (int a = 0; a < op->nsp; a++) {
+        const int64_t extent = (int64_t)op->dilation[a] * (op->kernel[a] - 1) + 1;
+        out.dim[2 + a] =
+            (oc->in.dim[2 + a] + op->pad_lo[a] + op->pad_hi[a] - extent) / op->stride[a] + 1;
+        w->dim[2 + a] = op->kernel[a];
+    }
+    return out;
+}
+
+/* |a - r| <= rtol |r| + atol max|r| for every element */
+static void assert_close(const char *what, const ck_tensor *a, const ck_tensor *r, double rtol,
+                         double atol)
+{
+    const int64_t n = ck_shape_numel(&r->shape);
+    double mx = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        mx = fmax(mx, fabs(tu_tget(r, i)));
+    for (int64_t i = 0; i < n; i++) {
+        const double x = tu_tget(a, i), y = tu_tget(r, i);
+        REQUIRE(fabs(x - y) <= rtol * fabs(y) + atol * mx, "%s[%lld]: cpu %.9g, ref %.9g", what,
+                (long long)i, x, y);
+    }
+}
+
+typedef struct {
+    ck_tensor *x, *w, *b, *y, *dy, *dx, *dw, *db;
+} op_tensors;
+
+static void op_tensors_make(const op_case *oc, ck_dtype dt, op_tensors *t)
+{
+    ck_shape ws = {0}, bs = {0};
+    const ck_shape ys = out_shape(oc, &ws, &bs);
+    t->x = tu_tensor_rand("x", dt, oc->in, 11, 0, true);
+    t->w = tu_tensor_rand("w", dt, ws, 11, 1, false);
+    t->b = oc->op.bias ? tu_tensor_rand("b", dt, bs, 11, 2, false) : NULL;
+    t->y = tu_tensor_new("y", dt, ys);
+    t->dy = tu_tensor_rand("dy", dt, ys, 11, 3, true);
+    /* gradients start non-zero: backward accumulates */
+    t->dx = tu_tensor_rand("dx", dt, oc->in, 11, 4, false);
+    t->dw = tu_tensor_rand("dw", dt, ws, 11, 5, false);
+    t->db = oc->op.bias ? tu_tensor_rand("db", dt, bs, 11, 6, false) : NULL;
+}
+
+static void op_tensors_free(op_tensors *t)
+{
+    ck_tensor *all[] = {t->x, t->w, t->b, t->y, t->dy, t->dx, t->dw, t->db};
+    for (int i = 0; i < COUNT(all); i++)
+        if (all[i])
+            tu_tensor_free(all[i]);
+}
+
+static void run_op(ck_backend *be, const op_case *oc, op_tensors *t)
+{
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = 1;
+    io.in[0] = t->x;
+    io.out = t->y;
+    io.weight = t->w;
+    io.bias = t->b;
+    ck_error err = {{0}};
+    ck_assert_msg(be->forward(be, &oc->op, &args, &io, &err) == CK_OK, "%s forward: %s",
+                  be->name, err.msg);
+    ck_op_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = t->dy;
+    g.din[0] = t->dx;
+    g.dweight = t->dw;
+    g.dbias = t->db;
+    ck_assert_msg(be->backward(be, &oc->op, &args, &io, &g, &err) == CK_OK, "%s backward: %s",
+                  be->name, err.msg);
+}
+
+START_TEST(test_ops_vs_ref)
+{
+    const op_case *oc = &op_cases[_i];
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    ck_backend *cpu = make_cpu(2, NULL);
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
+    for (int d = 0; d < COUNT(dts); d++) {
+        op_tensors a, r;
+        op_tensors_make(oc, dts[d], &a);
+        op_tensors_make(oc, dts[d], &r);
+        run_op(cpu, oc, &a);
+        run_op(ref, oc, &r);
+        /* fp32: 1e-5 of the tensor's scale; fp16/bf16: one rounding apart (2 ulp) */
+        const double rtol = dts[d] == CK_F16 ? 2e-3 : dts[d] == CK_BF16 ? 1.6e-2 : 1e-5;
+        const double atol = dts[d] == CK_F32 ? 1e-5 : dts[d] == CK_F64 ? 0.0 : 1e-3;
+        char what[96];
+        const char *dn = ck_dtype_name(dts[d]);
+        snprintf(what, sizeof what, "op %d %s y", _i, dn);
+        assert_close(what, a.y, r.y, rtol, atol);
+        snprintf(what, sizeof what, "op %d %s dx", _i, dn);
+        assert_close(what, a.dx, r.dx, rtol, atol);
+        snprintf(what, sizeof what, "op %d %s dw", _i, dn);
+        assert_close(what, a.dw, r.dw, rtol, atol);
+        if (a.db) {
+            snprintf(what, sizeof what, "op %d %s db", _i, dn);
+            assert_close(what, a.db, r.db, rtol, atol);
+        }
+        op_tensors_free(&a);
+        op_tensors_free(&r);
+    }
+    cpu->destroy(cpu);
+    ref->destroy(ref);
+}
+END_TEST
+
+/* The fast fp32 kernels' gradients against float64 central differences of the reference
+ * forward: L = sum(y * r). (fp64 calls on the cpu backend run the reference kernels, so a
+ * float64 gradcheck alone would not reach the fast kernels.) */
+START_TEST(test_fp32_kernels_gradcheck)
+{
+    const op_case *oc = &op_cases[_i];
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    ck_backend *cpu = make_cpu(2, NULL);
+    op_tensors a;
+    op_tensors_make(oc, CK_F32, &a);
+    const int64_t ny = ck_shape_numel(&a.y->shape);
+    /* analytic: dy = r, gradients from zero */
+    memset(a.dx->data, 0, ck_tensor_bytes(a.dx));
+    memset(a.dw->data, 0, ck_tensor_bytes(a.dw));
+    if (a.db)
+        memset(a.db->data, 0, ck_tensor_bytes(a.db));
+    run_op(cpu, oc, &a);
+    /* numeric, in fp64 on the reference */
+    op_tensors n;
+    op_tensors_make(oc, CK_F64, &n);
+    ck_tensor *targets[] = {n.x, n.w, n.b};
+    ck_tensor *analytic[] = {a.dx, a.dw, a.db};
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    for (int k = 0; k < 3; k++) {
+        if (!targets[k])
+            continue;
+        const int64_t numel = ck_shape_numel(&targets[k]->shape);
+        for (int64_t s = 0; s < 24 && s < numel; s++) {
+            const int64_t i = s * 7919 % numel;
+            double *v = (double *)targets[k]->data + i;
+            const double keep = *v, eps = 1e-6;
+            double L[2];
+            for (int side = 0; side < 2; side++) {
+                *v = keep + (side ? -eps : eps);
+                ck_op_io io;
+                memset(&io, 0, sizeof io);
+                io.n_in = 1;
+                io.in[0] = n.x;
+                io.out = n.y;
+                io.weight = n.w;
+                io.bias = n.b;
+                ck_assert(ref->forward(ref, &oc->op, &args, &io, &err) == CK_OK);
+                L[side] = 0.0;
+                for (int64_t j = 0; j < ny; j++)
+                    L[side] += ((double *)n.y->data)[j] * ((double *)n.dy->data)[j];
+            }
+            *v = keep;
+            const double num = (L[0] - L[1]) / (2 * eps), an = tu_tget(analytic[k], i);
+            REQUIRE(fabs(an - num) <= 1e-5 + 1e-3 * fabs(num),
+                    "op %d tensor %d [%lld]: analytic %.9g, numeric %.9g", _i, k, (long long)i,
+                    an, num);
+        }
+    }
+    op_tensors_free(&a);
+    op_tensors_free(&n);
+    cpu->destroy(cpu);
+    ref->destroy(ref);
+}
+END_TEST
+
+/* fp16/bf16 linear/conv: the fp32 accumulator rounded once (docs/cpu-backend.md rule 5).
+ * 1 + h + 2^-24 (h half an fp16/bf16 ulp at 1): the fp32 chain lands on the tie 1 + h
+ * and the one rounding to the low dtype goes to even, 1.0; ref, summing in double, gives
+ * 1 + 2h (tests/test_ops_lowp.c). */
+START_TEST(test_lowp_is_the_fp32_sum_rounded_once)
+{
+    const ck_dtype dt = _i % 2 ? CK_BF16 : CK_F16;
+    const bool conv = _i >= 2;
+    const double h = dt == CK_F16 ? 0x1p-11 : 0x1p-8;
+    ck_op_params op;
+    ck_op_params_default(&op, conv ? CK_OP_CONV : CK_OP_LINEAR, conv ? 1 : 0);
+    ck_shape xs = SHAPE(1, 3), ws = SHAPE(1, 3), ys = SHAPE(1, 1);
+    if (conv) {
+        op.filters = 1;
+        xs = SHAPE(1, 3, 1);
+        ws = SHAPE(1, 3, 1);
+        ys = SHAPE(1, 1, 1);
+    } else {
+        op.units = 1;
+    }
+    op.bias = false;
+    const double xv[3] = {1.0, h, 0x1p-24}, wv[3] = {1.0, 1.0, 1.0};
+    ck_tensor *x = tu_tensor_of("x", dt, xs, xv), *w = tu_tensor_of("w", dt, ws, wv);
+    ck_tensor *y = tu_tensor_new("y", dt, ys);
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = 1;
+    io.in[0] = x;
+    io.out = y;
+    io.weight = w;
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    ck_backend *cpu = make_cpu(2, NULL);
+    ck_error err = {{0}};
+    ck_assert_msg(cpu->forward(cpu, &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+    ck_assert_msg(tu_tget(y, 0) == 1.0, "%s in %s: %a, want 1.0", conv ? "conv" : "linear",
+                  ck_dtype_name(dt), tu_tget(y, 0));
+    cpu->destroy(cpu);
+    tu_tensor_free(x);
+    tu_tensor_free(w);
+    tu_tensor_free(y);
+}
+END_TEST
+
+/* relu on cpu (fast path in fp32, fp16, bf16) is bitwise the reference's, forward and
+ * backward, over every 16-bit pattern as x, dy and the old dx */
+START_TEST(test_relu_bitwise_ref)
+{
+    const ck_dtype dts[] = {CK_F16, CK_BF16, CK_F32};
+    const ck_dtype dt = dts[_i];
+    const int64_t n = 65536;
+    ck_tensor *t[2][4]; /* [backend][x, y, dy, dx] */
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 4; k++)
+            t[b][k] = tu_tensor_new("t", dt, SHAPE(n));
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 2; b++) {
+            if (dt == CK_F32) {
+                /* every fp16 pattern's value, and its bf16-like fp32 counterpart */
+                ((float *)t[b][0]->data)[i] = ck_f16_to_f32((uint16_t)i);
+                ((float *)t[b][2]->data)[i] = ck_bf16_to_f32((uint16_t)(i * 40503u));
+                ((float *)t[b][3]->data)[i] = ck_f16_to_f32((uint16_t)(i * 2654435761u));
+            } else {
+                ((uint16_t *)t[b][0]->data)[i] = (uint16_t)i;
+                ((uint16_t *)t[b][2]->data)[i] = (uint16_t)(i * 40503u);
+                ((uint16_t *)t[b][3]->data)[i] = (uint16_t)(i * 2654435761u);
+            }
+        }
+    ck_backend *be[2] = {make_cpu(2, NULL), NULL};
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &be[1], &err) == CK_OK);
+    ck_op_params op;
+    ck_op_params_default(&op, CK_OP_RELU, 0);
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    for (int b = 0; b < 2; b++) {
+        ck_op_io io;
+        memset(&io, 0, sizeof io);
+        io.n_in = 1;
+        io.in[0] = t[b][0];
+        io.out = t[b][1];
+        ck_assert_msg(be[b]->forward(be[b], &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+        ck_op_grads g;
+        memset(&g, 0, sizeof g);
+        g.dout = t[b][2];
+        g.din[0] = t[b][3];
+        ck_assert_msg(be[b]->backward(be[b], &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+    }
+    /* bitwise, except that where both hold a NaN its payload and sign may differ: which
+     * operand's NaN an addition propagates is the compiler's choice of operand order */
+    for (int k = 1; k <= 3; k += 2)
+        for (int64_t i = 0; i < n; i++) {
+            const double a = tu_tget(t[0][k], i), r = tu_tget(t[1][k], i);
+            const size_t sz = ck_dtype_size(dt);
+            REQUIRE((isnan(a) && isnan(r)) ||
+                        memcmp((const char *)t[0][k]->data + (size_t)i * sz,
+                               (const char *)t[1][k]->data + (size_t)i * sz, sz) == 0,
+                    "relu %s in %s at %lld: cpu %a, ref %a", k == 1 ? "forward" : "backward",
+                    ck_dtype_name(dt), (long long)i, a, r);
+        }
+    for (int b = 0; b < 2; b++) {
+        be[b]->destroy(be[b]);
+        for (int k = 0; k < 4; k++)
+            tu_tensor_free(t[b][k]);
+    }
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// whole cases
+
+static const char *const shipped[] = {
+    "canary_autocast_drop.json", "canary_bn_update.json",   "canary_dropout_stateful.json",
+    "canary_no_saving.json",     "cnn_bn.json",             "conv1d_seq.json",
+    "fp16_underflow_dynamic.json", "fp16_underflow_noscale.json", "mlp_dropout.json",
+    "resnet_concat.json",        "unet3d_bn.json",              "gpt_decoder.json",
+    "llama_blocks.json",         "canary_gpt_stateful.json",    "unet3d_groupnorm.json",
+};
+
+static const ck_dtype run_dtypes[] = {CK_F32, CK_F16, CK_BF16};
+
+static void assert_records_identical(const char *what, const ck_record *a, const ck_record *b)
+{
+    ck_assert_int_eq(a->n, b->n);
+    for (int s = 0; s < a->steps; s++)
+        ck_assert_msg(memcmp(&a->losses[s], &b->losses[s], sizeof(double)) == 0,
+                      "%s: loss of step %d differs", what, s);
+    for (int k = 0; k < a->n; k++) {
+        ck_assert_str_eq(a->e[k].name, b->e[k].name);
+        const size_t bytes =
+            (size_t)ck_shape_numel(&a->e[k].shape) * ck_dtype_size(a->e[k].dtype);
+        ck_assert_msg(memcmp(a->e[k].data, b->e[k].data, bytes) == 0,
+                      "%s: %s (step %d) differs bitwise", what, a->e[k].name, a->e[k].step);
+    }
+}
+
+/* 1 vs 2 threads, and the portable path vs this machine's SIMD path: the same bits */
+START_TEST(test_case_thread_and_isa_invariance)
+{
+    tu_built_case bc;
+    tu_build_file(&bc, shipped[_i]);
+    ck_backend *one = make_cpu(1, NULL), *two = make_cpu(2, NULL),
+               *portable = make_cpu(2, "portable");
+    for (int d = 0; d < COUNT(run_dtypes); d++) {
+        ck_record r1, r2, rp;
+        ck_error err = {{0}};
+        ck_assert_msg(ck_train(one, &bc.g, NULL, run_dtypes[d], NULL, &r1, &err) == CK_OK,
+                      "%s", err.msg);
+        ck_assert_msg(ck_train(two, &bc.g, NULL, run_dtypes[d], NULL, &r2, &err) == CK_OK,
+                      "%s", err.msg);
+        ck_assert_msg(ck_train(portable, &bc.g, NULL, run_dtypes[d], NULL, &rp, &err) == CK_OK,
+                      "%s", err.msg);
+        char what[160];
+        snprintf(what, sizeof what, "%s %s: 1 vs 2 threads", shipped[_i],
+                 ck_dtype_name(run_dtypes[d]));
+        assert_records_identical(what, &r1, &r2);
+        snprintf(what, sizeof what, "%s %s: portable vs SIMD", shipped[_i],
+                 ck_dtype_name(run_dtypes[d]));
+        assert_records_identical(what, &rp, &r2);
+        ck_record_free(&r1);
+        ck_record_free(&r2);
+        ck_record_free(&rp);
+    }
+    one->destroy(one);
+    two->destroy(two);
+    portable->destroy(portable);
+    tu_free_built(&bc);
+}
+END_TEST
+
+/* every expectation met on cpu (plain vs checkpointed bitwise identical where the case
+ * expects it), and within the cross-backend tolerance of ref */
+START_TEST(test_case_expectations_and_vs_ref)
+{
+    tu_built_case bc;
+    tu_build_file(&bc, shipped[_i]);
+    ck_backend *cpu = make_cpu(2, NULL);
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    for (int d = 0; d < COUNT(run_dtypes); d++) {
+        ck_result res;
+        memset(&res, 0, sizeof res);
+        ck_assert_msg(ck_run_case(cpu, &bc.g, run_dtypes[d], &res, &err) == CK_OK, "%s",
+                      err.msg);
+        ck_assert_msg(ck_compare_backends(cpu, ref, &bc.g, run_dtypes[d], &res, &err) == CK_OK,
+                      "%s", err.msg);
+        ck_assert_msg(res.expect_met, "%s %s on cpu: verdict %d does not meet the expectation",
+                      shipped[_i], ck_dtype_name(run_dtypes[d]), (int)res.verdict);
+        ck_assert_msg(res.vs_backend_verdict != CK_VERDICT_MISMATCH,
+                      "%s %s: cpu vs ref outside the cross-backend tolerance at %s",
+                      shipped[_i], ck_dtype_name(run_dtypes[d]),
+                      res.vs_backend_first >= 0 ? res.vs_backend[res.vs_backend_first].name
+                                                : "?");
+        ck_result_free(&res);
+    }
+    cpu->destroy(cpu);
+    ref->destroy(ref);
+    tu_free_built(&bc);
+}
+END_TEST
+
+/* the whole-case float64 gradient check through the cpu backend */
+START_TEST(test_case_gradcheck)
+{
+    const char *names[] = {"mlp_dropout.json", "conv1d_seq.json", "unet3d_bn.json"};
+    tu_built_case bc;
+    tu_build_file(&bc, names[_i]);
+    ck_backend *cpu = make_cpu(2, NULL);
+    ck_gradcheck_opts o;
+    ck_gradcheck_opts_default(&o);
+    o.max_samples = 8;
+    ck_gradcheck_entry *e = NULL;
+    int n = 0;
+    ck_error err = {{0}};
+    ck_assert_msg(ck_gradcheck_case(cpu, &bc.g, &o, &e, &n, &err) == CK_OK, "%s", err.msg);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(e[i].failed == 0, "%s: %s: %lld elements outside tolerance", names[_i],
+                      e[i].name, (long long)e[i].failed);
+    free(e);
+    cpu->destroy(cpu);
+    tu_free_built(&bc);
+}
+END_TEST
+
+START_TEST(test_backend_config)
+{
+    ck_backend *b = make_cpu(3, "portable");
+    int threads = 0;
+    const char *isa = NULL;
+    ck_assert(ck_backend_cpu_config(b, &threads, &isa));
+    ck_assert_int_eq(threads, 3);
+    ck_assert_str_eq(isa, "portable");
+    ck_backend_info info;
+    b->info(b, &info);
+    ck_assert_str_eq(info.name, "cpu");
+    ck_assert_ptr_nonnull(strstr(info.device, "3 threads, portable"));
+    b->destroy(b);
+    b = make_cpu(0, NULL);
+    ck_assert(ck_backend_cpu_config(b, &threads, &isa));
+    ck_assert_int_ge(threads, 1);
+    ck_assert_str_eq(isa, cpk_isa_name(cpk_isa_detect()));
+    b->destroy(b);
+    ck_error err = {{0}};
+    ck_assert_int_eq(ck_backend_cpu_create_with(&b, -1, NULL, &err), CK_ERR_INPUT);
+    ck_assert_int_eq(ck_backend_cpu_create_with(&b, 1, "sse9", &err), CK_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "sse9"));
+    if (cpk_isa_detect() < CPK_ISA_AVX512)
+        ck_assert_int_eq(ck_backend_cpu_create_with(&b, 1, "avx512", &err), CK_ERR_UNSUPPORTED);
+    ck_backend *ref = NULL;
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    ck_assert(!ck_backend_cpu_config(ref, &threads, &isa));
+    ref->destroy(ref);
+}
+END_TEST
+
+Suite *suite_cpu_backend(void)
+{
+    Suite *s = suite_create("cpu_backend");
+    TCase *k = tcase_create("kernels");
+    tcase_set_timeout(k, 300);
+    tcase_add_loop_test(k, test_gemm_bits_and_chain, 0, COUNT(gemm_shapes));
+    tcase_add_loop_test(k, test_conv_bits_and_accuracy, 0, COUNT(conv_geoms));
+    tcase_add_test(k, test_half_conversions);
+    tcase_add_test(k, test_accumulate_rounds_once);
+    tcase_add_test(k, test_backend_config);
+    suite_add_tcase(s, k);
+    TCase *o = tcase_create("ops");
+    tcase_set_timeout(o, 300);
+    tcase_add_loop_test(o, test_ops_vs_ref, 0, COUNT(op_cases));
+    tcase_add_loop_test(o, test_fp32_kernels_gradcheck, 0, COUNT(op_cases));
+    tcase_add_loop_test(o, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
+    tcase_add_loop_test(o, test_relu_bitwise_ref, 0, 3);
+    suite_add_tcase(s, o);
+    TCase *c = tcase_create("cases");
+    tcase_set_timeout(c, 600);
+    tcase_add_loop_test(c, test_case_thread_and_isa_invariance, 0, COUNT(shipped));
+    tcase_add_loop_test(c, test_case_expectations_and_vs_ref, 0, COUNT(shipped));
+    tcase_add_loop_test(c, test_case_gradcheck, 0, 3);
+    suite_add_tcase(s, c);
+    return s;
+}
