@@ -41,10 +41,16 @@ static inline uint16_t f32_to_bf16(float f)
 }
 
 #if CPU_X86
-/* F16C is its own CPUID flag: every AVX2 CPU has it, but ask */
+#include <cpuid.h>
+
+/* F16C is its own CPUID flag (leaf 1, ECX bit 29): every AVX2 CPU has it, but ask. Read
+ * with cpuid.h because older clang does not know "f16c" in __builtin_cpu_supports. */
 static bool use_f16c(const cpu_ctx *c)
 {
-    return c->isa != CPK_ISA_PORTABLE && __builtin_cpu_supports("f16c");
+    unsigned a = 0, b = 0, ecx = 0, d = 0;
+    if (c->isa == CPK_ISA_PORTABLE || !__get_cpuid(1, &a, &b, &ecx, &d))
+        return false;
+    return (ecx & (1u << 29)) != 0;
 }
 
 __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(const uint16_t *s, float *d,
