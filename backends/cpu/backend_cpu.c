@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu_common.h"
+#include "backends/host_memory.h"
 #include "backends/registry.h"
 
 typedef struct {
@@ -24,57 +25,6 @@ typedef struct {
 static const cpu_ctx *ctx_of(ck_backend *b)
 {
     return &((cpu_backend *)b->impl)->ctx;
-}
-
-static ck_status cpu_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
-{
-    (void)b;
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (rounded < bytes)
-        return ck_fail(err, CK_ERR_NOMEM, "allocation of %zu bytes overflows", bytes);
-    *ptr = aligned_alloc(64, rounded ? rounded : 64);
-    if (!*ptr)
-        return ck_fail(err, CK_ERR_NOMEM, "out of host memory allocating %zu bytes", bytes);
-    return CK_OK;
-}
-
-static void cpu_free(ck_backend *b, void *ptr)
-{
-    (void)b;
-    free(ptr);
-}
-
-static ck_status cpu_upload(ck_backend *b, ck_tensor *dst, const void *host, ck_error *err)
-{
-    (void)b;
-    (void)err;
-    memcpy(dst->data, host, ck_tensor_bytes(dst));
-    return CK_OK;
-}
-
-static ck_status cpu_download(ck_backend *b, const ck_tensor *src, void *host, ck_error *err)
-{
-    (void)b;
-    (void)err;
-    memcpy(host, src->data, ck_tensor_bytes(src));
-    return CK_OK;
-}
-
-static ck_status cpu_zero(ck_backend *b, ck_tensor *t, ck_error *err)
-{
-    (void)b;
-    (void)err;
-    memset(t->data, 0, ck_tensor_bytes(t));
-    return CK_OK;
-}
-
-static ck_status cpu_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, ck_error *err)
-{
-    (void)b;
-    if (dst->dtype != src->dtype || !ck_shape_equal(&dst->shape, &src->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "copy between tensors of different dtype or shape");
-    memmove(dst->data, src->data, ck_tensor_bytes(src));
-    return CK_OK;
 }
 
 /* every op the reference supports: the fast kernels cover a subset of its ops, and the
@@ -281,12 +231,7 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     ck_backend *b = &cb->be;
     b->name = "cpu";
     b->impl = cb;
-    b->alloc = cpu_alloc;
-    b->free = cpu_free;
-    b->upload = cpu_upload;
-    b->download = cpu_download;
-    b->zero = cpu_zero;
-    b->copy = cpu_copy;
+    ck_host_memory_install(b);
     b->supports = cpu_supports;
     b->forward = cpu_forward;
     b->backward = cpu_backward;

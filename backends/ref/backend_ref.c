@@ -7,64 +7,13 @@
  * upload, download, zero and copy move ck_tensor_bytes of any dtype.
  */
 #include "backends/ref/ref_elem.h"
+#include "backends/host_memory.h"
 #include "backends/op_check18.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-
-static ck_status ref_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
-{
-    (void)b;
-    /* 64-byte alignment for vectorised loops; aligned_alloc needs a multiple of it */
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    if (rounded < bytes)
-        return ck_fail(err, CK_ERR_NOMEM, "allocation of %zu bytes overflows", bytes);
-    *ptr = aligned_alloc(64, rounded ? rounded : 64);
-    if (!*ptr)
-        return ck_fail(err, CK_ERR_NOMEM, "out of host memory allocating %zu bytes", bytes);
-    return CK_OK;
-}
-
-static void ref_free(ck_backend *b, void *ptr)
-{
-    (void)b;
-    free(ptr);
-}
-
-static ck_status ref_upload(ck_backend *b, ck_tensor *dst, const void *host, ck_error *err)
-{
-    (void)b;
-    (void)err;
-    memcpy(dst->data, host, ck_tensor_bytes(dst));
-    return CK_OK;
-}
-
-static ck_status ref_download(ck_backend *b, const ck_tensor *src, void *host, ck_error *err)
-{
-    (void)b;
-    (void)err;
-    memcpy(host, src->data, ck_tensor_bytes(src));
-    return CK_OK;
-}
-
-static ck_status ref_zero(ck_backend *b, ck_tensor *t, ck_error *err)
-{
-    (void)b;
-    (void)err;
-    memset(t->data, 0, ck_tensor_bytes(t));
-    return CK_OK;
-}
-
-static ck_status ref_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, ck_error *err)
-{
-    (void)b;
-    if (dst->dtype != src->dtype || !ck_shape_equal(&dst->shape, &src->shape))
-        return ck_fail(err, CK_ERR_INTERNAL, "copy between tensors of different dtype or shape");
-    memmove(dst->data, src->data, ck_tensor_bytes(src));
-    return CK_OK;
-}
 
 static bool ref_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
 {
@@ -237,12 +186,7 @@ ck_status ck_backend_ref_create(ck_backend **out, ck_error *err)
     if (!b)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the ref backend");
     b->name = "ref";
-    b->alloc = ref_alloc;
-    b->free = ref_free;
-    b->upload = ref_upload;
-    b->download = ref_download;
-    b->zero = ref_zero;
-    b->copy = ref_copy;
+    ck_host_memory_install(b);
     b->supports = ref_supports;
     b->forward = ref_forward;
     b->backward = ref_backward;
