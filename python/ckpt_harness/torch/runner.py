@@ -137,7 +137,7 @@ def train_run(ctx, spec, writer_run, shard=None):
     scaler = None
     if spec.dtype == "fp16" and ctx.device == "cuda" and spec.role != "calibration":
         scaler = torch.cuda.amp.GradScaler()
-    rec = Recorder(module_model, keep_tensors=spec.record) if spec.role != "calibration" else None
+    rec = Recorder(module_model, keep_tensors=spec.record, device=ctx.device) if spec.role != "calibration" else None
     cal = (CalibrationRounding(module_model, spec.dtype, spec.calibration, ctx.seed,
                                UNIT_ROUNDOFF[spec.dtype]) if spec.role == "calibration" else None)
     meter = SavedBytesMeter(module_model)
@@ -209,5 +209,5 @@ def train_run(ctx, spec, writer_run, shard=None):
             cal.close()
     if rec:
         writer_run.set_module_dtypes(rec.fwd_dtypes, rec.rec_dtypes)
-        return rec.order, rec.types, set(rec.rec_dtypes), wrapped
-    return None, None, set(), wrapped
+        return rec.order, rec.types, set(rec.rec_dtypes), wrapped, rec.random
+    return None, None, set(), wrapped, set()
