@@ -54,18 +54,6 @@ def step_inputs(inputs, step, device, shard=None):
         raise UsageError("build(): inputs must be a tensor, a tuple of tensors or a callable "
                          f"step -> inputs, got {type(x).__name__}")
     x = tuple(_to_device(v, device) for v in x)
-    if shard is not None:
-        rank, n = shard
-        out = []
-        for v in x:
-            if torch.is_tensor(v) and v.dim() > 0:
-                if v.shape[0] % n:
-                    raise UsageError(f"--nproc {n}: an input's batch dimension {v.shape[0]} "
-                                     f"does not split into {n} equal parts")
-                b = v.shape[0] // n
-                v = v[rank * b:(rank + 1) * b]
-            out.append(v)
-        x = tuple(out)
     return x
 
 
