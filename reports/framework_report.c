@@ -182,7 +182,9 @@ void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int 
     ck_report_print_summary(f, &it->res, it->res.pass ? 0 : max_rows);
     ck_fw_memory_line(in, it, buf, sizeof buf);
     fprintf(f, "%s\n", buf);
-    if (it->wrapped_modules > 0 && it->recomputed_calls == 0)
+    const ck_fw_run *cr = &in->runs[it->ckpt_run];
+    if (it->wrapped_modules > 0 && it->recomputed_calls == 0 && cr->n_steps > 0 &&
+        cr->steps[0].has[CK_FW_OUTPUTS])
         fprintf(f, "note: no module forward ran during backward: checkpointing did not "
                    "recompute anything in this run\n");
     if (it->control_ran && it->control_verdict == CK_VERDICT_IDENTICAL)
@@ -198,7 +200,22 @@ void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int 
                 it->ranks_first[0] ? ", first " : "", it->ranks_first);
     for (int i = 0; i < it->n_extra_failures; i++)
         fprintf(f, "FAIL %s\n", it->extra_failures[i]);
-    if (!it->res.pass || it->res.bisect->n_causes > 0)
+    const ck_bisect_result *br = it->res.bisect;
+    bool records = cr->n_steps > 0 && cr->steps[0].has[CK_FW_RECOMPUTED];
+    if ((!it->res.pass || br->n_causes > 0) && records) {
         ck_bisect_print_story(f, &it->res);
+    } else if (!it->res.pass || br->n_causes > 0) {
+        /* no module records: the story has no module lines to tell */
+        fprintf(f, "bisect %s:\n", in->model_name);
+        if (br->noise_floor_measured)
+            fprintf(f, "  noise floor: two plain runs are %s\n",
+                    br->floor_verdict == CK_VERDICT_IDENTICAL ? "bitwise identical"
+                                                              : "NOT identical (nondeterministic)");
+        if (br->step >= 0)
+            fprintf(f, "  first divergent step: %d (the checkpointed run recorded no module "
+                       "outputs)\n", br->step);
+        for (int i = 0; i < br->n_causes; i++)
+            fprintf(f, "  cause: %s\n", br->causes[i]);
+    }
     fprintf(f, "%s %s\n", it->pass ? "PASS" : "FAIL", it->label);
 }

@@ -235,7 +235,7 @@ static void free_results(ck_tensor_result *t, int n)
 static ck_status judge_control(const ck_fw_input *in, const ck_fw_model *m, const ck_fw_run *pr,
                                const ck_record *plain, ck_fw_item *it, ck_error *err)
 {
-    int ci = ck_fw_find_run(in, CK_FW_CONTROL, pr->dtype, NULL, pr->rank, 0);
+    int ci = ck_fw_find_run(in, CK_FW_CONTROL, pr->dtype, pr->mode, pr->rank, 0);
     if (ci < 0)
         return CK_OK;
     ck_record ctl;
@@ -532,7 +532,22 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
                           "%.3g): cause unknown",
                       mods[br->backward.layer].name, mods[br->backward.layer].type,
                       br->backward.step, br->backward.m.max_abs);
-        else
+        else if (!cr->steps[br->step].has[CK_FW_RECOMPUTED]) {
+            int rnd = -1;
+            for (int i = 0; i < in->n_modules && rnd < 0; i++)
+                if (mods[i].random || type_has(mods[i].type, "dropout"))
+                    rnd = i;
+            if (rnd >= 0)
+                add_cause(br, "the runs part at step %d; the checkpointed run recorded no module "
+                              "outputs, so the recomputation cannot be compared module by "
+                              "module, but `%s` (%s) draws random numbers: a mask redrawn on "
+                              "recompute would look like this (cause not proven)",
+                          br->step, mods[rnd].name, mods[rnd].type);
+            else
+                add_cause(br, "the runs part at step %d; the checkpointed run recorded no module "
+                              "outputs to localise it: cause unknown",
+                          br->step);
+        } else
             add_cause(br, "the runs part at step %d, but no recomputed module output, buffer or "
                           "module output gradient differs: cause unknown",
                       br->step);
@@ -571,7 +586,8 @@ static ck_status localise(const ck_fw_input *in, const ck_fw_run *pr, const ck_f
         }
     }
     state_finding(in, res, plain, ckpt, s, br);
-    CK_TRY(backward_finding(in, pr, cr, s, br, err));
+    if (cr->steps[s].has[CK_FW_OUTPUT_GRADS] && pr->steps[s].has[CK_FW_OUTPUT_GRADS])
+        CK_TRY(backward_finding(in, pr, cr, s, br, err));
     explain(in, pr, cr, res, br);
     return CK_OK;
 }
@@ -642,7 +658,7 @@ static ck_status judge_records(const ck_fw_input *in, const ck_fw_model *m, cons
     CK_TRY(recompute_checks(in, cr, res, err));
     CK_TRY(judge_control(in, m, pr, plain, it, err));
     if (pr->rank > 0) {
-        int p0 = ck_fw_find_run(in, CK_FW_PLAIN, pr->dtype, NULL, 0, 0);
+        int p0 = ck_fw_find_run(in, CK_FW_PLAIN, pr->dtype, pr->mode, 0, 0);
         int c0 = ck_fw_find_run(in, CK_FW_CHECKPOINTED, cr->dtype, cr->mode, 0, 0);
         if (p0 >= 0)
             CK_TRY(judge_rank_pair(in, m, pr, plain, p0, it, err));
@@ -660,7 +676,7 @@ static ck_status judge_item(const ck_fw_input *in, const ck_fw_model *m, const c
                             int ci, ck_fw_item *it, ck_error *err)
 {
     const ck_fw_run *cr = &in->runs[ci];
-    int pi = ck_fw_find_run(in, CK_FW_PLAIN, cr->dtype, NULL, cr->rank, 0);
+    int pi = ck_fw_find_run(in, CK_FW_PLAIN, cr->dtype, cr->reference, cr->rank, 0);
     const ck_fw_run *pr = run_at(in, pi);
     it->ckpt_run = ci;
     it->plain_run = pi;

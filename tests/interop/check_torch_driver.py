@@ -33,6 +33,11 @@ PROG = TMP = None
 EX = os.path.join(ROOT, "examples", "pytorch")
 CAN = os.path.join(EX, "canaries")
 SAC = ["sac:save-matmuls", "sac:recompute-all"] if _sac() else []
+try:
+    import torch._functorch.config as _fc
+    COMPILE = hasattr(_fc, "activation_memory_budget") and hasattr(torch, "compile")
+except ImportError:
+    COMPILE = False
 passed = failed = 0
 
 
@@ -142,6 +147,22 @@ def main():
     expect("memory: --min-saving that checkpointing does not reach fails", 1,
            V + [os.path.join(EX, "resnet_cnn.py"), "--wrap", "layers.2", "--min-saving", "0.9",
                 "--steps", "1", "--quiet"], ["memory: checkpointing saved"])
+
+    # ---- torch.compile with an activation memory budget (torch >= 2.4) ----------------------------
+    if COMPILE:
+        expect("compile:budget=0 on a model without dropout passes", 0,
+               V + [os.path.join(EX, "resnet_cnn.py"), "--modes", "compile:budget=0",
+                    "--steps", "1", "--quiet"],
+               ["PASS resnet_cnn compile:budget=0 fp32"])
+        expect("canary: compile:budget=0 with dropout differs from budget 1", 1,
+               V + [os.path.join(CAN, "compile_budget_dropout.py"), "--modes",
+                    "compile:budget=0", "--steps", "1"],
+               ["the checkpointed run recorded no module outputs", "`2` (Dropout)"])
+    else:
+        expect("compile modes on a torch without an activation memory budget", 2,
+               V + [os.path.join(EX, "resnet_cnn.py"), "--modes", "compile:budget=0.5"], ["has no torch.compile activation memory budget"], True)
+        print("torch driver: compile:budget=B tests skipped: torch " + torch.__version__ +
+              " has no activation memory budget")
 
     # ---- torch.distributed ---------------------------------------------------------------------------
     if torch.distributed.is_available():
