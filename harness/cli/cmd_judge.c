@@ -42,7 +42,8 @@ static const char *usage_judge =
     "  --no-bisect        do not localise or explain a difference\n"
     "  --rows N           tensor rows per failing item (default 10, -1 all)\n"
     "  --quiet            one line per item\n"
-    "  --reproducible     no host, clock or wall times in any output file\n"
+    "  --reproducible     accepted as for run; judge never writes a host, clock or wall\n"
+    "                     time (its reports are reproducible as they are)\n"
     "\n"
     "exit codes: 0 every item passed, 1 a failure, 2 bad input or usage.\n"
     "The layout of DIR is documented in docs/interop.md, \"Judge input\".\n";

@@ -207,6 +207,15 @@ def main():
     rc, out, err = judge([bad])
     check("judge: a manifest without runs[0].role is exit 2 with one line",
           rc == 2 and len(err.strip().splitlines()) == 1 and "runs[0].role" in err, err)
+    rc, out, err = judge([])
+    check("judge without a folder is exit 2 with one line", rc == 2 and
+          len(err.strip().splitlines()) == 1, err)
+    rc, out, err = judge([dump, "--min-saving", "2"])
+    check("judge --min-saving 2 is exit 2 with one line", rc == 2 and
+          len(err.strip().splitlines()) == 1 and "--min-saving" in err, err)
+    rc, out, err = judge([dump, "--min-saving", "0.99", "--quiet"])
+    check("judge --min-saving replaces the input's and fails the item", rc == 1 and
+          "memory:" in out, out)
     rc, out, err = judge([os.path.join(TMP, "no_such_dump")])
     check("judge: a missing folder is exit 2 with one line", rc == 2 and
           len(err.strip().splitlines()) == 1, err)
