@@ -126,9 +126,14 @@ def main():
 
     # ---- the five failures: caught and named -------------------------------------------------------
     expect("canary: BatchNorm inside the checkpoint (pytorch 96136)", 1,
-           V + [os.path.join(EX, "unet3d_bn.py"), "--wrap", "enc*", "--wrap", "dec*", "--quiet"],
+           V + [os.path.join(EX, "unet3d_bn.py"), "--wrap", "enc*", "--wrap", "dec*", "--quiet",
+                "--junit", os.path.join(TMP, "bn.xml")],
            ["BatchNorm running statistics updated by the recomputation",
             "num_batches_tracked 2 vs 1"])
+    bn_xml = open(os.path.join(TMP, "bn.xml")).read()
+    check("the JUnit failure lists the differing tensors with their numbers",
+          "buffer enc1.bn.running_mean             step 0  max_abs" in bn_xml and
+          "max_abs nan" not in bn_xml, bn_xml[:800])
     expect("canary: preserve_rng_state=False", 1,
            V + [os.path.join(EX, "gpt_block.py"), "--wrap", "blocks.*", "--modes",
                 "no-preserve-rng", "--steps", "1"], ["dropout mask redrawn on recompute",
