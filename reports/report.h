@@ -82,6 +82,11 @@ void ck_report_print_oneline(FILE *f, const ck_result *r);
  * divergent step, forward/backward/state culprits, causes. Nothing when r->bisect is NULL. */
 void ck_bisect_print_story(FILE *f, const ck_result *r);
 
+/* One bisect cause (findings.h) as the sentence the story and the JSON report's
+ * bisect.causes carry, naming g's layers. */
+#define CK_BISECT_LINE 512
+void ck_bisect_cause_text(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n);
+
 /* ---- Lines shared by both writers (report_text.c) ---- */
 
 /* "pass", "fail" or "vacuous" (the runs' gradients carry no information and the case does

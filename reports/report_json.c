@@ -434,8 +434,11 @@ static void add_bisect(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_null(b, bs, "rng");
     }
     cJSON *causes = ck_json_add_array(b, bs, "causes");
-    for (int i = 0; i < br->n_causes; i++)
-        ck_json_add_string(b, causes, NULL, br->causes[i]);
+    for (int i = 0; i < br->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(r->g, &br->causes[i], line, sizeof line);
+        ck_json_add_string(b, causes, NULL, line);
+    }
 }
 
 /* The `precision` section: loss scaling per step for both runs, the autocast policy, and the
