@@ -193,7 +193,10 @@ char *ck_wire_get_str(ck_wire_in *r, size_t max, bool *present, const char *what
 
 void ck_wire_get_str_to(ck_wire_in *r, char *dst, size_t cap, const char *what)
 {
-    char *s = ck_wire_get_str(r, cap - 1, NULL, what);
+    bool present = false;
+    char *s = ck_wire_get_str(r, cap - 1, &present, what);
+    if (!present && !r->failed)
+        ck_wire_fail(r, what, "missing");
     snprintf(dst, cap, "%s", s ? s : "");
     free(s);
 }

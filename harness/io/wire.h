@@ -51,7 +51,7 @@ int64_t ck_wire_get_count(ck_wire_in *r, int64_t max, size_t min_bytes, const ch
 /* A string of at most max bytes without NUL bytes, malloc'd (NULL when absent or on
  * failure; *present tells them apart and may be NULL). */
 char *ck_wire_get_str(ck_wire_in *r, size_t max, bool *present, const char *what);
-/* The same into a fixed buffer of cap bytes (absent reads as ""). */
+/* The same into a fixed buffer of cap bytes; an absent string is refused. */
 void ck_wire_get_str_to(ck_wire_in *r, char *dst, size_t cap, const char *what);
 /* Whether every byte has been read (no trailing bytes), without failure. */
 bool ck_wire_done(ck_wire_in *r);

@@ -124,7 +124,7 @@ static void io_shape(wio *x, ck_shape *s)
     for (int d = 0; d < s->ndim; d++)
         io_i64(x, &s->dim[d], "shape.dim");
     int64_t numel;
-    if (x->reading && !x->r->failed && s->ndim > 0 && !ck_shape_numel_checked(s, 0, &numel))
+    if (x->reading && !x->r->failed && !ck_shape_numel_checked(s, 0, &numel))
         ck_wire_fail(x->r, "shape", "a dimension below 1 or too many elements");
 }
 
@@ -145,8 +145,10 @@ static void io_metrics(wio *x, ck_metrics *m, const ck_shape *shape)
     io_i64(x, &m->inf_ref, "metrics.inf_ref");
     if (!x->reading || x->r->failed)
         return;
-    int64_t numel = shape && shape->ndim > 0 ? ck_shape_numel(shape) : m->numel;
-    if (m->numel < 0 || m->first_bad < -1 || (m->first_bad >= 0 && m->first_bad >= numel))
+    /* a tensor's first bad element lies inside it; a finding without a shape (zeroed when
+     * nothing was found) is only read through its own numel */
+    bool outside = shape && m->first_bad >= ck_shape_numel(shape);
+    if (m->numel < 0 || m->first_bad < -1 || outside)
         ck_wire_fail(x->r, "metrics", "an element count or index out of range");
 }
 
