@@ -113,6 +113,13 @@ void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c
  * `noise` (gaussian_noise) at step 0, max_abs 0.12". */
 void ck_report_recompute_failure(const ck_result *r, char *buf, size_t n);
 
+/* Why one run is vacuous, as a clause ("the loss at step 0 is exactly 0"); empty when it
+ * is not. */
+void ck_report_vacuity_text(const ck_vacuity *v, char *buf, size_t n);
+/* Which run is vacuous and why ("plain run: ..."), empty when neither is: the report's
+ * vacuous_reason. */
+void ck_report_vacuous_reason(const ck_result *r, char *buf, size_t n);
+
 /* "512 B", "1.50 KiB", "1.23 MiB", ... (binary units, two decimals). */
 char *ck_format_bytes(int64_t bytes, char *buf, size_t n);
 

@@ -489,11 +489,6 @@ void ck_result_judge(ck_result *res)
     /* vacuity: a comparison of runs whose gradients carry no information is no pass */
     const ck_vacuity *vp = &res->plain.vacuity, *vc = &res->ckpt.vacuity;
     res->vacuous = vp->vacuous || vc->vacuous;
-    if (res->vacuous)
-        snprintf(res->vacuous_reason, sizeof res->vacuous_reason, "%s run: %s",
-                 vp->vacuous ? "plain" : "checkpointed", vp->vacuous ? vp->why : vc->why);
-    else
-        res->vacuous_reason[0] = '\0';
     if (res->vacuous != c->expect_vacuous)
         res->pass = false;
 }

@@ -201,7 +201,9 @@ static void io_vacuity(wio *x, ck_vacuity *v)
     io_i64(x, &v->subnormal, "vacuity.subnormal");
     io_i64(x, &v->flushed, "vacuity.flushed");
     io_bool(x, &v->vacuous, "vacuity.vacuous");
-    io_chars(x, v->why, sizeof v->why, "vacuity.why");
+    IO_ENUM(x, v->reason, CK_VACUITY_REASONS, "vacuity.reason");
+    io_int(x, &v->step, 0, x->steps, "vacuity.step");
+    io_int(x, &v->skipped, 0, x->steps, "vacuity.skipped");
 }
 
 static void io_mem_trace(wio *x, ck_mem_trace *m)
@@ -404,7 +406,6 @@ static void io_main_judgement(wio *x, ck_result *r)
     io_bool(x, &r->memory_expectation_met, "memory_expectation_met");
     io_bool(x, &r->pass, "pass");
     io_bool(x, &r->vacuous, "vacuous");
-    io_chars(x, r->vacuous_reason, sizeof r->vacuous_reason, "vacuous_reason");
 }
 
 static void io_extras(wio *x, ck_result *r)
