@@ -163,6 +163,25 @@ START_TEST(bisect_on_mismatch_runs_only_where_the_runs_part)
     ck_assert(ck_run_request_keeps_steps(&(ck_run_request){.verify_recompute = true}) ==
               CK_KEEPS_VERIFY_RECOMPUTE);
     ck_assert(ck_run_request_keeps_steps(&(ck_run_request){0}) == CK_KEEPS_NONE);
+
+    /* bisect keeps every step's tensors: past CK_FULL_RECORD_STEPS steps the plan refuses */
+    tu_built_case bc;
+    tu_build_file(&bc, "mlp_dropout.json");
+    bc.cs.steps = CK_FULL_RECORD_STEPS + 1;
+    ck_run_request rq = {.force_bisect = true};
+    ck_run_plan p;
+    ck_run_plan_make(&bc.cs, CK_F32, &rq, false, &p);
+    ck_assert(p.too_long && p.keeps == CK_KEEPS_BISECT);
+    ck_run_outcome oc;
+    ck_error err;
+    ck_assert(ck_run_plan_execute(&p, &rq, b, NULL, &bc.g, NULL, NULL, &oc, &err) == CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "keeps every step's tensors") != NULL, "%s", err.msg);
+    ck_assert_int_eq(ck_training_log_total(&oc.log), 0);
+    ck_result_free(&oc.res);
+    rq.force_bisect = false; /* the ordinary judgement keeps bounded memory */
+    ck_run_plan_make(&bc.cs, CK_F32, &rq, false, &p);
+    ck_assert(!p.too_long);
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST

@@ -452,23 +452,24 @@ static const char *case_label(const ck_loaded_case *lc)
 static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
                                const work_item *work, int total)
 {
-    ck_run_request rq = request_of(o, CK_F32, NULL);
-    ck_keeps_steps keeps = ck_run_request_keeps_steps(&rq);
-    const char *what = keeps == CK_KEEPS_BISECT ? "bisect"
-                       : keeps == CK_KEEPS_BISECT_ON_MISMATCH ? "--bisect"
-                       : keeps == CK_KEEPS_NOISE_FLOOR
-                           ? (o->noise_floor ? "--noise-floor" : "--algo fastest (a noise floor)")
-                       : keeps == CK_KEEPS_VERIFY_RECOMPUTE ? "--verify-recompute" : NULL;
-    if (!what)
-        return CK_EXIT_PASS;
     for (int k = 0; k < total; k++) {
         const ck_loaded_case *c = &lc[work[k].li];
-        if (c->built && c->cs.steps > CK_FULL_RECORD_STEPS) {
-            ck_cli_errorf("%s: %s keeps every step's tensors: at most %d steps (the case trains "
-                          "%d; lower it with --steps)", c->cs.path, what, CK_FULL_RECORD_STEPS,
-                          c->cs.steps);
-            return CK_EXIT_USAGE;
-        }
+        if (!c->built)
+            continue;
+        ck_run_request rq = request_of(o, work[k].dtype, NULL);
+        ck_run_plan p;
+        ck_run_plan_make(&c->cs, work[k].dtype, &rq, o->against != NULL, &p);
+        if (!p.too_long)
+            continue;
+        const char *what = p.keeps == CK_KEEPS_BISECT ? "bisect"
+                           : p.keeps == CK_KEEPS_BISECT_ON_MISMATCH ? "--bisect"
+                           : p.keeps == CK_KEEPS_NOISE_FLOOR
+                               ? (o->noise_floor ? "--noise-floor" : "--algo fastest (a noise floor)")
+                               : "--verify-recompute";
+        ck_cli_errorf("%s: %s keeps every step's tensors: at most %d steps (the case trains "
+                      "%d; lower it with --steps)", c->cs.path, what, CK_FULL_RECORD_STEPS,
+                      c->cs.steps);
+        return CK_EXIT_USAGE;
     }
     return CK_EXIT_PASS;
 }

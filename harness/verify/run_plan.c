@@ -17,9 +17,10 @@ ck_keeps_steps ck_run_request_keeps_steps(const ck_run_request *rq)
 void ck_run_plan_make(const ck_case *c, ck_dtype dtype, const ck_run_request *rq,
                       bool against, ck_run_plan *p)
 {
-    (void)c;
     memset(p, 0, sizeof *p);
     p->dtype = dtype;
+    p->keeps = ck_run_request_keeps_steps(rq);
+    p->too_long = p->keeps != CK_KEEPS_NONE && c->steps > CK_FULL_RECORD_STEPS;
     p->stage[CK_STAGE_PLAIN_VS_CHECKPOINTED] = true;
     p->fixed.count[CK_TRAINING_PLAIN] = 1;
     p->fixed.count[CK_TRAINING_CHECKPOINTED] = 1;
@@ -72,6 +73,10 @@ ck_status ck_run_plan_execute(const ck_run_plan *p, const ck_run_request *rq, ck
                               void *user, ck_run_outcome *out, ck_error *err)
 {
     memset(out, 0, sizeof *out);
+    if (p->too_long)
+        return ck_fail(err, CK_ERR_INPUT, "%s: the run plan keeps every step's tensors: at most "
+                                          "%d steps (the case trains %d)",
+                       g->cs->path, CK_FULL_RECORD_STEPS, g->cs->steps);
     /* the judgement against fp32 needs the plain run's records: run_case trains it with
      * the pair, by the same rule as the plan's VS_FP32 stage */
     ck_case_run_opts ro = rq->run;

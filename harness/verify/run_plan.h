@@ -60,10 +60,13 @@ typedef struct {
     /* the trainings the fixed stages take; bisect's search adds a number that depends on
      * where the runs part */
     ck_training_log fixed;
+    int keeps;                  /* a ck_keeps_steps: why every step's tensors are kept */
+    bool too_long;              /* keeps them over more than CK_FULL_RECORD_STEPS steps: the
+                                   plan must not run (memory grows with the steps) */
 } ck_run_plan;
 
 /* Why a plan keeps every step's tensors (it then cannot run past CK_FULL_RECORD_STEPS
- * steps): the first of these the plan contains, or CK_KEEPS_NONE. */
+ * steps, judge.h): the first of these the plan contains, or CK_KEEPS_NONE. */
 typedef enum {
     CK_KEEPS_NONE = 0,
     CK_KEEPS_BISECT,            /* the bisect command */
