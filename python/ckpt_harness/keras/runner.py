@@ -191,6 +191,7 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                                  "the model in place (wrap its layers' call, or set "
                                  "keras.RematScope) and return None")
     facts = RunFacts()
+    facts_parts = {ins.layer_path(l): 0 for l in parts}  # forward calls per part
     tvars = model.trainable_variables
     ntvars = model.non_trainable_variables
     opt = make_optimizer(cfg.optimizer, cfg.lr, policy)
@@ -228,10 +229,10 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                         loss = tf.cast(loss, tf.float32)
                         scale = float(opt.dynamic_scale.numpy()) if scaled else 1.0
                         target = opt.scale_loss(loss) if scaled else loss
-                held = None if base is None else memory.current() - base
+                held = None if base is None else max(0, memory.current() - base)
                 with rec.in_phase(ins.BACKWARD):
                     grads = tape.gradient(target, tvars)
-            peak = None if base is None else memory.peak() - base
+            peak = None if base is None else max(0, memory.peak() - base)
             if rounder is not None:
                 for v, m in zip(rounded_vars, masters):
                     v.assign(m)
@@ -258,9 +259,12 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                            saved_bytes_peak=held, device_peak_bytes=peak,
                            recomputed_calls=sum(rec.bwd_calls.values()),
                            grads_none=gnone, loss_scale=scale,
-                           skipped=scaled and not finite)
+                           skipped=scaled and not finite,
+                           created_in_backward=rec.created[ins.BACKWARD][:64])
             facts.held.append(held)
             facts.peak.append(peak)
+            for n in facts_parts:
+                facts_parts[n] += rec.fwd_calls.get(n, 0)
             for n, c in rec.bwd_calls.items():
                 facts.layer_recomputes[n] = facts.layer_recomputes.get(n, 0) + c
             if step == 0:
@@ -272,12 +276,18 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                     facts.untracked[ph][t] = facts.untracked[ph].get(t, 0) + c
                 facts.created[ph] += len(rec.created[ph])
                 facts.created_names[ph] += rec.created[ph][:8]
+            # drop this step's tensors now, not during the next step's forward (where their
+            # release would be counted against that forward's bytes)
+            out = loss = target = grads = tape = g_np = params = buffers = None
+            outputs = recomputed = None
     finally:
         rec.uninstall()
         keras.mixed_precision.set_global_policy("float32")
     for n, c in counters.items():
         facts.recomputed[n] = c["recomputed"]
-        facts.forwards[n] = c["forward"]
+        facts.forwards[n] = facts_parts.get(n, c["forward"])
+    if checkpointed and counters:
+        run.set_parts([(n, facts.forwards[n], facts.recomputed[n]) for n in counters])
     facts.order = list(rec.order)
     facts.types = dict(rec.types)
     if modules is not None:

@@ -163,8 +163,8 @@ def test_cli_origin_run_writes_reports_junit_and_html(tmp_path):
     assert "<html" in (tmp_path / "r.html").read_text().lower()
 
 
-def _bad_script(tmp_path, text):
-    p = tmp_path / "bad.py"
+def _bad_script(tmp_path, name, text):
+    p = tmp_path / name
     p.write_text(text)
     return str(p)
 
@@ -178,11 +178,11 @@ def _bad_script(tmp_path, text):
     (["verify", "{dropout}"], "nothing to checkpoint"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
-    subs = {"{nobuild}": _bad_script(tmp_path, "x = 1\n"),
+    subs = {"{nobuild}": _bad_script(tmp_path, "nobuild.py", "x = 1\n"),
             "{origin}": os.path.join(EXAMPLES, "unet3d_origin.py"),
             "{dropout}": os.path.join(EXAMPLES, "dropout_mlp.py"),
             "{nonscalar}": _bad_script(
-                tmp_path, f"import sys; sys.path.insert(0, {HERE!r})\n"
+                tmp_path, "nonscalar.py", f"import sys; sys.path.insert(0, {HERE!r})\n"
                           "from models import non_scalar_loss as build\n")}
     rc, out, err = cli(*[subs.get(a, a) for a in args])
     lines = [l for l in err.splitlines() if l.startswith("python3 -m ckpt_harness.keras")]
