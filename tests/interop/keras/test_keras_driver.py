@@ -199,3 +199,24 @@ def test_onnx_export_refused_when_batchnorm_was_folded(tmp_path):
     assert rc == 2, out + err
     assert "no BatchNormalization node" in err and "enc/enc0_bn" in err, err
     assert not (tmp_path / "m.json").exists()
+
+
+# ---- the judge input's Keras fields are checked strictly ------------------------------------
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda d: d["runs"][2].__setitem__("parts", "enc"), "parts: must be a list"),
+    (lambda d: d["runs"][2]["parts"][0].pop("recomputed"), "recomputed: missing"),
+    (lambda d: d["runs"][2]["steps"][0].__setitem__("created_in_backward", [3]),
+     "created_in_backward[0]"),
+])
+def test_bad_judge_input_fields_are_one_line_and_exit_2(tmp_path, edit, words):
+    run(models.dense_blocks, tmp_path, wrap=["block0"])
+    path = tmp_path / "dump" / "judge.json"
+    d = json.loads(path.read_text())
+    assert d["runs"][2]["role"] == "checkpointed"
+    edit(d)
+    path.write_text(json.dumps(d))
+    p = subprocess.run([HARNESS, "judge", str(tmp_path / "dump")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
