@@ -239,7 +239,7 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
             gnone = [b.names[id(v)] for v, g in zip(tvars, grads) if g is None]
             g_np = {}
             finite = True
-            for v, g in zip(tvars, grads):
+            for v, g in reversed(list(zip(tvars, grads))):  # backward order (judge input)
                 a = np.zeros(tuple(v.shape), np.float32) if g is None else \
                     _np32(tf.cast(g, tf.float32) / scale)
                 finite = finite and bool(np.all(np.isfinite(a)))
