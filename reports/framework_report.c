@@ -171,6 +171,10 @@ void ck_fw_first_failure(const ck_fw_item *it, char *buf, size_t n)
     }
     if (ck_report_failures(&it->res, lines, CK_REPORT_MAX_FAILURES) > 0)
         snprintf(buf, n, "%s", lines[0]);
+    const ck_bisect_result *br = it->res.bisect;
+    size_t used = strlen(buf);
+    if (buf[0] && br && br->n_causes > 0 && used + 10 < n)
+        snprintf(buf + used, n - used, "; cause: %s", br->causes[0]);
 }
 
 void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int max_rows,

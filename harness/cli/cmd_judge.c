@@ -164,7 +164,8 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
     }
     char why[CK_REPORT_LINE_MAX];
     ck_fw_first_failure(it, why, sizeof why);
-    ck_run_item item = {.index = k, .case_name = (char *)it->label, .case_file = in->path,
+    ck_run_item item = {.index = k, .case_name = (char *)it->label,
+                        .case_file = in->source ? in->source : in->path,
                         .dtype = (char *)ck_dtype_name(it->res.dtype), .backend = in->framework,
                         .status = it->pass ? CK_ITEM_PASS : CK_ITEM_FAIL,
                         .message = why[0] ? why : NULL,

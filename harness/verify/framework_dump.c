@@ -326,13 +326,13 @@ static ck_status parse_modules(const ck_jctx *cx, const cJSON *v, ck_fw_input *i
     in->modules = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *in->modules);
     if (!in->modules)
         return ck_fail(cx->err, CK_ERR_NOMEM, "out of memory");
-    static const char *const keys[] = {"name", "type", "wrapped"};
+    static const char *const keys[] = {"name", "type", "wrapped", "random"};
     int i = 0;
     for (const cJSON *e = v->child; e; e = e->next, i++) {
         char p[CK_JPATH_MAX], q[CK_JPATH_MAX];
         ck_jpath_index(p, sizeof p, "modules", i);
         CK_TRY(ck_jget_object(cx, e, p));
-        CK_TRY(ck_jcheck_keys(cx, e, p, keys, 3, NULL));
+        CK_TRY(ck_jcheck_keys(cx, e, p, keys, 4, NULL));
         ck_fw_module *m = &in->modules[i];
         in->n_modules = i + 1;
         CK_TRY(get_string(cx, e, p, "name", false, &m->name));
@@ -342,6 +342,10 @@ static ck_status parse_modules(const ck_jctx *cx, const cJSON *v, ck_fw_input *i
         if (!w)
             return ck_jfail(cx, q, "missing");
         CK_TRY(ck_jget_bool(cx, w, q, &m->wrapped));
+        const cJSON *rnd = cJSON_GetObjectItemCaseSensitive(e, "random");
+        ck_jpath_key(q, sizeof q, p, "random");
+        if (rnd)
+            CK_TRY(ck_jget_bool(cx, rnd, q, &m->random));
         for (int j = 0; j < i; j++)
             if (strcmp(in->modules[j].name, m->name) == 0)
                 return ck_jfail(cx, p, "module \"%s\" listed twice", m->name);
@@ -593,6 +597,28 @@ static ck_status add_entry(ck_record *rec, const ck_named_tensor *t, const char 
         return ck_record_add(rec, t->name, kind, step, CK_I64, &t->shape, t->data, NULL, NULL, err);
     case CK_FT_I32:
         return ck_record_add(rec, t->name, kind, step, CK_I32, &t->shape, t->data, NULL, NULL, err);
+    case CK_FT_I16:
+    case CK_FT_I8:
+    case CK_FT_U16:
+    case CK_FT_U8:
+    case CK_FT_BOOL: { /* small integers and masks: widened to i32, compared exactly */
+        int32_t *v = malloc((size_t)numel * sizeof *v + 1);
+        if (!v)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory reading %s", file);
+        const unsigned char *p = t->data;
+        for (int64_t i = 0; i < numel; i++) {
+            if (t->dtype == CK_FT_I16 || t->dtype == CK_FT_U16) {
+                uint16_t h;
+                memcpy(&h, p + 2 * i, 2);
+                v[i] = t->dtype == CK_FT_I16 ? (int32_t)(int16_t)h : (int32_t)h;
+            } else {
+                v[i] = t->dtype == CK_FT_I8 ? (int32_t)(int8_t)p[i] : (int32_t)p[i];
+            }
+        }
+        ck_status st = ck_record_add(rec, t->name, kind, step, CK_I32, &t->shape, v, NULL, NULL, err);
+        free(v);
+        return st;
+    }
     case CK_FT_F16:
     case CK_FT_BF16: {
         float *f = malloc((size_t)numel * sizeof *f + 1);
@@ -609,8 +635,8 @@ static ck_status add_entry(ck_record *rec, const ck_named_tensor *t, const char 
     }
     default:
         return ck_fail(err, CK_ERR_INPUT,
-                       "%s: %s: dtype %s; the judge reads F64, F32, F16, BF16, I64 and I32 "
-                       "tensors",
+                       "%s: %s: dtype %s; the judge reads F64, F32, F16, BF16, I64, I32, I16, "
+                       "I8, U16, U8 and BOOL tensors",
                        file, t->name, ck_file_dtype_st_name(t->dtype));
     }
 }

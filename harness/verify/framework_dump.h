@@ -44,6 +44,7 @@ typedef struct {
     char *name;    /* "blocks.0.bn" */
     char *type;    /* the framework's class name: "BatchNorm2d", "Dropout" */
     bool wrapped;  /* inside a checkpointed part of the checkpointed configuration */
+    bool random;   /* its forward draws random numbers (dropout and the like) */
 } ck_fw_module;
 
 typedef struct {

@@ -513,6 +513,14 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
                       "differ); the RNG state was not restored for the recomputation",
                   mods[f].name, mods[f].type, br->forward.step, br->rng.rng_differs,
                   br->forward.m.numel);
+    } else if (f >= 0 && mods[f].random) {
+        add_cause(br, "dropout mask redrawn on recompute: `%s` (%s) draws random numbers in "
+                      "its forward, and its recomputed output differs from its original at "
+                      "step %d (%" PRId64 " of %" PRId64 " elements, max_abs %.3g); the RNG "
+                      "state was not restored for the recomputation",
+                  mods[f].name, mods[f].type, br->forward.step,
+                  br->forward.m.n_outside ? br->forward.m.n_outside : br->forward.m.numel,
+                  br->forward.m.numel, br->forward.m.max_abs);
     } else if (f >= 0 && br->state_layer < 0) {
         add_cause(br, "`%s` (%s): its recomputed output differs from its original at step %d "
                       "(max_abs %.3g, %" PRId64 " of %" PRId64 " elements): cause unknown",
@@ -522,21 +530,20 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
     }
     if (br->state_layer >= 0) {
         const ck_fw_module *sm = &mods[br->state_layer];
+        char nbt[96] = "";
+        if (br->nbt_orig >= 0 && br->nbt_recomp >= 0)
+            snprintf(nbt, sizeof nbt, " num_batches_tracked %" PRId64 " vs %" PRId64
+                                      " in the plain run,", br->nbt_recomp, br->nbt_orig);
         if (type_has(sm->type, "batchnorm"))
-            add_cause(br, "BatchNorm running statistics updated by the recomputation: `%s` (%s) "
-                          "%s differs at step %d%s (the recomputed forward ran in training mode "
-                          "and updated them a second time; gradients are unaffected)",
-                      sm->name, sm->type, br->state_buffer, br->step,
-                      br->nbt_orig >= 0 && br->nbt_recomp >= 0 ? ", num_batches_tracked" : "");
+            add_cause(br, "BatchNorm running statistics updated by the recomputation: `%s` (%s)"
+                          "%s %s differs at step %d (max_abs %.3g): the recomputed forward ran "
+                          "in training mode and updated them a second time (gradients are "
+                          "unaffected)",
+                      sm->name, sm->type, nbt, br->state_buffer, br->step, br->state_m.max_abs);
         else
-            add_cause(br, "`%s` (%s) buffer %s changed during recomputation (max_abs %.3g)",
-                      sm->name, sm->type, br->state_buffer, br->state_m.max_abs);
-        if (br->nbt_orig >= 0 && br->nbt_recomp >= 0 && br->n_causes > 0) {
-            char *c = br->causes[br->n_causes - 1];
-            size_t used = strlen(c);
-            snprintf(c + used, CK_BISECT_LINE - used, ": %" PRId64 " vs %" PRId64 " in the plain run",
-                     br->nbt_recomp, br->nbt_orig);
-        }
+            add_cause(br, "`%s` (%s) buffer %s changed during recomputation at step %d%s "
+                          "(max_abs %.3g)",
+                      sm->name, sm->type, br->state_buffer, br->step, nbt, br->state_m.max_abs);
     }
     if (br->n_causes == 0 && br->step >= 0) {
         if (br->backward.layer >= 0)

@@ -149,10 +149,12 @@ class JudgeInput:
         }
         self._ids = set()
 
-    def add_module(self, name, type_name, wrapped):
-        """A module in the order of its first forward call; wrapped: inside a checkpointed
-        part in the checkpointed configuration."""
-        self.doc["modules"].append({"name": name, "type": type_name, "wrapped": bool(wrapped)})
+    def add_module(self, name, type_name, wrapped, random=False):
+        """A module in the order its forward is first entered; wrapped: inside a
+        checkpointed part in the checkpointed configuration; random: its forward draws
+        random numbers (the generator state moved) in the plain run."""
+        self.doc["modules"].append({"name": name, "type": type_name, "wrapped": bool(wrapped),
+                                    "random": bool(random)})
 
     def note(self, line):
         """A sentence the report carries (a mode the installed framework lacks, ...)."""

@@ -43,8 +43,8 @@ class Result:
     verdict     "pass", "fail" or "error"
     summary     the harness's text summary (its stdout), the pytest helper's message
     report_path the report folder (summary.json and one JSON report per item), or None
-    items       summary.json's items (case, dtype, status, message, report_file), [] without
-                a report folder
+    items       summary.json's items (case, dtype, status, message, report: the report's file
+                name in report_path), [] without a report folder
     exit_code   the judge's exit code (0 pass, 1 fail, 2 bad input)
     """
 
@@ -64,7 +64,7 @@ class Result:
         """Every item's JSON report (schema ckpt-harness/report) as a dict."""
         out = []
         for it in self.items:
-            rf = it.get("report_file")
+            rf = it.get("report")
             if rf:
                 with open(os.path.join(self.report_path, rf)) as f:
                     out.append(json.load(f))

@@ -113,7 +113,7 @@ def resolve_modes(modes, wrap, wrap_type, enable_checkpointing):
 def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None):
     """Trains every run of the matrix into writer; returns (module order, types, recomputed
     module names, wrapped module names)."""
-    order, types, recomputed, wrapped = None, {}, set(), []
+    order, types, recomputed, wrapped, random = None, {}, set(), [], set()
     for spec in plan_runs(dtypes, modes, record):
         if rank:
             spec.id = f"{spec.id}.r{rank}"
@@ -121,18 +121,27 @@ def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None)
             log(f"run {spec.id}")
         run = writer.run(spec.id, spec.role, spec.dtype, mode=spec.mode, rank=rank,
                          calibration=spec.calibration)
-        o, t, rec, w = train_run(ctx, spec, run, shard)
+        try:
+            o, t, rec, w, rnd = train_run(ctx, spec, run, shard)
+        except UsageError:
+            raise
+        except Exception as e:  # the user's model or loss failed: one line, exit 2
+            msg = str(e).strip().splitlines()
+            raise UsageError(f"run {spec.id}: training raised {type(e).__name__}: "
+                             f"{msg[0] if msg else ''}")
         if o is not None and order is None:
             order, types = o, t
         recomputed |= rec
         wrapped = wrapped or w
-    return order or [], types, recomputed, wrapped
+        if spec.role in ("plain", "control"):
+            random |= rnd
+    return order or [], types, recomputed, wrapped, random
 
 
-def declare_modules(writer, order, types, recomputed, wrapped):
+def declare_modules(writer, order, types, recomputed, wrapped, random):
     for n in order:
         inside = n in recomputed or any(n == w or n.startswith(w + ".") for w in wrapped)
-        writer.add_module(n, types.get(n, "?"), inside)
+        writer.add_module(n, types.get(n, "?"), inside, random=n in random)
 
 
 def verify(model, inputs, loss_fn, wrap=(), wrap_type=(), enable_checkpointing=None,
@@ -155,8 +164,9 @@ def verify(model, inputs, loss_fn, wrap=(), wrap_type=(), enable_checkpointing=N
     try:
         writer = new_writer(root, name, source, dtypes, modes, steps, optimizer, lr, seed,
                             device, 1)
-        order, types, recomputed, wrapped = run_matrix(ctx, writer, dtypes, modes, bisect)
-        declare_modules(writer, order, types, recomputed, wrapped)
+        order, types, recomputed, wrapped, random = run_matrix(ctx, writer, dtypes, modes,
+                                                                bisect)
+        declare_modules(writer, order, types, recomputed, wrapped, random)
         writer.finish(min_saving)
         return run_judge(root, harness=harness, report=report, junit=junit, html=html,
                          bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo)

@@ -3,7 +3,6 @@ recomputation) and output gradient, the bytes autograd keeps for backward, and t
 calibration runs' rounding."""
 import hashlib
 
-import numpy as np
 import torch
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16",
@@ -31,21 +30,27 @@ def first_tensor(out):
 
 
 class Recorder:
-    """Forward hooks on every leaf module: outputs of the original forward and of the
-    recomputation (a module forward that runs while backward runs), their gradients, and
-    the order modules were first called in."""
+    """Hooks on every module: outputs of the original forward and of the recomputation (a
+    module forward that runs while backward runs), their gradients, the order modules are
+    first entered, and which modules draw random numbers (the CPU/CUDA generator state
+    differs after their forward)."""
 
-    def __init__(self, model, keep_tensors=True):
+    def __init__(self, model, keep_tensors=True, device="cpu"):
         self.keep = keep_tensors
+        self.cuda = device == "cuda"
         self.handles = []
-        self.order = []          # leaf module names in first-call order (over the run)
+        self.order = []          # module names in first-entry order (over the run)
         self.types = {}
+        self.random = set()
         self.fwd_dtypes, self.rec_dtypes = {}, {}
         self.phase = "forward"
+        self._rng_before = {}
         for name, m in model.named_modules():
-            if name and not any(True for _ in m.children()):
+            if name:
                 self.types[name] = type(m).__name__
+                self.handles.append(m.register_forward_pre_hook(self._pre(name)))
                 self.handles.append(m.register_forward_hook(self._hook(name)))
+        self._seen = set()
         self.begin_step()
 
     def begin_step(self):
@@ -54,16 +59,32 @@ class Recorder:
         self.outputs, self.recomputed, self.output_grads = {}, {}, {}
         self.recomputed_calls = 0
 
+    def _rng(self):
+        s = torch.random.get_rng_state()
+        return (s, torch.cuda.get_rng_state()) if self.cuda else (s,)
+
+    def _pre(self, name):
+        def pre(mod, inp):
+            if name not in self._seen:
+                self._seen.add(name)
+                self.order.append(name)
+            if name not in self.random:
+                self._rng_before[name] = self._rng()
+            return None
+        return pre
+
     def _hook(self, name):
         def hook(mod, inp, out):
+            before = self._rng_before.pop(name, None)
+            if before is not None and any(not torch.equal(a, b)
+                                          for a, b in zip(before, self._rng())):
+                self.random.add(name)
             t = first_tensor(out)
             if t is None or not t.is_floating_point():
                 return None
             if self.phase == "forward":
                 k = self.calls.get(name, 0)
                 self.calls[name] = k + 1
-                if name not in self.types or name not in self.order:
-                    self.order.append(name)
                 self.fwd_dtypes[name] = _DTYPE_NAMES.get(t.dtype, "fp32")
                 store = self.outputs
             else:
@@ -240,8 +261,3 @@ def weight_like(module):
     return any(w in n for w in ("linear", "conv", "embedding", "multiheadattention", "bilinear"))
 
 
-def np_ordered(named):
-    return {k: v for k, v in named}
-
-
-_ = np  # numpy is the dump's array type

@@ -54,18 +54,6 @@ def step_inputs(inputs, step, device, shard=None):
         raise UsageError("build(): inputs must be a tensor, a tuple of tensors or a callable "
                          f"step -> inputs, got {type(x).__name__}")
     x = tuple(_to_device(v, device) for v in x)
-    if shard is not None:
-        rank, n = shard
-        out = []
-        for v in x:
-            if torch.is_tensor(v) and v.dim() > 0:
-                if v.shape[0] % n:
-                    raise UsageError(f"--nproc {n}: an input's batch dimension {v.shape[0]} "
-                                     f"does not split into {n} equal parts")
-                b = v.shape[0] // n
-                v = v[rank * b:(rank + 1) * b]
-            out.append(v)
-        x = tuple(out)
     return x
 
 
@@ -137,7 +125,7 @@ def train_run(ctx, spec, writer_run, shard=None):
     scaler = None
     if spec.dtype == "fp16" and ctx.device == "cuda" and spec.role != "calibration":
         scaler = torch.cuda.amp.GradScaler()
-    rec = Recorder(module_model, keep_tensors=spec.record) if spec.role != "calibration" else None
+    rec = Recorder(module_model, keep_tensors=spec.record, device=ctx.device) if spec.role != "calibration" else None
     cal = (CalibrationRounding(module_model, spec.dtype, spec.calibration, ctx.seed,
                                UNIT_ROUNDOFF[spec.dtype]) if spec.role == "calibration" else None)
     meter = SavedBytesMeter(module_model)
@@ -209,5 +197,5 @@ def train_run(ctx, spec, writer_run, shard=None):
             cal.close()
     if rec:
         writer_run.set_module_dtypes(rec.fwd_dtypes, rec.rec_dtypes)
-        return rec.order, rec.types, set(rec.rec_dtypes), wrapped
-    return None, None, set(), wrapped
+        return rec.order, rec.types, set(rec.rec_dtypes), wrapped, rec.random
+    return None, None, set(), wrapped, set()
