@@ -30,7 +30,16 @@ policy is judged against fp32 by the harness's calibrated rule (three fp32 calib
 """
 
 
+def _need_tensorflow():
+    try:
+        import tensorflow  # noqa: F401
+        import keras  # noqa: F401
+    except ImportError as e:
+        raise UsageError(f"tensorflow cannot be imported ({e}): pip install tensorflow-cpu")
+
+
 def _verify(args):
+    _need_tensorflow()
     mod = load_script(args.script)
     enable = getattr(mod, "enable_checkpointing", None)
     if args.wrap and enable is not None:
@@ -40,10 +49,6 @@ def _verify(args):
                          "define enable_checkpointing(model)")
     dtypes = parse_list(args.dtype, DTYPES, "dtype")
     modes = parse_list(args.modes, MODES, "modes")
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError as e:
-        raise UsageError(f"tensorflow cannot be imported ({e}): pip install tensorflow-cpu")
     from ckpt_harness.keras.api import verify
     name = os.path.splitext(os.path.basename(args.script))[0]
     r = verify(mod.build, wrap=args.wrap, enable_checkpointing=enable, steps=args.steps,
@@ -56,11 +61,8 @@ def _verify(args):
 
 
 def _onnx(args):
+    _need_tensorflow()
     mod = load_script(args.script)
-    try:
-        import tensorflow  # noqa: F401
-    except ImportError as e:
-        raise UsageError(f"tensorflow cannot be imported ({e}): pip install tensorflow-cpu")
     from ckpt_harness.keras.onnx_export import export_and_import
     from ckpt_harness.keras.runner import Built, Config
     b = Built(mod.build, Config(), "float32")

@@ -192,14 +192,6 @@ def _tensor_out(out):
     return None
 
 
-def cpu_memory_supported():
-    try:
-        tf.config.experimental.get_memory_info("CPU:0")
-        return True
-    except Exception:
-        return False
-
-
 class Memory:
     """TensorFlow's allocator bytes on the run's device (the CPU's counts only when the
     process started with TF_CPU_ALLOCATOR_USE_BFC=true, which the driver's command sets)."""
@@ -208,10 +200,12 @@ class Memory:
         self.device = device
         self.ok = False
         try:
-            tf.config.experimental.get_memory_info(device)
-            self.ok = True
+            with tf.device(device):
+                probe = tf.zeros((4096,), tf.float32) + 1.0  # an allocation it must count
+            self.ok = tf.config.experimental.get_memory_info(device)["current"] > 0
+            del probe
         except Exception:
-            pass
+            self.ok = False
 
     def current(self):
         if not self.ok:
