@@ -220,3 +220,21 @@ def test_bad_judge_input_fields_are_one_line_and_exit_2(tmp_path, edit, words):
                        stderr=subprocess.PIPE, universal_newlines=True)
     assert p.returncode == 2, p.stdout + p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
+
+
+def test_onnx_export_of_a_batchnorm_free_model_imports_its_upsampling(tmp_path):
+    pytest.importorskip("tf2onnx")
+    script = _bad_script(tmp_path, "up.py", (
+        "import keras\nfrom keras import layers\n"
+        "def build():\n"
+        "    i = keras.Input((8, 8, 8, 2), batch_size=2)\n"
+        "    h = layers.Conv3D(4, 3, padding='same', bias_initializer='ones')(i)\n"
+        "    u = layers.UpSampling3D(2)(layers.MaxPool3D(2)(h))\n"
+        "    m = keras.Model(i, layers.Add()([h, u]))\n"
+        "    return m, (keras.random.normal((2, 8, 8, 8, 2), seed=1),), "
+        "lambda o, s: keras.ops.mean(o)\n"))
+    rc, out, err = cli("onnx", script, "-o", str(tmp_path / "up.onnx"),
+                       "--import", str(tmp_path / "up.json"))
+    assert rc == 0, out + err
+    case = json.loads((tmp_path / "up.json").read_text())
+    assert [l["scale"] for l in case["layers"] if l["op"] == "upsample3d"] == [[2, 2, 2]], case
