@@ -460,29 +460,47 @@ static ck_status parse_top(const ck_jctx *cx, const cJSON *root, ck_fw_input *in
     return check_runs(cx, in);
 }
 
-ck_status ck_fw_input_load(const char *dir, ck_fw_input *in, ck_error *err)
+ck_status ck_fw_input_parse(const char *text, size_t len, const char *dir, ck_fw_input *in,
+                            ck_error *err)
 {
     memset(in, 0, sizeof *in);
     size_t n = strlen(dir) + sizeof "/judge.json";
     in->dir = strdup(dir);
     in->path = malloc(n);
-    if (!in->dir || !in->path)
+    if (!in->dir || !in->path) {
+        ck_fw_input_free(in);
         return ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    }
     snprintf(in->path, n, "%s/judge.json", dir);
-    char *text = NULL;
-    size_t len = 0;
     cJSON *root = NULL;
-    ck_status st = ck_read_file(in->path, JUDGE_JSON_MAX, &text, &len, err);
-    if (st == CK_OK)
-        st = ck_json_parse_strict(text, len, in->path, NULL, &root, err);
+    ck_status st = ck_json_parse_strict(text, len, in->path, NULL, &root, err);
     if (st == CK_OK) {
         ck_jctx cx = {.path = in->path, .err = err};
         st = parse_top(&cx, root, in);
     }
     cJSON_Delete(root);
-    free(text);
-    if (st != CK_OK)
+    if (st != CK_OK) {
+        ck_error_one_line(err, st);
         ck_fw_input_free(in);
+    }
+    return st;
+}
+
+ck_status ck_fw_input_load(const char *dir, ck_fw_input *in, ck_error *err)
+{
+    memset(in, 0, sizeof *in);
+    size_t n = strlen(dir) + sizeof "/judge.json";
+    char *path = malloc(n);
+    if (!path)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    snprintf(path, n, "%s/judge.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    ck_status st = ck_read_file(path, JUDGE_JSON_MAX, &text, &len, err);
+    free(path);
+    if (st == CK_OK)
+        st = ck_fw_input_parse(text, len, dir, in, err);
+    free(text);
     return st;
 }
 

@@ -104,6 +104,10 @@ typedef struct {
 
 /* Reads and checks DIR/judge.json (not the tensor files: those load per run). */
 ck_status ck_fw_input_load(const char *dir, ck_fw_input *in, ck_error *err);
+/* The same for judge.json's bytes (len of them, need not be NUL-terminated); dir is where
+ * the run folders are. */
+ck_status ck_fw_input_parse(const char *text, size_t len, const char *dir, ck_fw_input *in,
+                            ck_error *err);
 void ck_fw_input_free(ck_fw_input *in);
 
 /* The run with role, dtype, mode (NULL: any) and rank; calibration index for calibration

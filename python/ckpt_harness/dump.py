@@ -70,6 +70,21 @@ def _write_json(path, obj):
     os.replace(tmp, path)
 
 
+def _clear_previous(root):
+    """A folder that holds an earlier judge input is reused: its run folders go, so no file
+    of an earlier run is left beside the new ones. Any other content is left alone."""
+    old = os.path.join(root, "judge.json")
+    try:
+        with open(old) as f:
+            ours = json.load(f).get("schema") == SCHEMA
+    except (OSError, ValueError, AttributeError):
+        return
+    if ours:
+        import shutil
+        shutil.rmtree(os.path.join(root, "runs"), ignore_errors=True)
+        os.remove(old)
+
+
 class Run:
     """One training run's steps (JudgeInput.run makes it)."""
 
@@ -135,6 +150,7 @@ class JudgeInput:
                  config=None, deterministic=True):
         self.root = root
         os.makedirs(root, exist_ok=True)
+        _clear_previous(root)
         self.doc = {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
