@@ -105,16 +105,24 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
            optimizer="sgd", lr=0.01, seed=0, modes=("recompute_grad",), report=None,
            junit=None, html=None, bisect=True, min_saving=None, dump=None, keep=False,
            harness=None, quiet=False, echo=True, reseed=True, model_name=None, source=None):
-    """Runs the matrix and hands it to `ckpt-harness judge`; returns its Result."""
+    """Runs the matrix and hands it to `ckpt-harness judge`; returns its Result.
+
+    build: SCRIPT.py's build(). wrap: layer path/name patterns to checkpoint with
+    tf.recompute_grad, or enable_checkpointing(model) for your own mechanism. dtypes: from
+    fp32, mixed_float16, mixed_bfloat16. modes: recompute_grad, recompute_grad:preserve-state.
+    report/junit/html: the harness's outputs. dump: keep the judge input there. reseed=False
+    skips clear_session and set_random_seed before each build (to show what the control
+    catches without them; layer names must then be given explicitly). Bad input raises
+    UsageError."""
     if not wrap and enable_checkpointing is None:
         raise UsageError("nothing to checkpoint: give --wrap PATTERN or define "
                          "enable_checkpointing(model) in the script")
     if wrap and enable_checkpointing is not None:
         raise UsageError("give either --wrap or enable_checkpointing(model), not both")
+    device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
     cfg = runner.Config(steps=steps, dtypes=dtypes, optimizer=optimizer, lr=lr, seed=seed,
-                        wrap=wrap, modes=modes, record_outputs=bisect, reseed=reseed)
-    if any(d != "fp32" for d in cfg.dtypes) and not wrap and enable_checkpointing is None:
-        pass
+                        wrap=wrap, modes=modes, record_outputs=bisect, reseed=reseed,
+                        device=device)
     tf.config.experimental.enable_op_determinism()
     memory = runner.memory_for(cfg.device)
     owned_tmp = None

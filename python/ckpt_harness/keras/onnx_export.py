@@ -10,7 +10,6 @@ BatchNormalization layers and the graph has no BatchNormalization node (and said
 Dropout layers were dropped). Only the driver knows both sides; the C importer sees only
 the graph.
 """
-import os
 import subprocess
 
 from ckpt_harness.judge import UsageError, find_harness

@@ -11,8 +11,6 @@ writes the loss, every trainable variable's gradient and value after the update,
 non-trainable variable, layer outputs of the forward and of the recomputation, recompute
 counts and TensorFlow's allocator bytes into the judge input. Nothing here judges.
 """
-import os
-
 import numpy as np
 import tensorflow as tf
 import keras
@@ -300,8 +298,3 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
 def memory_for(device):
     return ins.Memory(device)
 
-
-def env_ready():
-    """TF_CPU_ALLOCATOR_USE_BFC must be set before TensorFlow starts for the CPU's
-    allocator to count bytes."""
-    return os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true")

@@ -12,7 +12,6 @@ import sys
 import pytest
 
 tf = pytest.importorskip("tensorflow")
-import keras  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -22,7 +21,6 @@ sys.path.insert(0, EXAMPLES)
 sys.path.insert(0, HERE)
 
 from ckpt_harness.keras import verify, assert_checkpoint_equivalent  # noqa: E402
-from ckpt_harness.judge import UsageError  # noqa: E402
 import models  # noqa: E402
 import unet3d_origin  # noqa: E402
 import unet3d_origin_layers_inside  # noqa: E402
