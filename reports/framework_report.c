@@ -120,6 +120,11 @@ cJSON *ck_fw_report_to_json(const ck_fw_input *in, const ck_fw_item *it,
     ck_json_builder b = {false};
     add_case_config(&b, root, in, it);
     add_framework(&b, root, in, it);
+    /* the judge's causes are the bisect section's */
+    cJSON *bs = cJSON_GetObjectItemCaseSensitive(root, "bisect");
+    cJSON *causes = bs ? cJSON_GetObjectItemCaseSensitive(bs, "causes") : NULL;
+    for (int i = 0; causes && i < it->n_causes; i++)
+        ck_json_add_string(&b, causes, NULL, it->causes[i]);
     /* the failures only the judge knows (control, ranks) join the report's own */
     cJSON *fl = cJSON_GetObjectItemCaseSensitive(root, "failures");
     for (int i = 0; fl && i < it->n_extra_failures; i++)
@@ -171,10 +176,49 @@ void ck_fw_first_failure(const ck_fw_item *it, char *buf, size_t n)
     }
     if (ck_report_failures(&it->res, lines, CK_REPORT_MAX_FAILURES) > 0)
         snprintf(buf, n, "%s", lines[0]);
-    const ck_bisect_result *br = it->res.bisect;
     size_t used = strlen(buf);
-    if (buf[0] && br && br->n_causes > 0 && used + 10 < n)
-        snprintf(buf + used, n - used, "; cause: %s", br->causes[0]);
+    if (buf[0] && it->n_causes > 0 && used + 10 < n)
+        snprintf(buf + used, n - used, "; cause: %s", it->causes[0]);
+}
+
+static const char *module_name(const ck_fw_input *in, int i)
+{
+    return i >= 0 && i < in->n_modules ? in->modules[i].name : "?";
+}
+
+/* The bisect story of a framework item: the noise floor (the control), the first divergent
+ * step, the first modules that part, and the judge's causes. */
+static void print_story(FILE *f, const ck_fw_input *in, const ck_fw_item *it)
+{
+    const ck_bisect_result *br = it->res.bisect;
+    const ck_fw_run *cr = &in->runs[it->ckpt_run];
+    bool records = cr->n_steps > 0 && cr->steps[0].has[CK_FW_RECOMPUTED];
+    fprintf(f, "bisect %s:\n", in->model_name);
+    if (br && br->noise_floor_measured)
+        fprintf(f, "  noise floor: two plain runs are %s\n",
+                br->floor_verdict == CK_VERDICT_IDENTICAL ? "bitwise identical"
+                                                          : "NOT identical (nondeterministic)");
+    if (br && br->step >= 0) {
+        fprintf(f, "  first divergent step: %d%s\n", br->step,
+                records ? "" : " (the checkpointed run recorded no module outputs)");
+        if (records && br->forward.layer >= 0)
+            fprintf(f, "  forward: `%s` is the first module whose recomputed output differs "
+                       "from its original (max_abs %.3g)\n",
+                    module_name(in, br->forward.layer), br->forward.m.max_abs);
+        else if (records)
+            fprintf(f, "  forward: every recomputed module output equals its original\n");
+        if (br->backward.layer >= 0)
+            fprintf(f, "  backward: `%s` is the first module (backward order) whose output "
+                       "gradient differs from the plain run's (max_abs %.3g)\n",
+                    module_name(in, br->backward.layer), br->backward.m.max_abs);
+        if (br->state_layer >= 0)
+            fprintf(f, "  state: `%s`.%s changed during recomputation\n",
+                    module_name(in, br->state_layer), br->state_buffer);
+    }
+    for (int i = 0; i < it->n_causes; i++)
+        fprintf(f, "  cause: %s\n", it->causes[i]);
+    if (it->n_causes == 0)
+        fprintf(f, "  no divergence to explain\n");
 }
 
 void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int max_rows,
@@ -190,7 +234,9 @@ void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int 
     ck_report_print_summary(f, &it->res, it->res.pass ? 0 : max_rows);
     ck_fw_memory_line(in, it, buf, sizeof buf);
     fprintf(f, "%s\n", buf);
-    if (it->wrapped_modules > 0 && it->recomputed_calls == 0)
+    const ck_fw_run *cr = &in->runs[it->ckpt_run];
+    if (it->wrapped_modules > 0 && it->recomputed_calls == 0 && cr->n_steps > 0 &&
+        cr->steps[0].has[CK_FW_OUTPUTS])
         fprintf(f, "note: no module forward ran during backward: checkpointing did not "
                    "recompute anything in this run\n");
     if (it->control_ran && it->control_verdict == CK_VERDICT_IDENTICAL)
@@ -206,7 +252,7 @@ void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int 
                 it->ranks_first[0] ? ", first " : "", it->ranks_first);
     for (int i = 0; i < it->n_extra_failures; i++)
         fprintf(f, "FAIL %s\n", it->extra_failures[i]);
-    if (!it->res.pass || it->res.bisect->n_causes > 0)
-        ck_bisect_print_story(f, &it->res);
+    if (!it->res.pass || it->n_causes > 0)
+        print_story(f, in, it);
     fprintf(f, "%s %s\n", it->pass ? "PASS" : "FAIL", it->label);
 }

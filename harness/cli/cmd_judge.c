@@ -42,7 +42,8 @@ static const char *usage_judge =
     "  --no-bisect        do not localise or explain a difference\n"
     "  --rows N           tensor rows per failing item (default 10, -1 all)\n"
     "  --quiet            one line per item\n"
-    "  --reproducible     no host, clock or wall times in any output file\n"
+    "  --reproducible     accepted as for run; judge never writes a host, clock or wall\n"
+    "                     time (its reports are reproducible as they are)\n"
     "\n"
     "exit codes: 0 every item passed, 1 a failure, 2 bad input or usage.\n"
     "The layout of DIR is documented in docs/interop.md, \"Judge input\".\n";
@@ -162,6 +163,16 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
         }
         free(path);
     }
+    /* parsed back, as run does: the builder writes numbers as raw text, which the JUnit,
+     * HTML and summary writers read as numbers only after a parse */
+    cJSON *parsed = text ? cJSON_Parse(text) : NULL;
+    cJSON_Delete(rep);
+    if (!parsed) {
+        ck_cli_error("out of memory building the report");
+        cJSON_free(text);
+        free(file);
+        return CK_EXIT_USAGE;
+    }
     char why[CK_REPORT_LINE_MAX];
     ck_fw_first_failure(it, why, sizeof why);
     ck_run_item item = {.index = k, .case_name = (char *)it->label,
@@ -169,7 +180,7 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
                         .dtype = (char *)ck_dtype_name(it->res.dtype), .backend = in->framework,
                         .status = it->pass ? CK_ITEM_PASS : CK_ITEM_FAIL,
                         .message = why[0] ? why : NULL,
-                        .report_file = o->report ? file : NULL, .report = rep, .time_s = 0.0};
+                        .report_file = o->report ? file : NULL, .report = parsed, .time_s = 0.0};
     if (!ck_run_set_add(set, &item, &err)) {
         ck_cli_error(err.msg);
         rc = CK_EXIT_USAGE;

@@ -235,9 +235,9 @@ static ck_status parse_parts(const ck_jctx *cx, const cJSON *v, const char *jpat
 static ck_status parse_run(const ck_jctx *cx, const cJSON *o, const char *jpath, ck_fw_run *r)
 {
     static const char *const keys[] = {"id", "role", "dtype", "mode", "rank", "calibration",
-                                       "dir", "steps", "module_dtypes", "parts"};
+                                       "dir", "steps", "module_dtypes", "reference", "parts"};
     CK_TRY(ck_jget_object(cx, o, jpath));
-    CK_TRY(ck_jcheck_keys(cx, o, jpath, keys, 10, NULL));
+    CK_TRY(ck_jcheck_keys(cx, o, jpath, keys, 11, NULL));
     CK_TRY(get_string(cx, o, jpath, "id", false, &r->id));
     CK_TRY(get_string(cx, o, jpath, "dir", false, &r->dir));
     char p[CK_JPATH_MAX];
@@ -262,6 +262,16 @@ static ck_status parse_run(const ck_jctx *cx, const cJSON *o, const char *jpath,
     if (r->role == CK_FW_CHECKPOINTED && !r->mode) {
         ck_jpath_key(p, sizeof p, jpath, "mode");
         return ck_jfail(cx, p, "a checkpointed run names its mode");
+    }
+    if (cJSON_GetObjectItemCaseSensitive(o, "reference"))
+        CK_TRY(get_string(cx, o, jpath, "reference", true, &r->reference));
+    if (r->reference && r->role != CK_FW_CHECKPOINTED) {
+        ck_jpath_key(p, sizeof p, jpath, "reference");
+        return ck_jfail(cx, p, "only a checkpointed run names a reference");
+    }
+    if (r->mode && r->role == CK_FW_CALIBRATION) {
+        ck_jpath_key(p, sizeof p, jpath, "mode");
+        return ck_jfail(cx, p, "a calibration run has no mode");
     }
     int64_t rank = 0, calib = -1;
     ck_jpath_key(p, sizeof p, jpath, "rank");
@@ -365,18 +375,24 @@ static ck_status check_runs(const ck_jctx *cx, const ck_fw_input *in)
         if (r->role == CK_FW_PLAIN) {
             for (int j = 0; j < i; j++)
                 if (in->runs[j].role == CK_FW_PLAIN && in->runs[j].dtype == r->dtype &&
-                    in->runs[j].rank == r->rank)
-                    return ck_jfail(cx, p, "a second plain %s run for rank %d",
-                                    ck_dtype_name(r->dtype), r->rank);
+                    in->runs[j].rank == r->rank &&
+                    ck_fw_find_run(in, CK_FW_PLAIN, r->dtype, r->mode, r->rank, 0) == j)
+                    return ck_jfail(cx, p, "a second plain %s run for rank %d%s%s",
+                                    ck_dtype_name(r->dtype), r->rank, r->mode ? ", variant " : "",
+                                    r->mode ? r->mode : "");
             continue;
         }
+        const char *variant = r->role == CK_FW_CHECKPOINTED ? r->reference
+                              : r->role == CK_FW_CONTROL    ? r->mode
+                                                            : NULL;
         int ref = ck_fw_find_run(in, CK_FW_PLAIN, r->role == CK_FW_CALIBRATION ? CK_F32 : r->dtype,
-                                 NULL, r->rank, 0);
+                                 variant, r->rank, 0);
         if (ref < 0)
-            return ck_jfail(cx, p, "run \"%s\" (%s, %s, rank %d) has no plain %s run to be "
+            return ck_jfail(cx, p, "run \"%s\" (%s, %s, rank %d) has no plain %s run%s%s to be "
                                    "judged against",
                             r->id, ck_fw_role_name(r->role), ck_dtype_name(r->dtype), r->rank,
-                            ck_dtype_name(r->role == CK_FW_CALIBRATION ? CK_F32 : r->dtype));
+                            ck_dtype_name(r->role == CK_FW_CALIBRATION ? CK_F32 : r->dtype),
+                            variant ? " of variant " : "", variant ? variant : "");
         if (in->runs[ref].n_steps != r->n_steps)
             return ck_jfail(cx, p, "run \"%s\" has %d steps, the plain run \"%s\" %d", r->id,
                             r->n_steps, in->runs[ref].id, in->runs[ref].n_steps);
@@ -525,6 +541,7 @@ void ck_fw_input_free(ck_fw_input *in)
         free(r->steps);
         free(r->id);
         free(r->mode);
+        free(r->reference);
         free(r->dir);
         free_names(r->fwd_names, r->n_fwd);
         free_names(r->rec_names, r->n_rec);
@@ -555,7 +572,7 @@ int ck_fw_find_run(const ck_fw_input *in, ck_fw_role role, ck_dtype dtype, const
     for (int i = 0; i < in->n_runs; i++) {
         const ck_fw_run *r = &in->runs[i];
         if (r->role == role && r->dtype == dtype && r->rank == rank &&
-            (!mode || (r->mode && strcmp(r->mode, mode) == 0)) &&
+            (mode ? r->mode && strcmp(r->mode, mode) == 0 : !r->mode) &&
             (role != CK_FW_CALIBRATION || r->calibration == calibration))
             return i;
     }

@@ -70,7 +70,10 @@ typedef struct {
 } ck_fw_part;
 
 typedef struct {
-    char *id, *mode, *dir;      /* mode: NULL except for checkpointed runs */
+    char *id, *mode, *dir;      /* mode: the checkpointing mode (checkpointed runs), or the
+                                   variant of a plain/control run ("compile"); else NULL */
+    char *reference;            /* checkpointed runs: the variant of the plain run they are
+                                   judged against (NULL: the plain run without variant) */
     ck_fw_role role;
     ck_dtype dtype;             /* the autocast dtype the run trained in */
     int rank;                   /* the process (torch.distributed), 0 otherwise */
@@ -110,8 +113,8 @@ ck_status ck_fw_input_parse(const char *text, size_t len, const char *dir, ck_fw
                             ck_error *err);
 void ck_fw_input_free(ck_fw_input *in);
 
-/* The run with role, dtype, mode (NULL: any) and rank; calibration index for calibration
- * runs (else ignored); -1 when there is none. */
+/* The run with role, dtype, mode (NULL matches runs without one) and rank; calibration
+ * index for calibration runs (else ignored); -1 when there is none. */
 int ck_fw_find_run(const ck_fw_input *in, ck_fw_role role, ck_dtype dtype, const char *mode,
                    int rank, int calibration);
 

@@ -97,14 +97,14 @@ static void line(char *buf, const char *fmt, ...)
     va_end(ap);
 }
 
-static void add_cause(ck_bisect_result *br, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_cause(ck_bisect_result *br, const char *fmt, ...)
+static void add_cause(ck_fw_item *it, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_cause(ck_fw_item *it, const char *fmt, ...)
 {
-    if (br->n_causes >= CK_BISECT_MAX_CAUSES)
+    if (it->n_causes >= CK_BISECT_MAX_CAUSES)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(br->causes[br->n_causes++], CK_BISECT_LINE, fmt, ap);
+    vsnprintf(it->causes[it->n_causes++], CK_FW_LINE, fmt, ap);
     va_end(ap);
 }
 
@@ -235,7 +235,7 @@ static void free_results(ck_tensor_result *t, int n)
 static ck_status judge_control(const ck_fw_input *in, const ck_fw_model *m, const ck_fw_run *pr,
                                const ck_record *plain, ck_fw_item *it, ck_error *err)
 {
-    int ci = ck_fw_find_run(in, CK_FW_CONTROL, pr->dtype, NULL, pr->rank, 0);
+    int ci = ck_fw_find_run(in, CK_FW_CONTROL, pr->dtype, pr->mode, pr->rank, 0);
     if (ci < 0)
         return CK_OK;
     ck_record ctl;
@@ -483,8 +483,9 @@ static void recreated_weights(const ck_fw_run *cr, int s, ck_bisect_result *br)
 }
 
 static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run *cr,
-                    const ck_result *res, ck_bisect_result *br)
+                    ck_fw_item *it)
 {
+    const ck_bisect_result *br = it->res.bisect;
     const ck_fw_module *mods = in->modules;
     if (br->step >= 0)
         recreated_weights(cr, br->step, br);
@@ -494,7 +495,7 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
     if (n_missing > 0) {
         int mod = ck_fw_module_of(in, first_missing);
         bool reentrant = cr->mode && strcmp(cr->mode, "reentrant") == 0;
-        add_cause(br, "no gradient reached parameters inside a %s segment: %d parameter%s got "
+        add_cause(it, "no gradient reached parameters inside a %s segment: %d parameter%s got "
                       "none at step %d while the plain run's did, first `%s`%s%s%s (a "
                       "reentrant checkpoint whose inputs need no gradient passes none to the "
                       "parameters inside)",
@@ -503,18 +504,18 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
                   mod >= 0 ? "`" : "");
     }
     if (f >= 0 && br->forward_orig_dtype != br->forward_recomp_dtype) {
-        add_cause(br, "recomputed in %s, forward in %s: `%s` (%s) first differs at step %d "
+        add_cause(it, "recomputed in %s, forward in %s: `%s` (%s) first differs at step %d "
                       "(max_abs %.3g)",
                   ck_dtype_name(br->forward_recomp_dtype), ck_dtype_name(br->forward_orig_dtype),
                   mods[f].name, mods[f].type, br->forward.step, br->forward.m.max_abs);
     } else if (f >= 0 && type_has(mods[f].type, "dropout")) {
-        add_cause(br, "dropout mask redrawn on recompute: `%s` (%s) at step %d kept other "
+        add_cause(it, "dropout mask redrawn on recompute: `%s` (%s) at step %d kept other "
                       "elements than in the forward (%" PRId64 " of %" PRId64 " mask elements "
                       "differ); the RNG state was not restored for the recomputation",
                   mods[f].name, mods[f].type, br->forward.step, br->rng.rng_differs,
                   br->forward.m.numel);
     } else if (f >= 0 && mods[f].random) {
-        add_cause(br, "dropout mask redrawn on recompute: `%s` (%s) draws random numbers in "
+        add_cause(it, "dropout mask redrawn on recompute: `%s` (%s) draws random numbers in "
                       "its forward, and its recomputed output differs from its original at "
                       "step %d (%" PRId64 " of %" PRId64 " elements, max_abs %.3g); the RNG "
                       "state was not restored for the recomputation",
@@ -522,7 +523,7 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
                   br->forward.m.n_outside ? br->forward.m.n_outside : br->forward.m.numel,
                   br->forward.m.numel, br->forward.m.max_abs);
     } else if (f >= 0 && br->state_layer < 0) {
-        add_cause(br, "`%s` (%s): its recomputed output differs from its original at step %d "
+        add_cause(it, "`%s` (%s): its recomputed output differs from its original at step %d "
                       "(max_abs %.3g, %" PRId64 " of %" PRId64 " elements): cause unknown",
                   mods[f].name, mods[f].type, br->forward.step, br->forward.m.max_abs,
                   br->forward.m.n_outside ? br->forward.m.n_outside : br->forward.m.numel,
@@ -535,35 +536,50 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
             snprintf(nbt, sizeof nbt, " num_batches_tracked %" PRId64 " vs %" PRId64
                                       " in the plain run,", br->nbt_recomp, br->nbt_orig);
         if (type_has(sm->type, "batchnorm"))
-            add_cause(br, "BatchNorm running statistics updated by the recomputation: `%s` (%s)"
+            add_cause(it, "BatchNorm running statistics updated by the recomputation: `%s` (%s)"
                           "%s %s differs at step %d (max_abs %.3g): the recomputed forward ran "
                           "in training mode and updated them a second time (gradients are "
                           "unaffected)",
                       sm->name, sm->type, nbt, br->state_buffer, br->step, br->state_m.max_abs);
         else
-            add_cause(br, "`%s` (%s) buffer %s changed during recomputation at step %d%s "
+            add_cause(it, "`%s` (%s) buffer %s changed during recomputation at step %d%s "
                           "(max_abs %.3g)",
                       sm->name, sm->type, br->state_buffer, br->step, nbt, br->state_m.max_abs);
     }
-    if (br->n_causes == 0 && br->step >= 0) {
+    if (it->n_causes == 0 && br->step >= 0) {
         if (br->backward.layer >= 0)
-            add_cause(br, "no recomputed output and no buffer differs, but the output gradient "
+            add_cause(it, "no recomputed output and no buffer differs, but the output gradient "
                           "of `%s` (%s) differs first in backward order at step %d (max_abs "
                           "%.3g): cause unknown",
                       mods[br->backward.layer].name, mods[br->backward.layer].type,
                       br->backward.step, br->backward.m.max_abs);
-        else
-            add_cause(br, "the runs part at step %d, but no recomputed module output, buffer or "
+        else if (!cr->steps[br->step].has[CK_FW_RECOMPUTED]) {
+            int rnd = -1;
+            for (int i = 0; i < in->n_modules && rnd < 0; i++)
+                if (mods[i].random || type_has(mods[i].type, "dropout"))
+                    rnd = i;
+            if (rnd >= 0)
+                add_cause(it, "the runs part at step %d; the checkpointed run recorded no module "
+                              "outputs, so the recomputation cannot be compared module by "
+                              "module, but `%s` (%s) draws random numbers: a mask redrawn on "
+                              "recompute would look like this (cause not proven)",
+                          br->step, mods[rnd].name, mods[rnd].type);
+            else
+                add_cause(it, "the runs part at step %d; the checkpointed run recorded no module "
+                              "outputs to localise it: cause unknown",
+                          br->step);
+        } else
+            add_cause(it, "the runs part at step %d, but no recomputed module output, buffer or "
                           "module output gradient differs: cause unknown",
                       br->step);
     }
-    (void)res;
 }
 
 static ck_status localise(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run *cr,
-                          const ck_record *plain, const ck_record *ckpt, ck_result *res,
+                          const ck_record *plain, const ck_record *ckpt, ck_fw_item *it,
                           ck_error *err)
 {
+    ck_result *res = &it->res;
     ck_bisect_result *br = res->bisect;
     int s = res->first_divergence >= 0 ? res->tensors[res->first_divergence].step : -1;
     for (int k = 0; k < res->n_recompute_checks; k++) {
@@ -591,8 +607,9 @@ static ck_status localise(const ck_fw_input *in, const ck_fw_run *pr, const ck_f
         }
     }
     state_finding(in, res, plain, ckpt, s, br);
-    CK_TRY(backward_finding(in, pr, cr, s, br, err));
-    explain(in, pr, cr, res, br);
+    if (cr->steps[s].has[CK_FW_OUTPUT_GRADS] && pr->steps[s].has[CK_FW_OUTPUT_GRADS])
+        CK_TRY(backward_finding(in, pr, cr, s, br, err));
+    explain(in, pr, cr, it);
     return CK_OK;
 }
 
@@ -685,7 +702,7 @@ static ck_status judge_records(const ck_fw_input *in, const ck_fw_model *m, cons
     CK_TRY(recompute_checks(in, cr, res, err));
     CK_TRY(judge_control(in, m, pr, plain, it, err));
     if (pr->rank > 0) {
-        int p0 = ck_fw_find_run(in, CK_FW_PLAIN, pr->dtype, NULL, 0, 0);
+        int p0 = ck_fw_find_run(in, CK_FW_PLAIN, pr->dtype, pr->mode, 0, 0);
         int c0 = ck_fw_find_run(in, CK_FW_CHECKPOINTED, cr->dtype, cr->mode, 0, 0);
         if (p0 >= 0)
             CK_TRY(judge_rank_pair(in, m, pr, plain, p0, it, err));
@@ -695,7 +712,7 @@ static ck_status judge_records(const ck_fw_input *in, const ck_fw_model *m, cons
     if (pr->dtype != CK_F32)
         CK_TRY(judge_vs_fp32(in, m, pr, plain, res, err));
     if (o->bisect)
-        CK_TRY(localise(in, pr, cr, plain, ckpt, res, err));
+        CK_TRY(localise(in, pr, cr, plain, ckpt, it, err));
     return CK_OK;
 }
 
@@ -703,7 +720,7 @@ static ck_status judge_item(const ck_fw_input *in, const ck_fw_model *m, const c
                             int ci, ck_fw_item *it, ck_error *err)
 {
     const ck_fw_run *cr = &in->runs[ci];
-    int pi = ck_fw_find_run(in, CK_FW_PLAIN, cr->dtype, NULL, cr->rank, 0);
+    int pi = ck_fw_find_run(in, CK_FW_PLAIN, cr->dtype, cr->reference, cr->rank, 0);
     const ck_fw_run *pr = run_at(in, pi);
     it->ckpt_run = ci;
     it->plain_run = pi;

@@ -61,6 +61,10 @@ typedef struct {
     bool ranks_checked;
     ck_verdict ranks_verdict;
     char ranks_first[CK_FW_LINE];
+    /* why the runs part, in words (the judge's own causes: framework modules, not layers
+     * of a case; the reports carry them as bisect.causes) */
+    int n_causes;
+    char causes[CK_BISECT_MAX_CAUSES][CK_FW_LINE];
     /* failures the result's own writers do not know (control, ranks), one line each */
     int n_extra_failures;
     char extra_failures[3][CK_FW_LINE];

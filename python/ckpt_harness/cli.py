@@ -47,14 +47,17 @@ def add_common_options(ap, dtypes, default_dtype="fp32"):
     ap.add_argument("--quiet", action="store_true", help="one line per mode and dtype")
 
 
-def parse_list(text, allowed, what):
+def parse_list(text, allowed, what, display=None):
+    """A comma-separated option value checked against allowed (an entry ending in ":" admits
+    any value with that prefix; the framework checks the rest). display: what the error
+    lists as known (default allowed)."""
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
         raise UsageError(f"--{what}: empty list")
     for s in items:
         if s not in allowed and not any(s.startswith(a) for a in allowed if a.endswith(":")):
             raise UsageError(f"--{what}: unknown {what[:-1] if what.endswith('s') else what} "
-                             f"{s!r} (known: {', '.join(allowed)})")
+                             f"{s!r} (known: {', '.join(display or allowed)})")
     if len(set(items)) != len(items):
         raise UsageError(f"--{what}: {text!r} names one twice")
     return items

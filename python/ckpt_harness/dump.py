@@ -176,7 +176,11 @@ class JudgeInput:
         """A sentence the report carries (a mode the installed framework lacks, ...)."""
         self.doc["notes"].append(str(line))
 
-    def run(self, run_id, role, dtype="fp32", mode=None, rank=0, calibration=None):
+    def run(self, run_id, role, dtype="fp32", mode=None, rank=0, calibration=None,
+            reference=None):
+        """role plain/control/checkpointed/calibration. mode: the checkpointing mode of a
+        checkpointed run, or the variant of a plain/control run; reference: the plain
+        variant a checkpointed run is judged against (None: the plain run of its dtype)."""
         if role not in ROLES:
             raise ValueError(f"run {run_id}: role {role!r} is not one of {', '.join(ROLES)}")
         if dtype not in DTYPES:
@@ -186,6 +190,8 @@ class JudgeInput:
         self._ids.add(run_id)
         meta = {"id": run_id, "role": role, "dtype": dtype, "mode": mode, "rank": int(rank),
                 "calibration": calibration, "dir": "runs/" + run_id}
+        if reference is not None:
+            meta["reference"] = reference
         r = Run(self.root, meta)
         self.doc["runs"].append(meta)
         return r

@@ -33,6 +33,11 @@ PROG = TMP = None
 EX = os.path.join(ROOT, "examples", "pytorch")
 CAN = os.path.join(EX, "canaries")
 SAC = ["sac:save-matmuls", "sac:recompute-all"] if _sac() else []
+try:
+    import torch._functorch.config as _fc
+    COMPILE = hasattr(_fc, "activation_memory_budget") and hasattr(torch, "compile")
+except ImportError:
+    COMPILE = False
 passed = failed = 0
 
 
@@ -121,9 +126,14 @@ def main():
 
     # ---- the five failures: caught and named -------------------------------------------------------
     expect("canary: BatchNorm inside the checkpoint (pytorch 96136)", 1,
-           V + [os.path.join(EX, "unet3d_bn.py"), "--wrap", "enc*", "--wrap", "dec*", "--quiet"],
+           V + [os.path.join(EX, "unet3d_bn.py"), "--wrap", "enc*", "--wrap", "dec*", "--quiet",
+                "--junit", os.path.join(TMP, "bn.xml")],
            ["BatchNorm running statistics updated by the recomputation",
             "num_batches_tracked 2 vs 1"])
+    bn_xml = open(os.path.join(TMP, "bn.xml")).read()
+    check("the JUnit failure lists the differing tensors with their numbers",
+          "buffer enc1.bn.running_mean             step 0  max_abs" in bn_xml and
+          "max_abs nan" not in bn_xml, bn_xml[:800])
     expect("canary: preserve_rng_state=False", 1,
            V + [os.path.join(EX, "gpt_block.py"), "--wrap", "blocks.*", "--modes",
                 "no-preserve-rng", "--steps", "1"], ["dropout mask redrawn on recompute",
@@ -142,6 +152,22 @@ def main():
     expect("memory: --min-saving that checkpointing does not reach fails", 1,
            V + [os.path.join(EX, "resnet_cnn.py"), "--wrap", "layers.2", "--min-saving", "0.9",
                 "--steps", "1", "--quiet"], ["memory: checkpointing saved"])
+
+    # ---- torch.compile with an activation memory budget (torch >= 2.4) ----------------------------
+    if COMPILE:
+        expect("compile:budget=0 on a model without dropout passes", 0,
+               V + [os.path.join(EX, "resnet_cnn.py"), "--modes", "compile:budget=0",
+                    "--steps", "1", "--quiet"],
+               ["PASS resnet_cnn compile:budget=0 fp32"])
+        expect("canary: compile:budget=0 with dropout differs from budget 1", 1,
+               V + [os.path.join(CAN, "compile_budget_dropout.py"), "--modes",
+                    "compile:budget=0", "--steps", "1"],
+               ["the checkpointed run recorded no module outputs", "`2` (Dropout)"])
+    else:
+        expect("compile modes on a torch without an activation memory budget", 2,
+               V + [os.path.join(EX, "resnet_cnn.py"), "--modes", "compile:budget=0.5"], ["has no torch.compile activation memory budget"], True)
+        print("torch driver: compile:budget=B tests skipped: torch " + torch.__version__ +
+              " has no activation memory budget")
 
     # ---- torch.distributed ---------------------------------------------------------------------------
     if torch.distributed.is_available():
@@ -186,6 +212,15 @@ def main():
     rc, out, err = judge([bad])
     check("judge: a manifest without runs[0].role is exit 2 with one line",
           rc == 2 and len(err.strip().splitlines()) == 1 and "runs[0].role" in err, err)
+    rc, out, err = judge([])
+    check("judge without a folder is exit 2 with one line", rc == 2 and
+          len(err.strip().splitlines()) == 1, err)
+    rc, out, err = judge([dump, "--min-saving", "2"])
+    check("judge --min-saving 2 is exit 2 with one line", rc == 2 and
+          len(err.strip().splitlines()) == 1 and "--min-saving" in err, err)
+    rc, out, err = judge([dump, "--min-saving", "0.99", "--quiet"])
+    check("judge --min-saving replaces the input's and fails the item", rc == 1 and
+          "memory:" in out, out)
     rc, out, err = judge([os.path.join(TMP, "no_such_dump")])
     check("judge: a missing folder is exit 2 with one line", rc == 2 and
           len(err.strip().splitlines()) == 1, err)

@@ -44,15 +44,24 @@ def _run_id(role, dtype, mode=None, calibration=None, rank=0):
 
 
 def plan_runs(dtypes, modes, record=True):
-    """The runs for a dtype list and mode list, in the order they train."""
+    """The runs for a dtype list and mode list, in the order they train. torch.compile
+    modes are judged against the same compile at budget 1 (the plain variant "compile",
+    with its own control); compiled runs record no module outputs (hooks would break the
+    graph)."""
     specs = [RunSpec(_run_id("plain", "fp32"), "plain", "fp32", record=record)]
+    comp = modes_mod.COMPILE_REFERENCE
     for d in dtypes:
         if d != "fp32":
             specs.append(RunSpec(_run_id("plain", d), "plain", d, record=record))
         specs.append(RunSpec(_run_id("control", d), "control", d, record=record))
+        if any(m.startswith("compile:") for m in modes):
+            specs.append(RunSpec(_run_id("plain", d, comp), "plain", d, mode=comp, record=False))
+            specs.append(RunSpec(_run_id("control", d, comp), "control", d, mode=comp,
+                                 record=False))
         for m in modes:
+            c = m.startswith("compile:")
             specs.append(RunSpec(_run_id("checkpointed", d, m), "checkpointed", d, mode=m,
-                                 record=record))
+                                 record=record and not c, reference=comp if c else None))
         if d != "fp32":
             for j in range(3):
                 specs.append(RunSpec(_run_id("calibration", d, calibration=j), "calibration", d,
@@ -75,6 +84,8 @@ def check_options(modes, dtypes, device, steps, optimizer):
         raise UsageError("--dtype: give each dtype once")
     if any(m != USER_MODE for m in modes):
         modes_mod.check_modes([m for m in modes if m != USER_MODE])
+    if any(m.startswith("compile:") for m in modes) and dtypes != ["fp32"]:
+        raise UsageError("--modes compile:budget=B: judged in fp32 only (give --dtype fp32)")
     if not isinstance(steps, int) or steps < 1:
         raise UsageError(f"steps must be a positive integer, got {steps!r}")
 
@@ -104,10 +115,12 @@ def resolve_modes(modes, wrap, wrap_type, enable_checkpointing):
             raise UsageError("--modes applies to --wrap/--wrap-type; with the script's own "
                              "enable_checkpointing(model) the mode is that function's")
         return [USER_MODE]
-    if not wrap and not wrap_type:
+    modes = list(modes) if modes else ["nonreentrant"]
+    eager = [m for m in modes if not m.startswith("compile:")]
+    if eager and not wrap and not wrap_type:
         raise UsageError("nothing to checkpoint: pass --wrap PATTERN or --wrap-type CLASS, or "
                          "define enable_checkpointing(model) in the script")
-    return list(modes) if modes else ["nonreentrant"]
+    return modes
 
 
 def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None):
@@ -120,7 +133,7 @@ def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None)
         if log:
             log(f"run {spec.id}")
         run = writer.run(spec.id, spec.role, spec.dtype, mode=spec.mode, rank=rank,
-                         calibration=spec.calibration)
+                         calibration=spec.calibration, reference=spec.reference)
         try:
             o, t, rec, w, rnd = train_run(ctx, spec, run, shard)
         except UsageError:
@@ -156,7 +169,7 @@ def verify(model, inputs, loss_fn, wrap=(), wrap_type=(), enable_checkpointing=N
     check_options(modes, dtypes, device, steps, optimizer)
     ctx = _make_context(model, inputs, loss_fn, wrap, wrap_type, enable_checkpointing, steps,
                         optimizer, lr, seed, device)
-    if modes != [USER_MODE]:  # a pattern that wraps nothing fails before anything runs
+    if ctx.wrap or ctx.wrap_type:  # a pattern that wraps nothing fails before anything runs
         modes_mod.select_modules(model, ctx.wrap, ctx.wrap_type)
     root = dump or tempfile.mkdtemp(prefix="ckpt-harness-torch-")
     was_det = torch.are_deterministic_algorithms_enabled()

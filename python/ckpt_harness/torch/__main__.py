@@ -42,7 +42,7 @@ def _verify(argv):
     a = ap.parse_args(argv)
     from ckpt_harness.torch.modes import MODES
     modes = (cli.parse_list(a.modes, [m for m in MODES if not m.startswith("compile")] +
-                            ["compile:"], "modes") if a.modes else None)
+                            ["compile:"], "modes", display=list(MODES)) if a.modes else None)
     dtypes = cli.parse_list(a.dtype, ("fp32", "bf16", "fp16"), "dtype")
     kw = dict(wrap=a.wrap, wrap_type=a.wrap_type, modes=modes, dtypes=dtypes, steps=a.steps,
               optimizer=a.optimizer, lr=a.lr, seed=a.seed, device=a.device, report=a.report,

@@ -16,7 +16,9 @@ MODES = {
     "sac:save-matmuls": "selective checkpointing: matmuls and convolutions saved, the rest "
                         "recomputed (torch >= 2.4)",
     "sac:recompute-all": "selective checkpointing: every op recomputed (torch >= 2.4)",
-    "compile:budget=B": "not provided by this driver yet (see docs/pytorch.md)",
+    "compile:budget=B": "torch.compile (aot_eager_decomp_partition) with the activation "
+                        "memory budget B in [0, 1), judged against the same compile at "
+                        "budget 1 (torch >= 2.4)",
 }
 USER_MODE = "user"  # the script's own enable_checkpointing(model)
 
@@ -40,10 +42,37 @@ def check_modes(modes):
                                  "create_selective_checkpoint_contexts, torch >= 2.4)")
             continue
         if m.startswith("compile:"):
-            raise UsageError(f"--modes {m}: torch.compile modes are not provided by this "
-                             "driver yet (docs/pytorch.md, \"Modes\")")
+            compile_budget(m)  # checks the spelling and what the installed torch has
+            continue
         known = ", ".join(k for k in MODES if not k.startswith("compile"))
         raise UsageError(f"--modes: unknown mode {m!r} (known: {known})")
+
+
+COMPILE_BACKEND = "aot_eager_decomp_partition"  # the min-cut partitioner, no C++ compiler
+COMPILE_REFERENCE = "compile"                    # the plain variant compile modes judge against
+
+
+def compile_budget(mode):
+    """B of "compile:budget=B"; UsageError for another spelling or a torch without it."""
+    spec = mode[len("compile:"):]
+    if not spec.startswith("budget="):
+        raise UsageError(f"--modes {mode}: expected compile:budget=B with B in [0, 1)")
+    try:
+        b = float(spec[len("budget="):])
+    except ValueError:
+        raise UsageError(f"--modes {mode}: {spec[len('budget='):]!r} is not a number")
+    if not 0.0 <= b < 1.0:
+        raise UsageError(f"--modes {mode}: the budget must be in [0, 1) (1 is the reference)")
+    try:
+        import torch._functorch.config as fc
+        ok = hasattr(torch, "compile") and hasattr(fc, "activation_memory_budget")
+    except ImportError:
+        ok = False
+    if not ok:
+        raise UsageError(f"--modes {mode}: torch {torch.__version__} has no torch.compile "
+                         "activation memory budget (torch._functorch.config."
+                         "activation_memory_budget, torch >= 2.4)")
+    return b
 
 
 _MATMULS = None

@@ -77,9 +77,18 @@ def _rounded_params(model, low):
 
 
 class RunSpec:
-    def __init__(self, run_id, role, dtype="fp32", mode=None, calibration=None, record=True):
+    def __init__(self, run_id, role, dtype="fp32", mode=None, calibration=None, record=True,
+                 reference=None):
         self.id, self.role, self.dtype, self.mode = run_id, role, dtype, mode
-        self.calibration, self.record = calibration, record
+        self.calibration, self.record, self.reference = calibration, record, reference
+
+    def compile_budget(self):
+        """The activation memory budget of a compiled run, or None for an eager one."""
+        if self.mode == modes_mod.COMPILE_REFERENCE:
+            return 1.0
+        if self.mode and self.mode.startswith("compile:"):
+            return modes_mod.compile_budget(self.mode)
+        return None
 
 
 def _check_loss(loss, step):
@@ -107,10 +116,16 @@ def _forward(model, x, step, spec, ctx):
     return model(*x)
 
 
-def train_run(ctx, spec, writer_run, shard=None):
-    """Trains one run and writes it; returns the recorder's module order (or None)."""
+def train_run(ctx, spec, writer_run, shard=None, prepared=None, module_model=None):
+    """Trains one run and writes it; returns (module order, types, recomputed modules,
+    wrapped modules, modules that draw random numbers)."""
+    if prepared is not None:
+        return _train(ctx, spec, writer_run, prepared, module_model, [], shard)
     model = copy.deepcopy(ctx.template).to(ctx.device)
     wrapped = []
+    budget = spec.compile_budget()
+    if budget is not None:
+        return _train_compiled(ctx, spec, writer_run, model, budget, shard)
     if spec.role == "checkpointed":
         if spec.mode == modes_mod.USER_MODE:
             ctx.enable_checkpointing(model)
@@ -120,12 +135,17 @@ def train_run(ctx, spec, writer_run, shard=None):
     if shard is not None:
         model = ctx.wrap_distributed(model)
     module_model = model.module if hasattr(model, "module") and shard is not None else model
+    return _train(ctx, spec, writer_run, model, module_model, wrapped, shard)
+
+
+def _train(ctx, spec, writer_run, model, module_model, wrapped, shard):
     reseed(ctx.seed)
     opt = make_optimizer(ctx.optimizer, model.parameters(), ctx.lr)
     scaler = None
     if spec.dtype == "fp16" and ctx.device == "cuda" and spec.role != "calibration":
         scaler = torch.cuda.amp.GradScaler()
-    rec = Recorder(module_model, keep_tensors=spec.record, device=ctx.device) if spec.role != "calibration" else None
+    rec = (Recorder(module_model, keep_tensors=spec.record, device=ctx.device)
+           if spec.role != "calibration" and not getattr(spec, "no_hooks", False) else None)
     cal = (CalibrationRounding(module_model, spec.dtype, spec.calibration, ctx.seed,
                                UNIT_ROUNDOFF[spec.dtype]) if spec.role == "calibration" else None)
     meter = SavedBytesMeter(module_model)
@@ -199,3 +219,27 @@ def train_run(ctx, spec, writer_run, shard=None):
         writer_run.set_module_dtypes(rec.fwd_dtypes, rec.rec_dtypes)
         return rec.order, rec.types, set(rec.rec_dtypes), wrapped, rec.random
     return None, None, set(), wrapped, set()
+
+
+def _train_compiled(ctx, spec, writer_run, model, budget, shard):
+    """A torch.compile run at one activation memory budget (no module records)."""
+    import torch._dynamo
+    import torch._functorch.config as fc
+    old = fc.activation_memory_budget
+    torch._dynamo.reset()
+    fc.activation_memory_budget = budget
+    try:
+        compiled = torch.compile(model, backend=modes_mod.COMPILE_BACKEND)
+        inner = _Context(ctx, compiled)
+        plain = RunSpec(spec.id, "plain", spec.dtype, record=False)
+        plain.no_hooks = True  # a module hook inside the compiled graph would change it
+        return train_run(inner, plain, writer_run, shard, prepared=compiled, module_model=model)
+    finally:
+        fc.activation_memory_budget = old
+        torch._dynamo.reset()
+
+
+class _Context:
+    def __init__(self, ctx, model):
+        self.__dict__.update(ctx.__dict__)
+        self.template = model
