@@ -466,13 +466,13 @@ static int missing_grads(const ck_fw_run *pr, const ck_fw_run *cr, int s, const 
 
 /* Variables the checkpointed run created while recomputing, at or before step s: the
  * recomputation built new layers (new random weights) instead of rerunning the forward's. */
-static void recreated_weights(const ck_fw_run *cr, int s, ck_bisect_result *br)
+static void recreated_weights(const ck_fw_run *cr, int s, ck_fw_item *it)
 {
     for (int k = 0; k <= s && k < cr->n_steps; k++) {
         const ck_fw_step *st = &cr->steps[k];
         if (st->n_created_in_backward == 0)
             continue;
-        add_cause(br, "weights re-created on recompute: %d variable%s created while recomputing "
+        add_cause(it, "weights re-created on recompute: %d variable%s created while recomputing "
                       "during backward at step %d (first `%s`): the recomputation built new "
                       "layers with new random weights instead of rerunning the forward's "
                       "(layers created inside the checkpointed function)",
@@ -488,7 +488,7 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
     const ck_bisect_result *br = it->res.bisect;
     const ck_fw_module *mods = in->modules;
     if (br->step >= 0)
-        recreated_weights(cr, br->step, br);
+        recreated_weights(cr, br->step, it);
     const char *first_missing;
     int n_missing = br->step >= 0 ? missing_grads(pr, cr, br->step, &first_missing) : 0;
     int f = br->forward.layer;
