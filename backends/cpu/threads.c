@@ -12,9 +12,12 @@
 #include <unistd.h>
 
 struct cpk_pool {
-    pid_t owner; /* the process that started the workers: a fork's child has none of them
-                    (run --jobs forks after the backend exists), so it runs every task itself */
+    pid_t owner; /* the process that created the pool: a fork's child has none of its
+                    workers (run --jobs forks after the backend exists), so it runs every
+                    task itself */
     int nthreads;
+    int started;       /* workers started so far (threads 1..started); 0 until the first job */
+    bool start_failed; /* a pthread_create failed: run the remaining jobs with those started */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
@@ -70,6 +73,28 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Workers start with the first job, not with the pool: a process that creates a backend
+ * and then forks (run --jobs) has no thread that could hold a lock of the allocator at the
+ * fork, which deadlocked a child under AddressSanitizer's allocator. */
+static void start_workers(cpk_pool *p)
+{
+    while (p->started < p->nthreads - 1 && !p->start_failed) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            p->start_failed = true;
+            break;
+        }
+        wa->p = p;
+        wa->tid = p->started + 1;
+        if (pthread_create(&p->threads[p->started], NULL, worker, wa) != 0) {
+            free(wa);
+            p->start_failed = true;
+            break;
+        }
+        p->started++;
+    }
+}
+
 cpk_pool *cpk_pool_create(int nthreads)
 {
     if (nthreads < 1)
@@ -89,16 +114,6 @@ cpk_pool *cpk_pool_create(int nthreads)
             cpk_pool_destroy(p);
             return NULL;
         }
-        for (int i = 0; i < nthreads - 1; i++) {
-            worker_arg *wa = malloc(sizeof *wa);
-            if (!wa || (wa->p = p, wa->tid = i + 1,
-                        pthread_create(&p->threads[i], NULL, worker, wa) != 0)) {
-                free(wa);
-                p->nthreads = i + 1; /* threads 1..i exist */
-                cpk_pool_destroy(p);
-                return NULL;
-            }
-        }
     }
     return p;
 }
@@ -117,7 +132,7 @@ void cpk_pool_destroy(cpk_pool *p)
         p->quit = true;
         pthread_cond_broadcast(&p->cv_start);
         pthread_mutex_unlock(&p->mu);
-        for (int i = 0; i < p->nthreads - 1; i++)
+        for (int i = 0; i < p->started; i++)
             pthread_join(p->threads[i], NULL);
         free(p->threads);
     }
@@ -136,7 +151,9 @@ void cpk_parallel(cpk_pool *p, int64_t ntasks, cpk_task_fn fn, void *ctx)
 {
     if (ntasks <= 0)
         return;
-    if (!p || p->nthreads == 1 || ntasks == 1 || p->owner != getpid()) {
+    if (p && p->nthreads > 1 && p->owner == getpid())
+        start_workers(p);
+    if (!p || p->nthreads == 1 || ntasks == 1 || p->owner != getpid() || p->started == 0) {
         for (int64_t t = 0; t < ntasks; t++)
             fn(ctx, t, 0);
         return;
@@ -146,7 +163,7 @@ void cpk_parallel(cpk_pool *p, int64_t ntasks, cpk_task_fn fn, void *ctx)
     p->ctx = ctx;
     p->ntasks = ntasks;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    p->running = p->nthreads - 1;
+    p->running = p->started;
     p->generation++;
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
