@@ -64,7 +64,7 @@ ck_status ck_opc_add_bwd(const char *be, const ck_op_io *io, const ck_op_grads *
     return CK_OK;
 }
 
-/* concat's layout (op_check.h), out being the output or dout */
+/* concat's layout (check.h), out being the output or dout */
 /* -------------------------------------------------------------------------- positional */
 
 ck_status ck_opc_positional(const char *be, const ck_tensor *x, const ck_tensor *w,
