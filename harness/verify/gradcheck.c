@@ -4,6 +4,8 @@
  */
 #include "harness/verify/gradcheck.h"
 
+#include "harness/model/op_def.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +235,9 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
             (st = gc_alloc(b, &din[i], in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK)
             goto cleanup;
         gc_fill(&in[i], seed, (uint32_t)i, true);
+        if (ck_op_input_domain(node->op.kind) == CK_DOMAIN_POSITIVE) /* sqrt, log, ... */
+            for (int64_t k = 0; k < ck_shape_numel(&in_shapes[i]); k++)
+                in[i].host[k] = 0.5 + fabs(in[i].host[k]);
         if ((st = gc_push(b, &in[i], err)) != CK_OK || (st = b->zero(b, &din[i].t, err)) != CK_OK)
             goto cleanup;
         c.io.in[i] = &in[i].t;
