@@ -41,7 +41,7 @@ LDLIBS  += $(CJSON_LIBS) -lm
 LDLIBS  += -lz -ldl -lpthread
 LDFLAGS += $(SAN)
 
-# One folder per layer (README "How it works"): harness/{core,io,model,engine,verify,compare}
+# One folder per layer (CONTRIBUTING.md, "How it works"): harness/{core,io,model,engine,verify,compare}
 # is the library, harness/cli the program, reports/ the writers, backends/ the registry and
 # the CPU backends: ref (the reference) and cpu (the fast one, docs/cpu-backend.md); the
 # CUDA backend is a module of its own, see the CUDA block.
