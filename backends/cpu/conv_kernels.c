@@ -261,32 +261,55 @@ typedef struct {
     int64_t n;
 } igemm_ctx;
 
+/* The panel's nr positions as runs that are contiguous in the padded input (positions
+ * along the innermost axis with stride 1): then each k row of the panel is a few block
+ * copies instead of nr gathers. A pure copy: the packed values are the same either way. */
+typedef struct {
+    int n;
+    int64_t dst[CPK_NR_MAX], src[CPK_NR_MAX], len[CPK_NR_MAX];
+} igemm_runs;
+
 static void igemm_packB(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
                         int64_t NR, float *dst)
 {
     const igemm_ctx *ic = vctx;
     const core_args *a = ic->a;
-    int64_t posoff[CPK_NR_MAX];
+    igemm_runs runs = {0};
     for (int64_t j = 0; j < nr; j++) {
         const int64_t pos = j0 + j;
         const int64_t o2 = pos % a->O[2], o1 = pos / a->O[2] % a->O[1],
                       o0 = pos / a->O[2] / a->O[1];
-        posoff[j] = ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2 * a->s[2];
+        const int64_t off = ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2 * a->s[2];
+        if (runs.n > 0 && a->s[2] == 1 && runs.src[runs.n - 1] + runs.len[runs.n - 1] == off) {
+            runs.len[runs.n - 1]++;
+        } else {
+            runs.dst[runs.n] = j;
+            runs.src[runs.n] = off;
+            runs.len[runs.n] = 1;
+            runs.n++;
+        }
     }
     const int64_t kvol = vol3(a->K);
+    int64_t kk = k0 % kvol, c = k0 / kvol;
     for (int64_t k = 0; k < kc; k++) {
-        const int64_t kk = (k0 + k) % kvol, c = (k0 + k) / kvol;
         const int64_t q2 = kk % a->K[2], q1 = kk / a->K[2] % a->K[1],
                       q0 = kk / a->K[2] / a->K[1];
         const float *src = a->xp + (ic->n * a->C + c) * vol3(a->P) +
                            (q0 * a->dil[0] * a->P[1] + q1 * a->dil[1]) * a->P[2] +
                            q2 * a->dil[2];
         float *d = dst + k * NR;
-        int64_t j = 0;
-        for (; j < nr; j++)
-            d[j] = src[posoff[j]];
-        for (; j < NR; j++)
-            d[j] = 0.0f;
+        if (runs.n == 1 && nr == 32) {
+            memcpy(d, src + runs.src[0], 32 * sizeof *d);
+        } else {
+            for (int r = 0; r < runs.n; r++)
+                memcpy(d + runs.dst[r], src + runs.src[r], (size_t)runs.len[r] * sizeof *d);
+            for (int64_t j = nr; j < NR; j++)
+                d[j] = 0.0f;
+        }
+        if (++kk == kvol) {
+            kk = 0;
+            c++;
+        }
     }
 }
 
