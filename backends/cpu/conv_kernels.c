@@ -289,11 +289,11 @@ static void igemm_packB(const void *vctx, int64_t k0, int64_t kc, int64_t j0, in
             runs.n++;
         }
     }
-    const int64_t kvol = vol3(a->K);
-    int64_t kk = k0 % kvol, c = k0 / kvol;
+    /* k = (c, q0, q1, q2) counted up without divisions */
+    const int64_t kvol = vol3(a->K), kk = k0 % kvol;
+    int64_t c = k0 / kvol, q2 = kk % a->K[2], q1 = kk / a->K[2] % a->K[1],
+            q0 = kk / a->K[2] / a->K[1];
     for (int64_t k = 0; k < kc; k++) {
-        const int64_t q2 = kk % a->K[2], q1 = kk / a->K[2] % a->K[1],
-                      q0 = kk / a->K[2] / a->K[1];
         const float *src = a->xp + (ic->n * a->C + c) * vol3(a->P) +
                            (q0 * a->dil[0] * a->P[1] + q1 * a->dil[1]) * a->P[2] +
                            q2 * a->dil[2];
@@ -306,9 +306,15 @@ static void igemm_packB(const void *vctx, int64_t k0, int64_t kc, int64_t j0, in
             for (int64_t j = nr; j < NR; j++)
                 d[j] = 0.0f;
         }
-        if (++kk == kvol) {
-            kk = 0;
-            c++;
+        if (++q2 == a->K[2]) {
+            q2 = 0;
+            if (++q1 == a->K[1]) {
+                q1 = 0;
+                if (++q0 == a->K[0]) {
+                    q0 = 0;
+                    c++;
+                }
+            }
         }
     }
 }

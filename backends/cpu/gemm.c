@@ -321,6 +321,8 @@ typedef struct {
     float *bpack;
     int64_t mb, mblocks, pspan, nspans; /* task = (M block, span of pspan panels) */
     float **apack; /* per thread */
+    bool fused;    /* one M block: every task packs its own B panels (no shared B) */
+    float **bpanel; /* per thread, fused only: one KC x NR panel */
 } gemm_job;
 
 /* a group of PACKB_GROUP panels per task: a row-major B is then read PACKB_GROUP * NR
@@ -382,6 +384,22 @@ static void gemm_task(void *vctx, int64_t task, int tid)
     const bool load = j->accumulate || j->k0 > 0;
     float *ap = j->apack[tid];
     pack_A(j->s, i0, mb, j->k0, j->kc, MR, ap);
+    if (j->fused) {
+        /* each B panel is used by this task alone: pack it here, where it stays in L1
+         * for the A micro-panels that follow, instead of in a shared pass through L3 */
+        float *bp = j->bpanel[tid];
+        for (int64_t pn = p0; pn < p1; pn++) {
+            const int64_t jp = pn * NR;
+            const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
+            pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
+            for (int64_t ip = 0; ip < mb; ip += MR) {
+                const int64_t rows = mb - ip < MR ? mb - ip : MR;
+                run_tile(j, ap + ip * j->kc, bp, j->C + (i0 + ip) * j->ldc + j->j0 + jp, rows,
+                         cols, load);
+            }
+        }
+        return;
+    }
     for (int64_t ip = 0; ip < mb; ip += MR) {
         const int64_t rows = mb - ip < MR ? mb - ip : MR;
         const float *apanel = ap + ip * j->kc;
@@ -420,12 +438,18 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     j.mb = ((M + j.mblocks - 1) / j.mblocks + MR - 1) / MR * MR;
     j.mblocks = (M + j.mb - 1) / j.mb;
     const int64_t ncmax = N < NC ? N : NC, kcmax = K < KC ? K : KC;
-    float *apack[256];
+    float *apack[256], *bpanel[256];
     j.apack = apack;
-    j.bpack = alloc_floats((ncmax + NR) * kcmax);
+    j.bpanel = bpanel;
+    j.fused = j.mblocks == 1;
+    j.bpack = alloc_floats(j.fused ? 1 : (ncmax + NR) * kcmax);
     bool ok = j.bpack != NULL;
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) {
         ok = (apack[t] = ok ? alloc_floats(j.mb * kcmax) : NULL) != NULL && ok;
+        bpanel[t] = NULL;
+        if (j.fused)
+            ok = (bpanel[t] = ok ? alloc_floats(NR * kcmax) : NULL) != NULL && ok;
+    }
     for (int64_t j0 = 0; ok && j0 < N; j0 += NC) {
         j.j0 = j0;
         j.nc = N - j0 < NC ? N - j0 : NC;
@@ -439,12 +463,15 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
         for (int64_t k0 = 0; k0 < K; k0 += KC) {
             j.k0 = k0;
             j.kc = K - k0 < KC ? K - k0 : KC;
-            cpk_parallel(p, (npanels + PACKB_GROUP - 1) / PACKB_GROUP, packB_task, &j);
+            if (!j.fused)
+                cpk_parallel(p, (npanels + PACKB_GROUP - 1) / PACKB_GROUP, packB_task, &j);
             cpk_parallel(p, j.mblocks * j.nspans, gemm_task, &j);
         }
     }
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) {
         free(apack[t]);
+        free(bpanel[t]);
+    }
     free(j.bpack);
     return ok;
 }
