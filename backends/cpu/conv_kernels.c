@@ -64,11 +64,17 @@ static void pad_task(void *vctx, int64_t task, int tid)
                 memset(dr, 0, (size_t)c->P[2] * sizeof *dr);
                 continue;
             }
+            /* zeros, the source row, zeros (the row's part inside the source may be cut at
+             * either end when the padding is negative or the output stops short) */
             const float *sr = s + (i0 * c->S[1] + i1) * c->S[2];
-            for (int64_t p2 = 0; p2 < c->P[2]; p2++) {
-                const int64_t i2 = p2 - c->lo[2];
-                dr[p2] = i2 >= 0 && i2 < c->S[2] ? sr[i2] : 0.0f;
-            }
+            int64_t a0 = c->lo[2] > 0 ? c->lo[2] : 0, a1 = c->lo[2] + c->S[2];
+            a0 = a0 < c->P[2] ? a0 : c->P[2];
+            a1 = a1 < c->P[2] ? a1 : c->P[2];
+            a1 = a1 > a0 ? a1 : a0;
+            memset(dr, 0, (size_t)a0 * sizeof *dr);
+            if (a1 > a0)
+                memcpy(dr + a0, sr + (a0 - c->lo[2]), (size_t)(a1 - a0) * sizeof *dr);
+            memset(dr + a1, 0, (size_t)(c->P[2] - a1) * sizeof *dr);
         }
     }
 }
