@@ -5,7 +5,7 @@
 #   make check-asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the cpu backend's threaded tests and runs under ThreadSanitizer
 #   make run-cases    run every shipped case, reports into build/reports/
-#   make bench        print a timing table (never part of check)
+#   make bench        print timing tables (never part of check; docs/cpu-backend.md)
 #   make check-tf     the TensorFlow example, where TF_PYTHON imports tensorflow
 #   make check-keras  the Keras driver's tests, where KERAS_PYTHON imports tensorflow
 #   make install      the program, the CUDA module (where built) and the man page under

@@ -2,6 +2,12 @@
  * A small pthread pool. cpk_parallel hands out task indices from an atomic counter: which
  * thread runs a task never changes its result, because every task writes outputs no other
  * task writes and computes them in an order fixed by the task alone.
+ *
+ * Waiting spins for a short while (SPIN_NS) before sleeping on a condition variable: one
+ * GEMM is a dozen parallel phases a fraction of a millisecond apart, and a worker that
+ * went to sleep between them comes back only when the scheduler gets round to it - on a
+ * machine with other busy processes that is often after the next phase is over, and the
+ * caller does all the work alone. The spin never changes which tasks exist or their order.
  */
 #include "backends/cpu/kernels.h"
 
@@ -9,7 +15,17 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define SPIN_NS 300000 /* 0.3 ms */
 
 struct cpk_pool {
     pid_t owner; /* the process that created the pool: a fork's child has none of its
@@ -21,9 +37,9 @@ struct cpk_pool {
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
-    uint64_t generation; /* bumped per job, under mu */
-    int running;         /* workers still inside the current job, under mu */
-    bool quit;
+    atomic_ullong generation; /* bumped per job, under mu (read outside it while spinning) */
+    atomic_int running;       /* workers still inside the current job, changed under mu */
+    atomic_bool quit;
     /* the current job (written under mu before generation is bumped) */
     cpk_task_fn fn;
     void *ctx;
@@ -46,6 +62,37 @@ static void run_tasks(cpk_pool *p, cpk_task_fn fn, void *ctx, int64_t ntasks, in
     }
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* spins until *v != old (or quit) or SPIN_NS pass; the caller then waits properly */
+static void spin_while_equal_u64(cpk_pool *p, atomic_ullong *v, uint64_t old)
+{
+    const int64_t t0 = now_ns();
+    for (int i = 1;; i++) {
+        if (atomic_load_explicit(v, memory_order_acquire) != old ||
+            atomic_load_explicit(&p->quit, memory_order_relaxed))
+            return;
+        CPU_RELAX();
+        if (i % 64 == 0 && now_ns() - t0 > SPIN_NS)
+            return;
+    }
+}
+
+static void spin_while_running(cpk_pool *p)
+{
+    const int64_t t0 = now_ns();
+    for (int i = 1; atomic_load_explicit(&p->running, memory_order_acquire) > 0; i++) {
+        CPU_RELAX();
+        if (i % 64 == 0 && now_ns() - t0 > SPIN_NS)
+            return;
+    }
+}
+
 static void *worker(void *arg)
 {
     worker_arg *wa = arg;
@@ -55,6 +102,11 @@ static void *worker(void *arg)
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
+        if (!p->quit && p->generation == seen) {
+            pthread_mutex_unlock(&p->mu);
+            spin_while_equal_u64(p, &p->generation, seen);
+            pthread_mutex_lock(&p->mu);
+        }
         while (!p->quit && p->generation == seen)
             pthread_cond_wait(&p->cv_start, &p->mu);
         if (p->quit)
@@ -108,6 +160,9 @@ cpk_pool *cpk_pool_create(int nthreads)
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
     atomic_init(&p->next, 0);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->running, 0);
+    atomic_init(&p->quit, false);
     if (nthreads > 1) {
         p->threads = calloc((size_t)nthreads - 1, sizeof *p->threads);
         if (!p->threads) {
@@ -168,6 +223,7 @@ void cpk_parallel(cpk_pool *p, int64_t ntasks, cpk_task_fn fn, void *ctx)
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, fn, ctx, ntasks, 0);
+    spin_while_running(p);
     pthread_mutex_lock(&p->mu);
     while (p->running > 0)
         pthread_cond_wait(&p->cv_done, &p->mu);
