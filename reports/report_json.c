@@ -683,17 +683,13 @@ cJSON *ck_report_metrics_json(const ck_metrics *m, const ck_shape *shape)
 
 char *ck_report_json_string(const ck_result *r, const ck_report_meta *meta)
 {
-    char *out = NULL, *printed = NULL;
+    char *out = NULL;
     cJSON *root = ck_report_to_json(r, meta);
     if (!root)
         goto done;
-    printed = cJSON_Print(root);
-    if (!printed)
-        goto done;
-    /* Copied so that the caller frees with free(), whatever hooks cJSON was given. */
-    out = strdup(printed);
+    /* valid UTF-8 whatever the case's path or names held; freed with free() */
+    out = ck_json_print_clean(root, NULL);
 done:
-    cJSON_free(printed);
     cJSON_Delete(root);
     return out;
 }

@@ -95,6 +95,8 @@ typedef struct {
     ck_tol_pattern *tol_patterns;
     ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default), mismatch or any */
     bool has_expect_precision;             /* expect_precision was written */
+    bool expect_nonfinite;                 /* expect_nonfinite: NaN/Inf in a run is expected
+                                              (otherwise any one fails the case) */
     bool expect_vacuous;                   /* expect_vacuous: the runs' gradients are expected
                                               to carry no information (default false) */
 } ck_case;

@@ -209,6 +209,7 @@ ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record
             first_here = k;
     }
     j->judged += n;
+    ck_step_judge_count_nonfinite(j, ref, rec, step, t, n);
     bool first_divergence = first_here >= 0 && j->first_divergent_step < 0;
     if (first_divergence)
         j->first_divergent_step = step;
@@ -424,39 +425,74 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
     return CK_OK;
 }
 
+/* Adds tensor t's NaN/Inf values to c[0] (the plain run, the reference side) and c[1]
+ * (the checkpointed run); skipped[r]: run r's loss scaler skipped t's step. */
+static void count_nonfinite(const ck_tensor_result *t, const bool skipped[2],
+                            ck_nonfinite_counts c[2])
+{
+    int64_t nan[2] = {t->m.nan_ref, t->m.nan_a}, inf[2] = {t->m.inf_ref, t->m.inf_a};
+    for (int r = 0; r < 2; r++) {
+        if (nan[r] + inf[r] > 0)
+            c[r].tensors++;
+        if (t->kind == CK_KIND_LOSS) {
+            c[r].loss_values += t->m.numel;
+            c[r].loss_nan += nan[r];
+            c[r].loss_inf += inf[r];
+        } else if (t->kind == CK_KIND_GRAD) {
+            c[r].grad_values += t->m.numel;
+            c[r].grad_nan += nan[r];
+            c[r].grad_inf += inf[r];
+            if (skipped[r])
+                c[r].skipped_step_grads += nan[r] + inf[r];
+        } else {
+            c[r].other_nan += nan[r];
+            c[r].other_inf += inf[r];
+        }
+    }
+}
+
+static bool step_skipped(const ck_scale_step *scales, int steps, int step)
+{
+    return scales && step >= 0 && step < steps && scales[step].skipped;
+}
+
+void ck_step_judge_count_nonfinite(ck_step_judge *j, const ck_record *ref, const ck_record *rec,
+                                   int step, const ck_tensor_result *t, int n)
+{
+    bool skipped[2] = {step_skipped(ref->scales, ref->steps, step),
+                       step_skipped(rec->scales, rec->steps, step)};
+    for (int k = 0; k < n; k++)
+        count_nonfinite(&t[k], skipped, j->nonfinite);
+}
+
 void ck_judge_nonfinite(ck_result *res)
 {
     ck_nonfinite_counts *runs[2] = {&res->nonfinite_plain, &res->nonfinite_ckpt};
-    memset(runs[0], 0, sizeof *runs[0]);
-    memset(runs[1], 0, sizeof *runs[1]);
-    for (int k = 0; k < res->n_tensors; k++) {
-        const ck_tensor_result *t = &res->tensors[k];
-        /* the plain run is the reference (ref), the checkpointed one a */
-        int64_t nan[2] = {t->m.nan_ref, t->m.nan_a}, inf[2] = {t->m.inf_ref, t->m.inf_a};
-        for (int r = 0; r < 2; r++) {
-            ck_nonfinite_counts *c = runs[r];
-            if (nan[r] + inf[r] > 0)
-                c->tensors++;
-            if (t->kind == CK_KIND_LOSS) {
-                c->loss_values += t->m.numel;
-                c->loss_nan += nan[r];
-                c->loss_inf += inf[r];
-            } else if (t->kind == CK_KIND_GRAD) {
-                c->grad_values += t->m.numel;
-                c->grad_nan += nan[r];
-                c->grad_inf += inf[r];
-            } else {
-                c->other_nan += nan[r];
-                c->other_inf += inf[r];
-            }
+    if (!res->nonfinite_counted) {
+        ck_nonfinite_counts c[2];
+        memset(c, 0, sizeof c);
+        for (int k = 0; k < res->n_tensors; k++) {
+            const ck_tensor_result *t = &res->tensors[k];
+            bool skipped[2] = {step_skipped(res->plain.scales, res->plain.steps, t->step),
+                               step_skipped(res->ckpt.scales, res->ckpt.steps, t->step)};
+            count_nonfinite(t, skipped, c);
         }
+        *runs[0] = c[0];
+        *runs[1] = c[1];
     }
+    bool expected = res->cs && res->cs->expect_nonfinite;
     res->nonfinite_failed = false;
     for (int r = 0; r < 2; r++) {
         ck_nonfinite_counts *c = runs[r];
         c->all_loss = c->loss_values > 0 && c->loss_nan + c->loss_inf == c->loss_values;
         c->all_grads = c->grad_values > 0 && c->grad_nan + c->grad_inf == c->grad_values;
-        res->nonfinite_failed = res->nonfinite_failed || c->all_loss || c->all_grads;
+        /* a NaN or an Inf anywhere (weights, gradients, loss, buffers) fails the case, whatever
+         * later ops did with it, unless the case expects it; gradients on a step the loss
+         * scaler skipped are the overflow it exists to absorb */
+        int64_t unexcused = c->loss_nan + c->loss_inf + c->grad_nan + c->grad_inf -
+                            c->skipped_step_grads + c->other_nan + c->other_inf;
+        res->nonfinite_failed = res->nonfinite_failed || c->all_loss || c->all_grads ||
+                                (unexcused > 0 && !expected);
     }
 }
 

@@ -55,6 +55,7 @@ typedef struct {
     int64_t judged, counts[3];
     int first_divergent_step;
     int retained[3], n_retained; /* the kept steps when not keep_all */
+    ck_nonfinite_counts nonfinite[2]; /* the reference's and the other run's, every step */
 } ck_step_judge;
 
 void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32,
@@ -63,6 +64,9 @@ void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32
 ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record *ref,
                             const ck_record *rec, int step, ck_error *err);
 void ck_step_judge_free(ck_step_judge *j);
+/* Adds step `step`'s results t[0..n) to j->nonfinite (ck_step_judge_add does it). */
+void ck_step_judge_count_nonfinite(ck_step_judge *j, const ck_record *ref, const ck_record *rec,
+                                   int step, const ck_tensor_result *t, int n);
 
 /* Moves a record's per-run facts (losses, scales, peak memory, recomputation counts, wall
  * time) into a run summary of the result; the record keeps its entries. */
@@ -72,10 +76,12 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
  * tolerance; mismatch: something outside). */
 bool ck_expectation_met(ck_expect e, ck_verdict v);
 /* Counts the NaN and Inf values of both runs from the compared tensors (loss, gradients,
- * parameters, buffers) into res->nonfinite_plain/ckpt and sets res->nonfinite_failed when
- * either run's loss or gradients are non-finite throughout: such a run trained nothing, and
- * two runs that agree on NaN prove nothing about checkpointing. Partial NaN/Inf (a loss
- * scaler's skipped step) is counted, not failed. */
+ * parameters, buffers) into res->nonfinite_plain/ckpt, unless res->nonfinite_counted says
+ * they were counted step by step, and sets res->nonfinite_failed when either run's loss or
+ * gradients are non-finite throughout (such a run trained nothing, and two runs that agree
+ * on NaN prove nothing about checkpointing), or when any value is NaN/Inf and the case does
+ * not say expect_nonfinite. Gradients of a step the loss scaler skipped are counted, not
+ * failed. */
 void ck_judge_nonfinite(ck_result *res);
 
 /* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met, any

@@ -158,6 +158,9 @@ steps_done:
         res->tensors_judged = jmain.judged;
         memcpy(res->judged_counts, jmain.counts, sizeof res->judged_counts);
         res->n_retained_steps = jmain.n_retained;
+        res->nonfinite_plain = jmain.nonfinite[0];
+        res->nonfinite_ckpt = jmain.nonfinite[1];
+        res->nonfinite_counted = true;
         memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
     }
     ck_step_judge_free(&jmain);
