@@ -229,6 +229,12 @@ cJSON *ck_run_set_summary_json(const ck_run_set *s)
     for (int i = 0; i < 4; i++)
         ck_json_add_int(&b, counts, status_names[i], c[i]);
     ck_json_add_int(&b, root, "exit_code", ck_run_set_exit_code(s));
+    if (s->matrix_size > 0) {
+        cJSON *mx = ck_json_add_object(&b, root, "matrix");
+        ck_json_add_int(&b, mx, "size", s->matrix_size);
+        ck_json_add_int(&b, mx, "shard", s->shard);
+        ck_json_add_int(&b, mx, "shards", s->shards);
+    }
     cJSON *items = ck_json_add_array(&b, root, "items");
     for (int i = 0; i < s->n; i++) {
         const ck_run_item *it = &s->items[i];

@@ -377,6 +377,11 @@ static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc,
         ck_cli_errorf("--report: %s", err.msg);
         return CK_EXIT_USAGE;
     }
+    /* summary.json, --junit, --html and the step summary: found unwritable now, not after
+     * every run */
+    if (ck_cli_check_run_outputs(o->report && as_dir ? o->report : NULL, o->junit, o->html) !=
+        CK_EXIT_PASS)
+        return CK_EXIT_USAGE;
     for (int k = 0; k < total; k++) {
         const ck_loaded_case *c = &lc[work[k].li];
         if (!c->built)
@@ -604,12 +609,16 @@ int ck_cmd_run(const ck_run_opts *o)
                     snprintf(p, sizeof p, "%s/%d.out", tmpdir, k);
                     replay(p, stdout);
                 }
+                /* file names and messages are user text: escaped, on one line */
+                char sl[512], sm[1024];
+                ck_text_escape(case_label(c), sl, sizeof sl);
                 if (!c->built && o->quiet)
-                    printf("ERROR %s: %s\n", case_label(c), res[k].message ? res[k].message : "");
+                    printf("ERROR %s: %s\n", sl,
+                           ck_text_escape(res[k].message ? res[k].message : "", sm, sizeof sm));
                 else if (!c->built)
-                    printf("ERROR %s: did not load (see above)\n", case_label(c));
+                    printf("ERROR %s: did not load (see above)\n", sl);
                 else if (work[k].skip)
-                    printf("SKIP %s %s: not supported by the backend\n", case_label(c),
+                    printf("SKIP %s %s: not supported by the backend\n", sl,
                            ck_dtype_name(work[k].dtype));
             }
             fflush(stdout);
@@ -686,7 +695,9 @@ int ck_cmd_run(const ck_run_opts *o)
     }
 
     /* the set every summary writer reads */
-    ck_run_set set = {.reproducible = o->reproducible};
+    ck_run_set set = {.reproducible = o->reproducible, .matrix_size = index,
+                      .shard = o->shard_n > 0 ? o->shard_i : 1,
+                      .shards = o->shard_n > 0 ? o->shard_n : 1};
     set.command = strdup(o->force_bisect ? "bisect" : "run");
     int passed = 0, failed = 0, errors = 0, skipped = 0;
     for (int k = 0; k < total; k++) {
