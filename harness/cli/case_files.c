@@ -146,8 +146,10 @@ void ck_cli_free_cases(ck_loaded_case *lc, int n)
             ck_case_free(&lc[i].cs);
         free(lc[i].file);
         free(lc[i].error);
-        if (lc[i].tmp_weights)
+        if (lc[i].tmp_weights) {
             unlink(lc[i].tmp_weights);
+            ck_temp_file_release(lc[i].tmp_slot);
+        }
         free(lc[i].tmp_weights);
     }
     free(lc);
@@ -192,7 +194,8 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
             ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
                                       .loss = ov ? ov->onnx_loss : NULL,
                                       .optimizer = ov ? ov->onnx_optimizer : NULL};
-            ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights, &err);
+            ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights,
+                                    &lc[i].tmp_slot, &err);
         } else {
             ls = ck_case_load(lc[i].file, &lc[i].cs, &err);
         }

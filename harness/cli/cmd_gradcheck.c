@@ -12,6 +12,7 @@
 
 #include "harness/cli/backend_choice.h"
 #include "harness/cli/case_files.h"
+#include "harness/core/text.h"
 #include "harness/io/json_build.h"
 #include "harness/verify/gradcheck.h"
 #include "reports/run_set.h"
@@ -103,10 +104,12 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
         ck_json_add_string(&jb, jc, "name", g->cs->name);
         ck_json_add_string(&jb, jc, "file", g->cs->path);
         cJSON *jentries = ck_json_add_array(&jb, jc, "entries");
+        char shown_path[1024];
         if (!o->quiet)
-        printf("%s (%s): float64 central differences, eps %g, |a - n| <= %g + %g |n|, "
-               "up to %d elements per tensor\n",
-               g->cs->name, g->cs->path, go.eps, go.atol, go.rtol, go.max_samples);
+            printf("%s (%s): float64 central differences, eps %g, |a - n| <= %g + %g |n|, "
+                   "up to %d elements per tensor\n", g->cs->name,
+                   ck_text_escape(g->cs->path, shown_path, sizeof shown_path), go.eps, go.atol,
+                   go.rtol, go.max_samples);
         if (!o->quiet)
             printf("  %-24s %-16s %-24s %7s %12s %12s\n", "layer", "op", "tensor", "checked",
                    "max_abs_err", "max_rel_err");

@@ -34,7 +34,7 @@ st() {
 import json, struct, sys
 hdr, data = {}, b''
 for spec in sys.argv[2:]:
-    name, shape, value = spec.split(':')
+    name, shape, value = spec.rsplit(':', 2)
     shape = [int(d) for d in shape.split('x')]
     n = 1
     for d in shape:
@@ -54,6 +54,168 @@ for act in relu tanh; do
     printf '{"name": "nan_%s", "input": {"shape": [2, 3]}, "init": {"from": "nan.safetensors"},\n "layers": [{"name": "fc1", "op": "linear", "units": 4}, {"name": "act", "op": "%s"}, {"name": "fc2", "op": "linear", "units": 2}]}\n' $act $act >nan_$act.json
     want 1 "NaN weights then $act" "FAIL non-finite" -- "$PROG" run nan_$act.json --steps 2
 done
+# ---- one hostile name through every command and every sink ------------------------------
+# a newline and a workflow command, a terminal escape, inline HTML, a table bar, a percent
+# escape, a byte that is not UTF-8 and the noncharacter U+FFFF
+H=$(printf 'evil\n::error title=x::pwned \033[31m<img src=x>|%%0A\377\357\277\277')
+mkdir -p "hn/$H"
+HD="hn/$H"
+tiny() { printf '{"name": "%s", "description": "desc \\u001b[31m <img src=x> \\uffff\\n::warning::y", "input": {"shape": [2, 3]}, "layers": [{"name": "fc", "op": "linear", "units": 2}]%s}\n' "$1" "${2:+, $2}"; }
+tiny hostile_pass >"$HD/$H.json"
+tiny hostile_fail '"expect": "mismatch"' >"$HD/$H-fail.json"
+printf '{"name": ' >"$HD/$H-broken.json"
+# sinks_ok DESC FILE...: no line of any FILE begins (after blanks) with "::" unless it is one
+# of the program's own annotations, and none holds a raw escape byte
+sinks_ok() {
+    desc=$1; shift
+    for f in "$@"; do
+        [ -f "$f" ] || continue
+        if grep -aE '^[[:space:]]*::' "$f" | grep -avE '^::(error|warning) (file=[^,]*,)?title=ckpt-harness ' | grep -aq .; then
+            bad "$desc: $f has a line starting a workflow command: $(grep -aE '^[[:space:]]*::' "$f" | head -2)"; return
+        fi
+        if LC_ALL=C grep -aq "$(printf '\033')" "$f"; then bad "$desc: $f holds a raw ESC"; return; fi
+        if grep -aE '^::(error|warning) ' "$f" | LC_ALL=C grep -aqE 'pwned|<img'; then
+            # our annotations carry the name escaped: %0A for the newline, no raw "::" after it
+            grep -aE '^::(error|warning) ' "$f" | grep -aF '::error title=x::pwned' >/dev/null &&
+                { bad "$desc: an annotation carries the raw command"; return; }
+        fi
+    done
+    ok
+}
+# utf8_ok DESC FILE...: valid UTF-8 without noncharacters; JSON parses, XML is well-formed
+utf8_ok() {
+    desc=$1; shift
+    python3 - "$desc" "$@" <<'PY' && ok || bad "$desc: see above"
+import json, sys, subprocess, xml.dom.minidom
+bad = 0
+for f in sys.argv[2:]:
+    b = open(f, 'rb').read()
+    try:
+        t = b.decode('utf-8')
+    except UnicodeDecodeError as e:
+        print(f"{f}: not UTF-8: {e}"); bad = 1; continue
+    if '\uffff' in t or '\ufffe' in t:
+        print(f"{f}: holds a noncharacter"); bad = 1
+    if f.endswith('.json'):
+        json.loads(t)
+    elif f.endswith('.xml'):
+        xml.dom.minidom.parseString(b)
+    elif f.endswith('.html') and '<img src=x>' in t:
+        print(f"{f}: raw <img src=x>"); bad = 1
+    elif f.endswith('.md'):
+        if '<img' in t:
+            print(f"{f}: raw <img in the step summary"); bad = 1
+        for line in t.splitlines():
+            if line and not (line.startswith('|') or line.startswith('#') or line[0].isdigit() or line.startswith('ran ')):
+                print(f"{f}: a row broken by the name: {line!r}"); bad = 1
+sys.exit(bad)
+PY
+}
+: >step.md
+GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/step.md" timeout 60 "$PROG" run "$HD/" --keep-going --color never \
+    --report "$TMP/hr/" --junit "$TMP/h.xml" --html "$TMP/h.html" >hout 2>herr
+[ $? -eq 2 ] && ok || bad "hostile run: want exit 2 (one case does not load)"
+sinks_ok "run" hout herr
+utf8_ok "run outputs" hr/*.json h.xml step.md
+python3 -c "import sys; t=open(sys.argv[1],'rb').read().decode('utf-8'); assert '<img src=x>' not in t" h.html && ok || bad "run --html: raw <img> or not UTF-8"
+GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/step.md" timeout 60 "$PROG" run "$HD/" --keep-going --quiet --color never >hout 2>herr
+sinks_ok "run --quiet" hout herr
+: >step.md
+GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/step.md" timeout 60 "$PROG" merge hr --report "$TMP/hm/" --junit "$TMP/hm.xml" --html "$TMP/hm.html" >hout 2>herr
+sinks_ok "merge" hout herr
+utf8_ok "merge outputs" hm/*.json hm.xml step.md
+python3 -c "import sys; t=open(sys.argv[1],'rb').read().decode('utf-8'); assert '<img src=x>' not in t" hm.html && ok || bad "merge --html: raw <img> or not UTF-8"
+# summary.json items edited to carry the name as case, dtype and message
+python3 - "$H" <<'PY'
+import json, sys
+s = json.load(open('hr/summary.json'))
+for it in s['items']:
+    if it['status'] == 'error':
+        it['message'] = '\n::add-mask::secret\n\x1b[32mPASS everything'
+json.dump(s, open('hr/summary.json', 'w'))
+PY
+GITHUB_ACTIONS=true timeout 60 "$PROG" merge hr >hout 2>herr
+sinks_ok "merge of an edited summary" hout herr
+grep -aq '^PASS everything' hout && bad "merge printed a fake PASS line" || ok
+# compare: tensor names in the files
+st "$TMP/$H-a.safetensors" "::error::x:2:1" "ok:2:1"
+st "$TMP/$H-b.safetensors" "::error::x:2:1.5" "ok:2:1"
+timeout 60 "$PROG" compare "$TMP/$H-a.safetensors" "$TMP/$H-b.safetensors" --junit "$TMP/hc.xml" --report "$TMP/hc.json" >hout 2>herr
+sinks_ok "compare" hout herr
+utf8_ok "compare outputs" hc.xml hc.json
+# import and list: the model's path
+cp "$ROOT/tests/fixtures/onnx/small_cnn.onnx" "$HD/$H.onnx"
+timeout 60 "$PROG" import "$HD/$H.onnx" -o "$TMP/hi.json" >hout 2>herr
+sinks_ok "import" hout herr
+utf8_ok "import's case" hi.json
+timeout 60 "$PROG" run "$HD/$H.onnx" --quiet >hout 2>herr
+sinks_ok "run MODEL.onnx" hout herr
+timeout 60 "$PROG" list "$HD" >hout 2>herr
+sinks_ok "list" hout herr
+timeout 60 "$PROG" gradcheck "$HD/$H.json" --junit "$TMP/hg.xml" >hout 2>herr
+sinks_ok "gradcheck" hout herr
+utf8_ok "gradcheck --junit" hg.xml
+
+# ---- outputs checked first, inputs never replaced, no path cut -------------------------
+cp "$ROOT/tests/fixtures/onnx/small_cnn.onnx" m.onnx
+want 2 "import -o X --weights X" "name the same file" -- "$PROG" import m.onnx -o same.json --weights same.json
+[ -e same.json ] && bad "import -o X --weights X wrote X" || ok
+mkdir -p sub
+want 2 "import: one file under two spellings" "name the same file" -- "$PROG" import m.onnx -o ./sub/../c.json --weights c.json
+want 2 "import -o nodir/x.json" "cannot write into nodir" -- "$PROG" import m.onnx -o nodir/x.json --weights w1.safetensors
+[ -e w1.safetensors ] && bad "import wrote the weights before refusing -o" || ok
+cp m.onnx m.keep
+want 2 "import --weights MODEL" "is an input" -- "$PROG" import m.onnx -o m2.json --weights m.onnx
+cmp -s m.onnx m.keep && ok || bad "import --weights MODEL replaced the model"
+# a weights path over 2,000 bytes is written where it says, not cut
+deep=$(python3 -c "print('/'.join(['d' * 200] * 11))")
+mkdir -p "$deep"
+want 0 "import --weights LONG" "" -- "$PROG" import m.onnx -o long.json --weights "$deep/w.safetensors"
+[ -f "$deep/w.safetensors" ] && ok || bad "import --weights LONG: not written at its full path"
+python3 -c "import json,sys; assert json.load(open('long.json'))['init']['from'].endswith(sys.argv[1] + '/w.safetensors')" "$deep" && ok || bad "import --weights LONG: init.from cut"
+# run: --junit, --html and the step summary found unwritable before any run
+tiny() { printf '{"name": "%s", "input": {"shape": [2, 3]}, "layers": [{"name": "fc", "op": "linear", "units": 2}]%s}\n' "$1" "${2:+, $2}"; }
+tiny t1 >t1.json
+want 2 "run --junit nodir/x" "cannot write into nodir" -- "$PROG" run t1.json --junit nodir/j.xml
+grep -q PASS out && bad "run --junit nodir: ran before refusing" || ok
+want 2 "run --html nodir/x" "cannot write into nodir" -- "$PROG" run t1.json --html nodir/h.html
+want 2 "run --junit CASE" "is an input" -- "$PROG" run t1.json --junit t1.json
+mkdir stepdir
+GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/stepdir" want 2 "unwritable GITHUB_STEP_SUMMARY" "GITHUB_STEP_SUMMARY" -- "$PROG" run t1.json
+# ---- merges that lie ----------------------------------------------------------------------
+mkdir -p c
+tiny pass_me >c/a.json
+tiny fail_me '"expect": "mismatch"' >c/b.json
+"$PROG" run c/ --report sh1/ --shard 1/2 --quiet >/dev/null 2>&1
+"$PROG" run c/ --report sh2/ --shard 2/2 --quiet >/dev/null 2>&1
+want 1 "merge of both shards" "" -- "$PROG" merge sh1 sh2
+want 2 "merge of one shard of two" "missing" -- "$PROG" merge sh1
+want 2 "merge of the other shard" "missing" -- "$PROG" merge sh2
+"$PROG" merge sh1 --allow-partial >/dev/null 2>&1; r1=$?
+"$PROG" merge sh2 --allow-partial >/dev/null 2>&1; r2=$?
+[ $r1 -ne 2 ] && [ $r2 -ne 2 ] && ok || bad "merge --allow-partial refused a part"
+# merge: outputs checked before anything is written; no output is an input
+ls sh1 >sh1.before
+want 2 "merge sh1 sh2 --report sh1/" "is the input folder" -- "$PROG" merge sh1 sh2 --report sh1/
+ls sh1 | cmp -s - sh1.before && ok || bad "merge --report sh1/ changed sh1"
+want 2 "merge --report ./sh1//" "is the input folder" -- "$PROG" merge sh1 sh2 --report ./sh1//
+want 2 "merge --junit nodir" "cannot write into nodir" -- "$PROG" merge sh1 sh2 --report mout/ --junit nodir/j.xml
+[ -e mout ] && bad "merge wrote mout/ before refusing --junit" || ok
+want 2 "merge --html INPUT" "is an input" -- "$PROG" merge sh1 sh2 --html sh1/summary.json
+# a summary saying pass beside a report saying fail (two runs into one folder)
+"$PROG" run c/ --report lie/ --quiet >/dev/null 2>&1
+python3 - <<'PY'
+import json
+s = json.load(open('lie/summary.json'))
+for it in s['items']:
+    it['status'] = 'pass'
+    it['message'] = None
+s['counts'] = {'pass': len(s['items']), 'fail': 0, 'error': 0, 'skipped': 0}
+s['exit_code'] = 0
+json.dump(s, open('lie/summary.json', 'w'))
+PY
+want 2 "merge of a summary that disagrees with its report" "says pass, its report" -- "$PROG" merge lie
+
 # @@SECTIONS@@
 
 echo "hostile_inputs: $pass passed, $fail failed"
