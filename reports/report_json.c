@@ -550,6 +550,12 @@ static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_string(b, vs, "first_mismatch", r->vs_fp32[r->vs_fp32_first].name);
     else
         ck_json_add_null(b, vs, "first_mismatch");
+    if (r->vs_fp32_judged > r->n_vs_fp32) {
+        /* a long run keeps a bounded selection of rows (judge.h ck_lowp_judge) */
+        ck_json_add_int(b, vs, "tensors_judged", r->vs_fp32_judged);
+        ck_json_add_string(b, vs, "rows_kept", "step 0, the first mismatching step, the last "
+                           "step, and each tensor's worst row");
+    }
     add_judged_tensors(b, vs, r->vs_fp32, r->n_vs_fp32, true);
 }
 

@@ -109,6 +109,9 @@ typedef struct {
     ck_precision_check precision_check; /* how the judgement above gates the result */
     bool vs_fp32_calibrated;   /* a calibration run took part (precision_judge.h) */
     int vs_fp32_worst;         /* the row with the largest error / bound, or -1 */
+    int64_t vs_fp32_judged;    /* rows judged over every step (more than n_vs_fp32 in long
+                                  runs, which keep a bounded few: judge.h ck_lowp_judge) */
+    int64_t vs_fp32_flushed_grads; /* gradient values flushed to zero in the low dtype */
 
     /* non-finite results (judge.c): a run whose loss or gradients are all NaN/Inf fails */
     ck_nonfinite_counts nonfinite_plain, nonfinite_ckpt;

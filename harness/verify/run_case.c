@@ -105,10 +105,25 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     bool low = dtype == CK_F16 || dtype == CK_BF16;
     res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
     bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
-    ck_trainer tp, tc;
-    bool have_tp = false, have_tc = false;
+    const ck_precision_override *ov =
+        opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    /* every run trains in lockstep and each step is judged and its tensors dropped, so
+     * memory does not grow with the steps: plain and checkpointed; and for a low-precision
+     * run, the fp32 reference and the calibration runs (the low dtype's roundings alone)
+     * that judge it (precision_judge.h). The fp32 runs take the low run's updates: a step
+     * its loss scaler skipped is skipped there too, or every later step would compare
+     * different models (skip_like reads the plain run's decision for the step, made first). */
+    int n_calib = judge_lowp && !ov ? CK_PRECISION_CALIB_RUNS : 0;
+    ck_trainer tp, tc, tf, tcal[CK_PRECISION_CALIB_RUNS];
+    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+    memset(&fp32, 0, sizeof fp32);
+    memset(calib, 0, sizeof calib);
+    bool have_tp = false, have_tc = false, have_tf = false;
+    int have_cal = 0;
     ck_step_judge jmain;
     ck_step_judge_init(&jmain, c, CK_F32, 0.0, CK_VERDICT_CLOSE);
+    ck_lowp_judge jlow;
+    ck_lowp_judge_init(&jlow, c, dtype, n_calib, ov);
     ck_vacuity *vp = &res->plain.vacuity, *vc = &res->ckpt.vacuity;
     memset(vp, 0, sizeof *vp);
     memset(vc, 0, sizeof *vc);
@@ -119,21 +134,43 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     if ((st = ck_trainer_begin(&tc, b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
         goto steps_done;
     have_tc = true;
+    if (judge_lowp) {
+        ck_run_hooks href = {.skip_like = plain.scales};
+        if ((st = ck_trainer_begin(&tf, b, g, NULL, CK_F32, &href, &fp32, err)) != CK_OK)
+            goto steps_done;
+        have_tf = true;
+        for (; have_cal < n_calib; have_cal++) {
+            int j = have_cal;
+            ck_run_hooks hcal = {.round_to = dtype,
+                                 .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
+                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                                 .skip_like = plain.scales};
+            if ((st = ck_trainer_begin(&tcal[j], b, g, NULL, CK_F32, &hcal, &calib[j], err)) !=
+                CK_OK)
+                goto steps_done;
+        }
+    }
     for (int step = 0; step < c->steps; step++) {
-        int plain_from = plain.n;
         if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
             (st = ck_trainer_step(&tc, step, err)) != CK_OK)
             goto steps_done;
-        /* this step's entries of the plain run (it keeps earlier steps' when judge_lowp) */
-        ck_record step_view = plain;
-        step_view.e = plain.e + plain_from;
-        step_view.n = plain.n - plain_from;
-        if ((st = ck_step_judge_add(&jmain, g, &step_view, &ckpt, step, err)) != CK_OK)
+        if ((st = ck_step_judge_add(&jmain, g, &plain, &ckpt, step, err)) != CK_OK)
             goto steps_done;
-        ck_vacuity_count(&step_view, dtype, vp);
+        ck_vacuity_count(&plain, dtype, vp);
         ck_vacuity_count(&ckpt, dtype, vc);
-        if (!judge_lowp)
-            ck_record_drop_entries(&plain);
+        if (judge_lowp) {
+            if ((st = ck_trainer_step(&tf, step, err)) != CK_OK)
+                goto steps_done;
+            for (int j = 0; j < n_calib; j++)
+                if ((st = ck_trainer_step(&tcal[j], step, err)) != CK_OK)
+                    goto steps_done;
+            if ((st = ck_lowp_judge_add(&jlow, g, &fp32, calib, &plain, step, err)) != CK_OK)
+                goto steps_done;
+            ck_record_drop_entries(&fp32);
+            for (int j = 0; j < n_calib; j++)
+                ck_record_drop_entries(&calib[j]);
+        }
+        ck_record_drop_entries(&plain);
         ck_record_drop_entries(&ckpt);
     }
     ck_trainer_end(&tp);
@@ -143,6 +180,13 @@ steps_done:
         ck_trainer_free(&tp);
     if (have_tc)
         ck_trainer_free(&tc);
+    if (have_tf)
+        ck_trainer_free(&tf);
+    for (int j = 0; j < have_cal; j++)
+        ck_trainer_free(&tcal[j]);
+    ck_record_free(&fp32);
+    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
+        ck_record_free(&calib[j]);
     if (st == CK_OK && dumping) {
         char path[4096];
         snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
@@ -158,47 +202,21 @@ steps_done:
         res->tensors_judged = jmain.judged;
         memcpy(res->judged_counts, jmain.counts, sizeof res->judged_counts);
         res->n_retained_steps = jmain.n_retained;
+        memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
         res->nonfinite_plain = jmain.nonfinite[0];
         res->nonfinite_ckpt = jmain.nonfinite[1];
         res->nonfinite_counted = true;
-        memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
+        if (judge_lowp)
+            st = ck_lowp_judge_finish(&jlow, res, err);
     }
     ck_step_judge_free(&jmain);
+    ck_lowp_judge_free(&jlow);
     if (st != CK_OK)
         goto out;
     ck_vacuity_finish(&plain, vp);
     ck_vacuity_finish(&ckpt, vc);
-    if (judge_lowp) {
-        /* the second judgement: how far is low-precision training from fp32 at all? The
-         * calibration runs measure how far the low dtype's roundings alone move fp32. */
-        ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
-        memset(&fp32, 0, sizeof fp32);
-        memset(calib, 0, sizeof calib);
-        const ck_precision_override *ov =
-            opts && opts->precision_override.set ? &opts->precision_override : NULL;
-        /* the fp32 runs take the low run's updates: a step its loss scaler skipped is
-         * skipped there too, or every later step would compare different models */
-        ck_run_hooks href = {.skip_like = plain.scales};
-        st = ck_train(b, g, NULL, CK_F32, &href, &fp32, err);
-        for (int j = 0; j < CK_PRECISION_CALIB_RUNS && st == CK_OK && !ov; j++) {
-            ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
-                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                                 .skip_like = plain.scales};
-            st = ck_train(b, g, NULL, CK_F32, &hcal, &calib[j], err);
-        }
-        if (st == CK_OK)
-            st = ck_compare_vs_fp32(g, dtype, &fp32, calib, ov ? 0 : CK_PRECISION_CALIB_RUNS,
-                                    &plain, ov, res, err);
-        ck_record_free(&fp32);
-        for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
-            ck_record_free(&calib[j]);
-        if (st != CK_OK)
-            goto out;
-        res->plain.vacuity.flushed = 0;
-        for (int k = 0; k < res->n_vs_fp32; k++)
-            if (res->vs_fp32[k].kind == CK_KIND_GRAD && res->vs_fp32[k].cast_flushed > 0)
-                res->plain.vacuity.flushed += res->vs_fp32[k].cast_flushed;
-    }
+    if (judge_lowp)
+        res->plain.vacuity.flushed = res->vs_fp32_flushed_grads;
     ck_fill_summary(&res->plain, "plain", &plain);
     ck_fill_summary(&res->ckpt, "checkpointed", &ckpt);
     res->first_scale_mismatch = -1;
