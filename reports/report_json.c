@@ -120,7 +120,7 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
     ck_json_add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
     ck_json_add_bool(b, cfg, "expect_vacuous", cs->expect_vacuous);
     if (cs->init_from)
-        ck_json_add_string(b, cfg, "init_from", cs->init_from);
+        ck_json_add_string(b, cfg, "init_from", cs->init_shown ? cs->init_shown : cs->init_from);
     else
         ck_json_add_null(b, cfg, "init_from");
 }

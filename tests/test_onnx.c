@@ -608,6 +608,41 @@ START_TEST(node_arity_and_values_bound_twice_are_refused)
 }
 END_TEST
 
+/* Values are judged as the user wrote them: ONNX momentum 2 (not the converted -1), a NaN
+ * attribute (not "got null"), a 0 input dim (not "symbolic"). */
+START_TEST(messages_show_the_values_the_file_holds)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/small_cnn.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_onnx_attr *mom = NULL;
+    for (int i = 0; i < m.n_nodes && !mom; i++)
+        if (strcmp(m.nodes[i].op_type, "BatchNormalization") == 0)
+            for (int k = 0; k < m.nodes[i].n_attr; k++)
+                if (strcmp(m.nodes[i].attr[k].name, "momentum") == 0)
+                    mom = &m.nodes[i].attr[k];
+    ck_assert_msg(mom != NULL, "small_cnn has a BatchNormalization with a momentum");
+    double saved = mom->f;
+    mom->f = 2.0;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "momentum 2 is outside [0, 1]"), "'%s'", err.msg);
+    mom->f = NAN;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "attribute `momentum` holds NaN"), "'%s'", err.msg);
+    mom->f = saved;
+    int64_t d0 = m.inputs[0].dims[0];
+    m.inputs[0].dims[0] = 0;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "dim 0 is 0") && !strstr(err.msg, "symbolic"), "'%s'", err.msg);
+    m.inputs[0].dims[0] = d0;
+    ck_onnx_free(&m);
+}
+END_TEST
+
 Suite *suite_onnx(void)
 {
     Suite *s = suite_create("onnx");
@@ -634,6 +669,7 @@ Suite *suite_onnx(void)
     tcase_add_test(bad, dims_larger_than_the_data_are_refused_before_allocating);
     tcase_add_test(bad, nodes_without_outputs_are_refused_before_matching);
     tcase_add_test(bad, node_arity_and_values_bound_twice_are_refused);
+    tcase_add_test(bad, messages_show_the_values_the_file_holds);
     suite_add_tcase(s, bad);
     return s;
 }

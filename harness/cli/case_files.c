@@ -196,6 +196,8 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
                                       .optimizer = ov ? ov->onnx_optimizer : NULL};
             ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights,
                                     &lc[i].tmp_slot, &err);
+            if (ls == CK_OK)
+                lc[i].cs.init_shown = lc[i].file; /* its initializers, not the temporary copy */
         } else {
             ls = ck_case_load(lc[i].file, &lc[i].cs, &err);
         }
@@ -217,6 +219,7 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
                 lc[i].cs.seed = ov->seed;
             if (ov->init) {
                 free(lc[i].cs.init_from);
+                lc[i].cs.init_shown = NULL;
                 if (!(lc[i].cs.init_from = strdup(ov->init))) {
                     ck_cli_error("out of memory");
                     keep_error(&lc[i], "out of memory");

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,17 @@ ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *i
         goto out;
     }
     snprintf(tmpl, tn, "%s/ckpt-harness-onnx-XXXXXX.safetensors", td);
+    /* no signal between creating the file and registering it for the signal cleanup */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
     int fd = mkstemps(tmpl, 12);
+    if (fd >= 0 && (*tmp_slot = ck_temp_file_register(tmpl)) < 0)
+        unlink(tmpl);
+    sigprocmask(SIG_SETMASK, &old, NULL);
     if (fd < 0) {
         st = ck_fail(err, CK_ERR_IO, "%s: cannot create a temporary weights file in %s "
                      "(TMPDIR): %s", onnx_path, td, strerror(errno));
@@ -140,8 +151,7 @@ ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *i
     }
     close(fd);
     /* removed on SIGINT/SIGTERM/SIGHUP as well as at the end */
-    if ((*tmp_slot = ck_temp_file_register(tmpl)) < 0) {
-        unlink(tmpl);
+    if (*tmp_slot < 0) {
         st = ck_fail(err, CK_ERR_IO, "%s: the temporary weights file's path is too long "
                      "(TMPDIR %s)", onnx_path, td);
         goto out;

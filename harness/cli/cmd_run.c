@@ -219,7 +219,8 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
         .git_commit = ck_build_git_commit(), .cuda = ck_build_cuda(),
         .compiler = ck_build_compiler(), .cflags = ck_build_cflags(), .host = ctx->host,
         .started_utc = ctx->started, .command_line = o->command_line,
-        .case_sha256 = case_sha[0] ? case_sha : NULL, .init_path = c->init_from,
+        .case_sha256 = case_sha[0] ? case_sha : NULL,
+        .init_path = c->init_shown ? c->init_shown : c->init_from,
         .init_sha256 = init_sha[0] ? init_sha : NULL, .reproducible = o->reproducible};
     ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
                            .include_wall_time = !o->reproducible, .run = &md};
@@ -672,10 +673,20 @@ int ck_cmd_run(const ck_run_opts *o)
             char p[sizeof tmpdir + 64];
             snprintf(p, sizeof p, "%s/%d.json", tmpdir, k);
             if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !worker_read(p, &res[k])) {
+                /* say how it died: a signal (killed, out of memory, a crash) or its code */
+                char why[96];
+                if (WIFSIGNALED(status))
+                    snprintf(why, sizeof why, "the worker process was killed by signal %d (%s)",
+                             WTERMSIG(status), strsignal(WTERMSIG(status)));
+                else if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+                    snprintf(why, sizeof why, "the worker process exited with status %d",
+                             WEXITSTATUS(status));
+                else
+                    snprintf(why, sizeof why, "the worker process left no result");
                 res[k].rc = CK_EXIT_USAGE;
-                res[k].message = strdup("the worker process died");
-                fprintf(stderr, "ckpt-harness: %s (%s): the worker process died\n",
-                        case_label(&lc[work[k].li]), ck_dtype_name(work[k].dtype));
+                res[k].message = strdup(why);
+                ck_cli_errorf("%s (%s): %s", case_label(&lc[work[k].li]),
+                              ck_dtype_name(work[k].dtype), why);
             }
             done[k] = true;
             pids[k] = 0;

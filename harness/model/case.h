@@ -71,6 +71,9 @@ typedef struct {
 
     char *init_from; /* "init": {"from": FILE}: parameters and buffers loaded by name; a
                         relative path is taken from the case file's directory; NULL: seeded */
+    const char *init_shown; /* how reports name init_from when it is a temporary file (run
+                               MODEL.onnx: the model's own initializers); NULL: init_from.
+                               Not owned */
 
     /* ---- mixed precision (harness/precision.md) ---- */
     int n_precisions;                      /* default 1: {fp32} */

@@ -525,8 +525,14 @@ static ck_status map_batchnorm(imp *im, const ck_onnx_node *n)
         if (n->out[k][0] && readers(im, n->out[k]) > 0)
             return fail_node(im, "its running-statistics output `%s` is read by another node",
                              n->out[k]);
+    /* judged as the user wrote them, before the conversion to the case's convention */
     double momentum = float_decimal(attr_float(n, "momentum", 0.9));
     double eps = float_decimal(attr_float(n, "epsilon", 1e-5));
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+        return fail_node(im, "momentum %g is outside [0, 1] (ONNX weighs the running statistic "
+                         "by it)", momentum);
+    if (!(eps > 0.0) || !isfinite(eps))
+        return fail_node(im, "epsilon %g must be a positive finite number", eps);
     char buf[32];
     snprintf(buf, sizeof buf, "%.15g", 1.0 - momentum);
     double batch_weight = strtod(buf, NULL);
@@ -1289,6 +1295,17 @@ static ck_status validate_nodes(imp *im)
         im->node = n;
         if (n->n_out < 1 || !n->out[0][0])
             return fail_node(im, "has no output");
+        /* a NaN or Inf attribute would reach the case as JSON null ("got null") */
+        for (int a = 0; a < n->n_attr; a++) {
+            const ck_onnx_attr *at = &n->attr[a];
+            bool finite = at->type != CK_ONNX_ATTR_FLOAT || isfinite(at->f);
+            for (int k = 0; finite && at->type == CK_ONNX_ATTR_FLOATS && k < at->n_floats; k++)
+                finite = isfinite(at->floats[k]);
+            if (!finite)
+                return fail_node(im, "attribute `%s` holds %s", at->name,
+                                 at->type == CK_ONNX_ATTR_FLOAT ? (isnan(at->f) ? "NaN" : "an Inf")
+                                                                : "a NaN or an Inf");
+        }
         for (size_t k = 0; k < sizeof node_arities / sizeof node_arities[0]; k++) {
             const struct node_arity *a = &node_arities[k];
             if (strcmp(a->op, n->op_type) != 0)
@@ -1638,10 +1655,14 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
     if (v->ndim < 2)
         return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` has no static shape of rank >= 2",
                        im->path, v->name);
-    for (int d = 0; d < v->ndim; d++)
-        if (v->dims[d] <= 0)
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->dims[d] == 0)
+            return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is 0: an empty input "
+                           "trains nothing", im->path, v->name, d);
+        if (v->dims[d] < 0)
             return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is symbolic; export "
                            "with a fixed input shape", im->path, v->name, d);
+    }
     return CK_OK;
 }
 

@@ -216,6 +216,59 @@ json.dump(s, open('lie/summary.json', 'w'))
 PY
 want 2 "merge of a summary that disagrees with its report" "says pass, its report" -- "$PROG" merge lie
 
+# ---- run MODEL.onnx: its temporary weights in $TMPDIR, removed on every signal ------------
+mkdir -p tmpd
+python3 - "$PROG" "$ROOT/tests/fixtures/onnx/small_cnn.onnx" "$TMP/tmpd" <<'PY' && ok || bad "run MODEL.onnx and signals: see above"
+import os, signal, subprocess, sys, time
+prog, model, tmpd = sys.argv[1:4]
+env = dict(os.environ, TMPDIR=tmpd)
+bad = 0
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    p = subprocess.Popen([prog, 'run', model, '--steps', '100000', '--quiet'], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t0 = time.time()
+    while not os.listdir(tmpd) and time.time() - t0 < 20:
+        time.sleep(0.01)
+    if not os.listdir(tmpd):
+        print(f"{sig.name}: no temporary file appeared in TMPDIR"); bad = 1
+    p.send_signal(sig)
+    p.wait(timeout=30)
+    if p.returncode != -sig:
+        print(f"{sig.name}: exit {p.returncode}, want death by the signal"); bad = 1
+    if os.listdir(tmpd):
+        print(f"{sig.name}: left {os.listdir(tmpd)}"); bad = 1
+        for f in os.listdir(tmpd):
+            os.unlink(os.path.join(tmpd, f))
+sys.exit(bad)
+PY
+# ---- a killed worker is named with its signal ---------------------------------------------
+mkdir -p slow
+printf '{"name": "slow_a", "input": {"shape": [64, 64]}, "train": {"steps": 100000}, "layers": [{"name": "fc", "op": "linear", "units": 64}]}\n' >slow/a.json
+printf '{"name": "slow_b", "input": {"shape": [64, 64]}, "train": {"steps": 100000}, "layers": [{"name": "fc", "op": "linear", "units": 64}]}\n' >slow/b.json
+python3 - "$PROG" "$TMP/slow" <<'PY' && ok || bad "killed worker: see above"
+import os, signal, subprocess, sys, time
+prog, d = sys.argv[1:3]
+p = subprocess.Popen([prog, 'run', d + '/', '--jobs', '2', '--quiet'], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True, errors='replace')
+kids = []
+t0 = time.time()
+while len(kids) < 2 and time.time() - t0 < 20:
+    try:
+        kids = open(f'/proc/{p.pid}/task/{p.pid}/children').read().split()
+    except OSError:
+        pass
+    time.sleep(0.05)
+if not kids:
+    print("no worker started"); p.kill(); sys.exit(1)
+for k in kids:
+    os.kill(int(k), signal.SIGKILL)
+out, err = p.communicate(timeout=60)
+ok = p.returncode == 2 and 'killed by signal 9' in err
+if not ok:
+    print(f"exit {p.returncode}, stderr: {err!r}")
+sys.exit(0 if ok else 1)
+PY
+
 # @@SECTIONS@@
 
 echo "hostile_inputs: $pass passed, $fail failed"
