@@ -135,7 +135,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
         goto steps_done;
     have_tc = true;
     if (judge_lowp) {
-        ck_run_hooks href = {.skip_like = plain.scales};
+        ck_run_hooks href = {.skip_like = plain.scales, .latest_step_only = true};
         if ((st = ck_trainer_begin(&tf, b, g, NULL, CK_F32, &href, &fp32, err)) != CK_OK)
             goto steps_done;
         have_tf = true;
@@ -144,7 +144,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
             ck_run_hooks hcal = {.round_to = dtype,
                                  .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
                                  .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                                 .skip_like = plain.scales};
+                                 .skip_like = plain.scales, .latest_step_only = true};
             if ((st = ck_trainer_begin(&tcal[j], b, g, NULL, CK_F32, &hcal, &calib[j], err)) !=
                 CK_OK)
                 goto steps_done;
