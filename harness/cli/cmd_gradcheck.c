@@ -13,6 +13,7 @@
 #include "harness/cli/backend_choice.h"
 #include "harness/cli/case_files.h"
 #include "harness/core/text.h"
+#include "harness/io/files.h"
 #include "harness/io/json_build.h"
 #include "harness/verify/gradcheck.h"
 #include "reports/run_set.h"
@@ -59,6 +60,13 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
     int rc = ck_cli_load_cases(o->paths, o->n_paths, NULL, &lc, &n);
     if (rc != CK_EXIT_PASS)
         return rc;
+    /* every output checked before the first check runs: writable and no input */
+    if ((o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK) ||
+        (o->junit && ck_output_file_check(o->junit, "--junit", &err) != CK_OK)) {
+        ck_cli_error(err.msg);
+        ck_cli_free_cases(lc, n);
+        return CK_EXIT_USAGE;
+    }
     ck_backend *b = NULL;
     if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &b)) {
         ck_cli_free_cases(lc, n);

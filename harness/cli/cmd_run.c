@@ -86,6 +86,9 @@ static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
 }
 
 /* <dump>/<case>[.<dtype>] */
+/* Longer --dump folders are refused before any run (their files' paths must fit). */
+#define CK_DUMP_DIR_MAX 3000
+
 static void dump_dir_of(const char *dump, const char *case_name, const char *dtype_suffix,
                         char *out, size_t n)
 {
@@ -373,6 +376,13 @@ static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc,
                     return CK_EXIT_USAGE;
                 }
             }
+    }
+    /* the dump's files are <dump>/<case>[.<dtype>]/<run>/step_NNNN/<name>.safetensors in
+     * fixed buffers of 4096 bytes: a longer folder is refused here, never cut */
+    if (o->dump && strlen(o->dump) > CK_DUMP_DIR_MAX) {
+        ck_cli_errorf("--dump: the folder's path is %zu bytes; at most %d are supported",
+                      strlen(o->dump), CK_DUMP_DIR_MAX);
+        return CK_EXIT_USAGE;
     }
     if (o->report && as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
         ck_cli_errorf("--report: %s", err.msg);

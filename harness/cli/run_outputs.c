@@ -33,6 +33,10 @@ int ck_cli_check_run_outputs(const char *report_dir, const char *junit, const ch
         ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
+    if (junit && html && ck_same_output_file(junit, html)) {
+        ck_cli_errorf("--junit %s and --html %s name the same file", junit, html);
+        return CK_EXIT_USAGE;
+    }
     const char *gha = getenv("GITHUB_ACTIONS");
     const char *sum = getenv("GITHUB_STEP_SUMMARY");
     if (gha && strcmp(gha, "true") == 0 && sum && *sum &&

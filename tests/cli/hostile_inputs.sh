@@ -194,6 +194,14 @@ want 2 "merge of the other shard" "missing" -- "$PROG" merge sh2
 "$PROG" merge sh1 --allow-partial >/dev/null 2>&1; r1=$?
 "$PROG" merge sh2 --allow-partial >/dev/null 2>&1; r2=$?
 [ $r1 -ne 2 ] && [ $r2 -ne 2 ] && ok || bad "merge --allow-partial refused a part"
+# gradcheck and compare: --junit and --report found unwritable before any work
+want 2 "gradcheck --junit nodir" "cannot write into nodir" -- "$PROG" gradcheck t1.json --junit nodir/g.xml
+grep -q PASS out && bad "gradcheck ran before refusing --junit" || ok
+want 2 "gradcheck --report CASE" "is an input" -- "$PROG" gradcheck t1.json --report t1.json
+st ca.safetensors x:2:1
+st cb.safetensors x:2:1
+want 2 "compare --junit nodir" "cannot write into nodir" -- "$PROG" compare ca.safetensors cb.safetensors --junit nodir/c.xml
+want 2 "compare --junit INPUT" "is an input" -- "$PROG" compare ca.safetensors cb.safetensors --junit cb.safetensors
 # merge: outputs checked before anything is written; no output is an input
 ls sh1 >sh1.before
 want 2 "merge sh1 sh2 --report sh1/" "is the input folder" -- "$PROG" merge sh1 sh2 --report sh1/
