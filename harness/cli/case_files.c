@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "harness/cli/cmd_import.h"
+#include "harness/core/text.h"
 #include "harness/io/files.h"
 #include "harness/model/params.h"
 
@@ -189,6 +190,15 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
     for (int i = 0; i < n; i++) {
         lc[i].file = files[i];
         files[i] = NULL;
+        lc[i].tmp_slot = -1;
+        if (ck_text_utf8_needs_clean(lc[i].file, strlen(lc[i].file))) {
+            /* said once: every JSON, XML and HTML output shows U+FFFD in its place */
+            char shown[1024], note[1200];
+            snprintf(note, sizeof note, "%s: the path is not valid UTF-8 (or holds a "
+                     "noncharacter); reports, JUnit and HTML show U+FFFD for those bytes",
+                     ck_text_escape(lc[i].file, shown, sizeof shown));
+            ck_cli_note(note);
+        }
         ck_status ls;
         if (ck_cli_ends_with(lc[i].file, ".onnx")) {
             ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
