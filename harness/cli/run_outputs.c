@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/cli/commands.h"
+#include "harness/cli/cli_options.h"
 #include "harness/cli/messages.h"
 #include "harness/io/files.h"
 

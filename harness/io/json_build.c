@@ -2,6 +2,7 @@
 #include "harness/io/json_build.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,25 @@ char *ck_json_print_clean(const cJSON *root, size_t *replaced)
     char *out = ck_text_utf8_clean(printed, strlen(printed), replaced);
     cJSON_free(printed);
     return out;
+}
+
+void ck_json_numbers_from_raw(cJSON *item)
+{
+    for (; item; item = item->next) {
+        if (cJSON_IsRaw(item) && item->valuestring) {
+            char *end = NULL;
+            double d = strtod(item->valuestring, &end);
+            if (end && *end == '\0' && end != item->valuestring) {
+                cJSON_free(item->valuestring);
+                item->valuestring = NULL;
+                item->type = cJSON_Number | (item->type & cJSON_StringIsConst);
+                item->valuedouble = d;
+                item->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN : (int)d;
+            }
+        }
+        if (item->child)
+            ck_json_numbers_from_raw(item->child);
+    }
 }
 
 ck_status ck_json_write_file(const cJSON *root, const char *path, const char *what,

@@ -12,6 +12,7 @@
 #include "harness/engine/dump.h"
 #include "harness/io/files.h"
 #include "harness/verify/judge.h"
+#include "harness/verify/training.h"
 
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                       ck_error *err)
@@ -37,21 +38,9 @@ static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_err
     return CK_OK;
 }
 
-ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
-                         const ck_case_run_opts *opts, ck_result *res, ck_error *err)
+/* The backend's identity, copied into the result. */
+static void describe_backend(ck_backend *b, ck_result *res)
 {
-    const ck_case *c = g->cs;
-    ck_manifest manifest;
-    bool dumping = opts && opts->dump_dir;
-    memset(&manifest, 0, sizeof manifest);
-    ck_record plain, ckpt;
-    ck_plan plan;
-    memset(res, 0, sizeof *res);
-    memset(&plain, 0, sizeof plain);
-    memset(&ckpt, 0, sizeof ckpt);
-    res->cs = c;
-    res->g = g;
-    res->dtype = dtype;
     ck_backend_info info;
     b->info(b, &info);
     snprintf(res->backend, sizeof res->backend, "%s", info.name);
@@ -59,119 +48,165 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     snprintf(res->backend_versions, sizeof res->backend_versions, "%s", info.versions);
     res->backend_threads = info.threads;
     snprintf(res->backend_isa, sizeof res->backend_isa, "%s", info.isa);
+}
 
-    ck_status st = ck_plan_build(g, &plan, err);
-    if (st != CK_OK)
-        return st;
-    res->n_segments = plan.n_segments;
-    res->segments = malloc((size_t)(plan.n_segments ? plan.n_segments : 1) * sizeof *res->segments);
-    if (!res->segments) {
-        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
+/* The two runs' hooks: progress relays and dump specs (opts may be NULL). */
+typedef struct {
+    ck_manifest manifest;
+    bool dumping;
+    ck_dump_spec dplain, dckpt;
+    ck_run_hooks hplain, hckpt;
+    progress_relay rplain, rckpt;
+} run_pair_hooks;
 
-    ck_dump_spec dplain = {0}, dckpt = {0};
-    ck_run_hooks hplain = {0}, hckpt = {0};
-    progress_relay rplain = {opts, {.run = 0, .n_runs = 2, .run_label = "plain", .steps = c->steps,
-                                    .n_layers = g->n}};
-    progress_relay rckpt = {opts, {.run = 1, .n_runs = 2, .run_label = "checkpointed",
-                                   .steps = c->steps, .n_layers = g->n}};
+static ck_status pair_hooks_init(run_pair_hooks *h, const ck_graph *g, const ck_plan *plan,
+                                 ck_dtype dtype, const ck_case_run_opts *opts, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    memset(h, 0, sizeof *h);
+    h->dumping = opts && opts->dump_dir;
+    h->rplain = (progress_relay){opts, {.run = 0, .n_runs = 2, .run_label = "plain",
+                                        .steps = c->steps, .n_layers = g->n}};
+    h->rckpt = (progress_relay){opts, {.run = 1, .n_runs = 2, .run_label = "checkpointed",
+                                       .steps = c->steps, .n_layers = g->n}};
     if (opts && opts->progress) {
-        hplain.observer = hckpt.observer = relay_progress;
-        hplain.observer_user = &rplain;
-        hckpt.observer_user = &rckpt;
+        h->hplain.observer = h->hckpt.observer = relay_progress;
+        h->hplain.observer_user = &h->rplain;
+        h->hckpt.observer_user = &h->rckpt;
     }
-    if (dumping) {
-        if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
-            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK ||
-            (st = ck_manifest_describe(&manifest, g, &plan, dtype, err)) != CK_OK ||
-            (c->path && access(c->path, R_OK) == 0 && /* parsed from a file, not from text */
-             (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
-            goto out;
-        dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
-                                .activations = opts->dump_activations,
-                                .activation_grads = opts->dump_activation_grads,
-                                .optimizer_state = opts->dump_optimizer};
-        dckpt = dplain;
-        dckpt.label = "checkpointed";
-        hplain.dump = &dplain;
-        hckpt.dump = &dckpt;
-    }
-    /* plain and checkpointed train in lockstep; each step is judged and its tensors dropped,
-     * so memory does not grow with the steps. A low-precision run judged against fp32 keeps
-     * its plain run's tensors: the precision judgement (precision_judge.h) calibrates every
-     * tensor against whole fp32 and calibration runs trained after it. */
-    bool low = dtype == CK_F16 || dtype == CK_BF16;
-    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
-    bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
+    if (!h->dumping)
+        return CK_OK;
+    ck_status st;
+    if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
+        (st = ck_manifest_init(&h->manifest, c->name, err)) != CK_OK ||
+        (st = ck_manifest_describe(&h->manifest, g, plan, dtype, err)) != CK_OK ||
+        (c->path && access(c->path, R_OK) == 0 && /* parsed from a file, not from text */
+         (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
+        return st;
+    h->dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &h->manifest,
+                               .activations = opts->dump_activations,
+                               .activation_grads = opts->dump_activation_grads,
+                               .optimizer_state = opts->dump_optimizer};
+    h->dckpt = h->dplain;
+    h->dckpt.label = "checkpointed";
+    h->hplain.dump = &h->dplain;
+    h->hckpt.dump = &h->dckpt;
+    return CK_OK;
+}
+
+/* The fp32 reference and calibration runs that judge a low-precision run (precision_judge.h),
+ * trained in lockstep with it: each step is judged (ck_lowp_judge) and every run's tensors
+ * dropped, so memory does not grow with the steps. The fp32 runs take the low run's updates:
+ * a step its loss scaler skipped is skipped there too, or every later step would compare
+ * different models (skip_like reads the plain run's decision for the step, made first). */
+typedef struct {
+    const ck_case_run_opts *opts;
+    int n_calib;
+    ck_trainer tf, tcal[CK_PRECISION_CALIB_RUNS];
+    bool have_tf;
+    int have_cal;
+    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+    ck_lowp_judge j;
+} lowp_refs;
+
+static ck_status lowp_refs_begin(lowp_refs *r, ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                 const ck_case_run_opts *opts, const ck_record *plain,
+                                 ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_training_log *log = opts ? opts->log : NULL;
     const ck_precision_override *ov =
         opts && opts->precision_override.set ? &opts->precision_override : NULL;
-    /* every run trains in lockstep and each step is judged and its tensors dropped, so
-     * memory does not grow with the steps: plain and checkpointed; and for a low-precision
-     * run, the fp32 reference and the calibration runs (the low dtype's roundings alone)
-     * that judge it (precision_judge.h). The fp32 runs take the low run's updates: a step
-     * its loss scaler skipped is skipped there too, or every later step would compare
-     * different models (skip_like reads the plain run's decision for the step, made first). */
-    int n_calib = judge_lowp && !ov ? CK_PRECISION_CALIB_RUNS : 0;
-    ck_trainer tp, tc, tf, tcal[CK_PRECISION_CALIB_RUNS];
-    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
-    memset(&fp32, 0, sizeof fp32);
-    memset(calib, 0, sizeof calib);
-    bool have_tp = false, have_tc = false, have_tf = false;
-    int have_cal = 0;
+    r->n_calib = ov ? 0 : CK_PRECISION_CALIB_RUNS;
+    ck_lowp_judge_init(&r->j, c, dtype, r->n_calib, ov);
+    /* the reference runs keep the current step's loss and scale only (train.h) */
+    ck_run_hooks href = {.skip_like = plain->scales, .latest_step_only = true};
+    ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .dtype = CK_F32,
+                         .hooks = &href, .log = log};
+    ck_status st = ck_training_begin(&t_ref, &r->tf, &r->fp32, err);
+    r->have_tf = st == CK_OK;
+    for (; st == CK_OK && r->have_cal < r->n_calib; r->have_cal++) {
+        int j = r->have_cal;
+        ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
+                             .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                             .skip_like = plain->scales, .latest_step_only = true};
+        ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .dtype = CK_F32,
+                             .hooks = &hcal, .log = log};
+        if ((st = ck_training_begin(&t_cal, &r->tcal[j], &r->calib[j], err)) != CK_OK)
+            break;
+    }
+    return st;
+}
+
+/* Step `step` of the reference runs, judged against the plain run's entries of that step. */
+static ck_status lowp_refs_step(lowp_refs *r, const ck_graph *g, const ck_record *plain_step,
+                                int step, ck_error *err)
+{
+    ck_status st = ck_trainer_step(&r->tf, step, err);
+    for (int j = 0; j < r->n_calib && st == CK_OK; j++)
+        st = ck_trainer_step(&r->tcal[j], step, err);
+    if (st == CK_OK)
+        st = ck_lowp_judge_add(&r->j, g, &r->fp32, r->calib, plain_step, step, err);
+    ck_record_drop_entries(&r->fp32);
+    for (int j = 0; j < r->n_calib; j++)
+        ck_record_drop_entries(&r->calib[j]);
+    return st;
+}
+
+static void lowp_refs_free(lowp_refs *r)
+{
+    if (r->have_tf)
+        ck_trainer_free(&r->tf);
+    for (int j = 0; j < r->have_cal; j++)
+        ck_trainer_free(&r->tcal[j]);
+    ck_record_free(&r->fp32);
+    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
+        ck_record_free(&r->calib[j]);
+    ck_lowp_judge_free(&r->j);
+}
+
+/* Plain and checkpointed train in lockstep (with the low-precision run's references when
+ * refs is not NULL); each step is judged and its tensors dropped, so memory does not grow
+ * with the steps. */
+static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
+                            run_pair_hooks *h, ck_training_log *log, lowp_refs *refs,
+                            ck_record *plain, ck_record *ckpt, ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_trainer tp, tc;
+    bool have_tp = false, have_tc = false;
     ck_step_judge jmain;
     ck_step_judge_init(&jmain, c, CK_F32, 0.0, CK_VERDICT_CLOSE);
-    ck_lowp_judge jlow;
-    ck_lowp_judge_init(&jlow, c, dtype, n_calib, ov);
     ck_vacuity *vp = &res->plain.vacuity, *vc = &res->ckpt.vacuity;
     memset(vp, 0, sizeof *vp);
     memset(vc, 0, sizeof *vc);
     vp->flushed = vc->flushed = -1;
-    if ((st = ck_trainer_begin(&tp, b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK)
+    ck_training t_plain = {.kind = CK_TRAINING_PLAIN, .b = b, .g = g, .dtype = dtype,
+                           .hooks = &h->hplain, .log = log};
+    ck_training t_ckpt = {.kind = CK_TRAINING_CHECKPOINTED, .b = b, .g = g, .plan = plan,
+                          .dtype = dtype, .hooks = &h->hckpt, .log = log};
+    ck_status st;
+    if ((st = ck_training_begin(&t_plain, &tp, plain, err)) != CK_OK)
         goto steps_done;
     have_tp = true;
-    if ((st = ck_trainer_begin(&tc, b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
+    if ((st = ck_training_begin(&t_ckpt, &tc, ckpt, err)) != CK_OK)
         goto steps_done;
     have_tc = true;
-    if (judge_lowp) {
-        ck_run_hooks href = {.skip_like = plain.scales, .latest_step_only = true};
-        if ((st = ck_trainer_begin(&tf, b, g, NULL, CK_F32, &href, &fp32, err)) != CK_OK)
-            goto steps_done;
-        have_tf = true;
-        for (; have_cal < n_calib; have_cal++) {
-            int j = have_cal;
-            ck_run_hooks hcal = {.round_to = dtype,
-                                 .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
-                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                                 .skip_like = plain.scales, .latest_step_only = true};
-            if ((st = ck_trainer_begin(&tcal[j], b, g, NULL, CK_F32, &hcal, &calib[j], err)) !=
-                CK_OK)
-                goto steps_done;
-        }
-    }
+    /* after the plain run began: its per-step scales tell the references which steps to skip */
+    if (refs && (st = lowp_refs_begin(refs, b, g, dtype, refs->opts, plain, err)) != CK_OK)
+        goto steps_done;
     for (int step = 0; step < c->steps; step++) {
         if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
             (st = ck_trainer_step(&tc, step, err)) != CK_OK)
             goto steps_done;
-        if ((st = ck_step_judge_add(&jmain, g, &plain, &ckpt, step, err)) != CK_OK)
+        if ((st = ck_step_judge_add(&jmain, g, plain, ckpt, step, err)) != CK_OK)
             goto steps_done;
-        ck_vacuity_count(&plain, dtype, vp);
-        ck_vacuity_count(&ckpt, dtype, vc);
-        if (judge_lowp) {
-            if ((st = ck_trainer_step(&tf, step, err)) != CK_OK)
-                goto steps_done;
-            for (int j = 0; j < n_calib; j++)
-                if ((st = ck_trainer_step(&tcal[j], step, err)) != CK_OK)
-                    goto steps_done;
-            if ((st = ck_lowp_judge_add(&jlow, g, &fp32, calib, &plain, step, err)) != CK_OK)
-                goto steps_done;
-            ck_record_drop_entries(&fp32);
-            for (int j = 0; j < n_calib; j++)
-                ck_record_drop_entries(&calib[j]);
-        }
-        ck_record_drop_entries(&plain);
-        ck_record_drop_entries(&ckpt);
+        ck_vacuity_count(plain, dtype, vp);
+        ck_vacuity_count(ckpt, dtype, vc);
+        if (refs && (st = lowp_refs_step(refs, g, plain, step, err)) != CK_OK)
+            goto steps_done;
+        ck_record_drop_entries(plain);
+        ck_record_drop_entries(ckpt);
     }
     ck_trainer_end(&tp);
     ck_trainer_end(&tc);
@@ -180,17 +215,10 @@ steps_done:
         ck_trainer_free(&tp);
     if (have_tc)
         ck_trainer_free(&tc);
-    if (have_tf)
-        ck_trainer_free(&tf);
-    for (int j = 0; j < have_cal; j++)
-        ck_trainer_free(&tcal[j]);
-    ck_record_free(&fp32);
-    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
-        ck_record_free(&calib[j]);
-    if (st == CK_OK && dumping) {
+    if (st == CK_OK && h->dumping) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
-        st = ck_manifest_write(&manifest, path, err);
+        snprintf(path, sizeof path, "%s/manifest.json", h->dplain.dir);
+        st = ck_manifest_write(&h->manifest, path, err);
     }
     if (st == CK_OK) {
         res->tensors = jmain.t;
@@ -206,19 +234,18 @@ steps_done:
         res->nonfinite_plain = jmain.nonfinite[0];
         res->nonfinite_ckpt = jmain.nonfinite[1];
         res->nonfinite_counted = true;
-        if (judge_lowp)
-            st = ck_lowp_judge_finish(&jlow, res, err);
+        if (refs && (st = ck_lowp_judge_finish(&refs->j, res, err)) == CK_OK)
+            res->plain.vacuity.flushed = res->vs_fp32_flushed_grads;
     }
     ck_step_judge_free(&jmain);
-    ck_lowp_judge_free(&jlow);
-    if (st != CK_OK)
-        goto out;
-    ck_vacuity_finish(&plain, vp);
-    ck_vacuity_finish(&ckpt, vc);
-    if (judge_lowp)
-        res->plain.vacuity.flushed = res->vs_fp32_flushed_grads;
-    ck_fill_summary(&res->plain, "plain", &plain);
-    ck_fill_summary(&res->ckpt, "checkpointed", &ckpt);
+    return st;
+}
+
+/* Run summaries, loss-scaler agreement, memory saving and the verdicts. */
+static void finish_result(const ck_case *c, ck_record *plain, ck_record *ckpt, ck_result *res)
+{
+    ck_fill_summary(&res->plain, "plain", plain);
+    ck_fill_summary(&res->ckpt, "checkpointed", ckpt);
     res->first_scale_mismatch = -1;
     for (int s = 0; s < c->steps; s++) {
         if (res->plain.scales[s].scale != res->ckpt.scales[s].scale ||
@@ -232,9 +259,52 @@ steps_done:
     res->memory_saving = pp > 0 ? 1.0 - (double)cp / (double)pp : 0.0;
     res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;
     ck_result_judge(res);
+}
+
+ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                         const ck_case_run_opts *opts, ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_record plain, ckpt;
+    ck_plan plan;
+    run_pair_hooks hooks;
+    memset(&hooks, 0, sizeof hooks);
+    lowp_refs refs;
+    memset(&refs, 0, sizeof refs);
+    memset(res, 0, sizeof *res);
+    memset(&plain, 0, sizeof plain);
+    memset(&ckpt, 0, sizeof ckpt);
+    res->cs = c;
+    res->g = g;
+    res->dtype = dtype;
+    describe_backend(b, res);
+
+    ck_status st = ck_plan_build(g, &plan, err);
+    if (st != CK_OK)
+        return st;
+    res->n_segments = plan.n_segments;
+    res->segments = malloc((size_t)(plan.n_segments ? plan.n_segments : 1) * sizeof *res->segments);
+    if (!res->segments) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
+    bool low = dtype == CK_F16 || dtype == CK_BF16;
+    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
+    bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
+    if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, err)) != CK_OK)
+        goto out;
+    refs.opts = opts;
+    if ((st = train_pair(b, g, &plan, dtype, &hooks, opts ? opts->log : NULL,
+                         judge_lowp ? &refs : NULL, &plain, &ckpt, res, err)) != CK_OK)
+        goto out;
+    ck_vacuity_finish(&plain, &res->plain.vacuity);
+    ck_vacuity_finish(&ckpt, &res->ckpt.vacuity);
+    finish_result(c, &plain, &ckpt, res);
 out:
-    if (dumping)
-        ck_manifest_free(&manifest);
+    lowp_refs_free(&refs);
+    if (hooks.dumping)
+        ck_manifest_free(&hooks.manifest);
     ck_record_free(&plain);
     ck_record_free(&ckpt);
     ck_plan_free(&plan);
