@@ -263,7 +263,8 @@ static void write_item_report(const ck_run_opts *o, const run_context *ctx, cons
 {
     ck_error err;
     cJSON *tree = report_tree(o, ctx, res);
-    char *text = tree ? cJSON_Print(tree) : NULL;
+    /* valid UTF-8 whatever the case's path or names held (json_build.h) */
+    char *text = tree ? ck_json_print_clean(tree, NULL) : NULL;
     if (!text) {
         ck_cli_error_to(errf, "out of memory building the report");
         wr->rc = CK_EXIT_USAGE;
@@ -282,7 +283,7 @@ static void write_item_report(const ck_run_opts *o, const run_context *ctx, cons
         }
         free(path);
     }
-    cJSON_free(text);
+    free(text);
     if (keep && tree && text) {
         ck_json_numbers_from_raw(tree);
         wr->report = tree;
