@@ -106,6 +106,14 @@ int ck_cuda_algo_rank(ck_cuda_pass pass, ck_dtype dtype, ck_cuda_algo_policy pol
                       size_t workspace_limit, bool by_time, const ck_cuda_algo_candidate *c,
                       int n, int *order);
 
+/* ---- which ops run (op_support.c) ---- */
+
+/* Whether the CUDA backend runs op in dtype: every op of the catalogue in fp32, fp64, fp16
+ * and bf16, except a low-precision reduction (policies.reduction_dtype "low", a
+ * reference-backend canary). The backend's `supports`, and the registry's cpu-as-cuda
+ * stand-in's. */
+bool ck_cuda_supports_op(const ck_op_params *op, ck_dtype dtype);
+
 /* ---- what ran: one record per (layer, pass) ---- */
 
 typedef struct {

@@ -399,9 +399,7 @@ static ck_status cuda_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, 
 static bool cuda_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
 {
     (void)b;
-    /* policies.reduction_dtype "low" is a reference-backend canary */
-    return (unsigned)op->kind < CK_OP_KIND_COUNT && ck_cuda_float_dtype(dtype) &&
-           !op->low_precision_reduction;
+    return ck_cuda_supports_op(op, dtype);
 }
 
 struct cuda_op_entry {

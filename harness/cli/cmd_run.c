@@ -99,7 +99,7 @@ typedef struct {
     ck_dtype dtype;
     int index;       /* position in the whole (filtered) matrix */
     bool several;    /* the case runs in several dtypes */
-    bool skip;       /* an unsupported combination under --keep-going */
+    bool skip;       /* a case/dtype the backend does not run (skip_unsupported) */
     char skip_msg[CK_ERROR_MAX];
 } work_item;
 
@@ -332,6 +332,38 @@ static const char *case_label(const ck_loaded_case *lc)
 /* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
  * the noise floor and --verify-recompute still hold every step's tensors, so they are
  * refused beyond CK_FULL_RECORD_STEPS steps before anything runs. */
+/* Asks the backends (b, and ref when given) before anything runs whether they run every
+ * layer of each item's case in its dtype: an item they do not is skipped, with the reason
+ * on stderr and in its result, and the rest run. When that leaves nothing to run (every
+ * item that loaded is skipped) the request as a whole cannot run: CK_EXIT_USAGE. */
+static int skip_unsupported(ck_backend *b, ck_backend *ref, ck_loaded_case *lc,
+                            work_item *work, int total)
+{
+    int runnable = 0, skipped = 0;
+    ck_error err;
+    for (int k = 0; k < total; k++) {
+        ck_loaded_case *c = &lc[work[k].li];
+        if (!c->built)
+            continue;
+        if (!ck_cli_supported(b, &c->g, work[k].dtype, &err) ||
+            (ref && !ck_cli_supported(ref, &c->g, work[k].dtype, &err))) {
+            fprintf(stderr, "ckpt-harness: %s (skipped)\n", err.msg);
+            work[k].skip = true;
+            snprintf(work[k].skip_msg, sizeof work[k].skip_msg, "%s", err.msg);
+            skipped++;
+        } else {
+            runnable++;
+        }
+    }
+    if (skipped && !runnable) {
+        fprintf(stderr, "ckpt-harness: nothing to run: the %s backend does not run any of "
+                        "the requested case/dtype combinations (skipped above)\n",
+                b->name);
+        return CK_EXIT_USAGE;
+    }
+    return CK_EXIT_PASS;
+}
+
 static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
                                const work_item *work, int total)
 {
@@ -507,26 +539,13 @@ int ck_cmd_run(const ck_run_opts *o)
         return CK_EXIT_USAGE;
     }
 
-    /* every layer supported in every dtype before anything runs; --keep-going skips the
-     * combinations that are not */
-    for (int k = 0; k < total; k++) {
-        ck_loaded_case *c = &lc[work[k].li];
-        if (!c->built)
-            continue;
-        if (!ck_cli_supported(b, &c->g, work[k].dtype, &err) ||
-            (ref && !ck_cli_supported(ref, &c->g, work[k].dtype, &err))) {
-            fprintf(stderr, "ckpt-harness: %s%s\n", err.msg, o->keep_going ? " (skipped)" : "");
-            if (!o->keep_going) {
-                b->destroy(b);
-                if (ref)
-                    ref->destroy(ref);
-                free(work);
-                ck_cli_free_cases(lc, n);
-                return CK_EXIT_USAGE;
-            }
-            work[k].skip = true;
-            snprintf(work[k].skip_msg, sizeof work[k].skip_msg, "%s", err.msg);
-        }
+    if (skip_unsupported(b, ref, lc, work, total) != CK_EXIT_PASS) {
+        b->destroy(b);
+        if (ref)
+            ref->destroy(ref);
+        free(work);
+        ck_cli_free_cases(lc, n);
+        return CK_EXIT_USAGE;
     }
 
     work_result *res = calloc((size_t)total + 1, sizeof *res);
@@ -609,8 +628,8 @@ int ck_cmd_run(const ck_run_opts *o)
                 else if (!c->built)
                     printf("ERROR %s: did not load (see above)\n", case_label(c));
                 else if (work[k].skip)
-                    printf("SKIP %s %s: not supported by the backend\n", case_label(c),
-                           ck_dtype_name(work[k].dtype));
+                    printf("SKIP %s %s: %s\n", case_label(c), ck_dtype_name(work[k].dtype),
+                           work[k].skip_msg);
             }
             fflush(stdout);
             emitted++;
