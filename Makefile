@@ -114,7 +114,7 @@ ifeq ($(CUDA)$(if $(CUDA_OFF_WHY),off),1off)
 endif
 
 # the backend's plain-C parts (algorithm policy and pinning, the direct fp64 convolution's
-# geometry) are always built into the library: tests/test_cuda_cpu.c checks them on the CPU
+# geometry) are always built into the library: tests/test_cuda_algo_policy.c checks them on the CPU
 CUDA_PURE_C := $(filter-out backends/cuda/cuda_module.c,$(sort $(wildcard backends/cuda/*.c)))
 LIB_SRC += $(CUDA_PURE_C)
 LIB_OBJ += $(CUDA_PURE_C:%.c=$(BUILD)/obj/%.o)
@@ -151,7 +151,7 @@ ifeq ($(CUDA_OFF_WHY),)
 	$(CC) -shared -Wl,--no-undefined -o $@ $^ $(CUDA_LDLIBS) -lm
 
   # the GPU test program links the backend directly (it is the backend's own test)
-  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(CUDA_OBJ) $(LIB)
+  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(BUILD)/obj/tests/backend_ops.o $(CUDA_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LDLIBS)
 
   # the GPU test program checks itself with a second CPU backend, then runs on the GPU
@@ -315,7 +315,8 @@ check-asan: deps
 	@$(MAKE) --no-print-directory check-run BUILD=build/asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
-# ThreadSanitizer: the fast cpu backend's Check suite (threaded kernels, 1/2/3 threads) and
+# ThreadSanitizer: the fast cpu backend's Check suites (threaded kernels, 1/2/3 threads;
+# whole cases; the op table on cpu) and
 # threaded runs of shipped cases through the program (--threads 2). The whole suite under
 # TSan would take far longer than check's budget; everything threaded is in these.
 check-tsan: deps
@@ -323,7 +324,10 @@ check-tsan: deps
 	    SAN="-fsanitize=thread -fno-omit-frame-pointer"
 
 check-tsan-run: $(PROG) $(TESTS)
-	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_backend CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_kernels CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_cases CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=backend_ops CK_OP_BACKEND=cpu \
+	    CK_ROOT=$(CURDIR) $(TESTS)
 	for c in mlp_dropout cnn_bn unet3d_bn conv1d_seq; do \
 	    TSAN_OPTIONS=halt_on_error=1 $(PROG) run cases/$$c.json --threads 2 --dtype fp32,bf16 \
 	        --quiet --report $(BUILD)/tsan-$$c.json || exit 1; done
