@@ -201,7 +201,13 @@ check-no-cuda-libs-run: $(PROG) $(TESTS)
 gpu-check:
 	bash tests/gpu/run.sh $(GPU_OUT)
 
-.PHONY: cuda-check check-cpu-only check-no-cuda-libs check-no-cuda-libs-run gpu-check
+# What tests/gpu/run.sh builds: the program, and where this build has the CUDA backend the
+# module and the GPU test program (one path a line); the reason on stderr when it has not.
+print-gpu-targets:
+	@echo $(PROG)
+	@$(if $(CUDA_MODULE),echo $(CUDA_MODULE); echo $(GPU_TEST),echo "no CUDA backend in this build: $(CUDA_OFF_WHY)" >&2)
+
+.PHONY: cuda-check check-cpu-only check-no-cuda-libs check-no-cuda-libs-run gpu-check print-gpu-targets
 -include $(CUDA_OBJ:.o=.d) $(CUDA_MODULE_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 # --------------------------------------------------------------- end of the CUDA block ---
 
@@ -302,7 +308,8 @@ check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
 	CK_PROG=$(PROG) sh tests/cli/precision.sh
-	CK_PROG=$(PROG) sh tests/cli/gpu_script.sh
+	CK_PROG=$(PROG) CK_GPU_BUILD_DIR=$(BUILD) CC='$(CC)' OPT='$(OPT)' SAN='$(SAN)' CUDA='$(CUDA)' \
+	    sh tests/cli/gpu_script.sh
 	sh tests/cli/makefile.sh
 	CK_PROG=$(PROG) sh tests/cli/onnx.sh
 	CK_PROG=$(PROG) sh tests/interop/run.sh
