@@ -361,12 +361,19 @@ static bool call_inputs(bo_ctx *c, const bo_row *r, const ck_node *nd, bo_dtypes
     char name[128];
     bool ok = true;
     k->io_r.n_in = k->io_t.n_in = r->n_in;
+    /* an embedding reads i32 token ids in [0, vocab) */
+    const bool ids = nd->op.kind == CK_OP_EMBEDDING;
     for (int i = 0; i < r->n_in && ok; i++) {
         const int src = r->alias ? 0 : i;
         if (src == i) {
-            double *v = draw(ck_shape_numel(&r->in[i]), seed + 10 + (uint64_t)i, r->vals, dt.in);
+            const int64_t n = ck_shape_numel(&r->in[i]);
+            double *v = draw(n, seed + 10 + (uint64_t)i, r->vals, dt.in);
+            ck_rng_stream s = ck_rng_keyed(seed, CK_RNG_NO_LAYER, CK_PURPOSE_TEST, 1);
+            for (int64_t e = 0; ids && v && e < n; e++)
+                v[e] = (double)ck_rng_below(&s, (uint64_t)e, (uint32_t)nd->op.vocab);
             snprintf(name, sizeof name, "%s.in%d", prefix, i);
-            ok = v && pair_make(c, &k->in[i], name, dr.in, dt.in, r->in[i], v);
+            ok = v && pair_make(c, &k->in[i], name, ids ? CK_I32 : dr.in, ids ? CK_I32 : dt.in,
+                                r->in[i], v);
             free(v);
         }
         k->io_r.in[i] = &k->in[src].r;
@@ -434,7 +441,7 @@ static bool call_grads(bo_ctx *c, const bo_row *r, const ck_node *nd, bo_dtypes 
     free(v);
     k->g_r.dout = &k->dout.r;
     k->g_t.dout = &k->dout.t;
-    for (int i = 0; i < r->n_in && ok; i++) {
+    for (int i = 0; i < r->n_in && ok && nd->op.kind != CK_OP_EMBEDDING; i++) {
         if (r->alias && i > 0) {
             k->g_r.din[i] = &k->din[0].r;
             k->g_t.din[i] = &k->din[0].t;
@@ -993,6 +1000,11 @@ static void build_shape_attention(void)
     p.trans_a = p.trans_b = true;
     add("matmul transposed by a 2-D B", p, 2, (ck_shape[]){BO_SHAPE(2, 4, 3), BO_SHAPE(5, 4)},
         BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_EMBEDDING, 0);
+    p.vocab = 11;
+    p.units = 6;
+    ADD1("embedding vocab 11, dim 6 (repeated ids)", p, BO_SHAPE(3, 7), BO_VALS_NORMAL, BO_EXACT,
+         BO_TRANS);
     p = mkop(CK_OP_MATMUL, 0);
     p.units = 6;
     ADD1("matmul by a weight", p, BO_SHAPE(2, 3, 4), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);

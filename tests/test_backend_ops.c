@@ -134,6 +134,21 @@ START_TEST(record_keys_belong_to_one_row_each)
 }
 END_TEST
 
+/* Every op kind of the catalogue has a row. */
+START_TEST(every_op_kind_has_a_row)
+{
+    int n;
+    const bo_row *rows = bo_rows(&n);
+    for (int k = 0; k < CK_OP_KIND_COUNT; k++) {
+        bool found = false;
+        for (int i = 0; i < n && !found; i++)
+            found = (int)rows[i].op.kind == k;
+        ck_assert_msg(found, "op %s has no row in the op table (tests/backend_ops.c)",
+                      ck_op_kind_name((ck_op_kind)k));
+    }
+}
+END_TEST
+
 Suite *suite_backend_ops(void)
 {
     Suite *s = suite_create("backend_ops");
@@ -143,6 +158,7 @@ Suite *suite_backend_ops(void)
     tcase_set_timeout(t, 300);
     tcase_add_loop_test(t, every_backend_runs_the_row_like_ref, 0, n);
     tcase_add_test(t, record_keys_belong_to_one_row_each);
+    tcase_add_test(t, every_op_kind_has_a_row);
     suite_add_tcase(s, t);
     TCase *b = tcase_create("beyond_ops");
     tcase_set_timeout(b, 300);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/backend.h"
 #include "backends/registry.h"
 #include "harness/engine/train.h"
 #include "harness/verify/gradcheck.h"

@@ -154,7 +154,7 @@ bool ck_backend_is_cuda(const ck_backend *b);
 /* The records so far, in first-run order (valid until the next op on b or its destroy);
  * 0 and *out = NULL for a backend that is not CUDA. */
 int ck_cuda_algo_records(const ck_backend *b, const ck_cuda_algo_record **out);
-/* the capabilities CK_PROC_CE_FORWARD / CK_PROC_CE_BACKWARD (backend.h) */
+/* the backend's ce_forward / ce_backward (backend.h) */
 ck_status ck_cuda_ce_forward(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
                              const ck_tensor *target, double *out, ck_error *err);
 ck_status ck_cuda_ce_backward(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,

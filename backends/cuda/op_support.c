@@ -6,7 +6,7 @@
  */
 #include "backends/cuda/cuda_api.h"
 
-#include "backends/op_check.h"
+#include "backends/check/check.h"
 
 bool ck_cuda_supports_op(const ck_op_params *op, ck_dtype dtype)
 {

@@ -96,5 +96,7 @@ int ck_cmd_bisect(const ck_run_opts *o);
 int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o);
 /* Lists ops and their options, and the cases found under cases_dir. */
 int ck_cmd_list(const char *cases_dir);
+/* `list --markdown`: every op's option table (op_def.h, ck_op_options_markdown). */
+int ck_cmd_list_markdown(void);
 
 #endif

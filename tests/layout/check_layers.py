@@ -4,7 +4,10 @@
 1. Every #include "..." is written from the project root and names a file that exists.
 2. Each folder includes only the layers its row allows (the table below).
 3. Nothing outside backends/ includes a backend's private folder (backends/ref/,
-   backends/cpu/, backends/cuda/); tests and fuzz targets may, to reach internals.
+   backends/cpu/, backends/cuda/, backends/check/); tests and fuzz targets may, to reach
+   internals. Inside backends/, a backend's folder includes itself, the top-level files,
+   the shared checks (backends/check/) and, for a backend built on another, that one's
+   entry points (COMPOSED: the fast cpu backend on ref_ops.h).
 4. No include cycle between units (a .c file and the .h of the same name are one unit).
 5. Library code never prints: no printf/fprintf/puts/fputs/putchar/perror, no exit() or
    abort() outside harness/cli/ and reports/ (files are written with fwrite or write).
@@ -38,7 +41,11 @@ ALLOWED = {
     "reports": REPORTS,
     "backends": BACKENDS,
 }
-PRIVATE = ("backends/ref/", "backends/cpu/", "backends/cuda/")
+PRIVATE = ("backends/ref/", "backends/cpu/", "backends/cuda/", "backends/check/")
+# the host-side checks every backend shares
+SHARED = "backends/check/"
+# backend folder -> the other backends' headers it is built on
+COMPOSED = {"backends/cpu/": ("backends/ref/ref_ops.h",)}
 PRINTS = re.compile(r"\b(v?f?printf|f?puts|fputc|putchar|perror|exit|abort)\s*\(")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -63,13 +70,17 @@ def layer_of(path):
 def allowed(src, target):
     layer = layer_of(src)
     if src.startswith("backends/") and target.startswith("backends/"):
-        # the top-level files (the interface, the registry, the shared host checks) may
-        # reach every backend: the registry creates them; a backend's private folder may
-        # include itself and the top-level files, never another backend's folder
+        # the top-level files (the interface, the registry, host memory) may reach every
+        # backend: the registry creates them; every backend folder may include itself, the
+        # top-level files and the shared host checks (backends/check/); a backend built
+        # on another includes that one's entry points (COMPOSED), never anything else of
+        # another backend's folder
         if src.count("/") == 1:
             return True
         own = "/".join(src.split("/")[:2]) + "/"
-        return target.startswith(own) or target.count("/") == 1
+        if target.startswith(own) or target.count("/") == 1 or target.startswith(SHARED):
+            return True
+        return target in COMPOSED.get(own, ())
     rules = ALLOWED.get(layer)
     if rules is None:
         return True
