@@ -546,6 +546,29 @@ START_TEST(algorithm_and_math_names_follow_cudnn)
 }
 END_TEST
 
+/* A pass cuDNN refuses on its first call moves onto the direct kernels, for good; a pinned
+ * algorithm that fails later, or a failure of another kind, is an error. */
+START_TEST(a_refused_pass_falls_back_once_and_for_good)
+{
+    ck_assert(ck_cuda_falls_back(CK_ERR_UNSUPPORTED, false));
+    ck_assert(!ck_cuda_falls_back(CK_ERR_UNSUPPORTED, true));
+    ck_assert(!ck_cuda_falls_back(CK_ERR_NOMEM, false));
+    ck_assert(!ck_cuda_falls_back(CK_ERR_BACKEND, false));
+    ck_assert(!ck_cuda_falls_back(CK_OK, false));
+    ck_cuda_pin_table t = {0};
+    ck_error err;
+    const ck_cuda_conv_key a = key_for(CK_CUDA_PASS_BACKWARD_FILTER, CK_BF16, 7),
+                           b = key_for(CK_CUDA_PASS_BACKWARD_DATA, CK_BF16, 7);
+    ck_assert(!ck_cuda_fallback_find(&t, &a));
+    ck_assert_int_eq(ck_cuda_fallback_add(&t, &a, &err), CK_OK);
+    ck_assert_int_eq(ck_cuda_fallback_add(&t, &a, &err), CK_OK); /* once is enough */
+    ck_assert_int_eq(t.n, 1);
+    ck_assert(ck_cuda_fallback_find(&t, &a));
+    ck_assert(!ck_cuda_fallback_find(&t, &b));
+    ck_cuda_pin_free(&t);
+}
+END_TEST
+
 Suite *suite_cuda_algo_policy(void)
 {
     Suite *s = suite_create("cuda_algo_policy");
@@ -572,6 +595,7 @@ Suite *suite_cuda_algo_policy(void)
     tcase_add_test(tc, a_workspace_that_cannot_be_allocated_fails_naming_layer_and_bytes);
     tcase_add_test(tc, unsupported_low_precision_convolutions_fail_cleanly);
     tcase_add_test(tc, workspace_and_scratch_are_counted_apart_with_peaks);
+    tcase_add_test(tc, a_refused_pass_falls_back_once_and_for_good);
     suite_add_tcase(s, tc);
 
     return s;
