@@ -10,7 +10,7 @@
 #   make install      the program, the CUDA module (where built) and the man page under
 #                     $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 #
-# Knobs (override on the command line): BUILD, CC, OPT, SAN.
+# Knobs (override on the command line): BUILD, CC, OPT, SAN; NVCC_CCBIN (the CUDA host compiler).
 
 CC      ?= cc
 BUILD   ?= build
@@ -139,6 +139,8 @@ ifeq ($(CUDA_OFF_WHY),)
                  -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_LIBDIR) \
                  $(if $(filter-out $(SYS_LIBDIRS) $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-Wl$(CK_COMMA)-rpath$(CK_COMMA)$(CUDNN_LIBDIR))
   NVCCFLAGS ?=
+  # NVCC_CCBIN=clang: the CUDA host code through another host compiler (CI's second compiler)
+  NVCCFLAGS += $(if $(NVCC_CCBIN),-ccbin $(NVCC_CCBIN))
   NVCCFLAGS += -std=c++17 $(OPT) -g $(CUDA_ARCH) -fmad=false --Werror all-warnings \
                -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wshadow,-Wno-unused-parameter \
                -I. $(if $(filter /usr/include,$(CUDNN_INC)),,-I$(CUDNN_INC)) -MMD -MP

@@ -726,9 +726,9 @@ static void run_fp64_gradcheck(bo_ctx *c, int index)
 
 void bo_run_row(bo_ctx *c, int index, unsigned what)
 {
-    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
     const bool self = c->b == c->ref;
-    for (size_t d = 0; (what & BO_RUN_CLASSES) && !self && d < 3; d++)
+    for (size_t d = 0; (what & BO_RUN_CLASSES) && !self && d < 4; d++)
         bo_run_variant(c, index, bo_dtypes_of(dts[d]), ck_dtype_name(dts[d]), -1);
     for (size_t d = 1; (what & BO_RUN_LOWP) && d < 3; d++)
         run_lowp_rule(c, index, dts[d]);

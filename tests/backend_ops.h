@@ -7,7 +7,7 @@
  * libcheck: results are counted in a bo_ctx and printed as one line per comparison.
  *
  * Per row (bo_run_row):
- *  - forward and backward in fp32, fp16 and bf16 from the same inputs on both backends,
+ *  - forward and backward in fp32, fp16, bf16 and fp64 from the same inputs on both backends,
  *    gradients accumulating into random values; every output against ref within the
  *    row's tolerance class (bo_tolerance; docs/cuda.md):
  *      EXACT  bit-identical;
@@ -99,7 +99,7 @@ void bo_ctx_init(bo_ctx *c, ck_backend *ref, ck_backend *b, FILE *out);
 
 /* What bo_run_row runs. */
 enum {
-    BO_RUN_CLASSES = 1,   /* forward/backward vs ref in fp32, fp16, bf16 */
+    BO_RUN_CLASSES = 1,   /* forward/backward vs ref in fp32, fp16, bf16, fp64 */
     BO_RUN_LOWP = 2,      /* the low-precision rule in fp16, bf16 */
     BO_RUN_GRADCHECK = 4, /* both gradchecks */
     BO_RUN_ALL = 7
