@@ -306,6 +306,7 @@ check: deps
 
 check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	python3 tests/layout/check_layers.py
+	python3 tests/layout/test_check_layers.py
 	python3 scripts/update_op_docs.py --check $(PROG)
 	$(OOM_SWEEP) $(CURDIR)
 	CK_PROG=$(PROG) sh tests/cli/run.sh

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/backend.h"
-#include "backends/cuda/cuda_api.h"
+#include "backends/cuda/op_support.h"
 #include "backends/ref/ref_ops.h"
 
 

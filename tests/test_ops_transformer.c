@@ -1,5 +1,5 @@
 /*
- * CPU reference backend, the issue-18 ops: matmul, softmax, log_softmax, attention,
+ * CPU reference backend, the transformer and modern U-Net ops: matmul, softmax, log_softmax, attention,
  * embedding, reshape, permute/transpose, layernorm with normalized_shape, rmsnorm,
  * groupnorm, mul, silu, gelu tanh, conv_transpose1d/2d/3d, linear/bilinear/trilinear
  * upsampling, padded max/avg pooling.
@@ -42,7 +42,7 @@ typedef struct {
     int nsp, n_in;
     ck_shape in[3];
     void (*set)(ck_op_params *op);
-} row18;
+} op_row;
 
 static void set_mm_trans(ck_op_params *op) { op->trans_a = op->trans_b = true; }
 static void set_mm_units(ck_op_params *op) { op->units = 5; }
@@ -163,7 +163,7 @@ static void set_pool_pad_even(ck_op_params *op)
     op->pad_mode = CK_PAD_EXPLICIT;
 }
 
-static const row18 rows[] = {
+static const op_row rows[] = {
     {"matmul of two inputs", CK_OP_MATMUL, 0, 2, {SHAPE_INIT(2, 3, 4), SHAPE_INIT(2, 4, 5)}, NULL},
     {"matmul transposed", CK_OP_MATMUL, 0, 2, {SHAPE_INIT(2, 4, 3), SHAPE_INIT(2, 5, 4)},
      set_mm_trans},
@@ -211,7 +211,7 @@ static const row18 rows[] = {
 };
 
 /* The row's node as ck_graph_build makes it: options resolved, shapes, params, draws. */
-static ck_node node_of(const row18 *r)
+static ck_node node_of(const op_row *r)
 {
     ck_op_params op;
     ck_op_params_default(&op, r->kind, r->nsp);
@@ -249,7 +249,7 @@ typedef struct {
     ck_tensor *in[3], *out, *par[2], *din[3], *dpar[2], *dout, *saved;
     ck_op_io io;
     ck_op_grads g;
-} run18;
+} op_run;
 
 static double draw(uint32_t slot, int64_t i, double scale, ck_dtype dt)
 {
@@ -260,7 +260,7 @@ static double draw(uint32_t slot, int64_t i, double scale, ck_dtype dt)
 /* act: activations' dtype (and weight-like parameters'); norm parameters stay fp32 unless
  * act is fp64. Values are drawn representable in `vals` (the low dtype of the comparison).
  * Gradients start at their drawn prior values when with_old. */
-static void run_make(run18 *R, const row18 *r, const ck_node *n, ck_dtype act, ck_dtype vals,
+static void run_make(op_run *R, const op_row *r, const ck_node *n, ck_dtype act, ck_dtype vals,
                      bool with_old)
 {
     memset(R, 0, sizeof *R);
@@ -316,7 +316,7 @@ static void run_make(run18 *R, const row18 *r, const ck_node *n, ck_dtype act, c
     R->g.dout = R->dout;
 }
 
-static void run_free(run18 *R)
+static void run_free(op_run *R)
 {
     ck_tensor *all[] = {R->in[0], R->in[1], R->in[2], R->out, R->par[0], R->par[1],
                         R->din[0], R->din[1], R->din[2], R->dpar[0], R->dpar[1], R->dout,
@@ -325,7 +325,7 @@ static void run_free(run18 *R)
         tu_tensor_free(all[i]);
 }
 
-static void run_op(const char *desc, const ck_node *n, run18 *R, bool backward)
+static void run_op(const char *desc, const ck_node *n, op_run *R, bool backward)
 {
     ck_fwd_args a = args_of();
     ck_error err = {{0}};
@@ -342,7 +342,7 @@ static void run_op(const char *desc, const ck_node *n, run18 *R, bool backward)
 
 START_TEST(every_op_passes_gradcheck_with_nonzero_gradients)
 {
-    const row18 *r = &rows[_i];
+    const op_row *r = &rows[_i];
     ck_node n = node_of(r);
     ck_fwd_args a = args_of();
     ck_gradcheck_result res;
@@ -361,7 +361,7 @@ START_TEST(every_op_passes_gradcheck_with_nonzero_gradients)
     ck_assert(res.ok);
 
     /* the gradients compared are not all zero */
-    run18 R;
+    op_run R;
     run_make(&R, r, &n, CK_F64, CK_F64, false);
     run_op(r->desc, &n, &R, true);
     ck_tensor *grads[] = {R.din[0], R.din[1], R.din[2], R.dpar[0], R.dpar[1]};
@@ -455,12 +455,12 @@ static void assert_same_bits(const char *desc, const ck_tensor *a, const ck_tens
 
 START_TEST(every_op_rounds_once_in_fp16_and_bf16)
 {
-    const row18 *r = &rows[_i / 2];
+    const op_row *r = &rows[_i / 2];
     const ck_dtype dt = _i % 2 ? CK_BF16 : CK_F16;
     char desc[128];
     snprintf(desc, sizeof desc, "%s in %s", r->desc, ck_dtype_name(dt));
     const ck_node n = node_of(r);
-    run18 low, ref, f32, old;
+    op_run low, ref, f32, old;
     run_make(&low, r, &n, dt, dt, true);
     run_make(&ref, r, &n, CK_F64, dt, false); /* the bare contributions */
     run_make(&f32, r, &n, CK_F32, dt, true);
@@ -493,9 +493,9 @@ END_TEST
 /* backward adds to what the gradients hold: twice from zero is twice once */
 START_TEST(backward_accumulates)
 {
-    const row18 *r = &rows[_i];
+    const op_row *r = &rows[_i];
     const ck_node n = node_of(r);
-    run18 R;
+    op_run R;
     run_make(&R, r, &n, CK_F64, CK_F64, false);
     run_op(r->desc, &n, &R, true);
     ck_tensor *g1[] = {R.din[0], R.din[1], R.din[2], R.dpar[0], R.dpar[1]};
@@ -599,10 +599,10 @@ END_TEST
  * the same stream, the same output (what recomputation relies on). */
 START_TEST(attention_is_causal_and_its_dropout_follows_the_stream)
 {
-    const row18 r = {"attention", CK_OP_ATTENTION, 0, 1, {SHAPE_INIT(1, 6, 4)}, NULL};
+    const op_row r = {"attention", CK_OP_ATTENTION, 0, 1, {SHAPE_INIT(1, 6, 4)}, NULL};
     ck_node n = node_of(&r);
     n.op.causal = true;
-    run18 R;
+    op_run R;
     run_make(&R, &r, &n, CK_F64, CK_F64, false);
     run_op("attention", &n, &R, false);
     for (int d = 0; d < 4; d++)
@@ -632,10 +632,10 @@ END_TEST
 
 START_TEST(embedding_rejects_ids_outside_the_vocabulary)
 {
-    const row18 *r = &rows[10];
+    const op_row *r = &rows[10];
     ck_assert_int_eq(r->kind, CK_OP_EMBEDDING);
     const ck_node n = node_of(r);
-    run18 R;
+    op_run R;
     run_make(&R, r, &n, CK_F32, CK_F32, false);
     ((int32_t *)R.in[0]->data)[5] = 7;
     ck_fwd_args a = args_of();

@@ -19,6 +19,7 @@
 #include "backends/cuda/algo_pin.h"
 #include "backends/cuda/cuda_api.h"
 #include "backends/cuda/mem_account.h"
+#include "backends/cuda/op_support.h"
 #include "backends/registry.h"
 
 // ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 /*
- * Geometry of the issue-18 ops, shared by the reference (backends/ref/wide_kernels.h) and CUDA
- * (backends/cuda/cuda_common.cuh) kernels and filled by the shared checks (op_check18.h).
+ * Geometry of the double-kernel ops (matmul, attention, conv_transpose, linear upsampling,
+ * padded pooling), shared by the reference (backends/ref/wide_kernels.h) and CUDA
+ * (backends/cuda/cuda_common.cuh) kernels and filled by the shared checks (op_checwide_kernels.h).
  */
 #ifndef CK_CHECK_GEOMETRY_H
 #define CK_CHECK_GEOMETRY_H

@@ -10,6 +10,7 @@
  * error is reported by the op (and layer) that caused it, not by a later one.
  */
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/op_support.h"
 #include "harness/core/calibration.h"
 
 #include <dlfcn.h>

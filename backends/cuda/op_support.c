@@ -1,10 +1,5 @@
-/*
- * Which ops the CUDA backend runs (cuda_api.h, ck_cuda_supports_op): plain C, compiled into
- * the module (the backend's `supports`) and into the library, where the registry's
- * `cpu-as-cuda` stand-in answers with the same rule so a GPU run can be rehearsed on a
- * machine without one (tests/gpu/run.sh).
- */
-#include "backends/cuda/cuda_api.h"
+/* Which ops the CUDA backend runs (op_support.h). */
+#include "backends/cuda/op_support.h"
 
 #include "backends/check/check.h"
 

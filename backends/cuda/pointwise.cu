@@ -110,7 +110,7 @@ static ck_status activation_op_backward(ck_cuda *cu, const ck_op_params *op, con
     return CK_OK;
 }
 
-/* CUDA mul, silu, gelu (tanh) (backends/ref/pointwise18.c): one thread per element. */
+/* CUDA mul, silu, gelu (tanh) (backends/ref/pointwise.c): one thread per element. */
 #include "backends/cuda/cuda_common.cuh"
 
 #define GELU_C 0.7978845608028654
@@ -229,7 +229,7 @@ static ck_status wide_op_backward(ck_cuda *cu, const ck_op_params *op,
 }
 
 // ----------------------------------------------------------------------------
-// CK_OP_POSITIONAL (backends/ref/pointwise18.c): y = x + W repeated over the batch
+// CK_OP_POSITIONAL (backends/ref/pointwise.c): y = x + W repeated over the batch
 
 static __global__ void pos_fwd_kernel(ck_dv y, ck_dv x, ck_dv w, int64_t N, int64_t M)
 {

@@ -1,11 +1,12 @@
 /*
  * Scaled dot-product attention with heads, optional causal mask and dropout on the
- * probabilities, in double (k18.h). Nothing is saved: backward recomputes each row's
+ * probabilities, in double (wide_kernels.h). Nothing is saved: backward recomputes each row's
  * probabilities from q and k and regenerates the dropout mask from the same stream, so a
  * recomputed forward and its backward see the very mask the plain run drew (under the
  * `counter` policy). Rows are processed one query position at a time; every sum runs in
  * index order.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/wide_scope.h"
 
 #include <math.h>
@@ -184,7 +185,7 @@ static ck_status attention_op_backward(const ck_op_params *op, const ck_fwd_args
 }
 
 /*
- * softmax / log_softmax over one dim, in double (k18.h): max-subtracted, summed in index
+ * softmax / log_softmax over one dim, in double (wide_kernels.h): max-subtracted, summed in index
  * order. Backward recomputes the probabilities from x (nothing saved):
  *   softmax:     dx = y (dy - sum_j dy_j y_j)
  *   log_softmax: dx = dy - p sum_j dy_j

@@ -22,6 +22,7 @@
  * harness/precision.md). So a low-dtype y is exactly the fp64 result on the same inputs,
  * rounded once.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <stdlib.h>
@@ -400,7 +401,7 @@ done:
 }
 
 /*
- * Transposed convolution (PyTorch ConvTranspose{1,2,3}d, groups 1), in double (k18.h).
+ * Transposed convolution (PyTorch ConvTranspose{1,2,3}d, groups 1), in double (wide_kernels.h).
  * Input position i and tap t feed output o = i stride - pad + t dil. Forward gathers:
  * each output element is one sum (bias first, then ci, then taps in row-major order);
  * dx gathers over (co, taps); dW over (n, input positions); db over (n, outputs).

@@ -12,6 +12,7 @@
  * then added to the existing values with one rounding (ref_elem.h, harness/precision.md).
  * So a low-dtype y is exactly the fp64 result on the same inputs, rounded once.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <stdlib.h>
@@ -181,7 +182,7 @@ static ck_status linear_op_backward(const ck_op_params *op, const ck_fwd_args *a
 }
 
 /*
- * matmul: batched Y = op(A) op(B) in double (k18.h). Every output element and every
+ * matmul: batched Y = op(A) op(B) in double (wide_kernels.h). Every output element and every
  * gradient element is one sum formed in double in a fixed order (k ascending for Y, n
  * ascending for dA, batch then m ascending for dB), so the entry points round it once.
  */
@@ -286,7 +287,7 @@ static ck_status matmul_op_backward(const ck_op_params *op, const ck_fwd_args *a
     return ref_scope_end(&s, true);
 }
 
-/* embedding: y[m] = W[ids[m]]; dW[ids[m]] += dy[m] in position order (k18.h). */
+/* embedding: y[m] = W[ids[m]]; dW[ids[m]] += dy[m] in position order (wide_kernels.h). */
 #include "backends/ref/wide_scope.h"
 
 void f64_embedding_fwd(double *y, const int32_t *ids, const double *w, int64_t M, int64_t E)

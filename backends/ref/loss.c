@@ -10,6 +10,7 @@
  * logsumexp_c(y) - y[t] (max-subtracted) over the N * spatial positions, as PyTorch's
  * cross_entropy with reduction "mean" and no weights.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>
@@ -135,7 +136,7 @@ ck_status ref_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tens
 
 /*
  * Cross-entropy over a class dim with ignore_index (PyTorch F.cross_entropy, reduction
- * mean, no weights, no label smoothing), in double (k18.h).
+ * mean, no weights, no label smoothing), in double (wide_kernels.h).
  */
 #include "backends/ref/wide_scope.h"
 

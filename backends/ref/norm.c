@@ -15,6 +15,7 @@
  * in fp32, and the backward adds each double gradient to its tensor with one rounding
  * (ref_elem.h).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>
@@ -263,7 +264,7 @@ static ck_status layernorm_op_backward(const ck_op_params *op, const ck_fwd_args
 }
 
 /*
- * rmsnorm over the last D elements (k18.h): r = 1 / sqrt(mean(x^2) + eps), y = x r w.
+ * rmsnorm over the last D elements (wide_kernels.h): r = 1 / sqrt(mean(x^2) + eps), y = x r w.
  * With g = dy w: dx = r (g - x r^2 sum(g x) / D); dw += sum over rows of dy x r.
  * Backward recomputes r from x (in the same order as forward).
  */
@@ -353,7 +354,7 @@ static ck_status rmsnorm_op_backward(const ck_op_params *op, const ck_fwd_args *
 }
 
 /*
- * groupnorm (k18.h): x (N, C, S) in G groups of C/G channels; statistics (two-pass mean and
+ * groupnorm (wide_kernels.h): x (N, C, S) in G groups of C/G channels; statistics (two-pass mean and
  * biased variance, as layernorm) per (n, group) over (C/G) S values; per-channel affine.
  * Backward recomputes the statistics from x (the same order as forward) and, with
  * g = dy w[c]: dx = invstd / M (M g - sum g - xhat sum(g xhat)), M = (C/G) S.

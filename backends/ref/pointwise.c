@@ -7,6 +7,7 @@
  * The backward pass differentiates at the input x (io->in[0]), so relu'(0) = 0 and
  * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>
@@ -100,7 +101,7 @@ static ck_status activation_op_backward(const ck_op_params *op, const ck_fwd_arg
     return CK_OK;
 }
 
-/* mul, silu, gelu (tanh approximation) in double (k18.h). */
+/* mul, silu, gelu (tanh approximation) in double (wide_kernels.h). */
 #include "backends/ref/wide_scope.h"
 
 #include <math.h>

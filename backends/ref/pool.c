@@ -16,6 +16,7 @@
  * once; dx is computed from zero in double (overlapping windows add up there) and then
  * added to the existing values with one rounding (ref_elem.h, harness/precision.md).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>
@@ -203,7 +204,7 @@ static ck_status pool_op_backward(const ck_op_params *op, const ck_fwd_args *arg
 
 /*
  * Pooling with symmetric padding (PyTorch MaxPool/AvgPool{1,2,3}d, floor mode), in double
- * (k18.h). Max: padded positions are -inf (never chosen: PyTorch requires pad <= k / 2, so
+ * (wide_kernels.h). Max: padded positions are -inf (never chosen: PyTorch requires pad <= k / 2, so
  * every window holds a real element); the first maximum in the row-major scan wins, a NaN
  * wins over any number. Avg: the window sum of real elements over the divisor
  * (count_include_pad: the window clipped to the padded input; else the real elements).

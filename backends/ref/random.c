@@ -9,6 +9,7 @@
  * are computed in double and rounded once on store, and backward adds its double
  * contribution to dx with one rounding (ref_elem.h, harness/precision.md).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 /* ================================ dropout ================================ */

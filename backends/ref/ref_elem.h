@@ -17,7 +17,6 @@
 #define CK_CPU_ELEM_H
 
 #include "backends/check/check.h"
-#include "backends/ref/ref_ops.h"
 
 /* the backend's name in the shared checks' messages (backends/check/check.h) */
 #define REF_BE "ref"

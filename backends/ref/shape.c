@@ -8,6 +8,7 @@
  * tensor is loaded in its own dtype: fp32, fp64, fp16 or bf16 (ref_elem.h,
  * harness/precision.md).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 /* ================================= concat ================================= */
@@ -93,7 +94,7 @@ static ck_status flatten_op_backward(const ck_op_params *op, const ck_fwd_args *
 }
 
 
-/* permute / transpose: a strided copy (k18.h); backward is the inverse copy, added. */
+/* permute / transpose: a strided copy (wide_kernels.h); backward is the inverse copy, added. */
 #include "backends/ref/wide_scope.h"
 
 /* x's flat index of y's flat index yi */

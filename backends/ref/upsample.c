@@ -14,6 +14,7 @@
  * in the same dtype, rounded once into another), backward sums each block in double and
  * adds it to dx with one rounding (ref_elem.h, harness/precision.md).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 // ----------------------------------------------------------------------------
@@ -148,7 +149,7 @@ static ck_status nearest_op_backward(const ck_op_params *op, const ck_fwd_args *
 
 /*
  * Linear / bilinear / trilinear upsampling (PyTorch interpolate, mode linear|bilinear|
- * trilinear, integer scale_factor), in double (k18.h). Per dim, output o reads source
+ * trilinear, integer scale_factor), in double (wide_kernels.h). Per dim, output o reads source
  * coordinate src = o (in - 1) / (out - 1) with align_corners (0 when out == 1), else
  * max((o + 0.5) in / out - 0.5, 0); i0 = floor(src), i1 = min(i0 + 1, in - 1),
  * l1 = src - i0, l0 = 1 - l1. Forward sums the 2^3 corner products (size-1 dims give a

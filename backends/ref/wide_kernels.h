@@ -1,7 +1,9 @@
 /*
- * Issue 18 op kernels in double: the computation every dtype runs (the entry points widen
+ * The reference's double kernels of the transformer and modern U-Net ops (matmul, softmax,
+ * attention, embedding, permute, rmsnorm, groupnorm, mul, silu, gelu tanh,
+ * conv_transpose, linear upsampling, padded pooling, cross-entropy over a class dim): the computation every dtype runs (the entry points widen
  * each tensor to double once, run these, and round each output element once, or add each
- * gradient contribution with one rounding: cpu_elem.h's wide views, harness/precision.md).
+ * gradient contribution with one rounding: ref_elem.h's wide views, harness/precision.md).
  *
  * Conventions: forward kernels OVERWRITE their outputs; backward kernels ACCUMULATE (+=)
  * into every non-NULL gradient (the entry points pass zeroed wide scratch for non-fp64

@@ -1,5 +1,5 @@
 /*
- * Private to the reference backend: the wide-view scope every issue-18 entry point runs
+ * Private to the reference backend: the wide-view scope every double-kernel entry point runs
  * its double kernel (backends/ref/wide_kernels.h) in. Inputs are widened once (ref_wide_in),
  * forward outputs get scratch that is rounded once into the tensor at the end
  * (ref_wide_store), gradients get zeroed scratch that is added to the tensor with one
@@ -11,7 +11,6 @@
 #define CK_REF_WIDE_SCOPE_H
 
 #include "backends/check/check.h"
-#include "backends/ref/wide_kernels.h"
 #include "backends/ref/ref_elem.h"
 
 #include <stdint.h>

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/cli/commands.h"
+#include "harness/cli/cli_options.h"
 #include "harness/cli/messages.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
