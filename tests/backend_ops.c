@@ -648,7 +648,7 @@ static void run_fp32_gradcheck(bo_ctx *c, int index)
     pair *targets[] = {&k.in[0], &k.in[1], &k.in[2], &k.w, &k.b};
     int64_t checked = 0, bad = 0;
     double worst = 0.0;
-    char worst_text[160] = "";
+    char worst_text[256] = "";
     for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
         if (!targets[t]->live || !grads[t]->live)
             continue;
