@@ -20,6 +20,9 @@ struct cpk_pool {
     pthread_cond_t cv_start, cv_done;
     uint64_t generation; /* bumped per job, under mu */
     int running;         /* workers still inside the current job, under mu */
+    int started;         /* workers waiting for jobs, under mu (cpk_pool_create waits for all:
+                            a fork while one is still starting, freeing or allocating, would
+                            leave the child's allocator locked) */
     bool quit;
     /* the current job (written under mu before generation is bumped) */
     cpk_task_fn fn;
@@ -51,6 +54,8 @@ static void *worker(void *arg)
     free(wa);
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
+    p->started++;
+    pthread_cond_signal(&p->cv_done);
     for (;;) {
         while (!p->quit && p->generation == seen)
             pthread_cond_wait(&p->cv_start, &p->mu);
@@ -99,6 +104,10 @@ cpk_pool *cpk_pool_create(int nthreads)
                 return NULL;
             }
         }
+        pthread_mutex_lock(&p->mu);
+        while (p->started < nthreads - 1)
+            pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
     }
     return p;
 }
