@@ -227,6 +227,8 @@ static void compare_class(bo_ctx *c, const char *what, const pair *p, bo_class c
         result(c, 0, "%-60s %-5s %-5s n=%lld bitwise %.1f%% max|err| %.3g (max|ref| %.3g)", what,
                ck_dtype_name(dt), class_name(cl), (long long)n,
                n ? 100.0 * (double)same / (double)n : 100.0, worst_err, maxref);
+    free(a);
+    free(b);
 }
 
 /* ordered position of a 16-bit float pattern (fp16 and bf16 both keep the sign on top) */
