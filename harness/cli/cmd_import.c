@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "harness/cli/commands.h"
+#include "harness/cli/import_check.h"
 #include "harness/cli/messages.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
@@ -33,12 +34,19 @@ static const char *usage_import =
     "  --weights FILE         the weights file (default: the case file with .safetensors)\n"
     "  --name NAME            the case's name (default: the model file's stem)\n"
     "  --loss L               mean (default), sum, mse, cross_entropy\n"
-    "  --optimizer O          sgd (default), momentum, adam\n"
+    "  --class-dim D          cross_entropy: the dim of the classes (default: -1 for token\n"
+    "                         inputs and (N, L, V) outputs, else 1)\n"
+    "  --ignore-index I       cross_entropy: targets equal to I count for nothing\n"
+    "  --optimizer O          sgd (default), momentum, adam, adamw\n"
     "  --lr X                 learning rate (default 0.01)\n"
     "  --steps N              training steps (default 1)\n"
     "  --checkpoint SPEC      sqrt (default), every:K, or segments:FIRST..LAST,... (layer\n"
     "                         names as imported)\n"
     "  --precision P          fp32 (default), fp16, bf16\n"
+    "  --check-against REF    REF.npz (or .safetensors) from the framework: its input, its\n"
+    "                         train-mode output and optionally loss and grad.<param>; the\n"
+    "                         import is refused unless the case reproduces them (relative\n"
+    "                         L2 <= 1e-4, fp32; docs/onnx.md)\n"
     "\n"
     "`ckpt-harness run MODEL.onnx` imports in memory with the same defaults (--checkpoint,\n"
     "--loss and --optimizer apply there too).\n";
@@ -127,7 +135,29 @@ out:
 }
 
 enum { OPT_WEIGHTS = 300, OPT_NAME, OPT_LOSS, OPT_OPTIMIZER, OPT_LR, OPT_STEPS, OPT_CHECKPOINT,
-       OPT_PRECISION };
+       OPT_PRECISION, OPT_CLASS_DIM, OPT_IGNORE_INDEX, OPT_CHECK_AGAINST };
+
+bool ck_cli_parse_class_dim(const char *arg, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < -CK_MAX_DIMS || v >= CK_MAX_DIMS)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+bool ck_cli_parse_ignore_index(const char *arg, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || end == arg || *end || v < INT32_MIN || v > INT32_MAX)
+        return false;
+    *out = v;
+    return true;
+}
 
 int ck_main_import(int argc, char **argv)
 {
@@ -137,8 +167,11 @@ int ck_main_import(int argc, char **argv)
         {"optimizer", required_argument, 0, OPT_OPTIMIZER}, {"lr", required_argument, 0, OPT_LR},
         {"steps", required_argument, 0, OPT_STEPS},     {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
         {"precision", required_argument, 0, OPT_PRECISION}, {"help", no_argument, 0, 'h'},
+        {"class-dim", required_argument, 0, OPT_CLASS_DIM},
+        {"ignore-index", required_argument, 0, OPT_IGNORE_INDEX},
+        {"check-against", required_argument, 0, OPT_CHECK_AGAINST},
         {0, 0, 0, 0}};
-    const char *output = NULL, *weights = NULL;
+    const char *output = NULL, *weights = NULL, *check_against = NULL;
     ck_onnx_import_opts io;
     memset(&io, 0, sizeof io);
     int c;
@@ -152,6 +185,21 @@ int ck_main_import(int argc, char **argv)
         case OPT_OPTIMIZER: io.optimizer = optarg; break;
         case OPT_CHECKPOINT: io.checkpoint = optarg; break;
         case OPT_PRECISION: io.precision = optarg; break;
+        case OPT_CHECK_AGAINST: check_against = optarg; break;
+        case OPT_CLASS_DIM:
+            if (!(io.has_class_dim = ck_cli_parse_class_dim(optarg, &io.class_dim))) {
+                fprintf(stderr, "ckpt-harness import: --class-dim %s: expected an integer from "
+                                "%d to %d\n", optarg, -CK_MAX_DIMS, CK_MAX_DIMS - 1);
+                return CK_EXIT_USAGE;
+            }
+            break;
+        case OPT_IGNORE_INDEX:
+            if (!(io.has_ignore_index = ck_cli_parse_ignore_index(optarg, &io.ignore_index))) {
+                fprintf(stderr, "ckpt-harness import: --ignore-index %s: expected a 32-bit "
+                                "integer\n", optarg);
+                return CK_EXIT_USAGE;
+            }
+            break;
         case OPT_LR:
             errno = 0;
             io.lr = strtod(optarg, &end);
@@ -231,6 +279,9 @@ int ck_main_import(int argc, char **argv)
     char *text = NULL;
     ck_case check;
     memset(&check, 0, sizeof check);
+    ck_onnx_origins origins = {0};
+    char *summary = NULL;
+    io.origins = check_against ? &origins : NULL;
     if (ck_onnx_import(&m, model, &io, &root, &w, &err) != CK_OK)
         goto out;
     /* the case must parse before anything is written */
@@ -240,12 +291,19 @@ int ck_main_import(int argc, char **argv)
     }
     if (ck_case_parse(text, strlen(text), output, &check, &err) != CK_OK)
         goto out;
+    if (check_against &&
+        ck_cli_import_check(root, &w, &origins, model, check_against, &summary, &err) != CK_OK)
+        goto out;
     if (write_weights(&w, wpath, &err) != CK_OK || ck_json_write_file(root, output, "case", &err) != CK_OK)
         goto out;
     printf("import %s: %d nodes -> %d layers, %d weight tensors\ncase: %s\nweights: %s\n", model,
            m.n_nodes, cJSON_GetArraySize(cJSON_GetObjectItem(root, "layers")), w.n, output, wpath);
+    if (summary)
+        printf("%s\n", summary);
     rc = CK_EXIT_PASS;
 out:
+    free(summary);
+    ck_onnx_origins_free(&origins);
     if (rc != CK_EXIT_PASS)
         ck_cli_error(err.msg);
     ck_case_free(&check);

@@ -34,22 +34,53 @@ typedef struct {
     /* values inside an attention pattern being matched (see the attention section) */
     int n_pend;
     struct pend *pend;
+    ck_onnx_origins *origins; /* NULL: not recorded */
+    bool made_up;             /* the weight being added has no initializer behind it */
 } imp;
 
 static ck_status fail_node(imp *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct pend;
 static struct pend *pend_of(const imp *im, const char *value);
 
+/* The framework module a node belongs to, from the scope PyTorch's exporter writes into
+ * node names: "/blocks.0/attn/Split" -> "blocks.0.attn"; "/layer1/layer1.0/conv1/Conv" ->
+ * "layer1.0.conv1" (a scope repeating its parent's path replaces it). "" when the name
+ * carries no scope (a top-level node, another exporter's names). */
+void ck_onnx_module_of(const char *node_name, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    if (node_name[0] != '/' || n == 0)
+        return;
+    const char *last = strrchr(node_name, '/');
+    for (const char *p = node_name + 1; p < last;) {
+        const char *slash = strchr(p, '/');
+        size_t len = (size_t)(slash - p);
+        if (len && k && len > k && strncmp(p, out, k) == 0 && p[k] == '.') {
+            k = 0; /* "layer1.0" under "layer1": the full path again */
+        } else if (len && k && k + 1 < n) {
+            out[k++] = '.';
+        }
+        for (size_t i = 0; i < len && k + 1 < n; i++)
+            out[k++] = p[i];
+        out[k] = '\0';
+        p = slash + 1;
+    }
+}
+
 static ck_status fail_node(imp *im, const char *fmt, ...)
 {
-    char why[512];
+    char why[512], module[256] = "";
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     const ck_onnx_node *n = im->node;
+    if (n)
+        ck_onnx_module_of(n->name, module, sizeof module);
     return ck_error_one_line(
-        im->err, ck_fail(im->err, CK_ERR_INPUT, "%s: node `%s` (%s): %s", im->path,
+        im->err, ck_fail(im->err, CK_ERR_INPUT, "%s: %s%s%snode `%s` (%s): %s", im->path,
+                         module[0] ? "module " : "", module, module[0] ? ": " : "",
                          n && n->name[0] ? n->name : "(unnamed)", n ? n->op_type : "?", why));
 }
 
@@ -223,6 +254,58 @@ static bool is_float_type(int t)
            t == CK_ONNX_BFLOAT16;
 }
 
+void ck_onnx_origins_free(ck_onnx_origins *os)
+{
+    if (!os)
+        return;
+    for (int i = 0; i < os->n; i++) {
+        free(os->o[i].param);
+        free(os->o[i].source);
+    }
+    free(os->o);
+    memset(os, 0, sizeof *os);
+}
+
+/* Records that case tensor `param` holds t (transposed or not). A constant folded from a
+ * Transpose of an initializer (nn.Linear at opset 17) comes from that initializer, with
+ * the transposition flipped. */
+static ck_status record_origin(imp *im, const char *param, const ck_onnx_tensor *t,
+                               bool transposed)
+{
+    if (!im->origins)
+        return CK_OK;
+    const char *source = im->made_up ? "" : t->name;
+    for (int i = 0; !im->made_up && i < im->m->n_nodes; i++) {
+        const ck_onnx_node *n = &im->m->nodes[i];
+        if (strcmp(n->op_type, "Transpose") == 0 && n->n_in == 1 && n->n_out == 1 &&
+            strcmp(n->out[0], t->name) == 0 && ck_onnx_init_find(im->m, n->in[0])) {
+            source = n->in[0];
+            transposed = !transposed;
+            break;
+        }
+    }
+    ck_onnx_origins *os = im->origins;
+    if (os->n == os->cap) {
+        int nc = os->cap ? os->cap * 2 : 32;
+        ck_onnx_origin *g = realloc(os->o, (size_t)nc * sizeof *g);
+        if (!g)
+            return oom(im);
+        os->o = g;
+        os->cap = nc;
+    }
+    ck_onnx_origin *o = &os->o[os->n];
+    o->param = strdup(param);
+    o->source = strdup(source);
+    o->transposed = transposed;
+    if (!o->param || !o->source) {
+        free(o->param);
+        free(o->source);
+        return oom(im);
+    }
+    os->n++;
+    return CK_OK;
+}
+
 /* Adds a parameter or buffer: fp32 data from t (transposed when transpose and 2-D). */
 static ck_status add_weight(imp *im, const char *layer, const char *what, const ck_onnx_tensor *t,
                             bool transpose)
@@ -251,6 +334,8 @@ static ck_status add_weight(imp *im, const char *layer, const char *what, const 
     ck_status st = ck_tensorset_keep(im->w, buf, bytes ? bytes : 1, false, im->err);
     if (st == CK_OK)
         st = ck_tensorset_add(im->w, name, CK_FT_F32, &sh, bytes ? buf : NULL, im->file, im->err);
+    if (st == CK_OK)
+        st = record_origin(im, name, t, transpose && t->ndim == 2);
     return st;
 }
 
@@ -935,7 +1020,9 @@ static ck_status map_layernorm(imp *im, const ck_onnx_node *n)
         z.data = calloc((size_t)S->numel + 1, 4);
         if (!z.data)
             return oom(im);
+        im->made_up = true;
         ck_status st = add_weight(im, name, "bias", &z, false);
+        im->made_up = false;
         free(z.data);
         CK_TRY(st);
     }
@@ -1543,11 +1630,43 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
     return CK_OK;
 }
 
-static ck_status add_settings(imp *im, cJSON *root, const ck_onnx_import_opts *o)
+/* cross_entropy's class dim when --class-dim is not given (onnx_import.h). */
+static int infer_class_dim(const imp *im, const ck_onnx_value *in, bool tokens)
 {
+    if (tokens)
+        return -1;
+    const ck_onnx_value *out = &im->m->outputs[0];
+    if (out->ndim == 3 && in->ndim >= 2 && out->dims[0] == in->dims[0] &&
+        out->dims[1] == in->dims[1] && out->dims[1] > 0)
+        return -1;
+    return 1;
+}
+
+static ck_status add_loss(imp *im, cJSON *root, const ck_onnx_import_opts *o,
+                          const ck_onnx_value *in, bool tokens)
+{
+    const char *kind = o->loss ? o->loss : "mean";
     cJSON *loss = cJSON_AddObjectToObject(root, "loss");
-    if (!loss || !cJSON_AddStringToObject(loss, "op", o->loss ? o->loss : "mean"))
+    if (!loss || !cJSON_AddStringToObject(loss, "op", kind))
         return oom(im);
+    bool ce = strcmp(kind, "cross_entropy") == 0;
+    if (!ce && (o->has_class_dim || o->has_ignore_index))
+        return ck_fail(im->err, CK_ERR_INPUT, "--%s applies to --loss cross_entropy only",
+                       o->has_class_dim ? "class-dim" : "ignore-index");
+    if (!ce)
+        return CK_OK;
+    int cd = o->has_class_dim ? o->class_dim : infer_class_dim(im, in, tokens);
+    if (!cJSON_AddNumberToObject(loss, "class_dim", cd) ||
+        (o->has_ignore_index && !cJSON_AddNumberToObject(loss, "ignore_index",
+                                                          (double)o->ignore_index)))
+        return oom(im);
+    return CK_OK;
+}
+
+static ck_status add_settings(imp *im, cJSON *root, const ck_onnx_import_opts *o,
+                              const ck_onnx_value *in, bool tokens)
+{
+    CK_TRY(add_loss(im, root, o, in, tokens));
     if (o->optimizer || o->lr > 0 || o->steps > 0) {
         cJSON *tr = cJSON_AddObjectToObject(root, "train");
         if (!tr || (o->optimizer && !cJSON_AddStringToObject(tr, "optimizer", o->optimizer)) ||
@@ -1607,10 +1726,17 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
 {
     static const ck_onnx_import_opts none = {0};
     o = o ? o : &none;
-    imp im = {.m = m, .path = path, .err = err, .w = weights};
+    imp im = {.m = m, .path = path, .err = err, .w = weights, .origins = o->origins};
     *case_json = NULL;
     ck_tensorset_init(weights);
+    if (o->origins)
+        memset(o->origins, 0, sizeof *o->origins);
     ck_status st = CK_OK;
+    const ck_onnx_tensor *pending = ck_onnx_external_pending(m);
+    if (pending)
+        return ck_error_one_line(
+            err, ck_fail(err, CK_ERR_INPUT, "%s: tensor `%s`: its external data (`%s`) was not "
+                         "loaded", path, pending->name, pending->ext_location));
     cJSON *root = cJSON_CreateObject();
     im.folded = calloc((size_t)m->n_nodes + 1, sizeof *im.folded);
     im.file = ck_tensorset_keep_string(weights, path);
@@ -1670,7 +1796,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
                      m->outputs[0].name, last, tail_name);
         goto out;
     }
-    st = add_settings(&im, root, o);
+    st = add_settings(&im, root, o, in, vocab != 0);
 out:
     for (int i = 0; i < im.n_vals; i++) {
         free(im.val_name[i]);
@@ -1692,6 +1818,7 @@ out:
     free(im.pend);
     if (st != CK_OK) {
         ck_error_one_line(err, st); /* names from the file may hold control characters */
+        ck_onnx_origins_free(o->origins);
         cJSON_Delete(root);
         ck_tensorset_free(weights);
         ck_tensorset_init(weights);
