@@ -43,29 +43,27 @@ static const corpus_row rows[] = {
     {"unet3d_ts2_opset17", "unet3d", "mean", FAITHFUL, NULL},
     {"unet3d_dynamo", "unet3d", "mean", FOLDED, FOLD_LINE},
     {"unet3d_dynamo_inline", "unet3d", "mean", FOLDED, FOLD_LINE},
-    {"resnet18_ts13_opset14", "resnet18", "mean", NOT_YET,
-     "module maxpool: node `/maxpool/MaxPool` (MaxPool): padded pooling"},
-    {"resnet18_ts2_opset14", "resnet18", "mean", NOT_YET,
-     "module maxpool: node `/maxpool/MaxPool` (MaxPool): padded pooling"},
-    {"resnet18_dynamo", "resnet18", "mean", NOT_YET, "(MaxPool): padded pooling"},
-    {"nanogpt_ts13_opset17", "nanogpt", "cross_entropy", NOT_YET, "module wpe: node `/wpe/Gather`"},
-    {"nanogpt_ts2_opset17", "nanogpt", "cross_entropy", NOT_YET, "module wpe: node `/wpe/Gather`"},
+    {"resnet18_ts13_opset14", "resnet18", "mean", FAITHFUL, NULL},
+    {"resnet18_ts2_opset14", "resnet18", "mean", FAITHFUL, NULL},
+    {"resnet18_dynamo", "resnet18", "mean", NOT_YET, "(ReduceMean): op type ReduceMean"},
+    {"llama_block_ts13_opset17", "llama_block", "cross_entropy", FAITHFUL, NULL},
+    {"llama_block_ts2_opset17", "llama_block", "cross_entropy", FAITHFUL, NULL},
+    {"llama_block_dynamo", "llama_block", "cross_entropy", NOT_YET,
+     "the reference has 8 gradients of parameters the imported model does not have"},
+    {"unet2d_ts13_opset17", "unet2d", "mean", FAITHFUL, NULL},
+    {"unet2d_ts2_opset17", "unet2d", "mean", FAITHFUL, NULL},
+    {"unet2d_dynamo", "unet2d", "mean", FOLDED, FOLD_LINE},
+    {"nanogpt_ts13_opset17", "nanogpt", "cross_entropy", NOT_YET,
+     "module h.0.attn: node `/h.0/attn/Split` (Split)"},
+    {"nanogpt_ts2_opset17", "nanogpt", "cross_entropy", NOT_YET,
+     "module h.0.attn: node `/h.0/attn/Split` (Split)"},
     {"nanogpt_dynamo", "nanogpt", "cross_entropy", NOT_YET, "(Split): op type Split"},
-    {"mha_block_ts13_opset17", "mha_block", "mean", NOT_YET, "module attn: node `/attn/Shape`"},
-    {"mha_block_ts2_opset17", "mha_block", "mean", NOT_YET, "module attn: node `/attn/Add_1`"},
+    {"mha_block_ts13_opset17", "mha_block", "mean", NOT_YET, "module attn: node `/attn/Slice`"},
+    {"mha_block_ts2_opset17", "mha_block", "mean", NOT_YET,
+     "module attn: node `/attn/Unsqueeze_2` (Unsqueeze)"},
     {"mha_block_dynamo", "mha_block", "mean", NOT_YET, "(Unsqueeze): op type Unsqueeze"},
     {"sdpa_block_ts2_opset17", "sdpa_block", "mean", NOT_YET, "(Split): op type Split"},
     {"sdpa_block_dynamo", "sdpa_block", "mean", NOT_YET, "(Split): op type Split"},
-    {"llama_block_ts13_opset17", "llama_block", "cross_entropy", NOT_YET,
-     "module attention_norm: node `/attention_norm/Pow` (Pow)"},
-    {"llama_block_ts2_opset17", "llama_block", "cross_entropy", NOT_YET,
-     "module attention_norm: node `/attention_norm/Pow` (Pow)"},
-    {"llama_block_dynamo", "llama_block", "cross_entropy", NOT_YET, "(Pow): op type Pow"},
-    {"unet2d_ts13_opset17", "unet2d", "mean", NOT_YET,
-     "module gn1: node `/gn1/Reshape` (Reshape): target dim 0 is 0"},
-    {"unet2d_ts2_opset17", "unet2d", "mean", NOT_YET,
-     "module gn1: node `/gn1/Reshape` (Reshape): target dim 0 is 0"},
-    {"unet2d_dynamo", "unet2d", "mean", NOT_YET, "(Reshape): target dim 0 is 0"},
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
@@ -224,17 +222,38 @@ static void check_folded(const corpus_row *r)
     unlink(wpath);
 }
 
+/* Not importable yet: the import is refused naming the module and node, or (the
+ * exporter renamed the parameters) the check refuses it. Never a pass. */
 static void check_not_yet(const corpus_row *r)
 {
     tu_built_case bc;
+    ck_onnx_origins origins;
     int n_bn, n_drop;
-    char wpath[256];
+    char wpath[256], rel[256], ref_path[1100];
     ck_error err;
-    ck_status st = import_row(r, true, &bc, NULL, &n_bn, &n_drop, wpath, sizeof wpath, &err);
-    ck_assert_msg(st == CK_ERR_INPUT, "%s: imports now (status %d): move it to FAITHFUL",
-                  r->stem, (int)st);
-    ck_assert_msg(strstr(err.msg, r->why) && !strchr(err.msg, '\n'), "%s: '%s' lacks '%s'",
-                  r->stem, err.msg, r->why);
+    ck_status st = import_row(r, true, &bc, &origins, &n_bn, &n_drop, wpath, sizeof wpath, &err);
+    if (st != CK_OK) {
+        ck_assert_msg(st == CK_ERR_INPUT, "%s: status %d", r->stem, (int)st);
+        ck_assert_msg(strstr(err.msg, r->why) && !strchr(err.msg, '\n'), "%s: '%s' lacks '%s'",
+                      r->stem, err.msg, r->why);
+        return;
+    }
+    snprintf(rel, sizeof rel, "onnx/corpus/%s.ref.npz", r->model);
+    tu_fixture_path(ref_path, sizeof ref_path, rel);
+    ck_tensorset ref;
+    ck_assert_int_eq(ck_tensorset_load(ref_path, &ref, &err), CK_OK);
+    ck_backend *b = tu_cpu_backend();
+    ck_faithful_result res;
+    ck_assert_int_eq(ck_faithful_check(b, &bc.g, &origins, &ref, ref_path, n_bn, n_drop, &res,
+                                       &err), CK_OK);
+    ck_assert_msg(!res.pass, "%s: passes now: move it to FAITHFUL", r->stem);
+    ck_assert_msg(strstr(res.why, r->why), "%s: '%s' lacks '%s'", r->stem, res.why, r->why);
+    ck_faithful_result_free(&res);
+    b->destroy(b);
+    ck_tensorset_free(&ref);
+    ck_onnx_origins_free(&origins);
+    tu_free_built(&bc);
+    unlink(wpath);
 }
 
 START_TEST(corpus_row_is_faithful_or_refused)

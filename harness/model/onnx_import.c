@@ -14,6 +14,8 @@
 #include "harness/core/half.h"
 #include "harness/io/json_get.h"
 #include "harness/model/catalogue.h"
+#include "harness/model/onnx_fold.h"
+#include "harness/model/onnx_shapes.h"
 
 typedef struct {
     const ck_onnx_model *m;
@@ -36,11 +38,21 @@ typedef struct {
     struct pend *pend;
     ck_onnx_origins *origins; /* NULL: not recorded */
     bool made_up;             /* the weight being added has no initializer behind it */
+    const cJSON *input_json;  /* the case's input object (layer shapes) */
+    ck_onnx_shape_cache shapes;
+    /* folded constants that are a whole initializer in another form (a Gather of every row
+     * in order: nn.Embedding(arange)): constant name -> initializer name */
+    int n_alias;
+    char **alias_of, **alias_src;
 } imp;
 
 static ck_status fail_node(imp *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct pend;
 static struct pend *pend_of(const imp *im, const char *value);
+static ck_status value_shape(imp *im, const char *value, ck_shape *out);
+static const char *alias_source(const imp *im, const char *value);
+static ck_status one_input_layer(imp *im, const char *name, const char *op,
+                                 const char *src_value, const char *out_value, cJSON **Lout);
 
 /* The framework module a node belongs to, from the scope PyTorch's exporter writes into
  * node names: "/blocks.0/attn/Split" -> "blocks.0.attn"; "/layer1/layer1.0/conv1/Conv" ->
@@ -181,6 +193,9 @@ static ck_status name_for(imp *im, const ck_onnx_node *n, const char *weight_val
                           char out[CK_NAME_MAX + 1])
 {
     char from[512];
+    for (int i = 0; weight_value && i < im->n_alias; i++)
+        if (strcmp(im->alias_of[i], weight_value) == 0)
+            weight_value = im->alias_src[i];
     for (int i = 0; weight_value && i < im->m->n_nodes; i++) {
         const ck_onnx_node *t = &im->m->nodes[i];
         if (strcmp(t->op_type, "Transpose") == 0 && t->n_in == 1 && t->n_out == 1 &&
@@ -275,6 +290,9 @@ static ck_status record_origin(imp *im, const char *param, const ck_onnx_tensor 
     if (!im->origins)
         return CK_OK;
     const char *source = im->made_up ? "" : t->name;
+    for (int i = 0; !im->made_up && i < im->n_alias; i++)
+        if (strcmp(im->alias_of[i], t->name) == 0)
+            source = im->alias_src[i];
     for (int i = 0; !im->made_up && i < im->m->n_nodes; i++) {
         const ck_onnx_node *n = &im->m->nodes[i];
         if (strcmp(n->op_type, "Transpose") == 0 && n->n_in == 1 && n->n_out == 1 &&
@@ -661,9 +679,16 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
     CK_TRY(attr_ints(im, n, "strides", nsp, 1, stride));
     CK_TRY(attr_ints(im, n, "pads", 2 * nsp, 0, pads));
     CK_TRY(attr_ints(im, n, "dilations", nsp, 1, dil));
-    for (int i = 0; i < 2 * nsp; i++)
-        if (pads[i])
-            return fail_node(im, "padded pooling is not supported");
+    int64_t pad[3];
+    if (!symmetric_pads(pads, nsp, pad))
+        return fail_node(im, "asymmetric pooling padding is not supported");
+    bool padded = false;
+    for (int i = 0; i < nsp; i++) {
+        padded = padded || pad[i] != 0;
+        if (2 * pad[i] > ks->ints[i])
+            return fail_node(im, "padding %lld is more than half the window %lld",
+                             (long long)pad[i], (long long)ks->ints[i]);
+    }
     for (int i = 0; i < nsp; i++)
         if (dil[i] != 1)
             return fail_node(im, "dilated pooling is not supported");
@@ -681,9 +706,30 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
         return oom(im);
     int in0 = 0;
     CK_TRY(set_inputs(im, L, n, &in0, 1));
-    if (!add_ints(L, "pool", ks->ints, nsp) || !add_ints(L, "stride", stride, nsp))
+    if (!add_ints(L, "pool", ks->ints, nsp) || !add_ints(L, "stride", stride, nsp) ||
+        (padded && !add_ints(L, "padding", pad, nsp)) ||
+        (padded && !is_max &&
+         !cJSON_AddBoolToObject(L, "count_include_pad", attr_int(n, "count_include_pad", 0))))
         return oom(im);
     return bind(im, n->out[0], name);
+}
+
+/* GlobalAveragePool / GlobalMaxPool: a pool whose window is the input's spatial dims. */
+static ck_status map_global_pool(imp *im, const ck_onnx_node *n, bool is_max)
+{
+    if (n->n_in != 1)
+        return fail_node(im, "expected 1 input, got %d", n->n_in);
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int nsp = xs.ndim - 2;
+    if (nsp < 1 || nsp > 3)
+        return fail_node(im, "an input of rank %d: only 1 to 3 spatial dims", xs.ndim);
+    char name[CK_NAME_MAX + 1], op[16];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, nd_op(is_max ? "maxpool" : "avgpool", nsp, op, sizeof op),
+                           n->in[0], n->out[0], &L));
+    return add_ints(L, "pool", xs.dim + 2, nsp) ? CK_OK : oom(im);
 }
 
 static ck_status map_resize(imp *im, const ck_onnx_node *n)
@@ -1315,8 +1361,19 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
         return fail_node(im, "the target shape is %s, not integers",
                          ck_onnx_type_name(s->data_type));
     int64_t dims[CK_MAX_DIMS];
+    ck_shape in_shape = {0};
+    bool have_shape = false;
     for (int64_t k = 0; k < s->numel; k++) {
         double v = elem_f64(s, k);
+        if (v == 0.0 && !attr_int(n, "allowzero", 0)) { /* 0: the input's dim k */
+            if (!have_shape)
+                CK_TRY(value_shape(im, n->in[0], &in_shape));
+            have_shape = true;
+            if (k >= in_shape.ndim)
+                return fail_node(im, "target dim %lld is 0 (copy the input's dim) but the input "
+                                 "has %d dims", (long long)k, in_shape.ndim);
+            v = (double)in_shape.dim[k];
+        }
         if (!(v == -1.0 || (v >= 1.0 && v <= (double)CK_SIZE_CAP)))
             return fail_node(im, "target dim %lld is %.0f; only sizes and one -1 are supported "
                              "(0, copy the input's dim, is not)", (long long)k, v);
@@ -1327,6 +1384,201 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
     cJSON *L = NULL;
     CK_TRY(one_input_layer(im, name, "reshape", n->in[0], n->out[0], &L));
     return add_ints(L, "shape", dims, (int)s->numel) ? CK_OK : oom(im);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Normalisation patterns: RMSNorm and GroupNorm as exporters spell them               */
+/* ---------------------------------------------------------------------------------- */
+
+static ck_status fold_more(imp *im, int idx, bool *done);
+
+/* A constant, folding the nodes that compute it now when they come later in the file (a
+ * pattern reads a weight's Unsqueeze, a Shape, before the loop reaches them). *out NULL:
+ * not a constant. */
+static ck_status const_ahead(imp *im, const char *value, int depth, const ck_onnx_tensor **out)
+{
+    *out = const_of(im, value);
+    if (*out || depth > 16 || !value[0])
+        return CK_OK;
+    for (int i = 0; i < im->m->n_nodes; i++) {
+        const ck_onnx_node *p = &im->m->nodes[i];
+        if (im->folded[i] || p->n_out < 1 || strcmp(p->out[0], value) != 0)
+            continue;
+        for (int k = 0; k < p->n_in; k++) {
+            const ck_onnx_tensor *c;
+            if (p->in[k][0] && !layer_of(im, p->in[k]) &&
+                (const_ahead(im, p->in[k], depth + 1, &c) != CK_OK || !c))
+                return CK_OK;
+        }
+        const ck_onnx_node *saved = im->node;
+        bool done = false;
+        im->node = p;
+        ck_status st = fold_more(im, i, &done);
+        im->node = saved;
+        CK_TRY(st);
+        if (done)
+            im->folded[i] = true;
+        *out = const_of(im, value);
+        return CK_OK;
+    }
+    return CK_OK;
+}
+
+/* A float constant whose every element equals want. */
+static bool const_all(const imp *im, const char *value, double want)
+{
+    const ck_onnx_tensor *c = const_of(im, value);
+    if (!c || !is_float_type(c->data_type) || c->numel < 1)
+        return false;
+    for (int64_t i = 0; i < c->numel; i++)
+        if (elem_f64(c, i) != want)
+            return false;
+    return true;
+}
+
+/* The input of binary node idx that is not `a` (which it must read), or NULL. */
+static const char *other_input(const imp *im, int idx, const char *op_type, const char *a)
+{
+    if (idx < 0)
+        return NULL;
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    if (strcmp(n->op_type, op_type) != 0 || n->n_in != 2 || n->n_out < 1)
+        return NULL;
+    return strcmp(n->in[0], a) == 0 ? n->in[1] : strcmp(n->in[1], a) == 0 ? n->in[0] : NULL;
+}
+
+/* RMSNorm written out (Llama's): Pow(x, 2) → ReduceMean(last axis, keepdims) → Add(eps) →
+ * Sqrt → Reciprocal or Div(1, ·) → Mul(x, ·) → Mul(·, weight of the last dim), every value
+ * in between read by the next node only. */
+static ck_status match_rmsnorm(imp *im, int idx, bool *matched)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    *matched = false;
+    if (n->n_in != 2 || !scalar_is(im, n->in[1], 2.0) || !layer_of(im, n->in[0]))
+        return CK_OK;
+    const char *x = n->in[0];
+    int chain[7], len = 0;
+    chain[len++] = idx;
+    int rm = sole_reader(im, n->out[0]);
+    if (rm < 0 || strcmp(im->m->nodes[rm].op_type, "ReduceMean") != 0 ||
+        attr_int(&im->m->nodes[rm], "keepdims", 1) != 1)
+        return CK_OK;
+    const ck_onnx_node *r = &im->m->nodes[rm];
+    const ck_onnx_attr *axes = ck_onnx_attr_find(r, "axes");
+    const ck_onnx_tensor *axes_c = r->n_in > 1 ? const_of(im, r->in[1]) : NULL;
+    int64_t axis = axes && axes->n_ints == 1 ? axes->ints[0]
+                   : axes_c && axes_c->numel == 1 ? (int64_t)elem_f64(axes_c, 0) : 99;
+    ck_shape xs;
+    CK_TRY(value_shape(im, x, &xs));
+    if (axis != -1 && axis != xs.ndim - 1)
+        return CK_OK;
+    chain[len++] = rm;
+    int ad = sole_reader(im, r->out[0]);
+    const char *eps_v = other_input(im, ad, "Add", r->out[0]);
+    const ck_onnx_tensor *eps = eps_v ? const_of(im, eps_v) : NULL;
+    if (!eps || eps->numel != 1 || !is_float_type(eps->data_type) || !(elem_f64(eps, 0) > 0))
+        return CK_OK;
+    chain[len++] = ad;
+    int sq = sole_reader(im, im->m->nodes[ad].out[0]);
+    if (sq < 0 || strcmp(im->m->nodes[sq].op_type, "Sqrt") != 0)
+        return CK_OK;
+    chain[len++] = sq;
+    const char *cur = im->m->nodes[sq].out[0];
+    int rc = sole_reader(im, cur);
+    if (rc < 0)
+        return CK_OK;
+    const ck_onnx_node *rn = &im->m->nodes[rc];
+    bool recip = strcmp(rn->op_type, "Reciprocal") == 0 ||
+                 (strcmp(rn->op_type, "Div") == 0 && rn->n_in == 2 &&
+                  strcmp(rn->in[1], cur) == 0 && scalar_is(im, rn->in[0], 1.0));
+    if (!recip)
+        return CK_OK;
+    chain[len++] = rc;
+    int m1 = sole_reader(im, rn->out[0]);
+    if (!binary_of(im, m1, "Mul", x, rn->out[0]))
+        return CK_OK;
+    chain[len++] = m1;
+    int m2 = sole_reader(im, im->m->nodes[m1].out[0]);
+    const char *w_v = other_input(im, m2, "Mul", im->m->nodes[m1].out[0]);
+    const ck_onnx_tensor *W = w_v ? const_of(im, w_v) : NULL;
+    if (!W || W->ndim != 1 || W->dims[0] != xs.dim[xs.ndim - 1] || !is_float_type(W->data_type))
+        return CK_OK;
+    chain[len++] = m2;
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, w_v, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "rmsnorm", x, im->m->nodes[m2].out[0], &L));
+    if (!add_ints(L, "normalized_shape", W->dims, 1) ||
+        !cJSON_AddNumberToObject(L, "eps", float_decimal(elem_f64(eps, 0))))
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", W, false));
+    for (int i = 1; i < len; i++)
+        im->folded[chain[i]] = true;
+    *matched = true;
+    return CK_OK;
+}
+
+/* GroupNorm as PyTorch exports it: Reshape(x, [N or 0, G, -1]) → InstanceNormalization
+ * (scale 1, bias 0 over the G groups) → Reshape back to x's shape → Mul(·, weight (C, 1..))
+ * → Add(·, bias (C, 1..)), every value in between read by the next node only. */
+static ck_status match_groupnorm(imp *im, int idx, bool *matched)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    *matched = false;
+    const ck_onnx_tensor *t = n->n_in == 2 ? const_of(im, n->in[1]) : NULL;
+    if (!t || t->numel != 3 || elem_f64(t, 2) != -1.0 || !layer_of(im, n->in[0]))
+        return CK_OK;
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int64_t G = (int64_t)elem_f64(t, 1), C = xs.ndim >= 2 ? xs.dim[1] : 0;
+    if (xs.ndim < 3 || G < 1 || C % G != 0 ||
+        (elem_f64(t, 0) != 0.0 && elem_f64(t, 0) != (double)xs.dim[0]))
+        return CK_OK;
+    int in_ = sole_reader(im, n->out[0]);
+    if (in_ < 0 || strcmp(im->m->nodes[in_].op_type, "InstanceNormalization") != 0)
+        return CK_OK;
+    const ck_onnx_node *inn = &im->m->nodes[in_];
+    if (inn->n_in != 3 || !const_all(im, inn->in[1], 1.0) || !const_all(im, inn->in[2], 0.0) ||
+        const_of(im, inn->in[1])->numel != G)
+        return CK_OK;
+    int rb = sole_reader(im, inn->out[0]);
+    if (rb < 0 || strcmp(im->m->nodes[rb].op_type, "Reshape") != 0)
+        return CK_OK;
+    const ck_onnx_tensor *back = NULL;
+    if (im->m->nodes[rb].n_in == 2)
+        CK_TRY(const_ahead(im, im->m->nodes[rb].in[1], 0, &back));
+    if (!back || back->numel != xs.ndim)
+        return CK_OK;
+    for (int d = 0; back && d < xs.ndim; d++)
+        if (elem_f64(back, d) != (double)xs.dim[d] && !(d == 0 && elem_f64(back, d) == 0.0))
+            return CK_OK;
+    int mu = sole_reader(im, im->m->nodes[rb].out[0]);
+    const char *w_v = other_input(im, mu, "Mul", im->m->nodes[rb].out[0]);
+    int ad = mu >= 0 ? sole_reader(im, im->m->nodes[mu].out[0]) : -1;
+    const char *b_v = ad >= 0 ? other_input(im, ad, "Add", im->m->nodes[mu].out[0]) : NULL;
+    const ck_onnx_tensor *W = NULL, *B = NULL;
+    if (w_v && b_v) {
+        CK_TRY(const_ahead(im, w_v, 0, &W));
+        CK_TRY(const_ahead(im, b_v, 0, &B));
+    }
+    if (!W || !B || W->numel != C || B->numel != C || W->ndim != xs.ndim - 1 ||
+        B->ndim != xs.ndim - 1 || !is_float_type(W->data_type) || !is_float_type(B->data_type))
+        return CK_OK;
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, alias_source(im, w_v) ? w_v : NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "groupnorm", n->in[0], im->m->nodes[ad].out[0], &L));
+    if (!cJSON_AddNumberToObject(L, "groups", (double)G) ||
+        !cJSON_AddNumberToObject(L, "eps", float_decimal(attr_float(inn, "epsilon", 1e-5))))
+        return oom(im);
+    ck_onnx_tensor w1 = *W, b1 = *B; /* (C, 1, ..) as the case's (C) */
+    w1.ndim = b1.ndim = 1;
+    w1.dims[0] = b1.dims[0] = C;
+    CK_TRY(add_weight(im, name, "weight", &w1, false));
+    CK_TRY(add_weight(im, name, "bias", &b1, false));
+    im->folded[in_] = im->folded[rb] = im->folded[mu] = im->folded[ad] = true;
+    *matched = true;
+    return CK_OK;
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -1436,6 +1688,126 @@ static ck_status fold_node(imp *im, int idx, bool *done)
     return CK_OK;
 }
 
+/* Shape arithmetic on constants and on static shapes (onnx_fold.h): a node whose inputs
+ * are all constants is evaluated; Shape of an activation reads the shape the case gives
+ * the layer producing it (onnx_shapes.h). The result joins the folded constants. */
+static ck_status push_const(imp *im, ck_onnx_tensor *t)
+{
+    ck_onnx_tensor *g = realloc(im->consts, (size_t)(im->n_consts + 1) * sizeof *g);
+    if (!g) {
+        ck_onnx_tensor_release(t);
+        return oom(im);
+    }
+    im->consts = g;
+    g[im->n_consts++] = *t;
+    return CK_OK;
+}
+
+static ck_status add_alias(imp *im, const char *value, const char *source)
+{
+    char **a = realloc(im->alias_of, (size_t)(im->n_alias + 1) * sizeof *a);
+    if (!a)
+        return oom(im);
+    im->alias_of = a;
+    char **b = realloc(im->alias_src, (size_t)(im->n_alias + 1) * sizeof *b);
+    if (!b)
+        return oom(im);
+    im->alias_src = b;
+    a[im->n_alias] = strdup(value);
+    b[im->n_alias] = strdup(source);
+    if (!a[im->n_alias] || !b[im->n_alias]) {
+        free(a[im->n_alias]);
+        free(b[im->n_alias]);
+        return oom(im);
+    }
+    im->n_alias++;
+    return CK_OK;
+}
+
+/* The initializer a constant is (itself, or the one it was folded from without changing
+ * its data), or NULL. */
+static const char *alias_source(const imp *im, const char *value)
+{
+    if (ck_onnx_init_find(im->m, value))
+        return value;
+    for (int i = 0; i < im->n_alias; i++)
+        if (strcmp(im->alias_of[i], value) == 0)
+            return im->alias_src[i];
+    return NULL;
+}
+
+/* The shape the case gives the layer producing `value`. */
+static ck_status value_shape(imp *im, const char *value, ck_shape *out)
+{
+    const char *layer = layer_of(im, value);
+    if (!layer)
+        return fail_node(im, "input `%s` is produced by no supported node", value);
+    return ck_onnx_layer_shape(&im->shapes, im->input_json, im->layers, layer, im->path, out,
+                               im->err);
+}
+
+/* Gather(initializer W, indices 0, 1, ..., rows - 1) along axis 0 is W itself. */
+static bool gathers_every_row(const imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *W = ck_onnx_init_find(im->m, n->in[0]);
+    const ck_onnx_tensor *ix = const_of(im, n->in[1]);
+    if (!W || !ix || W->ndim < 1 || ix->numel != W->dims[0] || ix->ndim != 1 ||
+        attr_int(n, "axis", 0) != 0)
+        return false;
+    for (int64_t i = 0; i < ix->numel; i++)
+        if (elem_f64(ix, i) != (double)i)
+            return false;
+    return true;
+}
+
+static ck_status fold_more(imp *im, int idx, bool *done)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    *done = false;
+    if (n->n_out < 1 || !n->out[0][0] || n->n_in < 1 || n->n_in > 8 || n->domain[0])
+        return CK_OK;
+    ck_onnx_tensor out, shape_of;
+    const ck_onnx_tensor *in[8] = {NULL};
+    bool handled = false;
+    char why[256] = "";
+    memset(&shape_of, 0, sizeof shape_of);
+    if (strcmp(n->op_type, "Shape") == 0 && layer_of(im, n->in[0])) {
+        ck_shape sh;
+        CK_TRY(value_shape(im, n->in[0], &sh));
+        /* a stand-in constant with the activation's dims (no data: only dims are read) */
+        shape_of.name = n->in[0];
+        shape_of.data_type = CK_ONNX_FLOAT;
+        shape_of.ndim = sh.ndim;
+        memcpy(shape_of.dims, sh.dim, sizeof sh.dim);
+        int64_t one = 1;
+        shape_of.numel = 1; /* the fold reads no value of it */
+        shape_of.data = &one;
+        in[0] = &shape_of;
+    } else {
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k][0] && !(in[k] = const_of(im, n->in[k])))
+                return CK_OK; /* reads an activation: mapped as a layer, if it can be */
+    }
+    ck_status st = ck_onnx_fold_eval(n, im->m->opset, in, n->n_in, &out, &handled, why,
+                                     sizeof why);
+    if (st == CK_ERR_INPUT)
+        return fail_node(im, "folding constants: %s", why);
+    if (st != CK_OK)
+        return oom(im);
+    if (!handled)
+        return CK_OK;
+    const char *src = alias_source(im, n->in[0]);
+    bool same_data = strcmp(n->op_type, "Unsqueeze") == 0 || strcmp(n->op_type, "Squeeze") == 0 ||
+                     strcmp(n->op_type, "Reshape") == 0 || strcmp(n->op_type, "Identity") == 0;
+    if (strcmp(n->op_type, "Gather") == 0 && gathers_every_row(im, n))
+        CK_TRY(add_alias(im, n->out[0], n->in[0]));
+    else if (src && same_data)
+        CK_TRY(add_alias(im, n->out[0], src));
+    CK_TRY(push_const(im, &out));
+    *done = true;
+    return CK_OK;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* The graph                                                                           */
 /* ---------------------------------------------------------------------------------- */
@@ -1455,6 +1827,12 @@ static ck_status map_node(imp *im, int i)
     struct pend *p1 = n->n_in > 1 ? pend_of(im, n->in[1]) : NULL;
     if (p0 || p1)
         return attn_step(im, i, n, p0, p1);
+    if (strcmp(op, "Pow") == 0 || strcmp(op, "Reshape") == 0) {
+        bool matched;
+        CK_TRY(op[0] == 'P' ? match_rmsnorm(im, i, &matched) : match_groupnorm(im, i, &matched));
+        if (matched)
+            return CK_OK;
+    }
     if (strcmp(op, "Mul") == 0 || strcmp(op, "Div") == 0) {
         bool matched;
         CK_TRY(match_gelu(im, i, &matched));
@@ -1537,6 +1915,8 @@ static ck_status map_node(imp *im, int i)
     }
     if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
         return map_pool(im, n, op[0] == 'M');
+    if (strcmp(op, "GlobalAveragePool") == 0 || strcmp(op, "GlobalMaxPool") == 0)
+        return map_global_pool(im, n, op[6] == 'M');
     if (strcmp(op, "Resize") == 0 || strcmp(op, "Upsample") == 0)
         return map_resize(im, n);
     if (strcmp(op, "Dropout") == 0)
@@ -1727,6 +2107,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
     static const ck_onnx_import_opts none = {0};
     o = o ? o : &none;
     imp im = {.m = m, .path = path, .err = err, .w = weights, .origins = o->origins};
+    ck_onnx_shape_cache_init(&im.shapes);
     *case_json = NULL;
     ck_tensorset_init(weights);
     if (o->origins)
@@ -1768,6 +2149,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         st = oom(&im);
         goto out;
     }
+    im.input_json = input;
     if ((st = bind(&im, in->name, "input")) != CK_OK)
         goto out;
     for (int i = 0; i < m->n_nodes && st == CK_OK; i++) {
@@ -1775,7 +2157,8 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
             continue;
         bool done = false;
         im.node = &m->nodes[i];
-        if ((st = fold_node(&im, i, &done)) == CK_OK && !done)
+        if ((st = fold_more(&im, i, &done)) == CK_OK && !done &&
+            (st = fold_node(&im, i, &done)) == CK_OK && !done)
             st = map_node(&im, i);
     }
     if (st != CK_OK)
@@ -1813,6 +2196,13 @@ out:
         free(im.consts[i].data);
     }
     free(im.consts);
+    for (int i = 0; i < im.n_alias; i++) {
+        free(im.alias_of[i]);
+        free(im.alias_src[i]);
+    }
+    free(im.alias_of);
+    free(im.alias_src);
+    ck_onnx_shape_cache_free(&im.shapes);
     for (int i = 0; i < im.n_pend; i++)
         free(im.pend[i].value);
     free(im.pend);
