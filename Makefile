@@ -45,7 +45,7 @@ LDFLAGS += $(SAN)
 # the CPU backends: ref (the reference) and cpu (the fast one, docs/cpu-backend.md); the
 # CUDA backend is a module of its own, see the CUDA block.
 LAYERS  := harness/core harness/io harness/model harness/engine harness/verify harness/compare \
-           reports backends backends/ref backends/cpu
+           harness/model/ops reports backends backends/check backends/ref backends/cpu
 LIB_SRC := $(sort $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)))
 CLI_SRC := $(sort $(wildcard harness/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*.c))
@@ -128,7 +128,7 @@ ifeq ($(CUDA_OFF_WHY),)
   CUDA_SRC := $(sort $(wildcard backends/cuda/*.cu))
   CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/pic/%.o)
   CUDA_MODULE := $(BUILD)/ckpt-harness-cuda.so
-  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) backends/op_check.c backends/op_check18.c \
+  CUDA_MODULE_C := $(sort $(wildcard harness/core/*.c)) $(sort $(wildcard backends/check/*.c)) \
                    $(CUDA_PURE_C) backends/cuda/cuda_module.c
   CUDA_MODULE_OBJ := $(CUDA_OBJ) $(CUDA_MODULE_C:%.c=$(BUILD)/pic/%.o)
   CFLAGS   += -DCK_HAVE_CUDA=1 -DCK_CUDA_MODULE_BUILT=1
@@ -298,6 +298,8 @@ check: deps
 
 check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	python3 tests/layout/check_layers.py
+	python3 tests/layout/test_check_layers.py
+	python3 scripts/update_op_docs.py --check $(PROG)
 	$(OOM_SWEEP) $(CURDIR)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh

@@ -91,6 +91,19 @@ struct ck_backend {
     ck_status (*loss_backward)(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
                                const ck_tensor *target, double scale, ck_tensor *dy,
                                ck_error *err);
+    /* Cross-entropy over loss->class_dim with an optional ignore_index (ck_loss_spec,
+     * harness/core/ops.h): the engine uses these for a cross_entropy loss whose class_dim
+     * is not 1 or that has an ignore_index. Same contract as loss_forward/loss_backward:
+     * target i32 shaped y without the class dim; the loss is the mean over the positions
+     * not ignored (NaN when every one is, as PyTorch). */
+    ck_status (*ce_forward)(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
+                            const ck_tensor *target, double *out, ck_error *err);
+    ck_status (*ce_backward)(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,
+                             const ck_tensor *target, double scale, ck_tensor *dy,
+                             ck_error *err);
+    /* Whether the loss entries exist for this loss in this compute dtype (the preflight,
+     * ck_backend_check_training, asks before any run). */
+    bool (*supports_loss)(ck_backend *b, const ck_loss_spec *loss, ck_dtype dtype);
 
     /* ---- optimizer ---- */
     /* One update of `param` from `grad * grad_scale` (1-based step for adam's bias
@@ -99,6 +112,8 @@ struct ck_backend {
     ck_status (*optimizer_step)(ck_backend *b, const ck_optimizer *opt, int64_t step,
                                 double grad_scale, ck_tensor *param, const ck_tensor *grad,
                                 ck_tensor *state0, ck_tensor *state1, ck_error *err);
+    /* Whether optimizer_step exists for this optimizer with parameters of this dtype. */
+    bool (*supports_optimizer)(ck_backend *b, const ck_optimizer *opt, ck_dtype dtype);
 
     /* ---- precision ---- */
     /* dst = (accumulate ? dst : 0) + src * scale, computed in double and rounded once to
@@ -112,8 +127,10 @@ struct ck_backend {
 
     /* ---- optional capabilities ---- */
     /* The function behind a capability name (CK_PROC_*), or NULL when this backend has
-     * none; NULL itself when the backend has no optional capabilities at all. Callers go
-     * through ck_backend_proc (registry.h), never through a backend's own header. */
+     * none; NULL itself when the backend has no optional capabilities at all. Only what a
+     * backend may lack is here (the CUDA backend's algorithm records and device memory);
+     * every backend has the entries above. Callers go through ck_backend_proc
+     * (registry.h), never through a backend's own header. */
     void *(*get_proc)(ck_backend *b, const char *name);
 };
 
@@ -157,20 +174,5 @@ typedef struct {
  * reset is true, starts new peaks from what is live now; false when nothing is known. */
 #define CK_PROC_DEVICE_MEMORY "device_memory"
 typedef bool (*ck_device_memory_fn)(ck_backend *b, ck_device_memory *out, bool reset);
-
-/* Capabilities "ce_forward" / "ce_backward": cross-entropy over loss->class_dim with an
- * optional ignore_index (ck_loss_spec, harness/core/ops.h); the engine uses them for a
- * cross_entropy loss whose class_dim is not 1 or that has an ignore_index (the plain
- * loss_forward/loss_backward cover class dim 1 without one). Same contract as
- * loss_forward/loss_backward: target i32 shaped y without the class dim; the loss is the
- * mean over the positions not ignored (NaN when every one is, as PyTorch). */
-#define CK_PROC_CE_FORWARD "ce_forward"
-typedef ck_status (*ck_ce_forward_fn)(ck_backend *b, const ck_loss_spec *loss,
-                                      const ck_tensor *y, const ck_tensor *target, double *out,
-                                      ck_error *err);
-#define CK_PROC_CE_BACKWARD "ce_backward"
-typedef ck_status (*ck_ce_backward_fn)(ck_backend *b, const ck_loss_spec *loss,
-                                       const ck_tensor *y, const ck_tensor *target,
-                                       double scale, ck_tensor *dy, ck_error *err);
 
 #endif

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/backend.h"
 #include "backends/ref/ref_ops.h"
 
 
@@ -254,5 +254,18 @@ ck_status ck_backend_check_ops(ck_backend *b, int n, const ck_op_params *const *
                        "%s: layer `%s` (%s): the %s backend has no %s in %s", what, names[i],
                        op_names[i], b->name, op_names[i], ck_dtype_name(dtype));
     }
+    return CK_OK;
+}
+
+ck_status ck_backend_check_training(ck_backend *b, const ck_loss_spec *loss,
+                                    const ck_optimizer *opt, ck_dtype dtype, const char *what,
+                                    ck_error *err)
+{
+    if (loss && !b->supports_loss(b, loss, dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: the %s backend has no %s loss in %s", what,
+                       b->name, ck_loss_kind_name(loss->kind), ck_dtype_name(dtype));
+    if (opt && !b->supports_optimizer(b, opt, dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "%s: the %s backend has no %s optimizer in %s",
+                       what, b->name, ck_optimizer_kind_name(opt->kind), ck_dtype_name(dtype));
     return CK_OK;
 }

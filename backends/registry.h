@@ -10,8 +10,8 @@
  *         module ckpt-harness-cuda.so beside the program, so one program runs on machines
  *         without the CUDA libraries and uses them where they are
  *
- * Optional capabilities (the CUDA backend's algorithm records) are reached with
- * ck_backend_proc and a CK_PROC_* name from backend.h.
+ * Optional capabilities (the CUDA backend's algorithm records and device memory) are
+ * reached with ck_backend_proc and a CK_PROC_* name from backend.h.
  */
 #ifndef CK_REGISTRY_H
 #define CK_REGISTRY_H
@@ -59,5 +59,11 @@ void *ck_backend_proc(ck_backend *b, const char *proc);
 ck_status ck_backend_check_ops(ck_backend *b, int n, const ck_op_params *const *ops,
                                const char *const *names, const char *const *op_names,
                                ck_dtype dtype, const char *what, ck_error *err);
+
+/* The same before any run for the loss and the optimizer: CK_ERR_UNSUPPORTED "<what>: the
+ * <backend> backend has no <loss> loss in <dtype>" (or "no <optimizer> optimizer"). */
+ck_status ck_backend_check_training(ck_backend *b, const ck_loss_spec *loss,
+                                    const ck_optimizer *opt, ck_dtype dtype, const char *what,
+                                    ck_error *err);
 
 #endif

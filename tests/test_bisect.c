@@ -210,6 +210,10 @@ static ck_status f_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_
 static ck_status f_loss_fwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double *l, ck_error *e) { return FORWARD_TO_CPU(loss_forward, k, y, t, l, e); }
 static ck_status f_loss_bwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double s, ck_tensor *dy, ck_error *e) { return FORWARD_TO_CPU(loss_backward, k, y, t, s, dy, e); }
 static ck_status f_optim(ck_backend *b, const ck_optimizer *o, int64_t st, double gs, ck_tensor *p, const ck_tensor *g, ck_tensor *s0, ck_tensor *s1, ck_error *e) { return FORWARD_TO_CPU(optimizer_step, o, st, gs, p, g, s0, s1, e); }
+static ck_status f_ce_fwd(ck_backend *b, const ck_loss_spec *k, const ck_tensor *y, const ck_tensor *t, double *l, ck_error *e) { return FORWARD_TO_CPU(ce_forward, k, y, t, l, e); }
+static ck_status f_ce_bwd(ck_backend *b, const ck_loss_spec *k, const ck_tensor *y, const ck_tensor *t, double s, ck_tensor *dy, ck_error *e) { return FORWARD_TO_CPU(ce_backward, k, y, t, s, dy, e); }
+static bool f_supports_loss(ck_backend *b, const ck_loss_spec *k, ck_dtype dt) { return FORWARD_TO_CPU(supports_loss, k, dt); }
+static bool f_supports_optim(ck_backend *b, const ck_optimizer *o, ck_dtype dt) { return FORWARD_TO_CPU(supports_optimizer, o, dt); }
 static void f_info(ck_backend *b, ck_backend_info *i) { FORWARD_TO_CPU(info, i); snprintf(i->name, sizeof i->name, "flaky-test"); }
 static void f_destroy(ck_backend *b) { flaky_state *fs = b->impl; fs->cpu->destroy(fs->cpu); free(fs); free(b); }
 
@@ -223,7 +227,10 @@ static ck_backend *flaky_backend(void)
                       .upload = f_upload, .download = f_download, .zero = f_zero, .copy = f_copy,
                       .supports = f_supports, .forward = flaky_forward, .backward = f_backward,
                       .loss_forward = f_loss_fwd, .loss_backward = f_loss_bwd,
-                      .optimizer_step = f_optim, .info = f_info, .destroy = f_destroy};
+                      .ce_forward = f_ce_fwd, .ce_backward = f_ce_bwd,
+                      .supports_loss = f_supports_loss, .optimizer_step = f_optim,
+                      .supports_optimizer = f_supports_optim, .info = f_info,
+                      .destroy = f_destroy};
     return b;
 }
 

@@ -15,6 +15,7 @@
 
 #include "harness/model/case.h"
 #include "harness/model/graph.h"
+#include "harness/model/op_def.h"
 
 #define CASE_PATH "t/case.json"
 

@@ -573,10 +573,10 @@ START_TEST(non_float_dtypes_are_rejected_by_name)
         ck_op_io io = {.n_in = 1, .in = {h}, .out = hy};
         ck_status st = CK_OK;
         switch (kinds[k]) {
-        case CK_OP_RELU: st = ref_activation_forward(&op, &args, &io, &err); break;
-        case CK_OP_DROPOUT: st = ref_dropout_forward(&op, &args, &io, &err); break;
-        case CK_OP_GAUSSIAN_NOISE: st = ref_noise_forward(&op, &args, &io, &err); break;
-        default: st = ref_add_forward(&op, &args, &io, &err); break;
+        case CK_OP_RELU: st = ref_pointwise_forward(&op, &args, &io, &err); break;
+        case CK_OP_DROPOUT: st = ref_random_forward(&op, &args, &io, &err); break;
+        case CK_OP_GAUSSIAN_NOISE: st = ref_random_forward(&op, &args, &io, &err); break;
+        default: st = ref_pointwise_forward(&op, &args, &io, &err); break;
         }
         ck_assert_msg(st == CK_ERR_UNSUPPORTED, "%s i32: status %d (%s)",
                       ck_op_kind_name(kinds[k]), (int)st, err.msg);

@@ -1,5 +1,5 @@
 /*
- * Reliability (issue 16): the one input opener, the atomic writer's refusals and signal
+ * Reliability: the one input opener, the atomic writer's refusals and signal
  * cleanup, the strict JSON syntax gate, the terminal escaper and the non-finite judgement.
  */
 #include <check.h>

@@ -62,7 +62,7 @@ ck_status cpu_conv_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fw
     cpk_conv_geom g;
     CK_TRY(conv_geom(op, x, io->weight, b, io->out, &g, err));
     if (cpu_any_f64(all, 4))
-        return c->ref->forward(c->ref, op, args, io, err);
+        return ref_op_forward(op, args, io, err);
     const float *xf, *wf, *bf;
     float *ox = NULL, *ow = NULL, *ob = NULL, *y = NULL;
     ck_status st;
@@ -99,7 +99,7 @@ ck_status cpu_conv_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
     cpk_conv_geom geom;
     CK_TRY(conv_geom(op, x, io->weight, db, g->dout, &geom, err));
     if (cpu_any_f64(all, 6))
-        return c->ref->backward(c->ref, op, args, io, g, err);
+        return ref_op_backward(op, args, io, g, err);
     const float *xf = NULL, *wf = NULL, *dyf = NULL;
     float *ox = NULL, *ow = NULL, *ody = NULL, *tmp = NULL;
     double *acc = NULL;

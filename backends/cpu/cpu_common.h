@@ -7,25 +7,25 @@
  * is rounded ONCE into its tensor's dtype (harness/precision.md): a forward output from
  * its fp32 result; a gradient by adding the fp32 contribution to the existing low-dtype
  * value exactly and rounding that sum once (round-to-odd in double, then to the dtype).
- * fp64 calls (gradient checks only) and ops without a fast kernel are delegated to a
- * reference backend this backend creates through the registry ("ref"): single-threaded
- * and fixed-order, so the delegated ops keep the ref backend's bits.
+ * fp64 calls (gradient checks only) and ops without a fast kernel are delegated to the
+ * reference backend's entry points (backends/ref/ref_ops.h): single-threaded and
+ * fixed-order, so the delegated ops keep the ref backend's bits.
  */
 #ifndef CK_CPU_COMMON_H
 #define CK_CPU_COMMON_H
 
 #include "backends/backend.h"
 #include "backends/cpu/kernels.h"
-#include "backends/op_check.h"
+#include "backends/check/check.h"
+#include "backends/ref/ref_ops.h"
 
-/* the backend's name in the shared checks' messages (backends/op_check.h) */
+/* the backend's name in the shared checks' messages (backends/check/check.h) */
 #define CPU_BE "cpu"
 
 typedef struct {
     cpk_pool *pool;
     cpk_isa isa;
     int threads;
-    ck_backend *ref; /* the reference backend the ops without a fast kernel run on */
 } cpu_ctx;
 
 #define CPU_OP_DECL(fam)                                                                   \
@@ -37,7 +37,7 @@ typedef struct {
 
 CPU_OP_DECL(linear)     /* CK_OP_LINEAR: packed SGEMM */
 CPU_OP_DECL(conv)       /* CK_OP_CONV: direct or implicit-GEMM convolution */
-CPU_OP_DECL(activation) /* relu fp32 multi-threaded; the rest delegated to ref */
+CPU_OP_DECL(pointwise)  /* relu fp32 multi-threaded; the rest delegated to ref */
 
 #undef CPU_OP_DECL
 

@@ -51,7 +51,7 @@ ck_status cpu_linear_forward(const cpu_ctx *c, const ck_op_params *op, const ck_
     ck_linear_dims d;
     CK_TRY(ck_opc_linear_shapes(x, io->weight, b, io->out, &d, err));
     if (cpu_any_f64(all, 4))
-        return c->ref->forward(c->ref, op, args, io, err);
+        return ref_op_forward(op, args, io, err);
     const float *xf, *wf, *bf;
     float *ox = NULL, *ow = NULL, *ob = NULL, *y = NULL;
     ck_status st;
@@ -94,7 +94,7 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
     ck_linear_dims d;
     CK_TRY(ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err));
     if (cpu_any_f64(all, 6))
-        return c->ref->backward(c->ref, op, args, io, g, err);
+        return ref_op_backward(op, args, io, g, err);
     const float *xf = NULL, *wf = NULL, *dyf = NULL;
     float *ox = NULL, *ow = NULL, *ody = NULL, *tmp = NULL;
     double *dbs = NULL;

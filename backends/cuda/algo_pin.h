@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#include "backends/cuda/cuda_api.h"
+#include "backends/cuda/algo_policy.h"
 
 /* ---- engine ---- */
 

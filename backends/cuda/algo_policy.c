@@ -5,7 +5,7 @@
  * conv_cudnn.cu converts cuDNN's perf results into ck_cuda_algo_candidate and asks
  * ck_cuda_algo_rank which to try, in which order.
  */
-#include "backends/cuda/cuda_api.h"
+#include "backends/cuda/algo_policy.h"
 
 #include <string.h>
 

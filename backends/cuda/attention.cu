@@ -5,42 +5,42 @@
  * gathers dk and dv over the queries. The dropout mask is ck_rng_u32 of the same stream
  * and word index as the reference, so both backends drop the same probabilities.
  */
-#include "backends/cuda/k18_cuda.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 struct attn_dev {
-    k18_attn_geom g; /* g.rng unused on the device */
+    ck_attn_geom g; /* g.rng unused on the device */
     ck_rng_stream rng;
     uint32_t threshold;
     double keep_scale;
 };
 
-__device__ __forceinline__ int64_t aq(const k18_attn_geom &g, int64_t n, int64_t i, int64_t h, int64_t d)
+static __device__ __forceinline__ int64_t aq(const ck_attn_geom &g, int64_t n, int64_t i, int64_t h, int64_t d)
 {
     return (n * g.Lq + i) * g.H * g.Dk + h * g.Dk + d;
 }
-__device__ __forceinline__ int64_t ak(const k18_attn_geom &g, int64_t n, int64_t j, int64_t h, int64_t d)
+static __device__ __forceinline__ int64_t ak(const ck_attn_geom &g, int64_t n, int64_t j, int64_t h, int64_t d)
 {
     return (n * g.Lk + j) * g.H * g.Dk + h * g.Dk + d;
 }
-__device__ __forceinline__ int64_t av(const k18_attn_geom &g, int64_t n, int64_t j, int64_t h, int64_t d)
+static __device__ __forceinline__ int64_t av(const ck_attn_geom &g, int64_t n, int64_t j, int64_t h, int64_t d)
 {
     return (n * g.Lk + j) * g.H * g.Dv + h * g.Dv + d;
 }
-__device__ __forceinline__ int64_t ay(const k18_attn_geom &g, int64_t n, int64_t i, int64_t h, int64_t d)
+static __device__ __forceinline__ int64_t ay(const ck_attn_geom &g, int64_t n, int64_t i, int64_t h, int64_t d)
 {
     return (n * g.Lq + i) * g.H * g.Dv + h * g.Dv + d;
 }
 
-__device__ __forceinline__ int64_t a_end(const k18_attn_geom &g, int64_t i)
+static __device__ __forceinline__ int64_t a_end(const ck_attn_geom &g, int64_t i)
 {
     return g.causal ? (i + 1 < g.Lk ? i + 1 : g.Lk) : g.Lk;
 }
 
 /* p[0..jend) of row (n, h, i) times the dropout factor; pfac[j] the factor alone */
-__device__ int64_t a_row(const attn_dev &A, ck_dv q, ck_dv k, int64_t n, int64_t h, int64_t i,
+static __device__ int64_t a_row(const attn_dev &A, ck_dv q, ck_dv k, int64_t n, int64_t h, int64_t i,
                          double *p, double *pfac)
 {
-    const k18_attn_geom &g = A.g;
+    const ck_attn_geom &g = A.g;
     const int64_t jend = a_end(g, i);
     double m = -INFINITY;
     for (int64_t j = 0; j < jend; j++) {
@@ -64,9 +64,9 @@ __device__ int64_t a_row(const attn_dev &A, ck_dv q, ck_dv k, int64_t n, int64_t
     return jend;
 }
 
-__global__ void attn_fwd_kernel(ck_dv y, ck_dv q, ck_dv k, ck_dv v, attn_dev A, double *scratch)
+static __global__ void attn_fwd_kernel(ck_dv y, ck_dv q, ck_dv k, ck_dv v, attn_dev A, double *scratch)
 {
-    const k18_attn_geom &g = A.g;
+    const ck_attn_geom &g = A.g;
     CK_GRID_STRIDE(r, g.N * g.H * g.Lq)
     {
         const int64_t i = r % g.Lq, h = (r / g.Lq) % g.H, n = r / (g.Lq * g.H);
@@ -82,10 +82,10 @@ __global__ void attn_fwd_kernel(ck_dv y, ck_dv q, ck_dv k, ck_dv v, attn_dev A, 
 }
 
 /* per row: Pd = P * factor and dS (times scale) into scratch rows of Lk; dq gathered */
-__global__ void attn_bwd_rows_kernel(ck_dv dq, ck_dv dy, ck_dv q, ck_dv k, ck_dv v, attn_dev A,
+static __global__ void attn_bwd_rows_kernel(ck_dv dq, ck_dv dy, ck_dv q, ck_dv k, ck_dv v, attn_dev A,
                                      double *pd, double *ds)
 {
-    const k18_attn_geom &g = A.g;
+    const ck_attn_geom &g = A.g;
     CK_GRID_STRIDE(r, g.N * g.H * g.Lq)
     {
         const int64_t i = r % g.Lq, h = (r / g.Lq) % g.H, n = r / (g.Lq * g.H);
@@ -118,10 +118,10 @@ __global__ void attn_bwd_rows_kernel(ck_dv dq, ck_dv dy, ck_dv q, ck_dv k, ck_dv
 }
 
 /* dk[n, j, h, d] = sum_i dS[i, j] q[i, d]; dv[n, j, h, d] = sum_i Pd[i, j] dy[i, d] */
-__global__ void attn_bwd_keys_kernel(ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q, attn_dev A,
+static __global__ void attn_bwd_keys_kernel(ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q, attn_dev A,
                                      const double *pd, const double *ds)
 {
-    const k18_attn_geom &g = A.g;
+    const ck_attn_geom &g = A.g;
     const int64_t D = g.Dk > g.Dv ? g.Dk : g.Dv;
     CK_GRID_STRIDE(t, g.N * g.H * g.Lk * D)
     {
@@ -143,7 +143,7 @@ __global__ void attn_bwd_keys_kernel(ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q, attn
     }
 }
 
-static attn_dev attn_dev_of(const k18_attn_geom &g)
+static attn_dev attn_dev_of(const ck_attn_geom &g)
 {
     attn_dev A;
     A.g = g;
@@ -157,8 +157,8 @@ static attn_dev attn_dev_of(const k18_attn_geom &g)
     return A;
 }
 
-ck_status k18c_attention_fwd(ck_cuda *cu, ck_dv y, ck_dv q, ck_dv k, ck_dv v,
-                             const k18_attn_geom &g, ck_error *err)
+static ck_status launch_attention_fwd(ck_cuda *cu, ck_dv y, ck_dv q, ck_dv k, ck_dv v,
+                             const ck_attn_geom &g, ck_error *err)
 {
     const int64_t rows = g.N * g.H * g.Lq;
     ck_dev_buf scratch;
@@ -170,8 +170,8 @@ ck_status k18c_attention_fwd(ck_cuda *cu, ck_dv y, ck_dv q, ck_dv k, ck_dv v,
     return CK_OK;
 }
 
-ck_status k18c_attention_bwd(ck_cuda *cu, ck_dv dq, ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q,
-                             ck_dv k, ck_dv v, const k18_attn_geom &g, ck_error *err)
+static ck_status launch_attention_bwd(ck_cuda *cu, ck_dv dq, ck_dv dk, ck_dv dv, ck_dv dy, ck_dv q,
+                             ck_dv k, ck_dv v, const ck_attn_geom &g, ck_error *err)
 {
     const int64_t rows = g.N * g.H * g.Lq;
     ck_dev_buf pd, ds;
@@ -198,26 +198,26 @@ static const ck_tensor *attn_in(const ck_op_io *io, int i)
     return io->n_in >= 3 ? io->in[i] : io->in[0];
 }
 
-ck_status cuda_attention_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status attention_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                  ck_op_io *io, ck_error *err)
 {
-    k18_attn_geom g;
-    CK_TRY(ck_opc18_attention(CUDA_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
+    ck_attn_geom g;
+    CK_TRY(ck_opc_attention(CUDA_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
                               io->out, &g, err));
     g.rng = &args->rng;
-    return k18c_attention_fwd(cu, ck_view(io->out), ck_view(attn_in(io, 0)),
+    return launch_attention_fwd(cu, ck_view(io->out), ck_view(attn_in(io, 0)),
                               ck_view(attn_in(io, 1)), ck_view(attn_in(io, 2)), g, err);
 }
 
-ck_status cuda_attention_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status attention_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    k18_attn_geom geo;
-    CK_TRY(ck_opc18_attention(CUDA_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
+    ck_attn_geom geo;
+    CK_TRY(ck_opc_attention(CUDA_BE, op, attn_in(io, 0), attn_in(io, 1), attn_in(io, 2),
                               g->dout, &geo, err));
     geo.rng = &args->rng;
     if (io->n_in >= 3)
-        return k18c_attention_bwd(cu, ck_view(g->din[0]), ck_view(g->din[1]), ck_view(g->din[2]),
+        return launch_attention_bwd(cu, ck_view(g->din[0]), ck_view(g->din[1]), ck_view(g->din[2]),
                                   ck_view(g->dout), ck_view(io->in[0]), ck_view(io->in[1]),
                                   ck_view(io->in[2]), geo, err);
     /* q = k = v: the three gradients summed in an fp64 scratch, then added to the tensor
@@ -233,6 +233,113 @@ ck_status cuda_attention_backward(ck_cuda *cu, const ck_op_params *op, const ck_
     acc.data = buf.p;
     CK_CUDA_CHECK(cudaMemsetAsync(acc.data, 0, ck_tensor_bytes(&acc), cu->stream));
     const ck_dv x = ck_view(io->in[0]), a = ck_view(&acc);
-    CK_TRY(k18c_attention_bwd(cu, a, a, a, ck_view(g->dout), x, x, x, geo, err));
+    CK_TRY(launch_attention_bwd(cu, a, a, a, ck_view(g->dout), x, x, x, geo, err));
     return cuda_convert(cu, d, &acc, 1.0, true, err);
 }
+
+/* CUDA softmax / log_softmax over one dim: one thread per row (backends/ref/softmax.c). */
+#include "backends/cuda/cuda_common.cuh"
+
+static __device__ void sm_stats(ck_dv x, int64_t base, int64_t D, int64_t inner, double *m, double *lse)
+{
+    double mx = -INFINITY;
+    for (int64_t d = 0; d < D; d++)
+        mx = fmax(mx, ck_ld(x, base + d * inner));
+    double s = 0.0;
+    for (int64_t d = 0; d < D; d++)
+        s = __dadd_rn(s, exp(ck_ld(x, base + d * inner) - mx));
+    *m = mx;
+    *lse = log(s);
+}
+
+static __global__ void sm_fwd_kernel(ck_dv y, ck_dv x, int64_t outer, int64_t D, int64_t inner, bool lg)
+{
+    CK_GRID_STRIDE(r, outer * inner)
+    {
+        const int64_t base = (r / inner) * D * inner + r % inner;
+        double m, lse;
+        sm_stats(x, base, D, inner, &m, &lse);
+        for (int64_t d = 0; d < D; d++) {
+            double ls = ck_ld(x, base + d * inner) - m - lse;
+            ck_st(y, base + d * inner, lg ? ls : exp(ls));
+        }
+    }
+}
+
+static __global__ void sm_bwd_kernel(ck_dv dx, ck_dv dy, ck_dv x, int64_t outer, int64_t D, int64_t inner,
+                              bool lg)
+{
+    CK_GRID_STRIDE(r, outer * inner)
+    {
+        const int64_t base = (r / inner) * D * inner + r % inner;
+        double m, lse;
+        sm_stats(x, base, D, inner, &m, &lse);
+        double s = 0.0;
+        for (int64_t d = 0; d < D; d++) {
+            double gv = ck_ld(dy, base + d * inner);
+            s = __dadd_rn(s, lg ? gv : gv * exp(ck_ld(x, base + d * inner) - m - lse));
+        }
+        for (int64_t d = 0; d < D; d++) {
+            double p = exp(ck_ld(x, base + d * inner) - m - lse), gv = ck_ld(dy, base + d * inner);
+            ck_acc(dx, base + d * inner, lg ? gv - p * s : p * (gv - s));
+        }
+    }
+}
+
+static ck_status launch_softmax_fwd(ck_cuda *cu, ck_dv y, ck_dv x, int64_t outer, int64_t D,
+                           int64_t inner, bool log_softmax, ck_error *err)
+{
+    sm_fwd_kernel<<<ck_blocks(outer * inner), CK_THREADS, 0, cu->stream>>>(y, x, outer, D, inner,
+                                                                          log_softmax);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status launch_softmax_bwd(ck_cuda *cu, ck_dv dx, ck_dv dy, ck_dv x, int64_t outer, int64_t D,
+                           int64_t inner, bool log_softmax, ck_error *err)
+{
+    sm_bwd_kernel<<<ck_blocks(outer * inner), CK_THREADS, 0, cu->stream>>>(dx, dy, x, outer, D,
+                                                                          inner, log_softmax);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh): CK_OP_SOFTMAX, CK_OP_LOG_SOFTMAX
+
+static ck_status softmax_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                               ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    int64_t outer, D, inner;
+    CK_TRY(ck_opc_softmax(CUDA_BE, op, io->in[0], io->out, &outer, &D, &inner, err));
+    return launch_softmax_fwd(cu, ck_view(io->out), ck_view(io->in[0]), outer, D, inner,
+                            op->kind == CK_OP_LOG_SOFTMAX, err);
+}
+
+static ck_status softmax_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    int64_t outer, D, inner;
+    CK_TRY(ck_opc_softmax(CUDA_BE, op, io->in[0], g->dout, &outer, &D, &inner, err));
+    if (!g->din[0])
+        return CK_OK;
+    return launch_softmax_bwd(cu, ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), outer,
+                            D, inner, op->kind == CK_OP_LOG_SOFTMAX, err);
+}
+
+// ----------------------------------------------------------------------------
+// the family's entry points (cuda_common.cuh)
+
+static cuda_op_fns pick(const ck_op_params *op)
+{
+    switch (op->kind) {
+    case CK_OP_SOFTMAX:
+    case CK_OP_LOG_SOFTMAX: return cuda_op_fns{softmax_op_forward, softmax_op_backward};
+    case CK_OP_ATTENTION: return cuda_op_fns{attention_op_forward, attention_op_backward};
+    default: return cuda_op_fns{NULL, NULL};
+    }
+}
+
+CUDA_FAMILY_ENTRIES(attention, pick)

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "backends/op_check.h"
+#include "backends/check/check.h"
 
 ck_status ck_conv_direct_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
                                const ck_tensor *b, const ck_tensor *y, ck_conv_direct_geom *g,

@@ -47,7 +47,7 @@ typedef struct {
 } ck_conv_direct_geom;
 
 /* Checks x (N, C, s...), W (F, C, k...), b (F) and y (N, F, o...) against op (the shared
- * checks of backends/op_check.h) and fills g. */
+ * checks of backends/check/check.h) and fills g. */
 ck_status ck_conv_direct_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
                                const ck_tensor *b, const ck_tensor *y, ck_conv_direct_geom *g,
                                ck_error *err);

@@ -32,9 +32,9 @@
 #include "backends/cuda/cuda_api.h" /* backend.h, tensor.h, ops.h, rng.h with C linkage */
 #include "backends/cuda/algo_pin.h" /* engine choice, pinning, failure rules: plain C */
 #include "backends/cuda/mem_account.h" /* workspace and scratch bytes, live and peak */
-#include "backends/op_check.h" /* the host-side checks shared with the CPU backend, C linkage */
+#include "backends/check/check.h" /* the host-side checks shared with the CPU backend, C linkage */
 
-/* the backend's name in the shared checks' messages (backends/op_check.h) */
+/* the backend's name in the shared checks' messages (backends/check/check.h) */
 #define CUDA_BE "cuda"
 
 /* half.h names a local `half`, which shadows CUDA's global `half` type under -Wshadow */
@@ -107,7 +107,7 @@ ck_status ck_gpu_status(cudnnStatus_t rc, const char *file, int line, const char
 /* After a kernel launch: a bad launch configuration shows up here. */
 #define CK_LAUNCH_CHECK() CK_CUDA_CHECK(cudaGetLastError())
 
-/* CK_TRY(expr): return expr's status unless it is CK_OK (backends/op_check.h) */
+/* CK_TRY(expr): return expr's status unless it is CK_OK (backends/check/check.h) */
 
 static inline const char *ck_cuda_tname(const ck_tensor *t)
 {
@@ -382,33 +382,62 @@ ck_status cuda_backward_wide(ck_cuda *cu, cuda_bwd_fn fn, const ck_op_params *op
 ck_status cuda_convert(ck_cuda *cu, ck_tensor *dst, const ck_tensor *src, double scale,
                        bool accumulate, ck_error *err);
 
-#define CUDA_OP_DECL(fam)                                                                  \
+struct cuda_op_fns {
+    cuda_fwd_fn forward;
+    cuda_bwd_fn backward;
+};
+
+/* One forward/backward pair per op family (harness/core/ops.h), one file each: the
+ * family's file picks the kernel for the op's kind and options (padded pooling, linear
+ * upsampling, gelu's tanh approximation are the family's business). */
+#define CUDA_FAMILY_DECL(fam)                                                               \
     ck_status cuda_##fam##_forward(ck_cuda *cu, const ck_op_params *op,                    \
                                    const ck_fwd_args *args, ck_op_io *io, ck_error *err);  \
     ck_status cuda_##fam##_backward(ck_cuda *cu, const ck_op_params *op,                   \
                                     const ck_fwd_args *args, const ck_op_io *io,           \
                                     ck_op_grads *g, ck_error *err);
+CUDA_FAMILY_DECL(linear)    /* linear (cuBLAS), matmul, embedding (linear.cu) */
+CUDA_FAMILY_DECL(conv)      /* conv (cuDNN), conv_transpose (conv.cu) */
+CUDA_FAMILY_DECL(pool)      /* maxpool, avgpool, unpadded and padded (pool.cu) */
+CUDA_FAMILY_DECL(upsample)  /* upsample, nearest and linear modes (upsample.cu) */
+CUDA_FAMILY_DECL(pointwise) /* activations, add, mul, silu, positional (pointwise.cu) */
+CUDA_FAMILY_DECL(norm)      /* batchnorm, layernorm, rmsnorm, groupnorm (norm.cu) */
+CUDA_FAMILY_DECL(random)    /* dropout, gaussian_noise (random.cu) */
+CUDA_FAMILY_DECL(attention) /* softmax, log_softmax, attention (attention.cu) */
+CUDA_FAMILY_DECL(shape)     /* concat, flatten, reshape, permute (shape.cu) */
+#undef CUDA_FAMILY_DECL
 
-CUDA_OP_DECL(linear)     /* CK_OP_LINEAR: cuBLAS (linear_cublas.cu) */
-CUDA_OP_DECL(conv)       /* CK_OP_CONV, 1-3 spatial dims: cuDNN (conv_cudnn.cu) */
-CUDA_OP_DECL(pool)       /* CK_OP_MAXPOOL, CK_OP_AVGPOOL */
-CUDA_OP_DECL(upsample)   /* CK_OP_UPSAMPLE */
-CUDA_OP_DECL(activation) /* CK_OP_RELU, LEAKY_RELU, GELU, TANH, SIGMOID */
-CUDA_OP_DECL(batchnorm)  /* CK_OP_BATCHNORM (norm.cu) */
-CUDA_OP_DECL(layernorm)  /* CK_OP_LAYERNORM (norm.cu) */
-CUDA_OP_DECL(dropout)    /* CK_OP_DROPOUT (random_ops.cu) */
-CUDA_OP_DECL(noise)      /* CK_OP_GAUSSIAN_NOISE (random_ops.cu) */
-CUDA_OP_DECL(add)        /* CK_OP_ADD (shape_ops.cu) */
-CUDA_OP_DECL(concat)     /* CK_OP_CONCAT (shape_ops.cu) */
-CUDA_OP_DECL(flatten)    /* CK_OP_FLATTEN (shape_ops.cu) */
+/* The failure for an op a family file has no kernel for (backend.cu). */
+ck_status cuda_no_kernel(const char *family, const ck_op_params *op, ck_error *err);
 
-#undef CUDA_OP_DECL
+/* Defines cuda_<fam>_forward/backward from a family file's
+ * `static cuda_op_fns pick(const ck_op_params *op)`. */
+#define CUDA_FAMILY_ENTRIES(fam, pick)                                                      \
+    ck_status cuda_##fam##_forward(ck_cuda *cu, const ck_op_params *op,                    \
+                                   const ck_fwd_args *args, ck_op_io *io, ck_error *err)   \
+    {                                                                                       \
+        const cuda_op_fns f = pick(op);                                                     \
+        return f.forward ? f.forward(cu, op, args, io, err) : cuda_no_kernel(#fam, op, err); \
+    }                                                                                       \
+    ck_status cuda_##fam##_backward(ck_cuda *cu, const ck_op_params *op,                   \
+                                    const ck_fwd_args *args, const ck_op_io *io,           \
+                                    ck_op_grads *g, ck_error *err)                         \
+    {                                                                                       \
+        const cuda_op_fns f = pick(op);                                                     \
+        return f.backward ? f.backward(cu, op, args, io, g, err)                            \
+                          : cuda_no_kernel(#fam, op, err);                                  \
+    }
 
 ck_status cuda_loss_forward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
                             const ck_tensor *target, double *loss, ck_error *err);
 ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
                              const ck_tensor *target, double scale, ck_tensor *dy,
                              ck_error *err);
+/* cross-entropy over a class dim with ignore_index (loss.cu) */
+ck_status cuda_ce_forward(ck_cuda *cu, const ck_loss_spec *loss, const ck_tensor *y,
+                          const ck_tensor *target, double *out, ck_error *err);
+ck_status cuda_ce_backward(ck_cuda *cu, const ck_loss_spec *loss, const ck_tensor *y,
+                           const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err);
 ck_status cuda_optimizer_step(ck_cuda *cu, const ck_optimizer *opt, int64_t step,
                               double grad_scale, ck_tensor *param, const ck_tensor *grad,
                               ck_tensor *state0, ck_tensor *state1, ck_error *err);

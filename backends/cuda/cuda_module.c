@@ -50,8 +50,6 @@ static void *cuda_get_proc(ck_backend *b, const char *name)
         int (*records)(ck_backend *, ck_algo_record *, int);
         void (*clear)(ck_backend *);
         bool (*memory)(ck_backend *, ck_device_memory *, bool);
-        ck_ce_forward_fn ce_fwd;
-        ck_ce_backward_fn ce_bwd;
     } u = {NULL};
     if (strcmp(name, CK_PROC_ALGO_RECORDS) == 0)
         u.records = algo_records;
@@ -59,10 +57,6 @@ static void *cuda_get_proc(ck_backend *b, const char *name)
         u.clear = algo_records_clear;
     else if (strcmp(name, CK_PROC_DEVICE_MEMORY) == 0)
         u.memory = ck_cuda_device_memory;
-    else if (strcmp(name, CK_PROC_CE_FORWARD) == 0)
-        u.ce_fwd = ck_cuda_ce_forward;
-    else if (strcmp(name, CK_PROC_CE_BACKWARD) == 0)
-        u.ce_bwd = ck_cuda_ce_backward;
     return u.p;
 }
 

@@ -21,12 +21,12 @@
 // ----------------------------------------------------------------------------
 // absent weight/bias read as w = 1, b = 0
 
-__device__ __forceinline__ double ld_or(const ck_dv &a, int64_t i, double dflt)
+static __device__ __forceinline__ double ld_or(const ck_dv &a, int64_t i, double dflt)
 {
     return a.p ? ck_ld(a, i) : dflt;
 }
 
-__device__ __forceinline__ void acc_if(const ck_dv &a, int64_t i, double v)
+static __device__ __forceinline__ void acc_if(const ck_dv &a, int64_t i, double v)
 {
     if (a.p)
         ck_acc(a, i, v);
@@ -37,7 +37,7 @@ __device__ __forceinline__ void acc_if(const ck_dv &a, int64_t i, double v)
 /* x viewed as (N, C, S) with S the product of the spatial dims */
 typedef ck_ncs_dims bn_dims;
 
-__device__ __forceinline__ int64_t bn_index(const bn_dims &d, int64_t n, int64_t c, int64_t s)
+static __device__ __forceinline__ int64_t bn_index(const bn_dims &d, int64_t n, int64_t c, int64_t s)
 {
     return (n * d.C + c) * d.S + s;
 }
@@ -171,7 +171,7 @@ static __global__ void bn_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck
     }
 }
 
-ck_status cuda_batchnorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status batchnorm_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                  ck_op_io *io, ck_error *err)
 {
     bn_dims d;
@@ -205,7 +205,7 @@ ck_status cuda_batchnorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_f
     return CK_OK;
 }
 
-ck_status cuda_batchnorm_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status batchnorm_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)args;
@@ -338,7 +338,7 @@ static __global__ void ln_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv saved, ck
     }
 }
 
-ck_status cuda_layernorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status layernorm_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                  ck_op_io *io, ck_error *err)
 {
     (void)args;
@@ -365,7 +365,7 @@ ck_status cuda_layernorm_forward(ck_cuda *cu, const ck_op_params *op, const ck_f
     return CK_OK;
 }
 
-ck_status cuda_layernorm_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status layernorm_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)op;
@@ -397,3 +397,261 @@ ck_status cuda_layernorm_backward(ck_cuda *cu, const ck_op_params *op, const ck_
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
+
+/* CUDA rmsnorm (backends/ref/rmsnorm.c): one thread per row; dw one thread per column. */
+#include "backends/cuda/cuda_common.cuh"
+
+static __device__ double rms_rinv(ck_dv x, int64_t base, int64_t D, double eps)
+{
+    double sq = 0.0;
+    for (int64_t j = 0; j < D; j++) {
+        double v = ck_ld(x, base + j);
+        sq = __dadd_rn(sq, __dmul_rn(v, v));
+    }
+    return 1.0 / sqrt(sq / (double)D + eps);
+}
+
+static __device__ __forceinline__ double ld_or1(ck_dv t, int64_t i) { return t.p ? ck_ld(t, i) : 1.0; }
+
+static __global__ void rms_fwd_kernel(ck_dv y, ck_dv x, ck_dv w, int64_t R, int64_t D, double eps)
+{
+    CK_GRID_STRIDE(r, R)
+    {
+        const double ri = rms_rinv(x, r * D, D, eps);
+        for (int64_t j = 0; j < D; j++)
+            ck_st(y, r * D + j, ck_ld(x, r * D + j) * ri * ld_or1(w, j));
+    }
+}
+
+static __global__ void rms_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv w, int64_t R, int64_t D, double eps)
+{
+    CK_GRID_STRIDE(r, R)
+    {
+        const double ri = rms_rinv(x, r * D, D, eps);
+        double s = 0.0;
+        for (int64_t j = 0; j < D; j++)
+            s = __dadd_rn(s, ck_ld(dy, r * D + j) * ld_or1(w, j) * ck_ld(x, r * D + j));
+        for (int64_t j = 0; j < D; j++)
+            ck_acc(dx, r * D + j, ri * (ck_ld(dy, r * D + j) * ld_or1(w, j) -
+                                        ck_ld(x, r * D + j) * ri * ri * s / (double)D));
+    }
+}
+
+static __global__ void rms_dw_kernel(ck_dv dw, ck_dv dy, ck_dv x, int64_t R, int64_t D, double eps)
+{
+    CK_GRID_STRIDE(j, D)
+    {
+        double acc = 0.0;
+        for (int64_t r = 0; r < R; r++)
+            acc = __dadd_rn(acc, ck_ld(dy, r * D + j) * ck_ld(x, r * D + j) * rms_rinv(x, r * D, D, eps));
+        ck_acc(dw, j, acc);
+    }
+}
+
+static ck_status launch_rmsnorm_fwd(ck_cuda *cu, ck_dv y, ck_dv x, ck_dv w, int64_t R, int64_t D,
+                           double eps, ck_error *err)
+{
+    rms_fwd_kernel<<<ck_blocks(R), CK_THREADS, 0, cu->stream>>>(y, x, w, R, D, eps);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status launch_rmsnorm_bwd(ck_cuda *cu, ck_dv dx, ck_dv dw, ck_dv dy, ck_dv x, ck_dv w,
+                           int64_t R, int64_t D, double eps, ck_error *err)
+{
+    if (dw.p) {
+        rms_dw_kernel<<<ck_blocks(D), CK_THREADS, 0, cu->stream>>>(dw, dy, x, R, D, eps);
+        CK_LAUNCH_CHECK();
+    }
+    if (dx.p) {
+        rms_dx_kernel<<<ck_blocks(R), CK_THREADS, 0, cu->stream>>>(dx, dy, x, w, R, D, eps);
+        CK_LAUNCH_CHECK();
+    }
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh)
+
+static ck_status rmsnorm_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                               ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    int64_t R, D;
+    CK_TRY(ck_opc_norm_rows(CUDA_BE, "rmsnorm", op, io->in[0], io->out, io->weight, &R, &D, err));
+    return launch_rmsnorm_fwd(cu, ck_view(io->out), ck_view(io->in[0]), ck_view(io->weight), R, D,
+                            op->eps, err);
+}
+
+static ck_status rmsnorm_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    int64_t R, D;
+    CK_TRY(ck_opc_norm_rows(CUDA_BE, "rmsnorm backward", op, io->in[0], g->dout, io->weight, &R, &D,
+                         err));
+    return launch_rmsnorm_bwd(cu, ck_view(g->din[0]), ck_view(g->dweight), ck_view(g->dout),
+                            ck_view(io->in[0]), ck_view(io->weight), R, D, op->eps, err);
+}
+
+/* CUDA groupnorm (backends/ref/groupnorm.c): one thread per (n, group); the parameter
+ * gradients one thread per channel. */
+#include "backends/cuda/cuda_common.cuh"
+
+static __device__ void gn_stats(ck_dv x, int64_t base, int64_t M, double eps, double *mean, double *invstd)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < M; i++)
+        s = __dadd_rn(s, ck_ld(x, base + i));
+    const double m = s / (double)M;
+    double sq = 0.0;
+    for (int64_t i = 0; i < M; i++) {
+        double d = ck_ld(x, base + i) - m;
+        sq = __dadd_rn(sq, __dmul_rn(d, d));
+    }
+    *mean = m;
+    *invstd = 1.0 / sqrt(sq / (double)M + eps);
+}
+
+static __global__ void gn_fwd_kernel(ck_dv y, ck_dv saved, ck_dv x, ck_dv w, ck_dv b, int64_t N,
+                              int64_t C, int64_t S, int64_t G, double eps)
+{
+    const int64_t cpg = C / G, M = cpg * S;
+    CK_GRID_STRIDE(r, N * G)
+    {
+        const int64_t n = r / G, gi = r % G, base = (n * C + gi * cpg) * S;
+        double mean, invstd;
+        gn_stats(x, base, M, eps, &mean, &invstd);
+        if (saved.p) {
+            ck_st(saved, r, mean);
+            ck_st(saved, N * G + r, invstd);
+        }
+        for (int64_t c = 0; c < cpg; c++) {
+            const int64_t ch = gi * cpg + c;
+            const double wv = w.p ? ck_ld(w, ch) : 1.0, bv = b.p ? ck_ld(b, ch) : 0.0;
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = base + c * S + s;
+                ck_st(y, i, (ck_ld(x, i) - mean) * invstd * wv + bv);
+            }
+        }
+    }
+}
+
+static __global__ void gn_dx_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv w, int64_t N, int64_t C, int64_t S,
+                             int64_t G, double eps)
+{
+    const int64_t cpg = C / G, M = cpg * S;
+    CK_GRID_STRIDE(r, N * G)
+    {
+        const int64_t n = r / G, gi = r % G, base = (n * C + gi * cpg) * S;
+        double mean, invstd;
+        gn_stats(x, base, M, eps, &mean, &invstd);
+        double sg = 0.0, sgx = 0.0;
+        for (int64_t c = 0; c < cpg; c++)
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = base + c * S + s;
+                const double gv = ck_ld(dy, i) * (w.p ? ck_ld(w, gi * cpg + c) : 1.0);
+                sg = __dadd_rn(sg, gv);
+                sgx = __dadd_rn(sgx, gv * (ck_ld(x, i) - mean) * invstd);
+            }
+        for (int64_t c = 0; c < cpg; c++)
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = base + c * S + s;
+                const double gv = ck_ld(dy, i) * (w.p ? ck_ld(w, gi * cpg + c) : 1.0);
+                const double xhat = (ck_ld(x, i) - mean) * invstd;
+                ck_acc(dx, i, invstd / (double)M * ((double)M * gv - sg - xhat * sgx));
+            }
+    }
+}
+
+static __global__ void gn_dwb_kernel(ck_dv dw, ck_dv db, ck_dv dy, ck_dv x, int64_t N, int64_t C,
+                              int64_t S, int64_t G, double eps)
+{
+    const int64_t cpg = C / G, M = cpg * S;
+    CK_GRID_STRIDE(ch, C)
+    {
+        const int64_t gi = ch / cpg;
+        double sdy = 0.0, sdyx = 0.0;
+        for (int64_t n = 0; n < N; n++) {
+            double mean, invstd;
+            gn_stats(x, (n * C + gi * cpg) * S, M, eps, &mean, &invstd);
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = (n * C + ch) * S + s;
+                sdy = __dadd_rn(sdy, ck_ld(dy, i));
+                sdyx = __dadd_rn(sdyx, ck_ld(dy, i) * (ck_ld(x, i) - mean) * invstd);
+            }
+        }
+        if (dw.p)
+            ck_acc(dw, ch, sdyx);
+        if (db.p)
+            ck_acc(db, ch, sdy);
+    }
+}
+
+static ck_status launch_groupnorm_fwd(ck_cuda *cu, ck_dv y, ck_dv saved, ck_dv x, ck_dv w, ck_dv b,
+                             int64_t N, int64_t C, int64_t S, int64_t G, double eps,
+                             ck_error *err)
+{
+    gn_fwd_kernel<<<ck_blocks(N * G), CK_THREADS, 0, cu->stream>>>(y, saved, x, w, b, N, C, S, G,
+                                                                  eps);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status launch_groupnorm_bwd(ck_cuda *cu, ck_dv dx, ck_dv dw, ck_dv db, ck_dv dy, ck_dv x,
+                             ck_dv w, int64_t N, int64_t C, int64_t S, int64_t G, double eps,
+                             ck_error *err)
+{
+    if (dw.p || db.p) {
+        gn_dwb_kernel<<<ck_blocks(C), CK_THREADS, 0, cu->stream>>>(dw, db, dy, x, N, C, S, G, eps);
+        CK_LAUNCH_CHECK();
+    }
+    if (dx.p) {
+        gn_dx_kernel<<<ck_blocks(N * G), CK_THREADS, 0, cu->stream>>>(dx, dy, x, w, N, C, S, G, eps);
+        CK_LAUNCH_CHECK();
+    }
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh)
+
+static ck_status groupnorm_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                 ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    int64_t N, C, S;
+    CK_TRY(ck_opc_groupnorm(CUDA_BE, op, io->in[0], io->out, io->weight, io->bias, &N, &C, &S,
+                              err));
+    return launch_groupnorm_fwd(cu, ck_view(io->out), ck_view(NULL), ck_view(io->in[0]),
+                              ck_view(io->weight), ck_view(io->bias), N, C, S, op->groups,
+                              op->eps, err);
+}
+
+static ck_status groupnorm_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    int64_t N, C, S;
+    CK_TRY(ck_opc_groupnorm(CUDA_BE, op, io->in[0], g->dout, io->weight, io->bias, &N, &C, &S,
+                              err));
+    return launch_groupnorm_bwd(cu, ck_view(g->din[0]), ck_view(g->dweight), ck_view(g->dbias),
+                              ck_view(g->dout), ck_view(io->in[0]), ck_view(io->weight), N, C,
+                              S, op->groups, op->eps, err);
+}
+
+// ----------------------------------------------------------------------------
+// the family's entry points (cuda_common.cuh)
+
+static cuda_op_fns pick(const ck_op_params *op)
+{
+    switch (op->kind) {
+    case CK_OP_BATCHNORM: return cuda_op_fns{batchnorm_op_forward, batchnorm_op_backward};
+    case CK_OP_LAYERNORM: return cuda_op_fns{layernorm_op_forward, layernorm_op_backward};
+    case CK_OP_RMSNORM: return cuda_op_fns{rmsnorm_op_forward, rmsnorm_op_backward};
+    case CK_OP_GROUPNORM: return cuda_op_fns{groupnorm_op_forward, groupnorm_op_backward};
+    default: return cuda_op_fns{NULL, NULL};
+    }
+}
+
+CUDA_FAMILY_ENTRIES(norm, pick)

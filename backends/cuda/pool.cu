@@ -20,11 +20,11 @@
 // geometry
 
 /* planes (N * C), in/out spatial sizes (D, H, W), kernel, stride; filled and checked by
- * ck_opc_pool_setup (backends/op_check.h) */
+ * ck_opc_pool_setup (backends/check/check.h) */
 typedef ck_pool_geom pool_geom;
 
 /* Offset in an input plane of the window of output (o0, o1, o2). */
-__device__ __forceinline__ int64_t window_origin(const pool_geom &g, int64_t o0, int64_t o1,
+static __device__ __forceinline__ int64_t window_origin(const pool_geom &g, int64_t o0, int64_t o1,
                                                  int64_t o2)
 {
     return (o0 * g.stride[0] * g.in[1] + o1 * g.stride[1]) * g.in[2] + o2 * g.stride[2];
@@ -35,7 +35,7 @@ __device__ __forceinline__ int64_t window_origin(const pool_geom &g, int64_t o0,
 
 /* Offset (from the window origin at x[base]) of the first maximum, or of the first NaN. */
 template <typename A>
-__device__ int64_t max_window(const ck_dv &x, int64_t base, const pool_geom &g)
+static __device__ int64_t max_window(const ck_dv &x, int64_t base, const pool_geom &g)
 {
     int64_t best_off = 0;
     A best = (A)ck_ld(x, base);
@@ -80,7 +80,7 @@ static __global__ void pool_forward_kernel(ck_dv out, ck_dv inp, bool is_max, po
 }
 
 /* First and last (inclusive) output index on one axis whose window holds input index i. */
-__device__ __forceinline__ void covering(int64_t i, int64_t k, int64_t s, int64_t n_out,
+static __device__ __forceinline__ void covering(int64_t i, int64_t k, int64_t s, int64_t n_out,
                                          int64_t *lo, int64_t *hi)
 {
     const int64_t first = i - k + 1; /* o * s >= i - k + 1 */
@@ -135,7 +135,7 @@ static __global__ void pool_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, b
 // ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
-ck_status cuda_pool_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status pool_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                             ck_op_io *io, ck_error *err)
 {
     (void)args;
@@ -157,7 +157,7 @@ ck_status cuda_pool_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_ar
     return CK_OK;
 }
 
-ck_status cuda_pool_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+static ck_status pool_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                              const ck_op_io *io, ck_op_grads *gr, ck_error *err)
 {
     (void)args;
@@ -181,3 +181,159 @@ ck_status cuda_pool_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_a
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
+
+/* CUDA padded max/avg pooling (backends/ref/pool_pad.c): forward one thread per output;
+ * backward one thread per input element, gathering the windows that contain it (max: the
+ * windows whose first maximum it is). */
+#include "backends/cuda/cuda_common.cuh"
+
+struct pwin {
+    int64_t lo[3], hi[3], div;
+};
+
+static __device__ pwin pool_window(const ck_pool_pad_geom &g, const int64_t *o)
+{
+    pwin w;
+    int64_t padded = 1, real = 1;
+    for (int a = 0; a < 3; a++) {
+        const int64_t start = o[a] * g.stride[a] - g.pad[a], end = start + g.k[a];
+        const int64_t pend = end < g.in[a] + g.pad[a] ? end : g.in[a] + g.pad[a];
+        padded *= pend - start;
+        w.lo[a] = start < 0 ? 0 : start;
+        w.hi[a] = end < g.in[a] ? end : g.in[a];
+        real *= w.hi[a] - w.lo[a];
+    }
+    w.div = g.count_include_pad ? padded : real;
+    return w;
+}
+
+static __device__ int64_t pool_argmax(ck_dv x, int64_t base, const ck_pool_pad_geom &g, const pwin &w)
+{
+    int64_t best = -1;
+    double bv = -INFINITY;
+    for (int64_t i0 = w.lo[0]; i0 < w.hi[0]; i0++)
+        for (int64_t i1 = w.lo[1]; i1 < w.hi[1]; i1++)
+            for (int64_t i2 = w.lo[2]; i2 < w.hi[2]; i2++) {
+                const int64_t idx = (i0 * g.in[1] + i1) * g.in[2] + i2;
+                const double v = ck_ld(x, base + idx);
+                if (best < 0 || (!isnan(bv) && (v > bv || isnan(v)))) {
+                    bv = v;
+                    best = idx;
+                }
+            }
+    return best;
+}
+
+static __global__ void pool_fwd_kernel(ck_dv y, ck_dv x, ck_pool_pad_geom g)
+{
+    const int64_t ivol = g.in[0] * g.in[1] * g.in[2], ovol = g.out[0] * g.out[1] * g.out[2];
+    CK_GRID_STRIDE(e, g.planes * ovol)
+    {
+        const int64_t o[3] = {(e / (g.out[2] * g.out[1])) % g.out[0], (e / g.out[2]) % g.out[1],
+                              e % g.out[2]};
+        const int64_t base = (e / ovol) * ivol;
+        const pwin w = pool_window(g, o);
+        double v;
+        if (g.is_max) {
+            v = ck_ld(x, base + pool_argmax(x, base, g, w));
+        } else {
+            double s = 0.0;
+            for (int64_t i0 = w.lo[0]; i0 < w.hi[0]; i0++)
+                for (int64_t i1 = w.lo[1]; i1 < w.hi[1]; i1++)
+                    for (int64_t i2 = w.lo[2]; i2 < w.hi[2]; i2++)
+                        s = __dadd_rn(s, ck_ld(x, base + (i0 * g.in[1] + i1) * g.in[2] + i2));
+            v = s / (double)w.div;
+        }
+        ck_st(y, e, v);
+    }
+}
+
+static __global__ void pool_bwd_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_pool_pad_geom g)
+{
+    const int64_t ivol = g.in[0] * g.in[1] * g.in[2], ovol = g.out[0] * g.out[1] * g.out[2];
+    CK_GRID_STRIDE(e, g.planes * ivol)
+    {
+        const int64_t i[3] = {(e / (g.in[2] * g.in[1])) % g.in[0], (e / g.in[2]) % g.in[1],
+                              e % g.in[2]};
+        const int64_t p = e / ivol, base = p * ivol, self = e - base;
+        int64_t lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            /* o with o s - pad <= i < o s - pad + k */
+            const int64_t num = i[a] + g.pad[a] - g.k[a] + 1;
+            lo[a] = num <= 0 ? 0 : (num + g.stride[a] - 1) / g.stride[a];
+            hi[a] = (i[a] + g.pad[a]) / g.stride[a] + 1;
+            hi[a] = hi[a] > g.out[a] ? g.out[a] : hi[a];
+        }
+        double acc = 0.0;
+        int64_t o[3];
+        for (o[0] = lo[0]; o[0] < hi[0]; o[0]++)
+            for (o[1] = lo[1]; o[1] < hi[1]; o[1]++)
+                for (o[2] = lo[2]; o[2] < hi[2]; o[2]++) {
+                    const pwin w = pool_window(g, o);
+                    const double gv = ck_ld(dy, p * ovol + (o[0] * g.out[1] + o[1]) * g.out[2] + o[2]);
+                    if (g.is_max) {
+                        if (pool_argmax(x, base, g, w) == self)
+                            acc = __dadd_rn(acc, gv);
+                    } else {
+                        acc = __dadd_rn(acc, gv / (double)w.div);
+                    }
+                }
+        ck_acc(dx, e, acc);
+    }
+}
+
+static ck_status launch_pool_fwd(ck_cuda *cu, ck_dv y, ck_dv x, const ck_pool_pad_geom &g, ck_error *err)
+{
+    pool_fwd_kernel<<<ck_blocks(g.planes * g.out[0] * g.out[1] * g.out[2]), CK_THREADS, 0,
+                      cu->stream>>>(y, x, g);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status launch_pool_bwd(ck_cuda *cu, ck_dv dx, ck_dv dy, ck_dv x, const ck_pool_pad_geom &g,
+                        ck_error *err)
+{
+    pool_bwd_kernel<<<ck_blocks(g.planes * g.in[0] * g.in[1] * g.in[2]), CK_THREADS, 0,
+                      cu->stream>>>(dx, dy, x, g);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry points (cuda_common.cuh): padded pools (unpadded ones stay in pool.cu)
+
+static ck_status pool_pad_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    ck_pool_pad_geom g;
+    CK_TRY(ck_opc_pool_pad(CUDA_BE, op, io->in[0], io->out, &g, err));
+    return launch_pool_fwd(cu, ck_view(io->out), ck_view(io->in[0]), g, err);
+}
+
+static ck_status pool_pad_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    ck_pool_pad_geom geo;
+    CK_TRY(ck_opc_pool_pad(CUDA_BE, op, io->in[0], g->dout, &geo, err));
+    if (!g->din[0])
+        return CK_OK;
+    return launch_pool_bwd(cu, ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), geo, err);
+}
+
+// ----------------------------------------------------------------------------
+// the family's entry points (cuda_common.cuh)
+
+static cuda_op_fns pick(const ck_op_params *op)
+{
+    switch (op->kind) {
+    case CK_OP_MAXPOOL:
+    case CK_OP_AVGPOOL:
+        /* padded windows (or count_include_pad false) take the padded kernel */
+        return ck_opc_pool_padded(op) ? cuda_op_fns{pool_pad_op_forward, pool_pad_op_backward} : cuda_op_fns{pool_op_forward, pool_op_backward};
+    default: return cuda_op_fns{NULL, NULL};
+    }
+}
+
+CUDA_FAMILY_ENTRIES(pool, pick)

@@ -12,6 +12,7 @@
  * then added to the existing values with one rounding (ref_elem.h, harness/precision.md).
  * So a low-dtype y is exactly the fp64 result on the same inputs, rounded once.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <stdlib.h>
@@ -81,7 +82,7 @@ LINEAR_KERNELS(double, f64)
 // ----------------------------------------------------------------------------
 // entry points (ref_ops.h)
 
-ck_status ref_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+static ck_status linear_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                              ck_error *err)
 {
     (void)args;
@@ -122,7 +123,7 @@ ck_status ref_linear_forward(const ck_op_params *op, const ck_fwd_args *args, ck
     return st;
 }
 
-ck_status ref_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
+static ck_status linear_op_backward(const ck_op_params *op, const ck_fwd_args *args,
                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)args;
@@ -179,3 +180,179 @@ ck_status ref_linear_backward(const ck_op_params *op, const ck_fwd_args *args,
     free(dw_acc);
     return st;
 }
+
+/*
+ * matmul: batched Y = op(A) op(B) in double (wide_kernels.h). Every output element and every
+ * gradient element is one sum formed in double in a fixed order (k ascending for Y, n
+ * ascending for dA, batch then m ascending for dB), so the entry points round it once.
+ */
+#include "backends/ref/wide_scope.h"
+
+static inline double a_at(const double *a, const ck_matmul_geom *g, int64_t bt, int64_t m,
+                          int64_t k)
+{
+    return g->trans_a ? a[(bt * g->K + k) * g->M + m] : a[(bt * g->M + m) * g->K + k];
+}
+
+static inline int64_t b_index(const ck_matmul_geom *g, int64_t bt, int64_t k, int64_t n)
+{
+    int64_t bb = g->b_shared ? 0 : bt;
+    return g->trans_b ? (bb * g->N + n) * g->K + k : (bb * g->K + k) * g->N + n;
+}
+
+static inline int64_t a_index(const ck_matmul_geom *g, int64_t bt, int64_t m, int64_t k)
+{
+    return g->trans_a ? (bt * g->K + k) * g->M + m : (bt * g->M + m) * g->K + k;
+}
+
+void f64_matmul_fwd(double *y, const double *a, const double *b, const ck_matmul_geom *g)
+{
+    for (int64_t bt = 0; bt < g->batch; bt++)
+        for (int64_t m = 0; m < g->M; m++)
+            for (int64_t n = 0; n < g->N; n++) {
+                double acc = 0.0;
+                for (int64_t k = 0; k < g->K; k++)
+                    acc += a_at(a, g, bt, m, k) * b[b_index(g, bt, k, n)];
+                y[(bt * g->M + m) * g->N + n] = acc;
+            }
+}
+
+void f64_matmul_bwd(double *da, double *db, const double *dy, const double *a, const double *b,
+                    const ck_matmul_geom *g)
+{
+    if (da)
+        for (int64_t bt = 0; bt < g->batch; bt++)
+            for (int64_t m = 0; m < g->M; m++)
+                for (int64_t k = 0; k < g->K; k++) {
+                    double acc = 0.0;
+                    for (int64_t n = 0; n < g->N; n++)
+                        acc += dy[(bt * g->M + m) * g->N + n] * b[b_index(g, bt, k, n)];
+                    da[a_index(g, bt, m, k)] += acc;
+                }
+    if (db) {
+        const int64_t nb = g->b_shared ? 1 : g->batch;
+        for (int64_t bb = 0; bb < nb; bb++)
+            for (int64_t k = 0; k < g->K; k++)
+                for (int64_t n = 0; n < g->N; n++) {
+                    double acc = 0.0;
+                    for (int64_t bt = g->b_shared ? 0 : bb; bt < (g->b_shared ? g->batch : bb + 1);
+                         bt++)
+                        for (int64_t m = 0; m < g->M; m++)
+                            acc += a_at(a, g, bt, m, k) * dy[(bt * g->M + m) * g->N + n];
+                    db[b_index(g, bb, k, n)] += acc;
+                }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h)
+
+/* B: the second input, or the weight (K, units) when the op has one input */
+static const ck_tensor *matmul_b(const ck_op_io *io)
+{
+    return io->n_in >= 2 ? io->in[1] : io->weight;
+}
+
+static ck_status matmul_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                             ck_error *err)
+{
+    (void)args;
+    ck_matmul_geom g;
+    CK_TRY(ck_opc_matmul(REF_BE, op, io->in[0], matmul_b(io), io->out, &g, err));
+    ref_scope s;
+    ref_scope_begin(&s, "matmul", err);
+    const double *a = ref_scope_in(&s, io->in[0]), *b = ref_scope_in(&s, matmul_b(io));
+    double *y = ref_scope_out(&s, io->out);
+    if (s.st == CK_OK)
+        f64_matmul_fwd(y, a, b, &g);
+    return ref_scope_end(&s, true);
+}
+
+static ck_status matmul_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    ck_matmul_geom geo;
+    CK_TRY(ck_opc_matmul(REF_BE, op, io->in[0], matmul_b(io), g->dout, &geo, err));
+    ck_tensor *db = io->n_in >= 2 ? g->din[1] : g->dweight;
+    if (!g->din[0] && !db)
+        return CK_OK;
+    ref_scope s;
+    ref_scope_begin(&s, "matmul backward", err);
+    const double *a = ref_scope_in(&s, io->in[0]), *b = ref_scope_in(&s, matmul_b(io));
+    const double *dy = ref_scope_in(&s, g->dout);
+    double *da = ref_scope_grad(&s, g->din[0]), *dbw = ref_scope_grad(&s, db);
+    if (s.st == CK_OK)
+        f64_matmul_bwd(da, dbw, dy, a, b, &geo);
+    return ref_scope_end(&s, true);
+}
+
+/* embedding: y[m] = W[ids[m]]; dW[ids[m]] += dy[m] in position order (wide_kernels.h). */
+#include "backends/ref/wide_scope.h"
+
+void f64_embedding_fwd(double *y, const int32_t *ids, const double *w, int64_t M, int64_t E)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t e = 0; e < E; e++)
+            y[m * E + e] = w[(int64_t)ids[m] * E + e];
+}
+
+void f64_embedding_bwd(double *dw, const double *dy, const int32_t *ids, int64_t M, int64_t E)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t e = 0; e < E; e++)
+            dw[(int64_t)ids[m] * E + e] += dy[m * E + e];
+}
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h): ids are the i32 input, never differentiated
+
+static ck_status embedding_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                ck_error *err)
+{
+    (void)op;
+    (void)args;
+    int64_t M, V, E;
+    CK_TRY(ck_opc_embedding(REF_BE, io->in[0], io->weight, io->out, &M, &V, &E, err));
+    CK_TRY(ck_opc_embedding_ids(io->in[0], io->in[0]->data, M, V, err));
+    ref_scope s;
+    ref_scope_begin(&s, "embedding", err);
+    const double *w = ref_scope_in(&s, io->weight);
+    double *y = ref_scope_out(&s, io->out);
+    if (s.st == CK_OK)
+        f64_embedding_fwd(y, io->in[0]->data, w, M, E);
+    return ref_scope_end(&s, true);
+}
+
+static ck_status embedding_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)op;
+    (void)args;
+    int64_t M, V, E;
+    CK_TRY(ck_opc_embedding(REF_BE, io->in[0], io->weight, g->dout, &M, &V, &E, err));
+    if (!g->dweight)
+        return CK_OK;
+    CK_TRY(ck_opc_embedding_ids(io->in[0], io->in[0]->data, M, V, err));
+    ref_scope s;
+    ref_scope_begin(&s, "embedding backward", err);
+    const double *dy = ref_scope_in(&s, g->dout);
+    double *dw = ref_scope_grad(&s, g->dweight);
+    if (s.st == CK_OK)
+        f64_embedding_bwd(dw, dy, io->in[0]->data, M, E);
+    return ref_scope_end(&s, true);
+}
+
+/* ---- the family's entry points (ref_ops.h) ---- */
+
+static ref_op_fns pick(const ck_op_params *op)
+{
+    switch (op->kind) {
+    case CK_OP_LINEAR: return (ref_op_fns){linear_op_forward, linear_op_backward};
+    case CK_OP_MATMUL: return (ref_op_fns){matmul_op_forward, matmul_op_backward};
+    case CK_OP_EMBEDDING: return (ref_op_fns){embedding_op_forward, embedding_op_backward};
+    default: return (ref_op_fns){NULL, NULL};
+    }
+}
+
+REF_FAMILY_ENTRIES(linear, pick)

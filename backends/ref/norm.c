@@ -15,6 +15,7 @@
  * in fp32, and the backward adds each double gradient to its tensor with one rounding
  * (ref_elem.h).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>
@@ -149,7 +150,7 @@ static void batchnorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbi
     }
 }
 
-ck_status ref_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+static ck_status batchnorm_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                                 ck_error *err)
 {
     bn_dims d;
@@ -161,7 +162,7 @@ ck_status ref_batchnorm_forward(const ck_op_params *op, const ck_fwd_args *args,
     return CK_OK;
 }
 
-ck_status ref_batchnorm_backward(const ck_op_params *op, const ck_fwd_args *args,
+static ck_status batchnorm_op_backward(const ck_op_params *op, const ck_fwd_args *args,
                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     bn_dims d;
@@ -243,7 +244,7 @@ static void layernorm_backward(ck_tensor *dx, ck_tensor *dweight, ck_tensor *dbi
     }
 }
 
-ck_status ref_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+static ck_status layernorm_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                                 ck_error *err)
 {
     int64_t N, D;
@@ -252,7 +253,7 @@ ck_status ref_layernorm_forward(const ck_op_params *op, const ck_fwd_args *args,
     return CK_OK;
 }
 
-ck_status ref_layernorm_backward(const ck_op_params *op, const ck_fwd_args *args,
+static ck_status layernorm_op_backward(const ck_op_params *op, const ck_fwd_args *args,
                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     int64_t N, D;
@@ -261,3 +262,239 @@ ck_status ref_layernorm_backward(const ck_op_params *op, const ck_fwd_args *args
                        io->saved, N, D);
     return CK_OK;
 }
+
+/*
+ * rmsnorm over the last D elements (wide_kernels.h): r = 1 / sqrt(mean(x^2) + eps), y = x r w.
+ * With g = dy w: dx = r (g - x r^2 sum(g x) / D); dw += sum over rows of dy x r.
+ * Backward recomputes r from x (in the same order as forward).
+ */
+#include "backends/ref/wide_scope.h"
+
+#include <math.h>
+
+static double row_rinv(const double *x, int64_t D, double eps)
+{
+    double sq = 0.0;
+    for (int64_t j = 0; j < D; j++)
+        sq += x[j] * x[j];
+    return 1.0 / sqrt(sq / (double)D + eps);
+}
+
+void f64_rmsnorm_fwd(double *y, double *saved_rinv, const double *x, const double *w,
+                     int64_t R, int64_t D, double eps)
+{
+    for (int64_t r = 0; r < R; r++) {
+        const double *xr = x + r * D;
+        double ri = row_rinv(xr, D, eps);
+        if (saved_rinv)
+            saved_rinv[r] = ri;
+        for (int64_t j = 0; j < D; j++)
+            y[r * D + j] = xr[j] * ri * (w ? w[j] : 1.0);
+    }
+}
+
+void f64_rmsnorm_bwd(double *dx, double *dw, const double *dy, const double *x,
+                     const double *w, int64_t R, int64_t D, double eps)
+{
+    if (dw)
+        for (int64_t j = 0; j < D; j++) {
+            double acc = 0.0;
+            for (int64_t r = 0; r < R; r++)
+                acc += dy[r * D + j] * x[r * D + j] * row_rinv(x + r * D, D, eps);
+            dw[j] += acc;
+        }
+    if (!dx)
+        return;
+    for (int64_t r = 0; r < R; r++) {
+        const double *xr = x + r * D, *gr = dy + r * D;
+        double ri = row_rinv(xr, D, eps);
+        double s = 0.0;
+        for (int64_t j = 0; j < D; j++)
+            s += gr[j] * (w ? w[j] : 1.0) * xr[j];
+        for (int64_t j = 0; j < D; j++)
+            dx[r * D + j] += ri * (gr[j] * (w ? w[j] : 1.0) - xr[j] * ri * ri * s / (double)D);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h); weight fp32 in low-precision runs, as layernorm's
+
+static ck_status rmsnorm_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                              ck_error *err)
+{
+    (void)args;
+    int64_t R, D;
+    CK_TRY(ck_opc_norm_rows(REF_BE, "rmsnorm", op, io->in[0], io->out, io->weight, &R, &D, err));
+    ref_scope s;
+    ref_scope_begin(&s, "rmsnorm", err);
+    const double *x = ref_scope_in(&s, io->in[0]), *w = ref_scope_in(&s, io->weight);
+    double *y = ref_scope_out(&s, io->out);
+    if (s.st == CK_OK)
+        f64_rmsnorm_fwd(y, NULL, x, w, R, D, op->eps);
+    return ref_scope_end(&s, true);
+}
+
+static ck_status rmsnorm_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    int64_t R, D;
+    CK_TRY(ck_opc_norm_rows(REF_BE, "rmsnorm backward", op, io->in[0], g->dout, io->weight, &R, &D,
+                         err));
+    if (!g->din[0] && !g->dweight)
+        return CK_OK;
+    ref_scope s;
+    ref_scope_begin(&s, "rmsnorm backward", err);
+    const double *x = ref_scope_in(&s, io->in[0]), *w = ref_scope_in(&s, io->weight),
+                 *dy = ref_scope_in(&s, g->dout);
+    double *dx = ref_scope_grad(&s, g->din[0]), *dw = ref_scope_grad(&s, g->dweight);
+    if (s.st == CK_OK)
+        f64_rmsnorm_bwd(dx, dw, dy, x, w, R, D, op->eps);
+    return ref_scope_end(&s, true);
+}
+
+/*
+ * groupnorm (wide_kernels.h): x (N, C, S) in G groups of C/G channels; statistics (two-pass mean and
+ * biased variance, as layernorm) per (n, group) over (C/G) S values; per-channel affine.
+ * Backward recomputes the statistics from x (the same order as forward) and, with
+ * g = dy w[c]: dx = invstd / M (M g - sum g - xhat sum(g xhat)), M = (C/G) S.
+ */
+#include "backends/ref/wide_scope.h"
+
+#include <math.h>
+
+static void group_stats(const double *xg, int64_t M, double eps, double *mean, double *invstd)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < M; i++)
+        s += xg[i];
+    double m = s / (double)M, sq = 0.0;
+    for (int64_t i = 0; i < M; i++)
+        sq += (xg[i] - m) * (xg[i] - m);
+    *mean = m;
+    *invstd = 1.0 / sqrt(sq / (double)M + eps);
+}
+
+void f64_groupnorm_fwd(double *y, double *saved, const double *x, const double *w,
+                       const double *b, int64_t N, int64_t C, int64_t S, int64_t G, double eps)
+{
+    const int64_t cpg = C / G, M = cpg * S;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < G; gi++) {
+            const int64_t base = (n * C + gi * cpg) * S;
+            double mean, invstd;
+            group_stats(x + base, M, eps, &mean, &invstd);
+            if (saved) {
+                saved[n * G + gi] = mean;
+                saved[N * G + n * G + gi] = invstd;
+            }
+            for (int64_t c = 0; c < cpg; c++) {
+                const int64_t ch = gi * cpg + c;
+                for (int64_t s = 0; s < S; s++) {
+                    const int64_t i = base + c * S + s;
+                    y[i] = (x[i] - mean) * invstd * (w ? w[ch] : 1.0) + (b ? b[ch] : 0.0);
+                }
+            }
+        }
+}
+
+void f64_groupnorm_bwd(double *dx, double *dw, double *db, const double *dy, const double *x,
+                       const double *w, int64_t N, int64_t C, int64_t S, int64_t G, double eps)
+{
+    const int64_t cpg = C / G, M = cpg * S;
+    /* parameter gradients per channel, summed over n then s */
+    if (dw || db)
+        for (int64_t ch = 0; ch < C; ch++) {
+            const int64_t gi = ch / cpg;
+            double sdy = 0.0, sdyx = 0.0;
+            for (int64_t n = 0; n < N; n++) {
+                double mean, invstd;
+                group_stats(x + (n * C + gi * cpg) * S, M, eps, &mean, &invstd);
+                for (int64_t s = 0; s < S; s++) {
+                    const int64_t i = (n * C + ch) * S + s;
+                    sdy += dy[i];
+                    sdyx += dy[i] * (x[i] - mean) * invstd;
+                }
+            }
+            if (dw)
+                dw[ch] += sdyx;
+            if (db)
+                db[ch] += sdy;
+        }
+    if (!dx)
+        return;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < G; gi++) {
+            const int64_t base = (n * C + gi * cpg) * S;
+            double mean, invstd;
+            group_stats(x + base, M, eps, &mean, &invstd);
+            double sg = 0.0, sgx = 0.0;
+            for (int64_t c = 0; c < cpg; c++)
+                for (int64_t s = 0; s < S; s++) {
+                    const int64_t i = base + c * S + s;
+                    double gv = dy[i] * (w ? w[gi * cpg + c] : 1.0);
+                    sg += gv;
+                    sgx += gv * (x[i] - mean) * invstd;
+                }
+            for (int64_t c = 0; c < cpg; c++)
+                for (int64_t s = 0; s < S; s++) {
+                    const int64_t i = base + c * S + s;
+                    double gv = dy[i] * (w ? w[gi * cpg + c] : 1.0);
+                    double xhat = (x[i] - mean) * invstd;
+                    dx[i] += invstd / (double)M * ((double)M * gv - sg - xhat * sgx);
+                }
+        }
+}
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h); weight, bias and saved fp32 in low-precision runs
+
+static ck_status groupnorm_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                ck_error *err)
+{
+    (void)args;
+    int64_t N, C, S;
+    CK_TRY(ck_opc_groupnorm(REF_BE, op, io->in[0], io->out, io->weight, io->bias, &N, &C, &S,
+                              err));
+    ref_scope s;
+    ref_scope_begin(&s, "groupnorm", err);
+    const double *x = ref_scope_in(&s, io->in[0]), *w = ref_scope_in(&s, io->weight),
+                 *b = ref_scope_in(&s, io->bias);
+    double *y = ref_scope_out(&s, io->out);
+    if (s.st == CK_OK)
+        f64_groupnorm_fwd(y, NULL, x, w, b, N, C, S, op->groups, op->eps);
+    return ref_scope_end(&s, true);
+}
+
+static ck_status groupnorm_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                 const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    int64_t N, C, S;
+    CK_TRY(ck_opc_groupnorm(REF_BE, op, io->in[0], g->dout, io->weight, io->bias, &N, &C, &S,
+                              err));
+    ref_scope s;
+    ref_scope_begin(&s, "groupnorm backward", err);
+    const double *x = ref_scope_in(&s, io->in[0]), *w = ref_scope_in(&s, io->weight),
+                 *dy = ref_scope_in(&s, g->dout);
+    double *dx = ref_scope_grad(&s, g->din[0]), *dw = ref_scope_grad(&s, g->dweight),
+           *db = ref_scope_grad(&s, g->dbias);
+    if (s.st == CK_OK)
+        f64_groupnorm_bwd(dx, dw, db, dy, x, w, N, C, S, op->groups, op->eps);
+    return ref_scope_end(&s, true);
+}
+
+/* ---- the family's entry points (ref_ops.h) ---- */
+
+static ref_op_fns pick(const ck_op_params *op)
+{
+    switch (op->kind) {
+    case CK_OP_BATCHNORM: return (ref_op_fns){batchnorm_op_forward, batchnorm_op_backward};
+    case CK_OP_LAYERNORM: return (ref_op_fns){layernorm_op_forward, layernorm_op_backward};
+    case CK_OP_RMSNORM: return (ref_op_fns){rmsnorm_op_forward, rmsnorm_op_backward};
+    case CK_OP_GROUPNORM: return (ref_op_fns){groupnorm_op_forward, groupnorm_op_backward};
+    default: return (ref_op_fns){NULL, NULL};
+    }
+}
+
+REF_FAMILY_ENTRIES(norm, pick)

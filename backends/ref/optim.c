@@ -10,6 +10,7 @@
  * harness/precision.md). Step 1 starts from fresh state, as PyTorch
  * does: the momentum buffer becomes the first gradient, adam's moments start at zero.
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>

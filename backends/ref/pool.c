@@ -16,6 +16,7 @@
  * once; dx is computed from zero in double (overlapping windows add up there) and then
  * added to the existing values with one rounding (ref_elem.h, harness/precision.md).
  */
+#include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
 #include <math.h>
@@ -24,7 +25,7 @@
 // geometry
 
 /* planes (N * C), in/out spatial sizes (D, H, W), kernel, stride; filled and checked by
- * ck_opc_pool_setup (backends/op_check.h) */
+ * ck_opc_pool_setup (backends/check/check.h) */
 typedef ck_pool_geom pool_geom;
 
 /* Offset in an input plane of the window of output (o0, o1, o2). */
@@ -130,7 +131,7 @@ POOL_KERNELS(double, f64)
 // ----------------------------------------------------------------------------
 // entry points (ref_ops.h)
 
-ck_status ref_pool_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+static ck_status pool_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                            ck_error *err)
 {
     (void)args;
@@ -161,7 +162,7 @@ ck_status ref_pool_forward(const ck_op_params *op, const ck_fwd_args *args, ck_o
     return st;
 }
 
-ck_status ref_pool_backward(const ck_op_params *op, const ck_fwd_args *args,
+static ck_status pool_op_backward(const ck_op_params *op, const ck_fwd_args *args,
                             const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)args;
@@ -200,3 +201,160 @@ ck_status ref_pool_backward(const ck_op_params *op, const ck_fwd_args *args,
     ref_wide_free(&wdx);
     return st;
 }
+
+/*
+ * Pooling with symmetric padding (PyTorch MaxPool/AvgPool{1,2,3}d, floor mode), in double
+ * (wide_kernels.h). Max: padded positions are -inf (never chosen: PyTorch requires pad <= k / 2, so
+ * every window holds a real element); the first maximum in the row-major scan wins, a NaN
+ * wins over any number. Avg: the window sum of real elements over the divisor
+ * (count_include_pad: the window clipped to the padded input; else the real elements).
+ * Backward recomputes the winner from x; dx is a zeroed wide buffer in the entry points.
+ */
+#include "backends/ref/wide_scope.h"
+
+#include <math.h>
+
+typedef struct {
+    int64_t lo[3], hi[3]; /* real input range [lo, hi) of the window */
+    int64_t div;          /* avg divisor */
+} window;
+
+static window window_at(const ck_pool_pad_geom *g, const int64_t *o)
+{
+    window w;
+    int64_t padded = 1, real = 1;
+    for (int a = 0; a < 3; a++) {
+        int64_t start = o[a] * g->stride[a] - g->pad[a];
+        int64_t end = start + g->k[a];
+        int64_t pend = end < g->in[a] + g->pad[a] ? end : g->in[a] + g->pad[a];
+        padded *= pend - start;
+        w.lo[a] = start < 0 ? 0 : start;
+        w.hi[a] = end < g->in[a] ? end : g->in[a];
+        real *= w.hi[a] - w.lo[a];
+    }
+    w.div = g->count_include_pad ? padded : real;
+    return w;
+}
+
+/* flat in-plane index of the window's winner (max) */
+static int64_t argmax(const double *xp, const ck_pool_pad_geom *g, const window *w)
+{
+    int64_t best = -1;
+    double bv = -INFINITY;
+    for (int64_t i0 = w->lo[0]; i0 < w->hi[0]; i0++)
+        for (int64_t i1 = w->lo[1]; i1 < w->hi[1]; i1++)
+            for (int64_t i2 = w->lo[2]; i2 < w->hi[2]; i2++) {
+                int64_t idx = (i0 * g->in[1] + i1) * g->in[2] + i2;
+                double v = xp[idx];
+                if (best < 0 || (!isnan(bv) && (v > bv || isnan(v)))) {
+                    bv = v;
+                    best = idx;
+                }
+            }
+    return best;
+}
+
+void f64_pool_fwd(double *y, const double *x, const ck_pool_pad_geom *g)
+{
+    const int64_t ivol = g->in[0] * g->in[1] * g->in[2];
+    const int64_t ovol = g->out[0] * g->out[1] * g->out[2];
+    int64_t o[3];
+    for (int64_t p = 0; p < g->planes; p++) {
+        const double *xp = x + p * ivol;
+        for (o[0] = 0; o[0] < g->out[0]; o[0]++)
+            for (o[1] = 0; o[1] < g->out[1]; o[1]++)
+                for (o[2] = 0; o[2] < g->out[2]; o[2]++) {
+                    window w = window_at(g, o);
+                    double v;
+                    if (g->is_max) {
+                        v = xp[argmax(xp, g, &w)];
+                    } else {
+                        double s = 0.0;
+                        for (int64_t i0 = w.lo[0]; i0 < w.hi[0]; i0++)
+                            for (int64_t i1 = w.lo[1]; i1 < w.hi[1]; i1++)
+                                for (int64_t i2 = w.lo[2]; i2 < w.hi[2]; i2++)
+                                    s += xp[(i0 * g->in[1] + i1) * g->in[2] + i2];
+                        v = s / (double)w.div;
+                    }
+                    y[p * ovol + (o[0] * g->out[1] + o[1]) * g->out[2] + o[2]] = v;
+                }
+    }
+}
+
+void f64_pool_bwd(double *dx, const double *dy, const double *x, const ck_pool_pad_geom *g)
+{
+    const int64_t ivol = g->in[0] * g->in[1] * g->in[2];
+    const int64_t ovol = g->out[0] * g->out[1] * g->out[2];
+    int64_t o[3];
+    for (int64_t p = 0; p < g->planes; p++) {
+        const double *xp = x + p * ivol;
+        double *dp = dx + p * ivol;
+        for (o[0] = 0; o[0] < g->out[0]; o[0]++)
+            for (o[1] = 0; o[1] < g->out[1]; o[1]++)
+                for (o[2] = 0; o[2] < g->out[2]; o[2]++) {
+                    window w = window_at(g, o);
+                    double gv = dy[p * ovol + (o[0] * g->out[1] + o[1]) * g->out[2] + o[2]];
+                    if (g->is_max) {
+                        dp[argmax(xp, g, &w)] += gv;
+                        continue;
+                    }
+                    double share = gv / (double)w.div;
+                    for (int64_t i0 = w.lo[0]; i0 < w.hi[0]; i0++)
+                        for (int64_t i1 = w.lo[1]; i1 < w.hi[1]; i1++)
+                            for (int64_t i2 = w.lo[2]; i2 < w.hi[2]; i2++)
+                                dp[(i0 * g->in[1] + i1) * g->in[2] + i2] += share;
+                }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// entry points (ref_ops.h): CK_OP_MAXPOOL, CK_OP_AVGPOOL with padding (the dispatcher
+// sends unpadded pools to pool.c, whose results are unchanged)
+
+static ck_status pool_pad_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                               ck_error *err)
+{
+    (void)args;
+    ck_pool_pad_geom g;
+    CK_TRY(ck_opc_pool_pad(REF_BE, op, io->in[0], io->out, &g, err));
+    ref_scope s;
+    ref_scope_begin(&s, g.is_max ? "maxpool" : "avgpool", err);
+    const double *x = ref_scope_in(&s, io->in[0]);
+    double *y = ref_scope_out(&s, io->out);
+    if (s.st == CK_OK)
+        f64_pool_fwd(y, x, &g);
+    return ref_scope_end(&s, true);
+}
+
+static ck_status pool_pad_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    ck_pool_pad_geom geo;
+    CK_TRY(ck_opc_pool_pad(REF_BE, op, io->in[0], g->dout, &geo, err));
+    if (!g->din[0])
+        return CK_OK;
+    ref_scope s;
+    ref_scope_begin(&s, geo.is_max ? "maxpool backward" : "avgpool backward", err);
+    const double *x = ref_scope_in(&s, io->in[0]), *dy = ref_scope_in(&s, g->dout);
+    double *dx = ref_scope_grad(&s, g->din[0]);
+    if (s.st == CK_OK)
+        f64_pool_bwd(dx, dy, x, &geo);
+    return ref_scope_end(&s, true);
+}
+
+/* ---- the family's entry points (ref_ops.h) ---- */
+
+static ref_op_fns pick(const ck_op_params *op)
+{
+    switch (op->kind) {
+    case CK_OP_MAXPOOL:
+    case CK_OP_AVGPOOL:
+        /* padded windows (or count_include_pad false) take the padded kernel */
+        return ck_opc_pool_padded(op) ? (ref_op_fns){pool_pad_op_forward, pool_pad_op_backward}
+                                      : (ref_op_fns){pool_op_forward, pool_op_backward};
+    default: return (ref_op_fns){NULL, NULL};
+    }
+}
+
+REF_FAMILY_ENTRIES(pool, pick)

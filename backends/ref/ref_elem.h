@@ -1,6 +1,6 @@
 /*
  * Private to the CPU backend: element access by dtype, the dtype checks every op file
- * shares (backends/op_check.h, one implementation with the CUDA backend), and "wide
+ * shares (backends/check/check.h, one implementation with the CUDA backend), and "wide
  * views" that let a kernel written for double run on tensors of any float dtype. The
  * mixed-precision rules implemented here are in harness/precision.md.
  *
@@ -16,10 +16,9 @@
 #ifndef CK_CPU_ELEM_H
 #define CK_CPU_ELEM_H
 
-#include "backends/op_check.h"
-#include "backends/ref/ref_ops.h"
+#include "backends/check/check.h"
 
-/* the backend's name in the shared checks' messages (backends/op_check.h) */
+/* the backend's name in the shared checks' messages (backends/check/check.h) */
 #define REF_BE "ref"
 
 static inline bool ref_is_float(ck_dtype dt)

@@ -1,51 +1,69 @@
 /*
- * Private to the CPU backend: one forward/backward pair per op family, one file each
- * (linear.c, conv.c, pool.c, upsample.c, activation.c, norm.c, random_ops.c,
- * shape_ops.c), plus loss.c and optim.c. ref_backend.c dispatches on ck_op_kind.
+ * The reference backend's entry points: one forward/backward pair per op family, one file
+ * each (linear.c, conv.c, pool.c, upsample.c, pointwise.c, norm.c, random.c, attention.c,
+ * shape.c), plus loss.c, optim.c and convert.c. backend.c dispatches on the op's family;
+ * the fast cpu backend (backends/cpu/) calls these directly for the ops it has no kernel
+ * of its own for.
  * Every function takes tensors of CK_F32, CK_F64, CK_F16 and CK_BF16, each loaded in its
  * own dtype (a low-precision run mixes fp16/bf16 activations with fp32 normalisation
  * parameters and statistics, harness/precision.md), and returns CK_ERR_UNSUPPORTED naming
  * the tensor for any other dtype. Semantics: backends/backend.h and harness/core/ops.h; element
  * access and rounding: ref_elem.h.
  */
-#ifndef CK_CPU_OPS_H
-#define CK_CPU_OPS_H
+#ifndef CK_REF_OPS_H
+#define CK_REF_OPS_H
 
 #include "backends/backend.h"
 
-#define CPU_OP_DECL(fam)                                                                   \
+typedef ck_status (*ref_fwd_fn)(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                ck_error *err);
+typedef ck_status (*ref_bwd_fn)(const ck_op_params *op, const ck_fwd_args *args,
+                                const ck_op_io *io, ck_op_grads *g, ck_error *err);
+typedef struct {
+    ref_fwd_fn forward;
+    ref_bwd_fn backward;
+} ref_op_fns;
+
+/* One forward/backward pair per op family (harness/core/ops.h), one file each: the
+ * family's file picks the kernel for the op's kind and options (a variant such as padded
+ * pooling or linear upsampling is the family's business). An op of another family, or one
+ * the family has no kernel for, fails with CK_ERR_INTERNAL. */
+#define REF_FAMILY_DECL(fam)                                                               \
     ck_status ref_##fam##_forward(const ck_op_params *op, const ck_fwd_args *args,         \
                                   ck_op_io *io, ck_error *err);                            \
     ck_status ref_##fam##_backward(const ck_op_params *op, const ck_fwd_args *args,        \
                                    const ck_op_io *io, ck_op_grads *g, ck_error *err);
 
-CPU_OP_DECL(linear)     /* CK_OP_LINEAR */
-CPU_OP_DECL(conv)       /* CK_OP_CONV, 1-3 spatial dims */
-CPU_OP_DECL(pool)       /* CK_OP_MAXPOOL, CK_OP_AVGPOOL */
-CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE */
-CPU_OP_DECL(activation) /* CK_OP_RELU, LEAKY_RELU, GELU, TANH, SIGMOID */
-CPU_OP_DECL(batchnorm)  /* CK_OP_BATCHNORM */
-CPU_OP_DECL(layernorm)  /* CK_OP_LAYERNORM */
-CPU_OP_DECL(dropout)    /* CK_OP_DROPOUT */
-CPU_OP_DECL(noise)      /* CK_OP_GAUSSIAN_NOISE */
-CPU_OP_DECL(add)        /* CK_OP_ADD */
-CPU_OP_DECL(concat)     /* CK_OP_CONCAT */
-CPU_OP_DECL(flatten)    /* CK_OP_FLATTEN */
-/* issue 18: double kernels in backends/ref/k18.h, run through ref18.h's wide views */
-CPU_OP_DECL(matmul)          /* CK_OP_MATMUL (matmul.c) */
-CPU_OP_DECL(softmax)         /* CK_OP_SOFTMAX, CK_OP_LOG_SOFTMAX (softmax.c) */
-CPU_OP_DECL(attention)       /* CK_OP_ATTENTION (attention.c) */
-CPU_OP_DECL(embedding)       /* CK_OP_EMBEDDING (embedding.c) */
-CPU_OP_DECL(permute)         /* CK_OP_PERMUTE, CK_OP_RESHAPE (permute.c) */
-CPU_OP_DECL(rmsnorm)         /* CK_OP_RMSNORM (rmsnorm.c) */
-CPU_OP_DECL(groupnorm)       /* CK_OP_GROUPNORM (groupnorm.c) */
-CPU_OP_DECL(pointwise18)     /* CK_OP_MUL, CK_OP_SILU, CK_OP_GELU tanh (pointwise18.c) */
-CPU_OP_DECL(conv_transpose)  /* CK_OP_CONV_TRANSPOSE (conv_transpose.c) */
-CPU_OP_DECL(upsample_linear) /* CK_OP_UPSAMPLE, linear modes (upsample_linear.c) */
-CPU_OP_DECL(pool_pad)        /* CK_OP_MAXPOOL, CK_OP_AVGPOOL with padding (pool_pad.c) */
-CPU_OP_DECL(positional)      /* CK_OP_POSITIONAL (pointwise18.c) */
+REF_FAMILY_DECL(linear)    /* linear, matmul, embedding (linear.c) */
+REF_FAMILY_DECL(conv)      /* conv, conv_transpose (conv.c) */
+REF_FAMILY_DECL(pool)      /* maxpool, avgpool, unpadded and padded (pool.c) */
+REF_FAMILY_DECL(upsample)  /* upsample, nearest and linear modes (upsample.c) */
+REF_FAMILY_DECL(pointwise) /* activations, add, mul, silu, positional (pointwise.c) */
+REF_FAMILY_DECL(norm)      /* batchnorm, layernorm, rmsnorm, groupnorm (norm.c) */
+REF_FAMILY_DECL(random)    /* dropout, gaussian_noise (random.c) */
+REF_FAMILY_DECL(attention) /* softmax, log_softmax, attention (attention.c) */
+REF_FAMILY_DECL(shape)     /* concat, flatten, reshape, permute (shape.c) */
 
-#undef CPU_OP_DECL
+#undef REF_FAMILY_DECL
+
+/* The failure for an op a family file has no kernel for. */
+ck_status ref_no_kernel(const char *family, const ck_op_params *op, ck_error *err);
+
+/* Defines ref_<fam>_forward/backward from a family file's
+ * `static ref_op_fns pick(const ck_op_params *op)`. */
+#define REF_FAMILY_ENTRIES(fam, pick)                                                       \
+    ck_status ref_##fam##_forward(const ck_op_params *op, const ck_fwd_args *args,          \
+                                  ck_op_io *io, ck_error *err)                              \
+    {                                                                                       \
+        const ref_op_fns f = pick(op);                                                      \
+        return f.forward ? f.forward(op, args, io, err) : ref_no_kernel(#fam, op, err);     \
+    }                                                                                       \
+    ck_status ref_##fam##_backward(const ck_op_params *op, const ck_fwd_args *args,         \
+                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)       \
+    {                                                                                       \
+        const ref_op_fns f = pick(op);                                                      \
+        return f.backward ? f.backward(op, args, io, g, err) : ref_no_kernel(#fam, op, err); \
+    }
 
 ck_status ref_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
                            double *loss, ck_error *err);
@@ -57,11 +75,24 @@ ck_status ref_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_
                              ck_tensor *param, const ck_tensor *grad, ck_tensor *state0,
                              ck_tensor *state1, ck_error *err);
 
-/* The reference backend itself (backend_ref.c); created by name through the registry. */
+/* The reference backend itself (backend.c); created by name through the registry. */
 ck_status ck_backend_ref_create(ck_backend **out, ck_error *err);
 
-/* cross-entropy over a class dim with ignore_index (cross_entropy.c): the backend's
- * CK_PROC_CE_FORWARD / CK_PROC_CE_BACKWARD */
+/* The reference backend's op entry points, for a backend built on it (the fast cpu
+ * backend runs every op it has no kernel of its own for through these): supports,
+ * forward and backward of backend.h without the backend argument. */
+bool ref_op_supports(const ck_op_params *op, ck_dtype dtype);
+ck_status ref_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                         ck_error *err);
+ck_status ref_op_backward(const ck_op_params *op, const ck_fwd_args *args, const ck_op_io *io,
+                          ck_op_grads *g, ck_error *err);
+/* Installs the reference losses (loss_*, ce_*, supports_loss), optimizer
+ * (optimizer_step, supports_optimizer) and convert into b: host memory, b's own state
+ * unused. */
+void ref_install_training(ck_backend *b);
+
+/* cross-entropy over a class dim with ignore_index (loss.c): the backend's ce_forward /
+ * ce_backward */
 ck_status ref_ce_forward(const ck_loss_spec *loss, const ck_tensor *y, const ck_tensor *target,
                          double *out, ck_error *err);
 ck_status ref_ce_backward(const ck_loss_spec *loss, const ck_tensor *y, const ck_tensor *target,

@@ -98,5 +98,7 @@ bool ck_cli_supported(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_error
         names[i] = g->nodes[i].spec->name;
         op_names[i] = g->nodes[i].spec->op_name;
     }
-    return ck_backend_check_ops(b, n, ops, names, op_names, dtype, g->cs->path, err) == CK_OK;
+    return ck_backend_check_ops(b, n, ops, names, op_names, dtype, g->cs->path, err) == CK_OK &&
+           ck_backend_check_training(b, &g->loss_spec, &g->cs->optimizer, dtype, g->cs->path,
+                                     err) == CK_OK;
 }

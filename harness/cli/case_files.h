@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "harness/cli/commands.h"
+#include "harness/cli/cli_options.h"
 #include "harness/model/graph.h"
 
 typedef struct {

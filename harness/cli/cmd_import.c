@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/cli/commands.h"
+#include "harness/cli/cli_options.h"
 #include "harness/cli/import_check.h"
 #include "harness/cli/messages.h"
 #include "harness/io/files.h"
@@ -159,6 +159,29 @@ bool ck_cli_parse_ignore_index(const char *arg, long long *out)
     return true;
 }
 
+/* --lr X (lr true) or --steps N into io; false (the message printed) on a bad value. */
+static bool parse_lr_steps(ck_onnx_import_opts *io, bool lr, const char *arg)
+{
+    char *end;
+    errno = 0;
+    if (lr) {
+        io->lr = strtod(arg, &end);
+        if (errno || end == arg || *end || !(io->lr > 0) || io->lr > 1e300) {
+            fprintf(stderr, "ckpt-harness import: --lr %s: expected a positive number\n", arg);
+            return false;
+        }
+        return true;
+    }
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < 1 || v > 1000000) {
+        fprintf(stderr, "ckpt-harness import: --steps %s: expected an integer from 1 to "
+                        "1000000\n", arg);
+        return false;
+    }
+    io->steps = (int)v;
+    return true;
+}
+
 int ck_main_import(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -175,7 +198,6 @@ int ck_main_import(int argc, char **argv)
     ck_onnx_import_opts io;
     memset(&io, 0, sizeof io);
     int c;
-    char *end;
     while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
@@ -201,24 +223,10 @@ int ck_main_import(int argc, char **argv)
             }
             break;
         case OPT_LR:
-            errno = 0;
-            io.lr = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(io.lr > 0) || io.lr > 1e300) {
-                fprintf(stderr, "ckpt-harness import: --lr %s: expected a positive number\n", optarg);
+        case OPT_STEPS:
+            if (!parse_lr_steps(&io, c == OPT_LR, optarg))
                 return CK_EXIT_USAGE;
-            }
             break;
-        case OPT_STEPS: {
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 1 || v > 1000000) {
-                fprintf(stderr, "ckpt-harness import: --steps %s: expected an integer from 1 to "
-                                "1000000\n", optarg);
-                return CK_EXIT_USAGE;
-            }
-            io.steps = (int)v;
-            break;
-        }
         case 'h': fputs(usage_import, stdout); return CK_EXIT_PASS;
         case ':':
             fprintf(stderr, "ckpt-harness import: %s needs a value (see 'ckpt-harness import "

@@ -10,6 +10,29 @@
 #include "harness/cli/case_files.h"
 #include "harness/cli/messages.h"
 #include "harness/core/text.h"
+#include "harness/model/op_def.h"
+
+/* "a, b, c" from a name list */
+static void print_names(const char *what, const ck_name_list *l)
+{
+    printf("%s: ", what);
+    for (int i = 0; i < l->n; i++)
+        printf("%s%s", i ? ", " : "", l->names[i]);
+    printf("\n");
+}
+
+int ck_cmd_list_markdown(void)
+{
+    char block[4096];
+    for (int k = 0; k < CK_OP_KIND_COUNT; k++) {
+        if (!ck_op_options_markdown((ck_op_kind)k, block, sizeof block)) {
+            ck_cli_error("list --markdown: an op's option table does not fit its buffer");
+            return CK_EXIT_USAGE;
+        }
+        printf("%s", block);
+    }
+    return CK_EXIT_PASS;
+}
 
 int ck_cmd_list(const char *cases_dir)
 {
@@ -21,8 +44,9 @@ int ck_cmd_list(const char *cases_dir)
         if (ops[i].options && ops[i].options[0])
             printf("  %-16s options: %s\n", "", ops[i].options);
     }
-    printf("\nlosses: mean, sum, mse, cross_entropy\n");
-    printf("optimizers: sgd, momentum, adam\n");
+    printf("\n");
+    print_names("losses", &ck_loss_names);
+    print_names("optimizers", &ck_optimizer_names);
     printf("rng policies: counter (default), stateful, stash\n");
     printf("batchnorm recompute policies: skip (default), update\n");
 

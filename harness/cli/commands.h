@@ -1,94 +1,13 @@
 /*
- * The subcommands behind the CLI. main.c parses arguments into these option structs and
- * calls one function; everything else (loading cases, running, printing, writing reports)
+ * The subcommands behind the CLI. main.c parses arguments into the option structs of
+ * cli_options.h and calls one function; everything else (loading cases, running, printing, writing reports)
  * happens here. Each returns the process exit code: 0 passed, 1 a mismatch / unmet
  * expectation / unmet memory saving / failed gradient check, 2 bad input or usage.
  */
 #ifndef CK_COMMANDS_H
 #define CK_COMMANDS_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
-#include "harness/model/case.h"
-
-#define CK_VERSION "0.1.0"
-
-enum { CK_EXIT_PASS = 0, CK_EXIT_FAIL = 1, CK_EXIT_USAGE = 2 };
-
-typedef struct {
-    const char **paths; /* case files or directories */
-    int n_paths;
-    bool has_rng, has_bn, has_steps, has_seed;
-    ck_rng_policy rng;
-    ck_bn_policy bn;
-    int steps;
-    uint64_t seed;
-    const char *report; /* file or directory; NULL: no report file */
-    const char *backend; /* "cpu" (default), "ref" or "cuda" */
-    int device;          /* --device N (cuda) */
-    int threads;         /* --threads N (cpu); 0: every core */
-    const char *algo;    /* --algo deterministic|fastest (cuda) */
-    const char *against; /* --against BACKEND: cross-backend check */
-    const char *dtype;   /* "fp32" */
-    bool quiet;
-    int max_rows; /* summary rows per case */
-    bool bisect;           /* bisect whenever a case mismatches */
-    bool force_bisect;     /* the `bisect` command: always bisect */
-    bool noise_floor;      /* run plain twice and judge against the floor */
-    bool verify_recompute; /* compare every recomputed output with its original */
-    const char *dump;      /* --dump DIR: safetensors of every run and step + manifest */
-    bool dump_activations; /* --dump-activations: layer outputs too */
-    bool dump_activation_grads; /* --dump-activation-grads: their gradients too */
-    bool dump_optimizer;   /* --dump-optimizer: optimizer state after each step */
-    const char *init;      /* --init FILE: parameters and buffers from a file */
-    int precision_check;   /* --precision-check: 0 fail (default), 1 warn, 2 off
-                              (ck_precision_check) */
-    bool has_rtol, has_atol, has_rel_l2; /* --rtol/--atol/--rel-l2: the judgement against
-                                            fp32 uses these for every tensor */
-    double rtol, atol, rel_l2;
-    /* CI (docs/ci.md) */
-    const char *junit;     /* --junit FILE */
-    const char *html;      /* --html FILE */
-    const char *filter;    /* --filter PATTERN: case names (fnmatch) */
-    int shard_i, shard_n;  /* --shard I/N (1-based); shard_n 0: no sharding */
-    int jobs;              /* --jobs N: cases in N processes at once */
-    bool keep_going;       /* --keep-going: bad cases and unsupported combinations do not stop the rest */
-    bool reproducible;     /* --reproducible: no host, clock or wall times in any output file */
-    bool rows_given;       /* --rows was given: print rows for passing cases too */
-    const char *command_line; /* argv joined, for the run metadata */
-    /* an ONNX model given as a case (run MODEL.onnx): what the import adds */
-    const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
-    const char *onnx_loss;       /* --loss */
-    const char *onnx_optimizer;  /* --optimizer */
-    bool onnx_has_class_dim, onnx_has_ignore_index; /* --class-dim, --ignore-index */
-    int onnx_class_dim;
-    long long onnx_ignore_index;
-} ck_run_opts;
-
-typedef struct {
-    const char **paths;
-    int n_paths;
-    double eps, atol, rtol;
-    int samples;
-    bool whole_only, ops_only;
-    bool quiet;
-    const char *backend;
-    int device;
-    const char *algo;
-    int threads; /* --threads N (cpu); 0: every core */
-    const char *report;   /* --report FILE (JSON) */
-    const char *junit;    /* --junit FILE */
-} ck_gradcheck_cmd_opts;
-
-typedef struct {
-    const char **dirs;    /* report folders written by run --report DIR */
-    int n_dirs;
-    const char *report;   /* --report DIR: merged summary.json and reports */
-    const char *junit;
-    const char *html;
-    bool quiet;
-} ck_merge_opts;
+#include "harness/cli/cli_options.h"
 
 /* `merge`: one summary of several report folders (shards, runners). */
 int ck_cmd_merge(const ck_merge_opts *o);
@@ -99,5 +18,7 @@ int ck_cmd_bisect(const ck_run_opts *o);
 int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o);
 /* Lists ops and their options, and the cases found under cases_dir. */
 int ck_cmd_list(const char *cases_dir);
+/* `list --markdown`: every op's option table (op_def.h, ck_op_options_markdown). */
+int ck_cmd_list_markdown(void);
 
 #endif

@@ -224,9 +224,11 @@ static const char *usage_merge =
 
 static const char *usage_list =
     "usage: ckpt-harness list [DIR]\n"
+    "       ckpt-harness list --markdown\n"
     "\n"
     "Lists the ops a case may use with their options, the losses, optimizers and\n"
-    "policies, and the cases found in DIR (default: cases).\n";
+    "policies, and the cases found in DIR (default: cases). --markdown prints every op's\n"
+    "option table as cases/README.md embeds it (scripts/update_op_docs.py rewrites them).\n";
 
 static int usage_error(const char *cmd, const char *fmt, const char *arg)
 {
@@ -710,6 +712,8 @@ static int main_list(int argc, char **argv)
         fputs(usage_list, stdout);
         return CK_EXIT_PASS;
     }
+    if (argc == 2 && strcmp(argv[1], "--markdown") == 0)
+        return ck_cmd_list_markdown();
     if (argc > 2 || (argc == 2 && argv[1][0] == '-'))
         return usage_error("list", "%s", "expected at most one directory");
     return ck_cmd_list(argc == 2 ? argv[1] : NULL);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/cli/commands.h"
+#include "harness/cli/cli_options.h"
 #include "harness/cli/messages.h"
 
 int ck_cli_write_run_outputs(const ck_run_set *set, const char *report_dir, const char *junit,

@@ -6,23 +6,20 @@
 
 #include <string.h>
 
-static const char *const op_kind_names[CK_OP_KIND_COUNT] = {
-    [CK_OP_LINEAR] = "linear",       [CK_OP_CONV] = "conv",
-    [CK_OP_RELU] = "relu",           [CK_OP_LEAKY_RELU] = "leaky_relu",
-    [CK_OP_GELU] = "gelu",           [CK_OP_TANH] = "tanh",
-    [CK_OP_SIGMOID] = "sigmoid",     [CK_OP_BATCHNORM] = "batchnorm",
-    [CK_OP_LAYERNORM] = "layernorm", [CK_OP_DROPOUT] = "dropout",
-    [CK_OP_GAUSSIAN_NOISE] = "gaussian_noise",
-    [CK_OP_MAXPOOL] = "maxpool",     [CK_OP_AVGPOOL] = "avgpool",
-    [CK_OP_UPSAMPLE] = "upsample",   [CK_OP_ADD] = "add",
-    [CK_OP_CONCAT] = "concat",       [CK_OP_FLATTEN] = "flatten",
-    [CK_OP_MATMUL] = "matmul",       [CK_OP_SOFTMAX] = "softmax",
-    [CK_OP_LOG_SOFTMAX] = "log_softmax", [CK_OP_ATTENTION] = "attention",
-    [CK_OP_EMBEDDING] = "embedding", [CK_OP_RESHAPE] = "reshape",
-    [CK_OP_PERMUTE] = "permute",     [CK_OP_RMSNORM] = "rmsnorm",
-    [CK_OP_GROUPNORM] = "groupnorm", [CK_OP_MUL] = "mul",
-    [CK_OP_SILU] = "silu",           [CK_OP_CONV_TRANSPOSE] = "conv_transpose",
-    [CK_OP_POSITIONAL] = "positional",
+#define KIND_NAME_(e, name, fam) [CK_OP_##e] = name,
+static const char *const op_kind_names[CK_OP_KIND_COUNT] = {CK_OP_KINDS(KIND_NAME_)};
+#undef KIND_NAME_
+
+#define KIND_FAMILY_(e, name, fam) [CK_OP_##e] = CK_FAMILY_##fam,
+static const ck_op_family op_kind_families[CK_OP_KIND_COUNT] = {CK_OP_KINDS(KIND_FAMILY_)};
+#undef KIND_FAMILY_
+
+static const char *const family_names[CK_FAMILY_COUNT] = {
+    [CK_FAMILY_LINEAR] = "linear",       [CK_FAMILY_CONV] = "conv",
+    [CK_FAMILY_POOL] = "pool",           [CK_FAMILY_UPSAMPLE] = "upsample",
+    [CK_FAMILY_POINTWISE] = "pointwise", [CK_FAMILY_NORM] = "norm",
+    [CK_FAMILY_RANDOM] = "random",       [CK_FAMILY_ATTENTION] = "attention",
+    [CK_FAMILY_SHAPE] = "shape",
 };
 
 static const char *const loss_kind_names[CK_LOSS_KIND_COUNT] = {
@@ -42,6 +39,16 @@ static const char *const optimizer_kind_names[CK_OPT_KIND_COUNT] = {
 const char *ck_op_kind_name(ck_op_kind k)
 {
     return (unsigned)k < CK_OP_KIND_COUNT ? op_kind_names[k] : "?";
+}
+
+ck_op_family ck_op_family_of(ck_op_kind k)
+{
+    return (unsigned)k < CK_OP_KIND_COUNT ? op_kind_families[k] : CK_FAMILY_COUNT;
+}
+
+const char *ck_op_family_name(ck_op_family f)
+{
+    return (unsigned)f < CK_FAMILY_COUNT ? family_names[f] : "?";
 }
 
 const char *ck_loss_kind_name(ck_loss_kind k)

@@ -15,42 +15,59 @@
 #define CK_MAX_INPUTS 8
 #define CK_MAX_SPATIAL 3
 
+/* The op families: an op's family names its files in every layer (harness/model/ops/,
+ * backends/check/, backends/ref/, backends/cpu/, backends/cuda/; CONTRIBUTING.md). */
 typedef enum {
-    CK_OP_LINEAR = 0,     /* y = x W^T + b over the last dimension; W (units, in), b (units) */
-    CK_OP_CONV,           /* conv1d/2d/3d, cross-correlation as PyTorch; W (F, C, k...), b (F) */
-    CK_OP_RELU,
-    CK_OP_LEAKY_RELU,     /* slope */
-    CK_OP_GELU,           /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
-    CK_OP_TANH,
-    CK_OP_SIGMOID,
-    CK_OP_BATCHNORM,      /* per channel (dim 1) over N and spatial; weight, bias (C);
-                             buffers running_mean, running_var (C), num_batches_tracked (i64) */
-    CK_OP_LAYERNORM,      /* per sample over all non-batch dims; weight, bias shaped x[1:] */
-    CK_OP_DROPOUT,        /* inverted dropout: y = x * keep / (1 - rate) */
-    CK_OP_GAUSSIAN_NOISE, /* y = x + stddev * n, n ~ N(0, 1) */
-    CK_OP_MAXPOOL,        /* window kernel[], stride[], no padding, floor; first max wins */
-    CK_OP_AVGPOOL,
-    CK_OP_UPSAMPLE,       /* nearest, integer scale[] per spatial dim */
-    CK_OP_ADD,            /* n >= 2 inputs of one shape */
-    CK_OP_CONCAT,         /* n >= 2 inputs joined along dim 1 (channels) */
-    CK_OP_FLATTEN,        /* (N, ...) -> (N, prod ...) */
-    /* ---- transformers and modern U-Nets (issue 18; cases/README.md) ---- */
-    CK_OP_MATMUL,         /* batched op(A) op(B): 2 inputs, or 1 input and weight (K, units) */
-    CK_OP_SOFTMAX,        /* over dim */
-    CK_OP_LOG_SOFTMAX,    /* over dim */
-    CK_OP_ATTENTION,      /* scaled dot-product over q, k, v (N, L, heads * d); causal,
-                             dropout on the probabilities (rate) */
-    CK_OP_EMBEDDING,      /* i32 ids (...) -> (..., units); weight (vocab, units) */
-    CK_OP_RESHAPE,        /* to shape[] */
-    CK_OP_PERMUTE,        /* permute(perm) / transpose(dim0, dim1) */
-    CK_OP_RMSNORM,        /* over the trailing normalized_shape dims; weight */
-    CK_OP_GROUPNORM,      /* groups of channels over (N, C, ...); weight, bias (C) */
-    CK_OP_MUL,            /* element-wise product of 2 inputs of one shape */
-    CK_OP_SILU,           /* x sigmoid(x) */
-    CK_OP_CONV_TRANSPOSE, /* conv_transpose1d/2d/3d as PyTorch; W (C, F, k...), b (F) */
-    CK_OP_POSITIONAL,     /* learned positions: y = x + W over (N, L, ...); W (L, ...) */
-    CK_OP_KIND_COUNT
-} ck_op_kind;
+    CK_FAMILY_LINEAR = 0, /* linear, matmul, embedding */
+    CK_FAMILY_CONV,       /* conv, conv_transpose */
+    CK_FAMILY_POOL,       /* maxpool, avgpool */
+    CK_FAMILY_UPSAMPLE,   /* upsample (nearest and linear modes) */
+    CK_FAMILY_POINTWISE,  /* activations, add, mul, positional */
+    CK_FAMILY_NORM,       /* batchnorm, layernorm, rmsnorm, groupnorm */
+    CK_FAMILY_RANDOM,     /* dropout, gaussian_noise */
+    CK_FAMILY_ATTENTION,  /* softmax, log_softmax, attention */
+    CK_FAMILY_SHAPE,      /* concat, flatten, reshape, permute */
+    CK_FAMILY_COUNT
+} ck_op_family;
+
+/* Every op kind, once: X(ENUM, "name", FAMILY). The name is the kind's (family-wide) name;
+ * what a case writes ("conv2d", "transpose") and everything else about an op is in its
+ * family's definition rows (harness/model/ops/<family>.c). Semantics: cases/README.md. */
+#define CK_OP_KINDS(X)                                                                      \
+    X(LINEAR, "linear", LINEAR)             /* y = x W^T + b over the last dimension */       \
+    X(CONV, "conv", CONV)                   /* conv1d/2d/3d, cross-correlation as PyTorch */  \
+    X(RELU, "relu", POINTWISE)                                                                \
+    X(LEAKY_RELU, "leaky_relu", POINTWISE)                                                    \
+    X(GELU, "gelu", POINTWISE)              /* exact, or tanh-approximated */                 \
+    X(TANH, "tanh", POINTWISE)                                                                \
+    X(SIGMOID, "sigmoid", POINTWISE)                                                          \
+    X(BATCHNORM, "batchnorm", NORM)                                                           \
+    X(LAYERNORM, "layernorm", NORM)                                                           \
+    X(DROPOUT, "dropout", RANDOM)           /* inverted dropout */                            \
+    X(GAUSSIAN_NOISE, "gaussian_noise", RANDOM)                                               \
+    X(MAXPOOL, "maxpool", POOL)                                                               \
+    X(AVGPOOL, "avgpool", POOL)                                                               \
+    X(UPSAMPLE, "upsample", UPSAMPLE)                                                         \
+    X(ADD, "add", POINTWISE)                /* n >= 2 inputs of one shape */                  \
+    X(CONCAT, "concat", SHAPE)              /* n >= 2 inputs joined along dim 1 */            \
+    X(FLATTEN, "flatten", SHAPE)                                                              \
+    X(MATMUL, "matmul", LINEAR)             /* batched op(A) op(B) */                         \
+    X(SOFTMAX, "softmax", ATTENTION)                                                          \
+    X(LOG_SOFTMAX, "log_softmax", ATTENTION)                                                  \
+    X(ATTENTION, "attention", ATTENTION)    /* scaled dot-product, heads merged */            \
+    X(EMBEDDING, "embedding", LINEAR)                                                         \
+    X(RESHAPE, "reshape", SHAPE)                                                              \
+    X(PERMUTE, "permute", SHAPE)            /* permute and transpose */                       \
+    X(RMSNORM, "rmsnorm", NORM)                                                               \
+    X(GROUPNORM, "groupnorm", NORM)                                                           \
+    X(MUL, "mul", POINTWISE)                /* element-wise product of 2 inputs */            \
+    X(SILU, "silu", POINTWISE)                                                                \
+    X(CONV_TRANSPOSE, "conv_transpose", CONV)                                                 \
+    X(POSITIONAL, "positional", POINTWISE)  /* learned positions: y = x + W */
+
+#define CK_OP_KIND_ENUM_(e, name, fam) CK_OP_##e,
+typedef enum { CK_OP_KINDS(CK_OP_KIND_ENUM_) CK_OP_KIND_COUNT } ck_op_kind;
+#undef CK_OP_KIND_ENUM_
 
 typedef enum { CK_PAD_VALID = 0, CK_PAD_SAME, CK_PAD_EXPLICIT } ck_pad_mode;
 typedef enum {
@@ -102,7 +119,7 @@ typedef struct {
      * every addition, instead of in fp32 or wider. Only the reference backend has it. */
     bool low_precision_reduction;
 
-    /* ---- issue 18 ---- */
+    /* ---- transformers and modern U-Nets ---- */
     bool gelu_tanh;          /* gelu: approximate "tanh" */
     int dim;                 /* softmax, log_softmax: as written (negative from the end);
                                 resolved to >= 0 by the graph builder; default -1 */
@@ -117,7 +134,7 @@ typedef struct {
     int perm[CK_OP_MAX_DIMS]; /* resolved to >= 0 by the graph builder (transpose too) */
     int dim0, dim1;          /* transpose */
     int n_norm;              /* layernorm/rmsnorm: normalized_shape's length (0: layernorm
-                                normalises every non-batch dim, the pre-issue-18 rule) */
+                                normalises every non-batch dim) */
     int64_t norm_shape[CK_OP_MAX_DIMS];
     int64_t groups;          /* groupnorm */
     int out_pad[CK_MAX_SPATIAL]; /* conv_transpose: output_padding */
@@ -134,8 +151,8 @@ typedef enum {
     CK_LOSS_KIND_COUNT
 } ck_loss_kind;
 
-/* The loss as the backends' optional cross-entropy capability sees it (backend.h,
- * CK_PROC_CE_LOSS): cross-entropy over class_dim (resolved >= 0; 1 is PyTorch's layout)
+/* The loss as the backends' loss entries see it (backend.h, ce_forward/ce_backward and
+ * supports_loss): cross-entropy over class_dim (resolved >= 0; 1 is PyTorch's layout)
  * whose positions with target == ignore_index count for nothing. */
 typedef struct {
     ck_loss_kind kind;
@@ -162,17 +179,11 @@ typedef struct {
                             0.01 */
 } ck_optimizer;
 
-const char *ck_op_kind_name(ck_op_kind k);       /* "conv", "relu", ... (family name) */
+const char *ck_op_kind_name(ck_op_kind k);       /* "conv", "relu", ... (the kind's name) */
+ck_op_family ck_op_family_of(ck_op_kind k);      /* CK_FAMILY_COUNT for an unknown kind */
+const char *ck_op_family_name(ck_op_family f);   /* "norm", "conv", ... (the files' name) */
 const char *ck_loss_kind_name(ck_loss_kind k);   /* "mean", "sum", "mse", "cross_entropy" */
 const char *ck_optimizer_kind_name(ck_optimizer_kind k);
-
-/* Whether an op's parameters run in the low dtype of an fp16/bf16 run (precision.md: the
- * weight-like ops linear, conv, conv_transpose, matmul, embedding), or stay fp32 (norms). */
-static inline bool ck_op_casts_params(ck_op_kind k)
-{
-    return k == CK_OP_LINEAR || k == CK_OP_CONV || k == CK_OP_CONV_TRANSPOSE ||
-           k == CK_OP_MATMUL || k == CK_OP_EMBEDDING || k == CK_OP_POSITIONAL;
-}
 
 /* Sets the defaults documented in cases/README.md for an op of the given kind. */
 void ck_op_params_default(ck_op_params *p, ck_op_kind kind, int nsp);

@@ -326,7 +326,7 @@ fail:
 
 
 /* cross_entropy over a class dim other than 1 or with an ignore_index runs through the
- * backend's optional capability (backend.h, CK_PROC_CE_FORWARD / CK_PROC_CE_BACKWARD) */
+ * backend's ce_forward / ce_backward (backend.h) */
 static bool loss_needs_spec(const ck_graph *g, ck_loss_kind kind)
 {
     return kind == CK_LOSS_CROSS_ENTROPY &&
@@ -338,12 +338,7 @@ static ck_status loss_fwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, c
 {
     if (!loss_needs_spec(g, kind))
         return b->loss_forward(b, kind, y, target, loss, err);
-    ck_ce_forward_fn fn = (ck_ce_forward_fn)ck_backend_proc(b, CK_PROC_CE_FORWARD);
-    if (!fn)
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "the %s backend has no cross_entropy with class_dim %d or ignore_index",
-                       b->name, g->loss_spec.class_dim);
-    return fn(b, &g->loss_spec, y, target, loss, err);
+    return b->ce_forward(b, &g->loss_spec, y, target, loss, err);
 }
 
 static ck_status loss_bwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, const ck_tensor *y,
@@ -351,12 +346,7 @@ static ck_status loss_bwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, c
 {
     if (!loss_needs_spec(g, kind))
         return b->loss_backward(b, kind, y, target, scale, dy, err);
-    ck_ce_backward_fn fn = (ck_ce_backward_fn)ck_backend_proc(b, CK_PROC_CE_BACKWARD);
-    if (!fn)
-        return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "the %s backend has no cross_entropy with class_dim %d or ignore_index",
-                       b->name, g->loss_spec.class_dim);
-    return fn(b, &g->loss_spec, y, target, scale, dy, err);
+    return b->ce_backward(b, &g->loss_spec, y, target, scale, dy, err);
 }
 
 ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,

@@ -390,6 +390,40 @@ static ck_status check_external(pb *r, ck_onnx_tensor *t, ext_entries *e, uint64
     return CK_OK;
 }
 
+/* The tensor's data (allocated) from raw_data, or from float/double or integer values. */
+static ck_status copy_values(pb *r, ck_onnx_tensor *t, const uint8_t *raw, size_t raw_len,
+                             const double *fl, const int64_t *ints)
+{
+    ck_status st = CK_OK;
+    bool has_raw = raw != NULL, has_fl = fl != NULL, has_ints = ints != NULL;
+    int64_t numel = t->numel;
+    if (has_raw) {
+        if (raw_len)
+            memcpy(t->data, raw, raw_len);
+    } else if (has_fl || has_ints) {
+        bool fl_ok = has_fl && (t->data_type == CK_ONNX_FLOAT || t->data_type == CK_ONNX_DOUBLE);
+        bool int_ok = has_ints && t->data_type != CK_ONNX_FLOAT && t->data_type != CK_ONNX_DOUBLE;
+        if (!fl_ok && !int_ok) {
+            st = bad(r, "tensor `%s`: values stored in a field that does not match type %s",
+                     t->name, ck_onnx_type_name(t->data_type));
+            return st;
+        }
+        unsigned char *d = t->data;
+        for (int64_t i = 0; i < numel; i++) {
+            switch (t->data_type) {
+            case CK_ONNX_FLOAT: { float x = (float)fl[i]; memcpy(d + 4 * i, &x, 4); break; }
+            case CK_ONNX_DOUBLE: memcpy(d + 8 * i, &fl[i], 8); break;
+            case CK_ONNX_INT64: memcpy(d + 8 * i, &ints[i], 8); break;
+            case CK_ONNX_INT32: { int32_t x = (int32_t)ints[i]; memcpy(d + 4 * i, &x, 4); break; }
+            case CK_ONNX_FLOAT16:
+            case CK_ONNX_BFLOAT16: { uint16_t x = (uint16_t)ints[i]; memcpy(d + 2 * i, &x, 2); break; }
+            default: d[i] = (unsigned char)ints[i]; break;
+            }
+        }
+    }
+    return st;
+}
+
 static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
 {
     ck_status st = CK_OK;
@@ -509,30 +543,7 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
             goto out;
         }
     }
-    if (has_raw) {
-        if (raw_len)
-            memcpy(t->data, raw, raw_len);
-    } else if (has_fl || has_ints) {
-        bool fl_ok = has_fl && (t->data_type == CK_ONNX_FLOAT || t->data_type == CK_ONNX_DOUBLE);
-        bool int_ok = has_ints && t->data_type != CK_ONNX_FLOAT && t->data_type != CK_ONNX_DOUBLE;
-        if (!fl_ok && !int_ok) {
-            st = bad(r, "tensor `%s`: values stored in a field that does not match type %s",
-                     t->name, ck_onnx_type_name(t->data_type));
-            goto out;
-        }
-        unsigned char *d = t->data;
-        for (int64_t i = 0; i < numel; i++) {
-            switch (t->data_type) {
-            case CK_ONNX_FLOAT: { float x = (float)fl[i]; memcpy(d + 4 * i, &x, 4); break; }
-            case CK_ONNX_DOUBLE: memcpy(d + 8 * i, &fl[i], 8); break;
-            case CK_ONNX_INT64: memcpy(d + 8 * i, &ints[i], 8); break;
-            case CK_ONNX_INT32: { int32_t x = (int32_t)ints[i]; memcpy(d + 4 * i, &x, 4); break; }
-            case CK_ONNX_FLOAT16:
-            case CK_ONNX_BFLOAT16: { uint16_t x = (uint16_t)ints[i]; memcpy(d + 2 * i, &x, 2); break; }
-            default: d[i] = (unsigned char)ints[i]; break;
-            }
-        }
-    }
+    st = copy_values(r, t, has_raw ? raw : NULL, raw_len, has_fl ? fl : NULL, has_ints ? ints : NULL);
 out:
     free(dims);
     free(ints);

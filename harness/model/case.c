@@ -20,6 +20,7 @@
 
 #include "harness/io/files.h"
 #include "harness/io/json_get.h"
+#include "harness/model/op_def.h"
 
 /* Seeds and dims must be exact in a double. */
 #define EXACT_INT_MAX 9007199254740991LL /* 2^53 - 1: larger literals are rounded as doubles */
@@ -264,13 +265,11 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
             return ck_jfail(cx, ipath, "must be a list of layer names, got %s",
                             ck_json_type_name(v));
         int n = cJSON_GetArraySize(v);
-        bool ok = n >= lo && n <= hi && !(L->op.kind == CK_OP_ATTENTION && n == 2);
-        if (!ok)
+        if (!ck_op_inputs_ok(L->op.kind, n)) {
+            const char *rule = ck_op_def_of(L->op.kind)->inputs_rule;
             return ck_jfail(cx, ipath, "%s takes %s inputs, got %d", L->op_name,
-                            L->op.kind == CK_OP_ATTENTION ? "1 (q = k = v) or 3 (q, k, v)"
-                            : L->op.kind == CK_OP_MATMUL ? "1 (with units) or 2"
-                                                         : "exactly 2",
-                            n);
+                            rule ? rule : "exactly 2", n);
+        }
         int j = 0;
         for (const cJSON *item = v->child; item; item = item->next, j++) {
             ck_jpath_index(item_path, sizeof item_path, ipath, j);
@@ -316,7 +315,7 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
     return CK_OK;
 }
 
-/* Rules between one layer's options (issue 18). */
+/* Rules between one layer's options. */
 static ck_status check_layer_options(const ck_jctx *cx, const cJSON *item, const char *lpath,
                                      const ck_op_info *info, ck_op_params *op)
 {

@@ -1,6 +1,6 @@
 /*
- * The op catalogue and the names of policies, expectations and settings: what a case file
- * may say, in one place, for the case parser (case.c) and `ckpt-harness list`.
+ * The names of policies, expectations and settings: what a case file may say besides its
+ * ops (those are op_def.h's rows), for the case parser (case.c) and `ckpt-harness list`.
  */
 #ifndef CK_CATALOGUE_H
 #define CK_CATALOGUE_H
@@ -23,55 +23,6 @@ typedef enum { CK_AUTOCAST_RESTORE = 0, CK_AUTOCAST_DROP } ck_autocast_policy;
 
 /* Sizes (filters, units, kernel, stride, dilation, pool, scale, padding) stop here. */
 #define CK_SIZE_CAP (1 << 20)
-
-/* ---- the op catalogue ---- */
-typedef struct {
-    const char *name;    /* as written in a case: "conv3d" */
-    ck_op_kind kind;
-    int nsp;
-    const char *summary; /* one line */
-    const char *options; /* "filters (int, required), kernel (int|[ints], required), ..." */
-} ck_op_info;
-
-const ck_op_info *ck_op_catalogue(int *count);
-const ck_op_info *ck_op_find(const char *name);
-
-/* ---- per-op options: which keys a layer of each kind accepts and where they go ---- */
-typedef enum {
-    CK_OPTION_SIZE,    /* int64_t field, 1..CK_SIZE_CAP */
-    CK_OPTION_WINDOW,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints, 1..CK_SIZE_CAP */
-    CK_OPTION_PADDING, /* "same" | "valid" | int or list of nsp ints, 0..CK_SIZE_CAP */
-    CK_OPTION_BOOL,
-    CK_OPTION_REAL,    /* double field within `range` */
-    /* issue 18 */
-    CK_OPTION_DIM,      /* int field: a dim index, -8..7 (negative from the end) */
-    CK_OPTION_DIMLIST,  /* int[] field: a list of 1 to 8 dim indices; count at count_offset */
-    CK_OPTION_SHAPE,    /* int64_t[] field: a list of 1 to 8 sizes (-1 allowed when `range.lo`
-                           is -1); count at count_offset */
-    CK_OPTION_NORMSHAPE, /* int64_t[] field: an int or a list of 1 to 7 positive sizes */
-    CK_OPTION_PAD,      /* int or list of nsp ints >= 0: explicit padding (pad[], pad_mode) */
-    CK_OPTION_WINDOW0,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints >= 0 */
-    CK_OPTION_UPMODE,   /* "nearest" | "linear" | "bilinear" | "trilinear" (by nsp) */
-    CK_OPTION_APPROX,   /* gelu: "none" | "tanh" */
-    CK_OPTION_INIT      /* linear/conv: an init scheme by name (ck_init_names), int field */
-} ck_option_type;
-
-typedef struct {
-    const char *key;   /* NULL ends a list */
-    ck_option_type type;
-    size_t offset;     /* of the field in ck_op_params */
-    bool required;
-    ck_real_range range;
-    size_t count_offset; /* DIMLIST, SHAPE, NORMSHAPE: the int count field */
-} ck_option_def;
-
-/* The options of an op kind, ended by an entry whose key is NULL. */
-const ck_option_def *ck_op_options(ck_op_kind kind);
-/* add and concat take a list of 2 to 8 inputs; every other op one. */
-bool ck_op_takes_many_inputs(ck_op_kind kind);
-/* How many inputs a layer of this kind takes: [*lo, *hi] (add, concat: 2 to 8; matmul: 1
- * (with units) or 2; attention: 1 (q = k = v) or 3; mul: 2; every other op 1). */
-void ck_op_input_range(ck_op_kind kind, int *lo, int *hi);
 
 /* ---- names as a case file spells them (index = enum value) ---- */
 typedef struct ck_name_list {

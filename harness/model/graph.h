@@ -6,37 +6,8 @@
 #ifndef CK_GRAPH_H
 #define CK_GRAPH_H
 
-#include "harness/model/case.h"
+#include "harness/model/node.h"
 
-typedef enum { CK_INIT_UNIFORM = 0, CK_INIT_CONST, CK_INIT_NORMAL } ck_init_kind;
-
-typedef struct {
-    const char *suffix; /* "weight", "bias", "running_mean", "running_var", "num_batches_tracked" */
-    ck_shape shape;
-    ck_dtype dtype;     /* CK_F32 means "the run's compute dtype"; CK_I64 stays i64 */
-    ck_init_kind init;
-    double a;           /* UNIFORM: values in [-a, a); CONST: the value; NORMAL: N(0, a^2) */
-} ck_param_spec;
-
-typedef struct {
-    const ck_layer_spec *spec; /* name, op_name as written */
-    ck_op_params op;           /* with pad_lo/pad_hi resolved */
-    int n_in;
-    int in[CK_MAX_INPUTS];     /* producer layer index, -1 = model input */
-    ck_shape out_shape;
-    int n_params;
-    ck_param_spec params[2];   /* weight, bias (in that order when present) */
-    int n_buffers;
-    ck_param_spec buffers[3];
-    bool has_saved;
-    ck_shape saved_shape;      /* accumulation-dtype scratch saved for backward */
-    int64_t draw_elems;        /* elements drawn from the seed stream per forward: dropout,
-                                  gaussian_noise (the output's), attention with dropout
-                                  (N heads Lq Lk probabilities); 0: draws nothing */
-    bool draw_uniform;         /* uniform words (dropout masks) rather than normal draws */
-    int n_consumers;           /* layers reading this output (+1 for the loss on the last) */
-    int last_consumer;         /* highest consumer index; n (the loss) for the output layer */
-} ck_node;
 
 typedef struct {
     const ck_case *cs;

@@ -1581,6 +1581,18 @@ static ck_status match_groupnorm(imp *im, int idx, bool *matched)
     return CK_OK;
 }
 
+/* The normalisation patterns starting at node i (Pow: RMSNorm, Reshape: GroupNorm). */
+static ck_status match_norm(imp *im, int i, bool *matched)
+{
+    const char *op = im->m->nodes[i].op_type;
+    *matched = false;
+    if (strcmp(op, "Pow") == 0)
+        return match_rmsnorm(im, i, matched);
+    if (strcmp(op, "Reshape") == 0)
+        return match_groupnorm(im, i, matched);
+    return CK_OK;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Constant folding                                                                    */
 /* ---------------------------------------------------------------------------------- */
@@ -1827,14 +1839,11 @@ static ck_status map_node(imp *im, int i)
     struct pend *p1 = n->n_in > 1 ? pend_of(im, n->in[1]) : NULL;
     if (p0 || p1)
         return attn_step(im, i, n, p0, p1);
-    if (strcmp(op, "Pow") == 0 || strcmp(op, "Reshape") == 0) {
-        bool matched;
-        CK_TRY(op[0] == 'P' ? match_rmsnorm(im, i, &matched) : match_groupnorm(im, i, &matched));
-        if (matched)
-            return CK_OK;
-    }
+    bool matched;
+    CK_TRY(match_norm(im, i, &matched));
+    if (matched)
+        return CK_OK;
     if (strcmp(op, "Mul") == 0 || strcmp(op, "Div") == 0) {
-        bool matched;
         CK_TRY(match_gelu(im, i, &matched));
         if (matched)
             return CK_OK;

@@ -4,6 +4,7 @@
 #include "harness/core/half.h"
 #include "harness/io/tensorload.h"
 #include "harness/io/tensorset.h"
+#include "harness/model/op_def.h"
 
 #include <stdio.h>
 #include <stdlib.h>

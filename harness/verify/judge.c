@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness/core/half.h"
+#include "harness/model/op_def.h"
 
 
 bool ck_expectation_met(ck_expect e, ck_verdict v)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reliability regressions (issue 16): inputs never replaced, no hang on a FIFO, NaN runs
+# Reliability regressions: inputs never replaced, no hang on a FIFO, NaN runs
 # judged, output paths refused before any run, strict case JSON, escaped terminal text,
 # options read as documented, temporary files removed on SIGTERM. Every check runs under
 # `timeout`, so a hang is a failure, never a stuck CI job.

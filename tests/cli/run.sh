@@ -204,7 +204,7 @@ expect_exit 0 "run --verify-recompute" -- "$PROG" run --verify-recompute "$ROOT/
 grep -q '"recompute_check"' "$TMP/vr.json" && grep -q '"differing":[[:space:]]*0' "$TMP/vr.json" && ok || bad "recompute check in the report"
 expect_exit 0 "bisect --help" -- "$PROG" bisect --help
 
-# ---- issue 18: transformer and U-Net ops ---------------------------------------------------
+# ---- transformer and U-Net ops ---------------------------------------------------
 expect_exit 0 "bisect the GPT canary" -- "$PROG" bisect "$ROOT/cases/canary_gpt_stateful.json" --dtype fp32
 # the story wraps at 80 columns: join its continuation lines before matching
 sed -e ':a' -e 'N' -e '$!ba' -e 's/\n      / /g' "$TMP/out" | grep -q "cause: attention dropout \`b0_attn\` drew a different mask on recomputation (rng policy \`stateful\`)" && ok || bad "the GPT canary is bisected to the attention dropout"
@@ -215,9 +215,9 @@ expect_exit 0 "gradcheck on the Llama blocks" -- "$PROG" gradcheck --samples 4 "
 expect_exit 0 "gradcheck on the op fixtures" -- "$PROG" gradcheck --samples 8 "$ROOT/tests/fixtures/torch/cases"
 expect_exit 0 "list shows the new ops" -- "$PROG" list
 grep -q "conv_transpose3d" "$TMP/out" && grep -q "attention" "$TMP/out" && grep -q "rmsnorm" "$TMP/out" && ok || bad "list names conv_transpose3d, attention, rmsnorm"
-expect_exit 0 "dump what a reproduction needs" -- "$PROG" run "$ROOT/tests/fixtures/torch/cases/transformer_ops.json" --dtype fp32 --dump "$TMP/d18" --dump-optimizer --dump-activation-grads
-M=$(find "$TMP/d18" -name manifest.json | head -n 1)
-D=$(dirname "${M:-$TMP/d18/none}")
+expect_exit 0 "dump what a reproduction needs" -- "$PROG" run "$ROOT/tests/fixtures/torch/cases/transformer_ops.json" --dtype fp32 --dump "$TMP/dtr" --dump-optimizer --dump-activation-grads
+M=$(find "$TMP/dtr" -name manifest.json | head -n 1)
+D=$(dirname "${M:-$TMP/dtr/none}")
 [ -f "$D/plain/step_0000/data.safetensors" ] && [ -f "$D/checkpointed/step_0001/data.safetensors" ] && ok || bad "input and target of every step dumped"
 [ -f "$D/plain/step_0000/random.safetensors" ] && grep -q '"attn.mask"' "$D/plain/step_0000/random.safetensors" && ok || bad "the attention dropout mask dumped"
 [ -f "$D/plain/step_0001/optimizer.safetensors" ] && grep -q '"tok.weight.state1"' "$D/plain/step_0001/optimizer.safetensors" && ok || bad "optimizer state dumped on request"

@@ -617,7 +617,7 @@ static int build_tests(op_test *t, int cap)
     p = mkop(CK_OP_FLATTEN, 0);
     ADD({"flatten", p, 1, {SHAPE(3, 2, 4, 5)}, VALS_NORMAL, CLS_EXACT, CLS_EXACT, false, 0});
 
-    /* issue 18: the CUDA kernels gather what the reference scatters, so most gradients
+    /* transformer and U-Net ops: the CUDA kernels gather what the reference scatters, so most gradients
      * are summed in another order (close, not bitwise) */
     p = mkop(CK_OP_MATMUL, 0);
     ADD({"matmul (2, 3, 4) x (2, 4, 5)", p, 2, {SHAPE(2, 3, 4), SHAPE(2, 4, 5)}, VALS_NORMAL,

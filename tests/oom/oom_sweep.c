@@ -1,5 +1,5 @@
 /*
- * Allocation-failure sweep (issue 16), as cJSON's own tests do it: the library's malloc,
+ * Allocation-failure sweep, as cJSON's own tests do it: the library's malloc,
  * calloc, realloc and strdup are wrapped at link time (-Wl,--wrap=..., see the Makefile's
  * oom-sweep target) and cJSON's allocations are routed through the same wrapper with
  * cJSON_InitHooks. Each scenario first runs cleanly to count its allocations, then once per

@@ -1,0 +1,140 @@
+/*
+ * Host-side checks of the shape family (check.h): concat, flatten, reshape, permute.
+ */
+#include "backends/check/check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SH(t, buf) ck_shape_str(&(t)->shape, buf, sizeof buf)
+
+static ck_status concat_dims(const char *be, const char *fn, const ck_op_io *io,
+                             const ck_tensor *out, int64_t *N, int64_t *block,
+                             int64_t *out_block, ck_error *err)
+{
+    const ck_tensor *x0 = io->in[0];
+    if (x0->shape.ndim < 2)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
+                       ck_opc_tname(x0), x0->shape.ndim);
+    int64_t S = 1;
+    for (int d = 2; d < x0->shape.ndim; d++)
+        S *= x0->shape.dim[d];
+    int64_t channels = 0;
+    for (int k = 0; k < io->n_in; k++) {
+        const ck_tensor *x = io->in[k];
+        CK_TRY(ck_opc_like(be, fn, x0, x, false, err));
+        bool same = x->shape.ndim == x0->shape.ndim;
+        for (int d = 0; same && d < x0->shape.ndim; d++)
+            same = d == 1 || x->shape.dim[d] == x0->shape.dim[d];
+        if (!same) {
+            char a[128], b[128];
+            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s; only dim 1 "
+                           "may differ", fn, ck_opc_tname(x),
+                           ck_shape_str(&x->shape, a, sizeof a), ck_opc_tname(x0),
+                           ck_shape_str(&x0->shape, b, sizeof b));
+        }
+        block[k] = x->shape.dim[1] * S;
+        channels += x->shape.dim[1];
+    }
+    CK_TRY(ck_opc_like(be, fn, x0, out, false, err));
+    if (out->shape.ndim != x0->shape.ndim ||
+        ck_shape_numel(&out->shape) != x0->shape.dim[0] * channels * S ||
+        out->shape.dim[0] != x0->shape.dim[0] || out->shape.dim[1] != channels)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s is not (%lld, %lld, ...)", fn,
+                       ck_opc_tname(out), (long long)x0->shape.dim[0], (long long)channels);
+    *N = x0->shape.dim[0];
+    *out_block = channels * S;
+    return CK_OK;
+}
+
+ck_status ck_opc_concat_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *block,
+                            int64_t *out_block, ck_error *err)
+{
+    const char *fn = "concat";
+    CK_TRY(ck_opc_inputs(fn, io, 1, err));
+    if (!io->out)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
+    return concat_dims(be, fn, io, io->out, N, block, out_block, err);
+}
+
+ck_status ck_opc_concat_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
+                            int64_t *N, int64_t *block, int64_t *out_block, ck_error *err)
+{
+    const char *fn = "concat backward";
+    CK_TRY(ck_opc_inputs(fn, io, 1, err));
+    if (!g->dout)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
+    CK_TRY(concat_dims(be, fn, io, g->dout, N, block, out_block, err));
+    for (int k = 0; k < io->n_in; k++)
+        CK_TRY(ck_opc_like(be, fn, io->in[k], g->din[k], true, err));
+    return CK_OK;
+}
+
+static ck_status flatten_check(const char *be, const char *fn, const ck_tensor *x,
+                               const ck_tensor *flat, ck_error *err)
+{
+    CK_TRY(ck_opc_like(be, fn, x, flat, false, err));
+    if (x->shape.ndim < 1 || flat->shape.ndim != 2 || flat->shape.dim[0] != x->shape.dim[0] ||
+        ck_shape_numel(&flat->shape) != ck_shape_numel(&x->shape)) {
+        char a[128], b[128];
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, not the flattening of %s %s",
+                       fn, ck_opc_tname(flat), ck_shape_str(&flat->shape, a, sizeof a),
+                       ck_opc_tname(x), ck_shape_str(&x->shape, b, sizeof b));
+    }
+    return CK_OK;
+}
+
+ck_status ck_opc_flatten_fwd(const char *be, const ck_op_io *io, ck_error *err)
+{
+    const char *fn = "flatten";
+    CK_TRY(ck_opc_unary_io(fn, io, NULL, err));
+    return flatten_check(be, fn, io->in[0], io->out, err);
+}
+
+ck_status ck_opc_flatten_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
+                             ck_error *err)
+{
+    const char *fn = "flatten backward";
+    CK_TRY(ck_opc_unary_io(fn, io, g, err));
+    CK_TRY(flatten_check(be, fn, io->in[0], g->dout, err));
+    return ck_opc_like(be, fn, io->in[0], g->din[0], true, err);
+}
+
+// ----------------------------------------------------------------------------
+// linear, conv
+
+/* ---------------------------------------------------------------------- reshape, permute */
+
+ck_status ck_opc_permute(const char *be, const ck_op_params *op, const ck_tensor *x,
+                           const ck_tensor *y, ck_error *err)
+{
+    CK_TRY(ck_opc_need("permute", x, "input", err));
+    CK_TRY(ck_opc_need("permute", y, "output", err));
+    const ck_tensor *all[] = {x, y};
+    CK_TRY(ck_opc_float_dtypes(be, "permute", all, 2, err));
+    char s1[96], s2[96];
+    bool ok = op->n_perm == x->shape.ndim && y->shape.ndim == x->shape.ndim;
+    unsigned seen = 0;
+    for (int d = 0; ok && d < op->n_perm; d++) {
+        int p = op->perm[d];
+        ok = p >= 0 && p < x->shape.ndim && !(seen & (1u << p)) &&
+             y->shape.dim[d] == x->shape.dim[p];
+        seen |= 1u << (p & 31);
+    }
+    if (!ok)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "permute: output '%s' %s is not input '%s' %s permuted by the op's dims",
+                       ck_opc_tname(y), SH(y, s2), ck_opc_tname(x), SH(x, s1));
+    return CK_OK;
+}
+
+ck_status ck_opc_reshape(const char *be, const ck_tensor *x, const ck_tensor *y,
+                           ck_error *err)
+{
+    CK_TRY(ck_opc_need("reshape", x, "input", err));
+    CK_TRY(ck_opc_need("reshape", y, "output", err));
+    const ck_tensor *ts[] = {y};
+    return ck_opc_pointwise(be, "reshape", x, ts, 1, err);
+}
+

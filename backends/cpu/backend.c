@@ -1,0 +1,166 @@
+/*
+ * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
+ * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c). Every other op,
+ * the losses, the optimizer and dtype conversion are the reference backend's own entry
+ * points (backends/ref/ref_ops.h), called directly: single-threaded and fixed-order, so
+ * they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
+ */
+#include "backends/cpu/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "backends/cpu/cpu_common.h"
+#include "backends/host_memory.h"
+#include "backends/ref/ref_ops.h"
+
+typedef struct {
+    ck_backend be;
+    cpu_ctx ctx;
+} cpu_backend;
+
+static const cpu_ctx *ctx_of(ck_backend *b)
+{
+    return &((cpu_backend *)b->impl)->ctx;
+}
+
+/* every op the reference supports: the fast kernels cover a subset of its ops, and the
+ * rest run on its entry points */
+static bool cpu_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
+{
+    (void)b;
+    return ck_opc_is_float(dtype) && ref_op_supports(op, dtype);
+}
+
+typedef ck_status (*fast_fwd_fn)(const cpu_ctx *, const ck_op_params *, const ck_fwd_args *,
+                                 ck_op_io *, ck_error *);
+typedef ck_status (*fast_bwd_fn)(const cpu_ctx *, const ck_op_params *, const ck_fwd_args *,
+                                 const ck_op_io *, ck_op_grads *, ck_error *);
+
+/* the fast kernels; every op kind not listed runs on the reference backend */
+static const struct {
+    fast_fwd_fn fwd;
+    fast_bwd_fn bwd;
+} fast_ops[CK_OP_KIND_COUNT] = {
+    [CK_OP_LINEAR] = {cpu_linear_forward, cpu_linear_backward},
+    [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward},
+    /* relu in fp32 here; the other activations go on to the reference */
+    [CK_OP_RELU] = {cpu_pointwise_forward, cpu_pointwise_backward},
+};
+
+static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                             ck_op_io *io, ck_error *err)
+{
+    if (!cpu_supports(b, op, io->out->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+                       ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
+    const cpu_ctx *c = ctx_of(b);
+    if (fast_ops[op->kind].fwd)
+        return fast_ops[op->kind].fwd(c, op, args, io, err);
+    return ref_op_forward(op, args, io, err);
+}
+
+static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    if (!cpu_supports(b, op, io->out->dtype))
+        return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
+                       ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
+    const cpu_ctx *c = ctx_of(b);
+    if (fast_ops[op->kind].bwd)
+        return fast_ops[op->kind].bwd(c, op, args, io, g, err);
+    return ref_op_backward(op, args, io, g, err);
+}
+
+static void cpu_info(ck_backend *b, ck_backend_info *out)
+{
+    const cpu_ctx *c = ctx_of(b);
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "cpu");
+    struct utsname u;
+    snprintf(out->device, sizeof out->device, "%s host, %d thread%s, %s",
+             uname(&u) == 0 ? u.machine : "unknown", c->threads, c->threads == 1 ? "" : "s",
+             cpk_isa_name(c->isa));
+    out->threads = c->threads;
+    snprintf(out->isa, sizeof out->isa, "%s", cpk_isa_name(c->isa));
+#if defined(__clang__)
+    snprintf(out->versions, sizeof out->versions, "clang %s", __clang_version__);
+#elif defined(__GNUC__)
+    snprintf(out->versions, sizeof out->versions, "gcc %d.%d.%d", __GNUC__, __GNUC_MINOR__,
+             __GNUC_PATCHLEVEL__);
+#endif
+}
+
+static void cpu_destroy(ck_backend *b)
+{
+    if (!b)
+        return;
+    cpu_backend *cb = b->impl;
+    cpk_pool_destroy(cb->ctx.pool);
+    free(cb);
+}
+
+bool ck_backend_cpu_config(const ck_backend *b, int *threads, const char **isa)
+{
+    if (!b || b->destroy != cpu_destroy)
+        return false;
+    const cpu_ctx *c = &((const cpu_backend *)b->impl)->ctx;
+    if (threads)
+        *threads = c->threads;
+    if (isa)
+        *isa = cpk_isa_name(c->isa);
+    return true;
+}
+
+ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *isa,
+                                     ck_error *err)
+{
+    *out = NULL;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+    }
+    if (threads < 1 || threads > 256)
+        return ck_fail(err, CK_ERR_INPUT, "cpu backend: %d threads: use 1 to 256", threads);
+    const cpk_isa best = cpk_isa_detect();
+    cpk_isa want = best;
+    if (isa && strcmp(isa, "auto") != 0) {
+        if (strcmp(isa, "portable") == 0)
+            want = CPK_ISA_PORTABLE;
+        else if (strcmp(isa, "avx2") == 0 || strcmp(isa, "avx2+fma") == 0)
+            want = CPK_ISA_AVX2;
+        else if (strcmp(isa, "avx512") == 0 || strcmp(isa, "avx512f") == 0)
+            want = CPK_ISA_AVX512;
+        else
+            return ck_fail(err, CK_ERR_INPUT,
+                           "cpu backend: unknown ISA '%s' (auto, portable, avx2, avx512)", isa);
+        if (want > best)
+            return ck_fail(err, CK_ERR_UNSUPPORTED,
+                           "cpu backend: this machine does not support %s (best: %s)",
+                           cpk_isa_name(want), cpk_isa_name(best));
+    }
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!cb)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
+    cb->ctx.threads = threads;
+    cb->ctx.isa = want;
+    if (!(cb->ctx.pool = cpk_pool_create(threads))) {
+        free(cb);
+        return ck_fail(err, CK_ERR_NOMEM, "cpu backend: cannot start %d threads", threads);
+    }
+    ck_backend *b = &cb->be;
+    b->name = "cpu";
+    b->impl = cb;
+    ck_host_memory_install(b);
+    b->supports = cpu_supports;
+    b->forward = cpu_forward;
+    b->backward = cpu_backward;
+    ref_install_training(b); /* losses, optimizer and convert: the reference's */
+    b->info = cpu_info;
+    b->destroy = cpu_destroy;
+    *out = b;
+    return CK_OK;
+}

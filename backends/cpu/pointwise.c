@@ -1,0 +1,113 @@
+/*
+ * Fast CPU activations. relu runs here when x, y, dy and dx share fp32, fp16 or bf16,
+ * split across threads by element ranges (elementwise: no reduction, so the split cannot
+ * change a bit) and bit-identical to the reference backend's relu: forward
+ * x > 0 ? x : +0, backward dx + dy * (x > 0 ? 1 : 0) rounded once (fp16/bf16: the same
+ * double expression and round-to-odd sum as the reference). Every other activation, relu
+ * in fp64 or mixed dtypes, is delegated to the reference backend
+ * (backends/ref/activation.c) for now.
+ */
+#include "backends/cpu/cpu_common.h"
+
+#include "harness/core/half.h"
+
+
+#define ELEMS_PER_TASK 16384
+
+typedef struct {
+    const float *x, *dy;
+    float *y, *dx;
+    int64_t n;
+    ck_dtype dt; /* CK_F32, or CK_F16 / CK_BF16 for the 16-bit views below */
+    const uint16_t *hx, *hdy;
+    uint16_t *hy, *hdx;
+} relu_job;
+
+static inline double ld16(ck_dtype dt, uint16_t h)
+{
+    return dt == CK_F16 ? (double)ck_f16_to_f32(h) : (double)ck_bf16_to_f32(h);
+}
+
+static inline uint16_t st16(ck_dtype dt, double v)
+{
+    return dt == CK_F16 ? ck_f64_to_f16(v) : ck_f64_to_bf16(v);
+}
+
+static void relu_fwd_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const relu_job *j = vctx;
+    const int64_t i0 = task * ELEMS_PER_TASK;
+    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
+    if (j->dt != CK_F32) {
+        for (int64_t i = i0; i < i1; i++) {
+            const double x = ld16(j->dt, j->hx[i]);
+            j->hy[i] = st16(j->dt, x > 0.0 ? x : 0.0);
+        }
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++)
+        j->y[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
+}
+
+static void relu_bwd_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const relu_job *j = vctx;
+    const int64_t i0 = task * ELEMS_PER_TASK;
+    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
+    if (j->dt != CK_F32) {
+        for (int64_t i = i0; i < i1; i++) {
+            const double v = ld16(j->dt, j->hdy[i]) * (ld16(j->dt, j->hx[i]) > 0.0 ? 1.0 : 0.0);
+            j->hdx[i] = st16(j->dt, cpu_sum_round_odd(ld16(j->dt, j->hdx[i]), v));
+        }
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++)
+        j->dx[i] = j->dx[i] + j->dy[i] * (j->x[i] > 0.0f ? 1.0f : 0.0f);
+}
+
+/* the dtype every t[i] shares when it is fp32, fp16 or bf16, else CK_DTYPE_COUNT */
+static ck_dtype shared_dtype(const ck_tensor *const *t, int n)
+{
+    const ck_dtype dt = t[0]->dtype;
+    if (dt != CK_F32 && dt != CK_F16 && dt != CK_BF16)
+        return CK_DTYPE_COUNT;
+    for (int i = 1; i < n; i++)
+        if (t[i]->dtype != dt)
+            return CK_DTYPE_COUNT;
+    return dt;
+}
+
+ck_status cpu_pointwise_forward(const cpu_ctx *c, const ck_op_params *op,
+                                 const ck_fwd_args *args, ck_op_io *io, ck_error *err)
+{
+    CK_TRY(ck_opc_activation_fwd(CPU_BE, op, io, err));
+    const ck_tensor *all[] = {io->in[0], io->out};
+    const ck_dtype dt = shared_dtype(all, 2);
+    if (op->kind != CK_OP_RELU || dt == CK_DTYPE_COUNT)
+        return ref_op_forward(op, args, io, err);
+    relu_job j = {.x = io->in[0]->data, .y = io->out->data,
+                  .n = ck_shape_numel(&io->in[0]->shape), .dt = dt,
+                  .hx = io->in[0]->data, .hy = io->out->data};
+    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_fwd_task, &j);
+    return CK_OK;
+}
+
+ck_status cpu_pointwise_backward(const cpu_ctx *c, const ck_op_params *op,
+                                  const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                                  ck_error *err)
+{
+    CK_TRY(ck_opc_activation_bwd(CPU_BE, op, io, g, err));
+    if (!g->din[0])
+        return CK_OK;
+    const ck_tensor *all[] = {io->in[0], g->dout, g->din[0]};
+    const ck_dtype dt = shared_dtype(all, 3);
+    if (op->kind != CK_OP_RELU || dt == CK_DTYPE_COUNT)
+        return ref_op_backward(op, args, io, g, err);
+    relu_job j = {.x = io->in[0]->data, .dy = g->dout->data, .dx = g->din[0]->data,
+                  .n = ck_shape_numel(&io->in[0]->shape), .dt = dt, .hx = io->in[0]->data,
+                  .hdy = g->dout->data, .hdx = g->din[0]->data};
+    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_bwd_task, &j);
+    return CK_OK;
+}

@@ -1,0 +1,79 @@
+/*
+ * The pointwise family's definitions (op_def.h): relu, leaky_relu, gelu, tanh, sigmoid,
+ * silu, add, mul, positional. Element-wise: the output has the first input's shape.
+ */
+#include "harness/model/op_rules.h"
+
+static const ck_option_def leaky_relu_options[] = {
+    CK_OPT("slope", REAL, slope, .range = CK_RANGE_ANY_FINITE),
+    CK_OPTIONS_END,
+};
+static const ck_option_def gelu_options[] = {
+    CK_OPT("approximate", APPROX, gelu_tanh),
+    CK_OPTIONS_END,
+};
+
+static ck_status add_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
+                           ck_error *err)
+{
+    return ck_op_check_join_shapes(op, n_in, in, NULL, err);
+}
+
+static ck_status mul_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
+                           ck_error *err)
+{
+    char s[128], s2[128];
+    if (!ck_shape_equal(&in[0], &in[1]))
+        return ck_fail(err, CK_ERR_INPUT, "%s needs two inputs of one shape, got %s and %s",
+                       ck_op_kind_name(op->kind), ck_shape_str(&in[0], s, sizeof s),
+                       ck_shape_str(&in[1], s2, sizeof s2));
+    return CK_OK;
+}
+
+static ck_status positional_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
+                                  ck_error *err)
+{
+    return ck_op_need_min_rank(op, &in[0], 2, "(N, L, ...)", err);
+}
+
+static void positional_state(ck_node *node, const ck_shape *in0)
+{
+    /* weight (L, ...) = x[1:]; N(0, 1) as an nn.Embedding of positions */
+    node->params[node->n_params++] = ck_op_spec(
+        "weight", ck_shape_make(in0->ndim - 1, in0->dim + 1), CK_F32, CK_INIT_NORMAL, 1.0);
+}
+
+/* one input, same shape out, no parameters; backward differentiates at x */
+#define UNARY(k, name, summary, opts)                                                       \
+    {.kind = k, .spellings = {{name, 0, summary}}, .min_inputs = 1, .max_inputs = 1,        \
+     .options = opts, .backward_reads = CK_BWD_READS_INPUTS}
+
+const ck_op_def ck_op_defs_pointwise[] = {
+    UNARY(CK_OP_RELU, "relu", "max(x, 0)", NULL),
+    UNARY(CK_OP_LEAKY_RELU, "leaky_relu", "x if x > 0 else slope * x", leaky_relu_options),
+    UNARY(CK_OP_GELU, "gelu", "GELU: exact 0.5 x (1 + erf(x / sqrt 2)), or tanh-approximated",
+          gelu_options),
+    UNARY(CK_OP_TANH, "tanh", "tanh(x)", NULL),
+    UNARY(CK_OP_SIGMOID, "sigmoid", "1 / (1 + exp(-x))", NULL),
+    {.kind = CK_OP_ADD,
+     .spellings = {{"add", 0, "element-wise sum of 2 to 8 inputs of one shape"}},
+     .min_inputs = 2, .max_inputs = CK_MAX_INPUTS,
+     .infer = add_infer,
+     .backward_reads = CK_BWD_READS_NOTHING}, /* dx_i = dy */
+    {.kind = CK_OP_MUL,
+     .spellings = {{"mul", 0, "element-wise product of 2 inputs of one shape"}},
+     .min_inputs = 2, .max_inputs = 2,
+     .infer = mul_infer,
+     .backward_reads = CK_BWD_READS_INPUTS}, /* da = dy b, db = dy a */
+    UNARY(CK_OP_SILU, "silu", "x * sigmoid(x)", NULL),
+    {.kind = CK_OP_POSITIONAL,
+     .spellings = {{"positional", 0,
+                    "learned positions: x (N, L, ...) plus a weight (L, ...) shared by the "
+                    "batch"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .infer = positional_infer,
+     .state = positional_state,
+     .backward_reads = CK_BWD_READS_NOTHING, /* dx = dy, dW = sum over the batch of dy */
+     .casts_params = true},
+};
+CK_OP_ROWS_COUNT(ck_op_defs_pointwise);
