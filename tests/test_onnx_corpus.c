@@ -60,8 +60,8 @@ static const corpus_row rows[] = {
     {"nanogpt_dynamo", "nanogpt", "cross_entropy", NOT_YET, "(Split): op type Split"},
     {"mha_block_ts13_opset17", "mha_block", "mean", NOT_YET, "module attn: node `/attn/Slice`"},
     {"mha_block_ts2_opset17", "mha_block", "mean", NOT_YET,
-     "module attn: node `/attn/Unsqueeze_2` (Unsqueeze)"},
-    {"mha_block_dynamo", "mha_block", "mean", NOT_YET, "(Unsqueeze): op type Unsqueeze"},
+     "module attn: node `/attn/Gather` (Gather): only a Gather of rows of a constant"},
+    {"mha_block_dynamo", "mha_block", "mean", NOT_YET, "(Gather): only a Gather of rows"},
     {"sdpa_block_ts2_opset17", "sdpa_block", "mean", NOT_YET, "(Split): op type Split"},
     {"sdpa_block_dynamo", "sdpa_block", "mean", NOT_YET, "(Split): op type Split"},
 };

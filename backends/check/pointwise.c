@@ -13,7 +13,9 @@
 static bool is_activation(ck_op_kind k)
 {
     return k == CK_OP_RELU || k == CK_OP_LEAKY_RELU || k == CK_OP_GELU || k == CK_OP_TANH ||
-           k == CK_OP_SIGMOID;
+           k == CK_OP_SIGMOID || k == CK_OP_SQRT || k == CK_OP_RSQRT || k == CK_OP_RECIPROCAL ||
+           k == CK_OP_EXP || k == CK_OP_LOG || k == CK_OP_NEG || k == CK_OP_ERF ||
+           k == CK_OP_ABS;
 }
 
 ck_status ck_opc_activation_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,

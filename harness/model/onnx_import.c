@@ -714,6 +714,64 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
     return bind(im, n->out[0], name);
 }
 
+/* The case op of an ONNX unary function node, or NULL. */
+static const char *unary_op(const char *op_type)
+{
+    static const char *const unary[][2] = {{"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"},
+                                           {"Exp", "exp"},   {"Log", "log"},
+                                           {"Neg", "neg"},   {"Erf", "erf"},
+                                           {"Abs", "abs"}};
+    for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++)
+        if (strcmp(op_type, unary[k][0]) == 0)
+            return unary[k][1];
+    return NULL;
+}
+
+/* Unsqueeze / Squeeze of an activation: a reshape to the shape they give (the input's
+ * static shape with dims of size 1 inserted or removed). */
+static ck_status map_squeeze(imp *im, const ck_onnx_node *n)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    const ck_onnx_attr *aa = ck_onnx_attr_find(n, "axes");
+    const ck_onnx_tensor *ac = n->n_in > 1 && n->in[1][0] ? const_of(im, n->in[1]) : NULL;
+    if (n->n_in > 1 && n->in[1][0] && !ac)
+        return fail_node(im, "the axes must be a constant");
+    int64_t axes[CK_MAX_DIMS];
+    int k = 0;
+    for (; aa && k < aa->n_ints && k < CK_MAX_DIMS; k++)
+        axes[k] = aa->ints[k];
+    for (; !aa && ac && k < ac->numel && k < CK_MAX_DIMS; k++)
+        axes[k] = (int64_t)elem_f64(ac, k);
+    bool unsq = n->op_type[0] == 'U';
+    int r = unsq ? xs.ndim + k : xs.ndim;
+    if (r > CK_MAX_DIMS || (unsq && !k))
+        return fail_node(im, "axes give a shape of %d dims", r);
+    bool mark[CK_MAX_DIMS] = {false};
+    for (int i = 0; i < k; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (a < 0 || a >= r || mark[a] || (!unsq && xs.dim[a] != 1))
+            return fail_node(im, "axis %lld is out of range%s", (long long)axes[i],
+                             unsq ? " or repeated" : " or not a dim of size 1");
+        mark[a] = true;
+    }
+    int64_t dims[CK_MAX_DIMS];
+    int m = 0;
+    for (int d = 0, src = 0; d < r; d++) {
+        if (unsq)
+            dims[m++] = mark[d] ? 1 : xs.dim[src++];
+        else if (!(k ? mark[d] : xs.dim[d] == 1))
+            dims[m++] = xs.dim[d];
+    }
+    if (m < 1)
+        return fail_node(im, "squeezes every dim (a scalar activation is not supported)");
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "reshape", n->in[0], n->out[0], &L));
+    return add_ints(L, "shape", dims, m) ? CK_OK : oom(im);
+}
+
 /* GlobalAveragePool / GlobalMaxPool: a pool whose window is the input's spatial dims. */
 static ck_status map_global_pool(imp *im, const ck_onnx_node *n, bool is_max)
 {
@@ -1910,6 +1968,13 @@ static ck_status map_node(imp *im, int i)
         return map_batchnorm(im, n);
     if (strcmp(op, "Relu") == 0)
         return map_simple(im, n, "relu", 1);
+    const char *fn = unary_op(op);
+    if (fn)
+        return n->n_in == 1 ? map_simple(im, n, fn, 1)
+                            : fail_node(im, "expected 1 input, got %d", n->n_in);
+    if ((strcmp(op, "Unsqueeze") == 0 || strcmp(op, "Squeeze") == 0) && n->n_in >= 1 &&
+        layer_of(im, n->in[0]))
+        return map_squeeze(im, n);
     if (strcmp(op, "LeakyRelu") == 0)
         return map_simple(im, n, "leaky_relu", 1);
     if (strcmp(op, "Tanh") == 0)

@@ -1,6 +1,7 @@
 /*
  * The pointwise family's definitions (op_def.h): relu, leaky_relu, gelu, tanh, sigmoid,
- * silu, add, mul, positional. Element-wise: the output has the first input's shape.
+ * silu, add, mul, positional, and the unary functions sqrt, rsqrt, reciprocal, exp, log,
+ * neg, erf, abs. Element-wise: the output has the first input's shape.
  */
 #include "harness/model/op_rules.h"
 
@@ -75,5 +76,15 @@ const ck_op_def ck_op_defs_pointwise[] = {
      .state = positional_state,
      .backward_reads = CK_BWD_READS_NOTHING, /* dx = dy, dW = sum over the batch of dy */
      .casts_params = true},
+    /* the unary functions exporters emit (torch.sqrt, torch.rsqrt, ...), as PyTorch's:
+     * outside their domain they give NaN or +-inf, as PyTorch does */
+    UNARY(CK_OP_SQRT, "sqrt", "sqrt(x)", NULL),
+    UNARY(CK_OP_RSQRT, "rsqrt", "1 / sqrt(x)", NULL),
+    UNARY(CK_OP_RECIPROCAL, "reciprocal", "1 / x", NULL),
+    UNARY(CK_OP_EXP, "exp", "exp(x)", NULL),
+    UNARY(CK_OP_LOG, "log", "natural logarithm of x", NULL),
+    UNARY(CK_OP_NEG, "neg", "-x", NULL),
+    UNARY(CK_OP_ERF, "erf", "the error function erf(x)", NULL),
+    UNARY(CK_OP_ABS, "abs", "|x| (gradient sign(x), 0 at 0, as PyTorch)", NULL),
 };
 CK_OP_ROWS_COUNT(ck_op_defs_pointwise);
