@@ -714,6 +714,20 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
     return bind(im, n->out[0], name);
 }
 
+/* A Pad of zeros (AvgPool2d's export) is the identity; any other is refused. */
+static ck_status map_pad(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *pads = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
+    bool zero = pads != NULL;
+    for (int64_t k = 0; pads && k < pads->numel; k++)
+        zero = zero && elem_f64(pads, k) == 0.0;
+    if (!zero || !src)
+        return fail_node(im, "padding by a non-zero amount is not supported (a case pads only "
+                             "inside conv)");
+    return bind(im, n->out[0], src);
+}
+
 /* The case op of an ONNX unary function node, or NULL. */
 static const char *unary_op(const char *op_type)
 {
@@ -2003,17 +2017,8 @@ static ck_status map_node(imp *im, int i)
     }
     if (strcmp(op, "Reshape") == 0)
         return map_reshape(im, n);
-    if (strcmp(op, "Pad") == 0) { /* a Pad of zeros (AvgPool2d's export) is the identity */
-        const ck_onnx_tensor *pads = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
-        const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
-        bool zero = pads != NULL;
-        for (int64_t k = 0; pads && k < pads->numel; k++)
-            zero = zero && elem_f64(pads, k) == 0.0;
-        if (!zero || !src)
-            return fail_node(im, "padding by a non-zero amount is not supported (a case pads "
-                                 "only inside conv)");
-        return bind(im, n->out[0], src);
-    }
+    if (strcmp(op, "Pad") == 0)
+        return map_pad(im, n);
     if (strcmp(op, "Add") == 0 || strcmp(op, "Sum") == 0) {
         if (n->n_in < 2 || n->n_in > 8)
             return fail_node(im, "adds %d inputs; 2 to 8 are supported", n->n_in);
