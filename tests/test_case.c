@@ -770,7 +770,7 @@ START_TEST(catalogue_lists_every_op_once)
         "reshape",   "permute",   "transpose",  "rmsnorm",    "groupnorm",  "mul",
         "silu",      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "positional",
         "sqrt",      "rsqrt",     "reciprocal", "exp",        "log",        "neg",
-        "erf",       "abs"};
+        "erf",       "abs",       "slice"};
     int n = 0;
     const ck_op_info *cat = ck_op_catalogue(&n);
     ck_assert_int_eq(n, (int)(sizeof required / sizeof required[0]));

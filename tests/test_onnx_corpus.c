@@ -53,17 +53,21 @@ static const corpus_row rows[] = {
     {"unet2d_ts13_opset17", "unet2d", "mean", FAITHFUL, NULL},
     {"unet2d_ts2_opset17", "unet2d", "mean", FAITHFUL, NULL},
     {"unet2d_dynamo", "unet2d", "mean", FOLDED, FOLD_LINE},
-    {"nanogpt_ts13_opset17", "nanogpt", "cross_entropy", NOT_YET,
-     "module h.0.attn: node `/h.0/attn/Split` (Split)"},
-    {"nanogpt_ts2_opset17", "nanogpt", "cross_entropy", NOT_YET,
-     "module h.0.attn: node `/h.0/attn/Split` (Split)"},
-    {"nanogpt_dynamo", "nanogpt", "cross_entropy", NOT_YET, "(Split): op type Split"},
-    {"mha_block_ts13_opset17", "mha_block", "mean", NOT_YET, "module attn: node `/attn/Slice`"},
+    {"nanogpt_ts13_opset17", "nanogpt", "cross_entropy", FAITHFUL, NULL},
+    {"nanogpt_ts2_opset17", "nanogpt", "cross_entropy", FAITHFUL, NULL},
+    /* the dynamo exporter stores transposed copies of weights under new names (val_N): the
+     * output matches, the gradients cannot be matched to the framework's parameters */
+    {"nanogpt_dynamo", "nanogpt", "cross_entropy", NOT_YET,
+     "the reference has 10 gradients of parameters the imported model does not have"},
+    {"mha_block_ts13_opset17", "mha_block", "mean", NOT_YET,
+     "module attn: node `/attn/Div_1` (Div): only a product of two activations"},
     {"mha_block_ts2_opset17", "mha_block", "mean", NOT_YET,
-     "module attn: node `/attn/Gather` (Gather): only a Gather of rows of a constant"},
-    {"mha_block_dynamo", "mha_block", "mean", NOT_YET, "(Gather): only a Gather of rows"},
-    {"sdpa_block_ts2_opset17", "sdpa_block", "mean", NOT_YET, "(Split): op type Split"},
-    {"sdpa_block_dynamo", "sdpa_block", "mean", NOT_YET, "(Split): op type Split"},
+     "module attn: node `/attn/Mul` (Mul): only a product of two activations"},
+    {"mha_block_dynamo", "mha_block", "mean", NOT_YET, "(Mul): only a product of two activations"},
+    {"sdpa_block_ts2_opset17", "sdpa_block", "mean", NOT_YET,
+     "node `/Transpose` (Transpose): its output `/Transpose_output_0` (inside an attention "
+     "pattern) is read by 3 nodes"},
+    {"sdpa_block_dynamo", "sdpa_block", "mean", NOT_YET, "inside a causal attention pattern"},
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))

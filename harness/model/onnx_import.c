@@ -51,6 +51,7 @@ struct pend;
 static struct pend *pend_of(const imp *im, const char *value);
 static ck_status value_shape(imp *im, const char *value, ck_shape *out);
 static const char *alias_source(const imp *im, const char *value);
+static ck_status const_ahead(imp *im, const char *value, int depth, const ck_onnx_tensor **out);
 static ck_status one_input_layer(imp *im, const char *name, const char *op,
                                  const char *src_value, const char *out_value, cJSON **Lout);
 
@@ -712,6 +713,167 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
          !cJSON_AddBoolToObject(L, "count_include_pad", attr_int(n, "count_include_pad", 0))))
         return oom(im);
     return bind(im, n->out[0], name);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Slices of activations: Split, Slice, Gather of one index                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* A slice layer of `src_value` along dim [a, b), named from the node (suffix k when the
+ * node makes several), bound to out_value. */
+static ck_status add_slice(imp *im, const ck_onnx_node *n, const char *src_value, int k,
+                           int dim, int64_t a, int64_t b, const char *out_value)
+{
+    char name[CK_NAME_MAX + 1], from[600];
+    snprintf(from, sizeof from, "%s%s%d", n->name[0] ? n->name : n->op_type, k ? "_" : "",
+             k);
+    if (!k)
+        snprintf(from, sizeof from, "%s", n->name[0] ? n->name : n->op_type);
+    CK_TRY(make_name(im, from, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "slice", src_value, out_value, &L));
+    int64_t r[2] = {a, b};
+    if (!cJSON_AddNumberToObject(L, "dim", dim) || !add_ints(L, "range", r, 2))
+        return oom(im);
+    return CK_OK;
+}
+
+static ck_status map_split(imp *im, const ck_onnx_node *n)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int64_t axis = attr_int(n, "axis", 0);
+    axis = axis < 0 ? axis + xs.ndim : axis;
+    if (axis < 0 || axis >= xs.ndim)
+        return fail_node(im, "axis %lld is out of range", (long long)attr_int(n, "axis", 0));
+    int64_t sizes[CK_ONNX_MAX_IO], D = xs.dim[axis], total = 0;
+    const ck_onnx_attr *sa = ck_onnx_attr_find(n, "split");
+    const ck_onnx_tensor *st = n->n_in > 1 && n->in[1][0] ? const_of(im, n->in[1]) : NULL;
+    if (n->n_in > 1 && n->in[1][0] && !st)
+        return fail_node(im, "the split sizes must be constants");
+    for (int k = 0; k < n->n_out; k++) {
+        sizes[k] = sa && k < sa->n_ints ? sa->ints[k]
+                   : st && k < st->numel ? (int64_t)elem_f64(st, k)
+                                         : (D + n->n_out - 1) / n->n_out;
+        if (!sa && !st && k == n->n_out - 1)
+            sizes[k] = D - total; /* equal parts, the last one smaller */
+        if (sizes[k] < 1)
+            return fail_node(im, "output %d would be empty", k);
+        total += sizes[k];
+    }
+    if (total != D)
+        return fail_node(im, "splits %lld along axis %lld into parts of %lld in all",
+                         (long long)D, (long long)axis, (long long)total);
+    int64_t off = 0;
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k][0])
+            CK_TRY(add_slice(im, n, n->in[0], k + 1, (int)axis, off, off + sizes[k], n->out[k]));
+        off += sizes[k];
+    }
+    return CK_OK;
+}
+
+/* Slice with constant starts/ends (steps 1): one slice layer per sliced axis. */
+static ck_status map_slice(imp *im, const ck_onnx_node *n)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    const ck_onnx_tensor *c[4] = {NULL};
+    for (int k = 1; k < n->n_in && k < 5; k++)
+        if (n->in[k][0] && !(c[k - 1] = const_of(im, n->in[k])))
+            return fail_node(im, "starts, ends, axes and steps must be constants");
+    if (!c[0] || !c[1] || c[0]->numel != c[1]->numel || c[0]->numel > CK_MAX_DIMS)
+        return fail_node(im, "starts and ends must be constants of one length (opset >= 10)");
+    const char *src = n->in[0];
+    int made = 0, m = (int)c[0]->numel;
+    for (int i = 0; i < m; i++) {
+        int64_t ax = c[2] ? (int64_t)elem_f64(c[2], i) : i;
+        ax = ax < 0 ? ax + xs.ndim : ax;
+        if (ax < 0 || ax >= xs.ndim || (c[3] && elem_f64(c[3], i) != 1.0))
+            return fail_node(im, "axis out of range or a step other than 1");
+        double D = (double)xs.dim[ax], s = elem_f64(c[0], i), e = elem_f64(c[1], i);
+        s = s < 0 ? s + D : s;
+        e = e < 0 ? e + D : e;
+        s = s < 0 ? 0 : s > D ? D : s;
+        e = e < 0 ? 0 : e > D ? D : e;
+        if (!(s < e))
+            return fail_node(im, "an empty slice along axis %lld", (long long)ax);
+        if (s == 0 && e == D)
+            continue; /* the whole axis */
+        bool last = true;
+        for (int j = i + 1; j < m; j++) {
+            int64_t axj = c[2] ? (int64_t)elem_f64(c[2], j) : j;
+            double Dj = (double)xs.dim[axj < 0 ? axj + xs.ndim : axj];
+            double sj = elem_f64(c[0], j), ej = elem_f64(c[1], j);
+            if (!((sj == 0 || sj == -Dj) && ej >= Dj))
+                last = false;
+        }
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s#%d", n->out[0], made);
+        const char *out = last ? n->out[0] : tmp;
+        CK_TRY(add_slice(im, n, src, made ? made + 1 : 0, (int)ax, (int64_t)s, (int64_t)e, out));
+        src = out;
+        made++;
+        if (last)
+            break;
+    }
+    if (!made) { /* every axis whole: the identity */
+        const char *l = layer_of(im, n->in[0]);
+        return bind(im, n->out[0], l);
+    }
+    return CK_OK;
+}
+
+/* Gather(activation, one constant index, axis): a slice of one and, for a scalar index, a
+ * reshape dropping the axis. */
+static ck_status map_gather_one(imp *im, const ck_onnx_node *n, const ck_onnx_tensor *ix)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int64_t axis = attr_int(n, "axis", 0);
+    axis = axis < 0 ? axis + xs.ndim : axis;
+    if (axis < 0 || axis >= xs.ndim || ix->numel != 1 || ix->ndim > 1)
+        return fail_node(im, "only a Gather of one constant index of an activation is supported");
+    int64_t i = (int64_t)elem_f64(ix, 0);
+    i = i < 0 ? i + xs.dim[axis] : i;
+    if (i < 0 || i >= xs.dim[axis])
+        return fail_node(im, "index %lld is outside [0, %lld)", (long long)elem_f64(ix, 0),
+                         (long long)xs.dim[axis]);
+    if (ix->ndim == 1)
+        return add_slice(im, n, n->in[0], 0, (int)axis, i, i + 1, n->out[0]);
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s#slice", n->out[0]);
+    CK_TRY(add_slice(im, n, n->in[0], 1, (int)axis, i, i + 1, tmp));
+    int64_t dims[CK_MAX_DIMS];
+    int m = 0;
+    for (int d = 0; d < xs.ndim; d++)
+        if (d != axis)
+            dims[m++] = xs.dim[d];
+    if (m < 1)
+        return fail_node(im, "gathers a scalar");
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "reshape", tmp, n->out[0], &L));
+    return add_ints(L, "shape", dims, m) ? CK_OK : oom(im);
+}
+
+/* Gather (an embedding, or one index of an activation), Split, Slice. */
+static ck_status map_slicing(imp *im, const ck_onnx_node *n)
+{
+    const char *op = n->op_type;
+    bool act = n->n_in >= 1 && layer_of(im, n->in[0]);
+    if (op[0] == 'G' && n->n_in == 2 && act && const_of(im, n->in[1]))
+        return map_gather_one(im, n, const_of(im, n->in[1]));
+    if (op[0] == 'G')
+        return map_gather(im, n);
+    if (!act)
+        return fail_node(im, "its input is produced by no supported node");
+    if (strcmp(op, "Split") == 0)
+        return map_split(im, n);
+    if (n->n_in < 3)
+        return fail_node(im, "starts and ends must be inputs (opset >= 10)");
+    return map_slice(im, n);
 }
 
 /* A Pad of zeros (AvgPool2d's export) is the identity; any other is refused. */
@@ -1413,6 +1575,29 @@ static ck_status attn_step(imp *im, int idx, const ck_onnx_node *n, struct pend 
     return attn_broken(im, p->value);
 }
 
+/* masked_fill of attention scores: Where(mask, -inf, scores) with a constant mask true
+ * exactly above the diagonal (nanoGPT's `bias[:, :, :T, :T] == 0`) is the causal mask. */
+static ck_status attn_where(imp *im, const ck_onnx_node *n, struct pend *p)
+{
+    const ck_onnx_tensor *c = NULL, *v = NULL;
+    CK_TRY(const_ahead(im, n->in[0], 0, &c));
+    CK_TRY(const_ahead(im, n->in[1], 0, &v));
+    bool causal = p->kind == P_SCORES && !p->masked && c && v && v->numel == 1 &&
+                  is_float_type(v->data_type) && isinf(elem_f64(v, 0)) && elem_f64(v, 0) < 0 &&
+                  c->ndim >= 2 && c->dims[c->ndim - 1] == p->l && c->dims[c->ndim - 2] == p->l &&
+                  c->numel == p->l * p->l;
+    for (int64_t i = 0; causal && i < p->l; i++)
+        for (int64_t j = 0; causal && j < p->l; j++)
+            causal = (elem_f64(c, i * p->l + j) != 0.0) == (j > i);
+    if (!causal)
+        return fail_node(im, "fills attention scores where `%s` holds: only a constant causal "
+                         "mask (%lld x %lld, true above the diagonal) filled with -inf is "
+                         "supported", n->in[0], (long long)p->l, (long long)p->l);
+    struct pend q = *p;
+    q.masked = q.causal = true;
+    return pend_next(im, &q, n->out[0], P_SCORES);
+}
+
 /* Reshape to (N, -1) or (0, -1) is a flatten; to [B, L, H, d] before a head-splitting
  * Transpose, the start of an attention pattern; any other constant shape a reshape. */
 static ck_status map_reshape(imp *im, const ck_onnx_node *n)
@@ -1463,6 +1648,7 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
 /* ---------------------------------------------------------------------------------- */
 
 static ck_status fold_more(imp *im, int idx, bool *done);
+static struct pend *pend_of(const imp *im, const char *value);
 
 /* A constant, folding the nodes that compute it now when they come later in the file (a
  * pattern reads a weight's Unsqueeze, a Shape, before the loop reaches them). *out NULL:
@@ -1907,6 +2093,8 @@ static ck_status map_node(imp *im, int i)
         return fail_node(im, "has no output");
     if (strcmp(op, "Constant") == 0)
         return CK_OK; /* read through const_of */
+    if (strcmp(op, "Where") == 0 && n->n_in == 3 && pend_of(im, n->in[2]))
+        return attn_where(im, n, pend_of(im, n->in[2]));
     struct pend *p0 = n->n_in > 0 ? pend_of(im, n->in[0]) : NULL;
     struct pend *p1 = n->n_in > 1 ? pend_of(im, n->in[1]) : NULL;
     if (p0 || p1)
@@ -1937,8 +2125,8 @@ static ck_status map_node(imp *im, int i)
     }
     if (strcmp(op, "MatMul") == 0 && n->n_in == 2 && !const_of(im, n->in[1]))
         return map_simple(im, n, "matmul", 2);
-    if (strcmp(op, "Gather") == 0)
-        return map_gather(im, n);
+    if (strcmp(op, "Gather") == 0 || strcmp(op, "Split") == 0 || strcmp(op, "Slice") == 0)
+        return map_slicing(im, n);
     if (strcmp(op, "LayerNormalization") == 0)
         return map_layernorm(im, n);
     if (strcmp(op, "ConvTranspose") == 0)

@@ -1,7 +1,7 @@
 /*
- * Layer shapes during an import (onnx_shapes.h): a throw-away case of the layers mapped so
- * far, parsed and built by the harness's own graph code; its nodes' out_shapes are cached
- * until another layer is added.
+ * Layer shapes during an import (onnx_shapes.h): a throw-away case of the layer asked for
+ * and the layers it depends on, parsed and built by the harness's own graph code; their
+ * out_shapes are cached until another layer is added.
  */
 #include "harness/model/onnx_shapes.h"
 
@@ -26,12 +26,59 @@ void ck_onnx_shape_cache_free(ck_onnx_shape_cache *c)
     ck_onnx_shape_cache_init(c);
 }
 
+/* The layers `target` depends on, and it, in order (a case refuses layers nobody reads,
+ * so the throw-away case holds only these). NULL when out of memory. */
+static cJSON *ancestors(const cJSON *layers, const char *target)
+{
+    int n = cJSON_GetArraySize(layers), t = -1;
+    for (int i = 0; i < n && t < 0; i++)
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, i),
+                                                            "name")), target) == 0)
+            t = i;
+    bool *keep = calloc((size_t)n + 1, sizeof *keep);
+    cJSON *out = cJSON_CreateArray();
+    if (!keep || !out) {
+        free(keep);
+        cJSON_Delete(out);
+        return NULL;
+    }
+    if (t >= 0)
+        keep[t] = true;
+    for (int i = t; i >= 0; i--) {
+        if (!keep[i])
+            continue;
+        const cJSON *L = cJSON_GetArrayItem(layers, i), *ins = cJSON_GetObjectItem(L, "inputs");
+        if (!ins && i > 0)
+            keep[i - 1] = true;
+        const cJSON *one = cJSON_IsString(ins) ? ins : NULL, *e;
+        const cJSON *list = cJSON_IsArray(ins) ? ins : NULL;
+        for (int k = 0; k < n; k++) {
+            const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, k),
+                                                                       "name"));
+            bool used = one && strcmp(one->valuestring, nm) == 0;
+            cJSON_ArrayForEach(e, list)
+                used = used || (cJSON_IsString(e) && strcmp(e->valuestring, nm) == 0);
+            if (used && k < i)
+                keep[k] = true;
+        }
+    }
+    for (int i = 0; i <= t; i++)
+        if (keep[i] && !cJSON_AddItemToArray(out, cJSON_Duplicate(cJSON_GetArrayItem(layers, i),
+                                                                   true))) {
+            cJSON_Delete(out);
+            out = NULL;
+            break;
+        }
+    free(keep);
+    return out;
+}
+
 static ck_status rebuild(ck_onnx_shape_cache *c, const cJSON *input, const cJSON *layers,
-                         const char *path, ck_error *err)
+                         const char *target, const char *path, ck_error *err)
 {
     ck_onnx_shape_cache_free(c);
     cJSON *root = cJSON_CreateObject();
-    cJSON *in = cJSON_Duplicate(input, true), *ls = cJSON_Duplicate(layers, true);
+    cJSON *in = cJSON_Duplicate(input, true), *ls = ancestors(layers, target);
     cJSON *loss = cJSON_CreateObject();
     char *text = NULL;
     ck_status st = CK_OK;
@@ -88,12 +135,15 @@ ck_status ck_onnx_layer_shape(ck_onnx_shape_cache *c, const cJSON *input, const 
                               const char *layer, const char *path, ck_shape *out,
                               ck_error *err)
 {
-    if (c->n_layers != cJSON_GetArraySize(layers))
-        CK_TRY(rebuild(c, input, layers, path, err));
-    for (int i = 0; i < c->n; i++)
-        if (strcmp(c->names[i], layer) == 0) {
-            *out = c->shapes[i];
-            return CK_OK;
-        }
+    for (int pass = 0; pass < 2; pass++) {
+        if (c->n_layers == cJSON_GetArraySize(layers))
+            for (int i = 0; i < c->n; i++)
+                if (strcmp(c->names[i], layer) == 0) {
+                    *out = c->shapes[i];
+                    return CK_OK;
+                }
+        if (pass == 0)
+            CK_TRY(rebuild(c, input, layers, layer, path, err));
+    }
     return ck_fail(err, CK_ERR_INTERNAL, "%s: layer `%s` has no shape", path, layer);
 }
