@@ -52,6 +52,7 @@ static struct pend *pend_of(const imp *im, const char *value);
 static ck_status value_shape(imp *im, const char *value, ck_shape *out);
 static const char *alias_source(const imp *im, const char *value);
 static ck_status const_ahead(imp *im, const char *value, int depth, const ck_onnx_tensor **out);
+static ck_status map_gather(imp *im, const ck_onnx_node *n);
 static ck_status one_input_layer(imp *im, const char *name, const char *op,
                                  const char *src_value, const char *out_value, cJSON **Lout);
 
