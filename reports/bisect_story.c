@@ -1,9 +1,11 @@
 /*
  * The bisect story: where and why two runs part, as readable lines (report.h). Printed by
- * `bisect` and `run --bisect` after the summary; the JSON report holds the same findings.
+ * `bisect` and `run --bisect` after the summary; the JSON report holds the same findings
+ * and the same cause sentences (ck_bisect_cause_text words bisect's typed causes).
  */
 #include "reports/report.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "harness/verify/findings.h"
@@ -11,6 +13,120 @@
 static const char *layer_name(const ck_graph *g, int i)
 {
     return i >= 0 && i < g->n ? g->nodes[i].spec->name : "?";
+}
+
+static const char *op_name(const ck_graph *g, int i)
+{
+    return i >= 0 && i < g->n ? g->nodes[i].spec->op_name : "?";
+}
+
+/* A layer's random draw, for the RNG cause: "attention dropout" or the op's name, and
+ * whether it draws a mask or noise. */
+static const char *draw_owner(const ck_graph *g, int i)
+{
+    if (i < 0 || i >= g->n)
+        return "?";
+    return g->nodes[i].op.kind == CK_OP_ATTENTION ? "attention dropout" : g->nodes[i].spec->op_name;
+}
+
+static const char *draw_word(const ck_graph *g, int i)
+{
+    return i >= 0 && i < g->n && !g->nodes[i].draw_uniform ? "noise" : "mask";
+}
+
+/* Causes of the noise floor and the recomputation (the first half of the kinds). */
+static bool floor_or_recompute_text(const ck_graph *g, const ck_bisect_cause *c, char *buf,
+                                    size_t n)
+{
+    switch (c->kind) {
+    case CK_CAUSE_NONDETERMINISTIC_LAYER:
+        snprintf(buf, n,
+                 "%s `%s` is nondeterministic: its output%s differs between two plain runs "
+                 "at step %d (max_abs %.3g, %" PRId64 " of %" PRId64 " elements)",
+                 op_name(g, c->layer), layer_name(g, c->layer), c->in_backward ? " gradient" : "",
+                 c->step, c->max_abs, c->count, c->total);
+        return true;
+    case CK_CAUSE_NONDETERMINISTIC_UPDATE:
+        snprintf(buf, n, "two plain runs differ from step %d on, but no layer output or output "
+                         "gradient does: the parameter-gradient reductions or the update are "
+                         "nondeterministic (cause unknown)",
+                 c->step);
+        return true;
+    case CK_CAUSE_WITHIN_NOISE_FLOOR:
+        snprintf(buf, n, "every difference between the plain and checkpointed runs is within "
+                         "the noise floor (at most %.0fx the plain-vs-plain difference): not "
+                         "caused by checkpointing",
+                 c->factor);
+        return true;
+    case CK_CAUSE_RNG_REDRAW:
+        snprintf(buf, n,
+                 "%s `%s` drew a different %s on recomputation (rng policy `%s`): %" PRId64
+                 " of %" PRId64 " %s elements differ",
+                 draw_owner(g, c->layer), layer_name(g, c->layer), draw_word(g, c->layer),
+                 ck_rng_policy_name(c->rng), c->count, c->total, draw_word(g, c->layer));
+        return true;
+    case CK_CAUSE_RECOMPUTE_DTYPE:
+        snprintf(buf, n, "recomputed segment ran in %s, original in %s: `%s` (%s) first differs "
+                         "(max_abs %.3g)",
+                 ck_dtype_name(c->dtype), ck_dtype_name(c->orig_dtype), layer_name(g, c->layer),
+                 op_name(g, c->layer), c->max_abs);
+        return true;
+    case CK_CAUSE_RECOMPUTE_DIFFERS:
+        snprintf(buf, n, "%s `%s`: its recomputed output differs from its original output at step "
+                         "%d (max_abs %.3g, %" PRId64 " of %" PRId64 " elements): cause unknown",
+                 op_name(g, c->layer), layer_name(g, c->layer), c->step, c->max_abs, c->count,
+                 c->total);
+        return true;
+    default:
+        return false;
+    }
+}
+
+void ck_bisect_cause_text(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n)
+{
+    if (floor_or_recompute_text(g, c, buf, n))
+        return;
+    switch (c->kind) {
+    case CK_CAUSE_STATE_UPDATED:
+        snprintf(buf, n, "%s `%s` %s updated during recomputation (num_batches_tracked %" PRId64
+                         " vs %" PRId64 ", batchnorm_recompute `%s`)",
+                 op_name(g, c->layer), layer_name(g, c->layer), c->buffer, c->nbt_recomp,
+                 c->nbt_orig, ck_bn_policy_name(c->bn));
+        return;
+    case CK_CAUSE_STATE_CHANGED:
+        snprintf(buf, n, "%s `%s` %s changed during recomputation (max_abs %.3g)",
+                 op_name(g, c->layer), layer_name(g, c->layer), c->buffer, c->max_abs);
+        return;
+    case CK_CAUSE_FILTER_DROPPED_GRADIENT:
+        snprintf(buf, n, "segment [%s .. %s] passed no gradient to its %s input `%s` at step %d: "
+                         "policies.recompute_filter `fp32_only` keeps only fp32 tensors in a "
+                         "checkpoint's gradient, so every layer before the segment lost its "
+                         "gradient",
+                 layer_name(g, c->layer), layer_name(g, c->last_layer), ck_dtype_name(c->dtype),
+                 c->source_layer >= 0 ? layer_name(g, c->source_layer) : "(the model input)",
+                 c->step);
+        return;
+    case CK_CAUSE_BACKWARD_DIFFERS:
+        snprintf(buf, n, "no recomputed output and no buffer differs, but the output gradient "
+                         "of `%s` (%s) differs first in backward order at step %d (max_abs %.3g): "
+                         "cause unknown",
+                 layer_name(g, c->layer), op_name(g, c->layer), c->step, c->max_abs);
+        return;
+    case CK_CAUSE_UNLOCALISED:
+        snprintf(buf, n, "the runs part at step %d, but no recomputed output, buffer or output "
+                         "gradient in the culprit segments differs: cause unknown",
+                 c->step);
+        return;
+    case CK_CAUSE_LOSS_SCALER:
+        snprintf(buf, n, "the loss scaler decided differently at step %d: plain scale %g%s, "
+                         "checkpointed %g%s (%" PRId64 " step%s differ)",
+                 c->step, c->scale_plain, c->skipped_plain ? " (skipped)" : "", c->scale_ckpt,
+                 c->skipped_ckpt ? " (skipped)" : "", c->count, c->count == 1 ? "" : "s");
+        return;
+    default:
+        snprintf(buf, n, "unknown cause");
+        return;
+    }
 }
 
 void ck_bisect_print_story(FILE *f, const ck_result *res)
@@ -55,8 +171,11 @@ void ck_bisect_print_story(FILE *f, const ck_result *res)
             fprintf(f, "  state: `%s`.%s changed during recomputation\n",
                     layer_name(g, br->state_layer), br->state_buffer);
     }
-    for (int i = 0; i < br->n_causes; i++)
-        fprintf(f, "  cause: %s\n", br->causes[i]);
+    for (int i = 0; i < br->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(g, &br->causes[i], line, sizeof line);
+        fprintf(f, "  cause: %s\n", line);
+    }
     if (br->n_causes == 0)
         fprintf(f, "  no divergence to explain\n");
 }

@@ -82,6 +82,11 @@ void ck_report_print_oneline(FILE *f, const ck_result *r);
  * divergent step, forward/backward/state culprits, causes. Nothing when r->bisect is NULL. */
 void ck_bisect_print_story(FILE *f, const ck_result *r);
 
+/* One bisect cause (findings.h) as the sentence the story and the JSON report's
+ * bisect.causes carry, naming g's layers. */
+#define CK_BISECT_LINE 512
+void ck_bisect_cause_text(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n);
+
 /* ---- Lines shared by both writers (report_text.c) ---- */
 
 /* "pass", "fail" or "vacuous" (the runs' gradients carry no information and the case does
@@ -107,6 +112,13 @@ void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c
 /* "recomputation: 3 of 12 recomputed layer outputs differ from their originals; first:
  * `noise` (gaussian_noise) at step 0, max_abs 0.12". */
 void ck_report_recompute_failure(const ck_result *r, char *buf, size_t n);
+
+/* Why one run is vacuous, as a clause ("the loss at step 0 is exactly 0"); empty when it
+ * is not. */
+void ck_report_vacuity_text(const ck_vacuity *v, char *buf, size_t n);
+/* Which run is vacuous and why ("plain run: ..."), empty when neither is: the report's
+ * vacuous_reason. */
+void ck_report_vacuous_reason(const ck_result *r, char *buf, size_t n);
 
 /* "512 B", "1.50 KiB", "1.23 MiB", ... (binary units, two decimals). */
 char *ck_format_bytes(int64_t bytes, char *buf, size_t n);

@@ -187,7 +187,11 @@ static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_r
                      v->elements > 0 ? (double)v->zero / (double)v->elements : 0.0);
     ck_json_add_bool(b, o, "vacuous", v->vacuous);
     if (v->vacuous)
-        ck_json_add_string(b, o, "vacuous_reason", v->why);
+    {
+        char why[CK_REPORT_LINE_MAX];
+        ck_report_vacuity_text(v, why, sizeof why);
+        ck_json_add_string(b, o, "vacuous_reason", why);
+    }
 }
 
 /* The `run` section: where the report came from (SCHEMA.md "Run metadata"). */
@@ -318,9 +322,11 @@ static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
     ck_json_add_bool(b, root, "memory_met", r->memory_met);
     ck_json_add_bool(b, root, "memory_expectation_met", r->memory_expectation_met);
     ck_json_add_bool(b, root, "vacuous", r->vacuous);
-    if (r->vacuous)
-        ck_json_add_string(b, root, "vacuous_reason", r->vacuous_reason);
-    else
+    if (r->vacuous) {
+        char why[CK_REPORT_LINE_MAX];
+        ck_report_vacuous_reason(r, why, sizeof why);
+        ck_json_add_string(b, root, "vacuous_reason", why);
+    } else
         ck_json_add_null(b, root, "vacuous_reason");
     ck_json_add_string(b, root, "status", ck_report_status(r));
 
@@ -434,8 +440,11 @@ static void add_bisect(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_null(b, bs, "rng");
     }
     cJSON *causes = ck_json_add_array(b, bs, "causes");
-    for (int i = 0; i < br->n_causes; i++)
-        ck_json_add_string(b, causes, NULL, br->causes[i]);
+    for (int i = 0; i < br->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(r->g, &br->causes[i], line, sizeof line);
+        ck_json_add_string(b, causes, NULL, line);
+    }
 }
 
 /* The `precision` section: loss scaling per step for both runs, the autocast policy, and the

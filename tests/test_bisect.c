@@ -15,6 +15,7 @@
 #include "harness/verify/run_case.h"
 #include "backends/backend.h"
 #include "harness/verify/bisect.h"
+#include "reports/report.h"
 #include "tests/test_util.h"
 
 static void run_and_bisect(ck_backend *b, tu_built_case *bc, ck_result *r)
@@ -31,18 +32,27 @@ static const char *name_of(const tu_built_case *bc, int layer)
     return layer >= 0 ? bc->g.nodes[layer].spec->name : "(none)";
 }
 
-static bool has_cause(const ck_bisect_result *br, const char *a, const char *b)
+/* Whether a cause of this kind is there and its sentence (as reports/ words it) holds a
+ * and b. */
+static bool has_cause(const tu_built_case *bc, const ck_bisect_result *br, ck_cause_kind kind,
+                      const char *a, const char *b)
 {
-    for (int i = 0; i < br->n_causes; i++)
-        if (strstr(br->causes[i], a) && (!b || strstr(br->causes[i], b)))
+    for (int i = 0; i < br->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(&bc->g, &br->causes[i], line, sizeof line);
+        if (br->causes[i].kind == kind && strstr(line, a) && (!b || strstr(line, b)))
             return true;
+    }
     return false;
 }
 
-static void dump_causes(const ck_bisect_result *br)
+static void dump_causes(const tu_built_case *bc, const ck_bisect_result *br)
 {
-    for (int i = 0; i < br->n_causes; i++)
-        fprintf(stderr, "cause: %s\n", br->causes[i]);
+    for (int i = 0; i < br->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(&bc->g, &br->causes[i], line, sizeof line);
+        fprintf(stderr, "cause %d: %s\n", (int)br->causes[i].kind, line);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -67,9 +77,11 @@ START_TEST(dropout_canary_is_bisected_to_the_dropout_and_its_mask)
     char want[128];
     snprintf(want, sizeof want, "dropout `%s` drew a different mask on recomputation",
              name_of(&bc, br->forward.layer));
-    if (!has_cause(br, want, "rng policy `stateful`"))
-        dump_causes(br);
-    ck_assert(has_cause(br, want, "rng policy `stateful`"));
+    if (!has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, want, "rng policy `stateful`"))
+        dump_causes(&bc, br);
+    ck_assert(has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, want, "rng policy `stateful`"));
+    ck_assert_int_eq(br->causes[0].layer, br->forward.layer);
+    ck_assert(br->causes[0].rng == CK_RNG_STATEFUL);
     ck_result_free(&r);
     tu_free_built(&bc);
     b->destroy(b);
@@ -94,9 +106,9 @@ START_TEST(batchnorm_canary_is_bisected_to_the_running_statistics)
     char want[160];
     snprintf(want, sizeof want, "`%s` running_mean updated during recomputation",
              name_of(&bc, br->state_layer));
-    if (!has_cause(br, want, "num_batches_tracked 2 vs 1"))
-        dump_causes(br);
-    ck_assert(has_cause(br, want, "num_batches_tracked 2 vs 1"));
+    if (!has_cause(&bc, br, CK_CAUSE_STATE_UPDATED, want, "num_batches_tracked 2 vs 1"))
+        dump_causes(&bc, br);
+    ck_assert(has_cause(&bc, br, CK_CAUSE_STATE_UPDATED, want, "num_batches_tracked 2 vs 1"));
     ck_result_free(&r);
     tu_free_built(&bc);
     b->destroy(b);
@@ -262,8 +274,10 @@ START_TEST(noise_floor_explains_the_whole_difference)
     ck_assert(!br->nondet_in_backward);
     ck_assert(br->within_noise_floor);
     ck_assert(!br->searched); /* nothing left to blame on checkpointing */
-    ck_assert(has_cause(br, "`sum` is nondeterministic", "two plain runs"));
-    ck_assert(has_cause(br, "within the noise floor", "not caused by checkpointing"));
+    ck_assert(has_cause(&bc, br, CK_CAUSE_NONDETERMINISTIC_LAYER, "`sum` is nondeterministic",
+                        "two plain runs"));
+    ck_assert(has_cause(&bc, br, CK_CAUSE_WITHIN_NOISE_FLOOR, "within the noise floor",
+                        "not caused by checkpointing"));
     ck_assert(r.verdict == CK_VERDICT_CLOSE);
     ck_assert(r.pass);
     ck_result_free(&r);

@@ -29,6 +29,7 @@
 #include "harness/verify/bisect.h"
 #include "harness/verify/gradcheck.h"
 #include "harness/verify/run_case.h"
+#include "reports/report.h"
 #include "tests/test_util.h"
 
 #define GRADCHECK_SEED 18
@@ -728,10 +729,13 @@ START_TEST(gpt_canary_is_caught_and_bisected_to_the_attention_dropout)
     ck_assert_int_eq(br->rng.layer, br->forward.layer);
     ck_assert_int_gt(br->rng.rng_differs, 0);
     bool found = false;
-    for (int i = 0; i < br->n_causes; i++)
-        found = found || (strstr(br->causes[i], "attention dropout `b0_attn` drew a different "
-                                                "mask on recomputation") &&
-                          strstr(br->causes[i], "rng policy `stateful`"));
+    for (int i = 0; i < br->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(&bc.g, &br->causes[i], line, sizeof line);
+        found = found || (strstr(line, "attention dropout `b0_attn` drew a different "
+                                       "mask on recomputation") &&
+                          strstr(line, "rng policy `stateful`"));
+    }
     ck_assert_msg(found, "the cause names the attention dropout");
     ck_result_free(&r);
     tu_free_built(&bc);

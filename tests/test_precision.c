@@ -89,8 +89,12 @@ START_TEST(autocast_drop_canary_is_caught_with_its_cause)
     ck_bisect_opts o = {.noise_floor = true, .localise = true};
     ck_assert_msg(ck_bisect(b, &bc.g, CK_F16, &o, &r, &err) == CK_OK, "%s", err.msg);
     bool found = false;
-    for (int i = 0; i < r.bisect->n_causes; i++)
-        found = found || strstr(r.bisect->causes[i], "recomputed segment ran in fp32, original in fp16");
+    for (int i = 0; i < r.bisect->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(&bc.g, &r.bisect->causes[i], line, sizeof line);
+        found = found || (r.bisect->causes[i].kind == CK_CAUSE_RECOMPUTE_DTYPE &&
+                          strstr(line, "recomputed segment ran in fp32, original in fp16"));
+    }
     ck_assert_msg(found, "no dtype cause");
     ck_result_free(&r);
     /* in fp32 the policy has nothing to drop: identical, as the case expects there */
@@ -227,8 +231,12 @@ START_TEST(differing_scale_decisions_are_a_mismatch_of_their_own)
     ck_bisect_opts o = {.noise_floor = true, .localise = true};
     ck_assert_msg(ck_bisect(b, &bc.g, CK_F16, &o, &r, &err) == CK_OK, "%s", err.msg);
     found = false;
-    for (int i = 0; i < r.bisect->n_causes; i++)
-        found = found || strstr(r.bisect->causes[i], "loss scaler decided differently at step 0");
+    for (int i = 0; i < r.bisect->n_causes; i++) {
+        char line[CK_BISECT_LINE];
+        ck_bisect_cause_text(&bc.g, &r.bisect->causes[i], line, sizeof line);
+        found = found || (r.bisect->causes[i].kind == CK_CAUSE_LOSS_SCALER &&
+                          strstr(line, "loss scaler decided differently at step 0"));
+    }
     ck_assert_msg(found, "no loss-scaler cause");
     ck_result_free(&r);
     tu_free_built(&bc);

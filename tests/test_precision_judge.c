@@ -17,6 +17,21 @@
 #include "reports/report.h"
 #include "tests/test_util.h"
 
+/* Why a run or a result is vacuous, as the reports word it. */
+static const char *vacuity_text(const ck_vacuity *v)
+{
+    static char buf[CK_REPORT_LINE_MAX];
+    ck_report_vacuity_text(v, buf, sizeof buf);
+    return buf;
+}
+
+static const char *vacuous_reason(const ck_result *r)
+{
+    static char buf[CK_REPORT_LINE_MAX];
+    ck_report_vacuous_reason(r, buf, sizeof buf);
+    return buf;
+}
+
 static ck_record_entry entry(const char *name, ck_tensor_kind kind, int step, float *data,
                              int64_t n)
 {
@@ -147,7 +162,7 @@ START_TEST(vacuity_counts_zero_gradients_and_dead_losses)
     ck_vacuity_measure(&rec, CK_F32, &v);
     ck_assert(v.vacuous);
     ck_assert_int_eq(v.zero, 100);
-    ck_assert_ptr_nonnull(strstr(v.why, "100.00% of 100 gradient elements"));
+    ck_assert_ptr_nonnull(strstr(vacuity_text(&v), "100.00% of 100 gradient elements"));
     e.data = alive;
     ck_vacuity_measure(&rec, CK_F32, &v);
     ck_assert(!v.vacuous);
@@ -159,11 +174,11 @@ START_TEST(vacuity_counts_zero_gradients_and_dead_losses)
     losses[0] = 0.0;
     ck_vacuity_measure(&rec, CK_F32, &v);
     ck_assert(v.vacuous);
-    ck_assert_ptr_nonnull(strstr(v.why, "exactly 0"));
+    ck_assert_ptr_nonnull(strstr(vacuity_text(&v), "exactly 0"));
     losses[0] = NAN;
     ck_vacuity_measure(&rec, CK_F32, &v);
     ck_assert(v.vacuous);
-    ck_assert_ptr_nonnull(strstr(v.why, "not finite"));
+    ck_assert_ptr_nonnull(strstr(vacuity_text(&v), "not finite"));
 }
 END_TEST
 
@@ -235,7 +250,7 @@ START_TEST(a_dead_model_is_vacuous_and_fails_unless_expected)
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL); /* bitwise identical, and meaningless */
     ck_assert(r.vacuous);
     ck_assert(!r.pass);
-    ck_assert_ptr_nonnull(strstr(r.vacuous_reason, "plain run"));
+    ck_assert_ptr_nonnull(strstr(vacuous_reason(&r), "plain run"));
     cJSON *j = ck_report_to_json(&r, NULL);
     ck_assert_ptr_nonnull(j);
     ck_assert_str_eq(cJSON_GetObjectItem(j, "status")->valuestring, "vacuous");

@@ -29,9 +29,9 @@
 #include "harness/io/file_digest.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
-#include "harness/verify/bisect.h"
-#include "harness/verify/judge.h"
-#include "harness/verify/run_case.h"
+#include "harness/io/wire.h"
+#include "harness/verify/result_wire.h"
+#include "harness/verify/run_plan.h"
 #include "reports/report.h"
 #include "reports/run_set.h"
 
@@ -108,7 +108,7 @@ typedef struct {
     int rc;
     char *message;
     char *report_file;
-    cJSON *report;
+    cJSON *report;   /* the report tree, built from the typed result */
     double time_s;
 } work_result;
 
@@ -131,85 +131,99 @@ typedef struct {
     char started[32];
 } run_context;
 
-static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
-                    const work_item *w, const run_context *ctx, bool as_dir, FILE *out,
-                    FILE *errf, ck_progress *prog, work_result *wr)
+/* ---- one case x dtype --------------------------------------------------------------- */
+
+/* What the options ask of the run plan for one case x dtype. */
+static ck_run_request request_of(const ck_run_opts *o, ck_dtype dtype, ck_progress *prog)
 {
-    const ck_case *c = g->cs;
-    ck_dtype dtype = w->dtype;
-    ck_error err;
-    ck_result res;
-    double t0 = now_s();
-    memset(wr, 0, sizeof *wr);
-    ck_case_run_opts ro = {.dump_dir = NULL, .dump_activations = o->dump_activations,
-                           .dump_activation_grads = o->dump_activation_grads,
-                           .dump_optimizer = o->dump_optimizer,
-                           .progress = prog && prog->tty ? ck_progress_update : NULL,
-                           .progress_user = prog,
-                           .precision_check = (ck_precision_check)o->precision_check};
+    ck_run_request rq = {
+        .run = {.dump_activations = o->dump_activations,
+                .dump_activation_grads = o->dump_activation_grads,
+                .dump_optimizer = o->dump_optimizer,
+                .progress = prog && prog->tty ? ck_progress_update : NULL,
+                .progress_user = prog,
+                .precision_check = (ck_precision_check)o->precision_check},
+        .verify_recompute = o->verify_recompute,
+        /* a nondeterministic algorithm policy: measure the noise it brings before blaming
+         * checkpointing */
+        .noise_floor = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0),
+        .bisect = o->bisect,
+        .force_bisect = o->force_bisect};
     if (o->has_rtol || o->has_atol || o->has_rel_l2) {
         /* unset elementwise parts default to the dtype's torch.testing tolerance */
-        ro.precision_override = (ck_precision_override){
+        rq.run.precision_override = (ck_precision_override){
             .set = true,
             .rtol = o->has_rtol ? o->rtol : dtype == CK_BF16 ? 1.6e-2 : 1e-3,
             .atol = o->has_atol ? o->atol : 1e-5,
             .rel_l2 = o->has_rel_l2 ? o->rel_l2 : -1.0};
     }
+    return rq;
+}
+
+/* The CLI's words at stage boundaries: where the dump went, that bisect starts. */
+typedef struct {
+    const ck_run_opts *o;
+    const ck_case *c;
+    const char *dump_dir;
+    FILE *out, *errf;
+} stage_words;
+
+static void on_stage(void *user, ck_stage stage, bool done)
+{
+    stage_words *w = user;
+    if (stage == CK_STAGE_PLAIN_VS_CHECKPOINTED && done && w->dump_dir && !w->o->quiet)
+        fprintf(w->out, "dump: %s/manifest.json\n", w->dump_dir);
+    if (stage == CK_STAGE_BISECT && !done && !w->o->quiet && (w->o->force_bisect || w->o->bisect))
+        fprintf(w->errf, "%s: bisecting\n", w->c->name);
+}
+
+/* Runs the plan of one item and prints its text (the summary, or the error). Returns
+ * CK_OK with *oc holding the typed result, or the failure (already printed). */
+static ck_status execute_item(const ck_run_opts *o, ck_backend *b, ck_backend *ref,
+                              const ck_graph *g, const work_item *w, FILE *out, FILE *errf,
+                              ck_progress *prog, ck_run_outcome *oc, char **message)
+{
+    const ck_case *c = g->cs;
+    ck_error err;
+    ck_run_request rq = request_of(o, w->dtype, prog);
     char dump_dir[4096];
     if (o->dump) {
-        dump_dir_of(o->dump, c->name, w->several ? ck_dtype_name(dtype) : NULL, dump_dir,
+        dump_dir_of(o->dump, c->name, w->several ? ck_dtype_name(w->dtype) : NULL, dump_dir,
                     sizeof dump_dir);
-        ro.dump_dir = dump_dir;
+        rq.run.dump_dir = dump_dir;
     }
+    ck_run_plan plan;
+    ck_run_plan_make(c, w->dtype, &rq, ref != NULL, &plan);
+    stage_words words = {.o = o, .c = c, .dump_dir = rq.run.dump_dir, .out = out, .errf = errf};
     ck_cli_clear_algo_records(b);
-    ck_status st = ck_run_case_ex(b, g, dtype, &ro, &res, &err);
-    if (st == CK_OK && o->dump && !o->quiet)
-        fprintf(out, "dump: %s/manifest.json\n", dump_dir);
-    if (st == CK_OK && o->verify_recompute)
-        st = ck_verify_recompute(b, g, dtype, &res, &err);
-    if (st == CK_OK && ref)
-        st = ck_compare_backends(b, ref, g, dtype, &res, &err);
-    /* a nondeterministic algorithm policy: measure the noise it brings before blaming
-     * checkpointing */
-    bool noise = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0);
-    bool mismatching = res.verdict == CK_VERDICT_MISMATCH ||
-                       (ck_case_expect(c, dtype) == CK_EXPECT_IDENTICAL && res.verdict != CK_VERDICT_IDENTICAL);
-    if (st == CK_OK && (o->force_bisect || noise || (o->bisect && mismatching))) {
-        if (!o->quiet && (o->force_bisect || o->bisect))
-            fprintf(errf, "%s: bisecting\n", c->name);
-        ck_bisect_opts bo = {.noise_floor = true,
-                             .localise = o->force_bisect || (o->bisect && mismatching)};
-        st = ck_bisect(b, g, dtype, &bo, &res, &err);
-    }
+    ck_status st = ck_run_plan_execute(&plan, &rq, b, ref, g, on_stage, &words, oc, &err);
     if (st == CK_OK)
-        ck_cli_take_algo_records(b, o->algo, &res);
+        ck_cli_take_algo_records(b, o->algo, &oc->res);
     if (prog)
         ck_progress_done(prog);
     if (st != CK_OK) {
         /* with --quiet no progress line names the case: the message does */
         if (strncmp(err.msg, c->path, strlen(c->path)) != 0)
-            ck_error_prefix(&err, "%s (%s)", c->path, ck_dtype_name(dtype));
+            ck_error_prefix(&err, "%s (%s)", c->path, ck_dtype_name(w->dtype));
         ck_cli_error_to(errf, err.msg);
-        ck_result_free(&res);
-        wr->rc = CK_EXIT_USAGE;
-        wr->message = strdup(err.msg);
-        wr->time_s = o->reproducible ? 0.0 : now_s() - t0;
-        return;
+        ck_result_free(&oc->res);
+        *message = strdup(err.msg);
+        return st;
     }
-    if (o->quiet || (res.pass && !o->rows_given && !o->force_bisect)) {
-        ck_report_print_oneline(out, &res);
+    if (o->quiet || (oc->res.pass && !o->rows_given && !o->force_bisect)) {
+        ck_report_print_oneline(out, &oc->res);
     } else {
-        ck_report_print_summary(out, &res, o->max_rows);
-        ck_bisect_print_story(out, &res);
+        ck_report_print_summary(out, &oc->res, o->max_rows);
+        ck_bisect_print_story(out, &oc->res);
     }
-    wr->rc = res.pass ? CK_EXIT_PASS : CK_EXIT_FAIL;
-    if (!res.pass) {
-        char lines[1][CK_REPORT_LINE_MAX];
-        if (ck_report_failures(&res, lines, 1) == 1)
-            wr->message = strdup(lines[0]);
-    }
+    return CK_OK;
+}
 
-    /* the report: built once, written where asked, and kept for the summaries */
+/* The report tree of a finished item: its run metadata and the typed result. */
+static cJSON *report_tree(const ck_run_opts *o, const run_context *ctx, const ck_result *res)
+{
+    const ck_case *c = res->cs;
+    ck_error err;
     char case_sha[65] = "", init_sha[65] = "";
     if (ck_sha256_file(c->path, case_sha, &err) != CK_OK)
         case_sha[0] = '\0';
@@ -223,17 +237,36 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
         .init_sha256 = init_sha[0] ? init_sha : NULL, .reproducible = o->reproducible};
     ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
                            .include_wall_time = !o->reproducible, .run = &md};
-    char *text = ck_report_json_string(&res, &meta);
+    return ck_report_to_json(res, &meta);
+}
+
+/* rc and the first failure line of a finished item. */
+static void item_verdict(const ck_result *res, work_result *wr)
+{
+    wr->rc = res->pass ? CK_EXIT_PASS : CK_EXIT_FAIL;
+    if (!res->pass) {
+        char lines[1][CK_REPORT_LINE_MAX];
+        if (ck_report_failures(res, lines, 1) == 1)
+            wr->message = strdup(lines[0]);
+    }
+}
+
+/* Writes the item's JSON report where --report says and tells where; keep: the tree (its
+ * numbers made cJSON numbers, as the summary writers read them) goes into wr->report. */
+static void write_item_report(const ck_run_opts *o, const run_context *ctx, const ck_result *res,
+                              const work_item *w, bool as_dir, bool keep, FILE *out, FILE *errf,
+                              work_result *wr)
+{
+    ck_error err;
+    cJSON *tree = report_tree(o, ctx, res);
+    char *text = tree ? cJSON_Print(tree) : NULL;
     if (!text) {
         ck_cli_error_to(errf, "out of memory building the report");
         wr->rc = CK_EXIT_USAGE;
-    } else {
-        /* parsed back, so in-process and worker results are the same kind of tree */
-        wr->report = cJSON_Parse(text);
     }
     if (text && o->report) {
-        char *path = report_path(o->report, as_dir, c->name,
-                                 w->several ? ck_dtype_name(dtype) : NULL);
+        char *path = report_path(o->report, as_dir, res->cs->name,
+                                 w->several ? ck_dtype_name(w->dtype) : NULL);
         if (!path || ck_write_text_atomic(path, text, &err) != CK_OK) {
             ck_cli_error_to(errf, path ? err.msg : "out of memory writing the report path");
             wr->rc = CK_EXIT_USAGE;
@@ -245,55 +278,139 @@ static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const 
         }
         free(path);
     }
-    free(text);
-    ck_result_free(&res);
+    cJSON_free(text);
+    if (keep && tree && text) {
+        ck_json_numbers_from_raw(tree);
+        wr->report = tree;
+    } else {
+        cJSON_Delete(tree);
+    }
+}
+
+/* One item in this process: run, print, report. */
+static void run_one(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
+                    const work_item *w, const run_context *ctx, bool as_dir, FILE *out,
+                    FILE *errf, ck_progress *prog, work_result *wr)
+{
+    double t0 = now_s();
+    ck_run_outcome oc;
+    memset(wr, 0, sizeof *wr);
+    if (execute_item(o, b, ref, g, w, out, errf, prog, &oc, &wr->message) != CK_OK) {
+        wr->rc = CK_EXIT_USAGE;
+        wr->time_s = o->reproducible ? 0.0 : now_s() - t0;
+        return;
+    }
+    item_verdict(&oc.res, wr);
+    write_item_report(o, ctx, &oc.res, w, as_dir, true, out, errf, wr);
+    ck_result_free(&oc.res);
     wr->time_s = o->reproducible ? 0.0 : now_s() - t0;
 }
 
 /* ---- process-parallel runs (--jobs) ---------------------------------------------------- */
 
-/* A worker's result travels as one JSON file: {rc, message, report_file, time_s, report}. */
-static void worker_write(const char *path, const work_result *wr)
+/* A worker's result travels as one file in the wire encoding (harness/io/wire.h):
+ * "CKWORKER", u32 version, rc, message, report_file, time_s, whether a result follows,
+ * and the typed result (harness/verify/result_wire.h). The parent builds the report tree
+ * from the typed result, as for its own runs. */
+#define WORKER_MAGIC "CKWORKER"
+#define WORKER_VERSION 1
+
+static void worker_write(const char *path, const work_result *wr, const ck_result *res)
 {
-    ck_json_builder jb = {false};
-    cJSON *root = cJSON_CreateObject();
-    ck_error err;
-    if (!root)
-        return;
-    ck_json_add_int(&jb, root, "rc", wr->rc);
-    ck_json_add_string(&jb, root, "message", wr->message);
-    ck_json_add_string(&jb, root, "report_file", wr->report_file);
-    ck_json_add_real(&jb, root, "time_s", wr->time_s);
-    if (wr->report)
-        ck_json_attach(&jb, root, "report", cJSON_Duplicate(wr->report, true));
-    if (!jb.failed)
-        ck_json_write_file(root, path, "worker result", &err);
-    cJSON_Delete(root);
+    ck_wire_out w = {0};
+    ck_wire_put_bytes(&w, WORKER_MAGIC, 8);
+    ck_wire_put_u32(&w, WORKER_VERSION);
+    ck_wire_put_i64(&w, wr->rc);
+    ck_wire_put_str(&w, wr->message);
+    ck_wire_put_str(&w, wr->report_file);
+    ck_wire_put_f64(&w, wr->time_s);
+    ck_wire_put_u8(&w, res != NULL);
+    if (res)
+        ck_result_encode(res, &w);
+    FILE *f = w.failed ? NULL : fopen(path, "wb");
+    if (f) {
+        bool ok = fwrite(w.buf, 1, w.len, f) == w.len;
+        if (fclose(f) != 0 || !ok)
+            unlink(path); /* the parent reports a dead worker */
+    }
+    free(w.buf);
 }
 
-static bool worker_read(const char *path, work_result *wr)
+/* Reads a worker's file back; the result, when one came, is decoded against the item's
+ * graph and turned into the report tree. False when the file is missing or malformed. */
+static bool worker_read(const char *path, const ck_run_opts *o, const run_context *ctx,
+                        const ck_graph *g, work_result *wr, char *why, size_t why_n)
 {
-    char *text = NULL;
+    char *data = NULL;
     size_t len = 0;
     ck_error err;
     memset(wr, 0, sizeof *wr);
-    if (ck_read_file(path, (size_t)1 << 30, &text, &len, &err) != CK_OK)
+    if (ck_read_file(path, (size_t)1 << 30, &data, &len, &err) != CK_OK) {
+        snprintf(why, why_n, "%s", err.msg);
         return false;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!root)
+    }
+    ck_wire_in r;
+    ck_wire_in_init(&r, data, len);
+    char magic[8];
+    ck_wire_get_bytes(&r, magic, sizeof magic, "magic");
+    if (memcmp(magic, WORKER_MAGIC, 8) != 0 || ck_wire_get_u32(&r, "version") != WORKER_VERSION)
+        ck_wire_fail(&r, "header", "not a worker result");
+    wr->rc = (int)ck_wire_get_range(&r, -1, CK_EXIT_USAGE, "rc");
+    wr->message = ck_wire_get_str(&r, (size_t)1 << 20, NULL, "message");
+    wr->report_file = ck_wire_get_str(&r, 4096, NULL, "report_file");
+    wr->time_s = ck_wire_get_f64(&r, "time_s");
+    bool has_result = ck_wire_get_bool(&r, "result");
+    ck_result res;
+    memset(&res, 0, sizeof res);
+    if (has_result && !r.failed && ck_result_decode(&r, g, &res, &err) == CK_OK && ck_wire_done(&r)) {
+        wr->report = report_tree(o, ctx, &res);
+        if (wr->report)
+            ck_json_numbers_from_raw(wr->report);
+    } else if (!has_result) {
+        ck_wire_done(&r);
+    }
+    ck_result_free(&res);
+    free(data);
+    if (r.failed || (has_result && !wr->report)) {
+        snprintf(why, why_n, "%s", r.failed ? r.why : "out of memory building the report");
+        free(wr->message);
+        free(wr->report_file);
+        cJSON_Delete(wr->report);
+        memset(wr, 0, sizeof *wr);
         return false;
-    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(root, "rc");
-    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(root, "message");
-    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "report_file");
-    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(root, "time_s");
-    wr->rc = cJSON_IsNumber(rc) ? rc->valueint : CK_EXIT_USAGE;
-    wr->message = cJSON_IsString(msg) ? strdup(msg->valuestring) : NULL;
-    wr->report_file = cJSON_IsString(rf) ? strdup(rf->valuestring) : NULL;
-    wr->time_s = cJSON_IsNumber(ts) ? ts->valuedouble : 0.0;
-    wr->report = cJSON_DetachItemFromObjectCaseSensitive(root, "report");
-    cJSON_Delete(root);
+    }
     return true;
+}
+
+/* A worker: runs item k with its output captured in the job folder, then exits. */
+static void worker_main(const ck_run_opts *o, ck_backend *b, ck_backend *ref, const ck_graph *g,
+                        const work_item *w, const run_context *ctx, bool as_dir,
+                        const char *tmpdir, int k)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%d.out", tmpdir, k);
+    FILE *out = fopen(p, "w");
+    snprintf(p, sizeof p, "%s/%d.err", tmpdir, k);
+    FILE *errf = fopen(p, "w");
+    if (!out || !errf)
+        _exit(3);
+    double t0 = now_s();
+    work_result wr;
+    memset(&wr, 0, sizeof wr);
+    ck_run_outcome oc;
+    bool ran = execute_item(o, b, ref, g, w, out, errf, NULL, &oc, &wr.message) == CK_OK;
+    if (ran) {
+        item_verdict(&oc.res, &wr);
+        write_item_report(o, ctx, &oc.res, w, as_dir, false, out, errf, &wr);
+    } else {
+        wr.rc = CK_EXIT_USAGE;
+    }
+    wr.time_s = o->reproducible ? 0.0 : now_s() - t0;
+    snprintf(p, sizeof p, "%s/%d.wire", tmpdir, k);
+    worker_write(p, &wr, ran ? &oc.res : NULL);
+    fclose(out);
+    fclose(errf);
+    _exit(0);
 }
 
 /* Copies a worker's captured stream to f (coloured where f is a terminal). */
@@ -335,20 +452,24 @@ static const char *case_label(const ck_loaded_case *lc)
 static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
                                const work_item *work, int total)
 {
-    bool noise = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0);
-    const char *what = o->force_bisect ? "bisect" : o->bisect ? "--bisect"
-                       : noise ? (o->noise_floor ? "--noise-floor" : "--algo fastest (a noise floor)")
-                       : o->verify_recompute ? "--verify-recompute" : NULL;
-    if (!what)
-        return CK_EXIT_PASS;
     for (int k = 0; k < total; k++) {
         const ck_loaded_case *c = &lc[work[k].li];
-        if (c->built && c->cs.steps > CK_FULL_RECORD_STEPS) {
-            ck_cli_errorf("%s: %s keeps every step's tensors: at most %d steps (the case trains "
-                          "%d; lower it with --steps)", c->cs.path, what, CK_FULL_RECORD_STEPS,
-                          c->cs.steps);
-            return CK_EXIT_USAGE;
-        }
+        if (!c->built)
+            continue;
+        ck_run_request rq = request_of(o, work[k].dtype, NULL);
+        ck_run_plan p;
+        ck_run_plan_make(&c->cs, work[k].dtype, &rq, o->against != NULL, &p);
+        if (!p.too_long)
+            continue;
+        const char *what = p.keeps == CK_KEEPS_BISECT ? "bisect"
+                           : p.keeps == CK_KEEPS_BISECT_ON_MISMATCH ? "--bisect"
+                           : p.keeps == CK_KEEPS_NOISE_FLOOR
+                               ? (o->noise_floor ? "--noise-floor" : "--algo fastest (a noise floor)")
+                               : "--verify-recompute";
+        ck_cli_errorf("%s: %s keeps every step's tensors: at most %d steps (the case trains "
+                      "%d; lower it with --steps)", c->cs.path, what, CK_FULL_RECORD_STEPS,
+                      c->cs.steps);
+        return CK_EXIT_USAGE;
     }
     return CK_EXIT_PASS;
 }
@@ -404,335 +525,396 @@ static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc,
     return CK_EXIT_PASS;
 }
 
-int ck_cmd_run(const ck_run_opts *o)
-{
-    ck_error err;
-    ck_dtype cli_dtypes[CK_MAX_PRECISIONS];
-    int n_cli_dtypes = 0;
-    if (o->dtype && !parse_dtype_list(o->dtype, cli_dtypes, &n_cli_dtypes)) {
-        ck_cli_errorf("--dtype %s: expected a comma-separated list of fp32, fp16, bf16 (each "
-                      "once)", o->dtype);
-        return CK_EXIT_USAGE;
-    }
+/* Everything one `run` command holds, freed in one place. */
+typedef struct {
+    const ck_run_opts *o;
     run_context ctx;
-    memset(&ctx, 0, sizeof ctx);
-    if (gethostname(ctx.host, sizeof ctx.host - 1) != 0)
-        snprintf(ctx.host, sizeof ctx.host, "unknown");
+    ck_dtype dtypes[CK_MAX_PRECISIONS]; /* --dtype, or none: each case's own */
+    int n_dtypes;
+    ck_loaded_case *lc;
+    int n;
+    work_item *work;
+    int total;
+    bool as_dir;         /* --report names a folder */
+    ck_backend *b, *ref; /* ref: --against */
+    work_result *res;
+    bool *done;
+    pid_t *pids;
+    char tmpdir[32];
+    int jobs;
+} run_state;
+
+static void run_state_free(run_state *s)
+{
+    if (s->b)
+        s->b->destroy(s->b);
+    if (s->ref)
+        s->ref->destroy(s->ref);
+    for (int k = 0; s->res && k < s->total; k++) {
+        free(s->res[k].message);
+        free(s->res[k].report_file);
+        cJSON_Delete(s->res[k].report);
+    }
+    free(s->res);
+    free(s->done);
+    free(s->pids);
+    free(s->work);
+    if (s->lc)
+        ck_cli_free_cases(s->lc, s->n);
+    memset(s, 0, sizeof *s);
+}
+
+static void start_context(run_context *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+    if (gethostname(ctx->host, sizeof ctx->host - 1) != 0)
+        snprintf(ctx->host, sizeof ctx->host, "unknown");
     time_t now = time(NULL);
     struct tm tmv;
     if (gmtime_r(&now, &tmv))
-        strftime(ctx.started, sizeof ctx.started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+        strftime(ctx->started, sizeof ctx->started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+}
 
-    ck_loaded_case *lc = NULL;
-    int n = 0;
-    int rc = ck_cli_load_cases_ex(o->paths, o->n_paths, o, o->keep_going, &lc, &n);
-    if (rc != CK_EXIT_PASS)
-        return rc;
-
-    /* the matrix: filtered, indexed, then this shard's part */
+/* The matrix: filtered, indexed, then this shard's part. */
+static int build_matrix(run_state *s)
+{
+    const ck_run_opts *o = s->o;
     int cap = 0;
-    for (int i = 0; i < n; i++)
-        cap += lc[i].built ? (n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions) : 1;
-    work_item *work = calloc((size_t)cap + 1, sizeof *work);
-    if (!work) {
+    for (int i = 0; i < s->n; i++)
+        cap += s->lc[i].built ? (s->n_dtypes ? s->n_dtypes : s->lc[i].cs.n_precisions) : 1;
+    s->work = calloc((size_t)cap + 1, sizeof *s->work);
+    if (!s->work) {
         fprintf(stderr, "ckpt-harness: out of memory\n");
-        ck_cli_free_cases(lc, n);
         return CK_EXIT_USAGE;
     }
-    int total = 0, index = 0;
-    for (int i = 0; i < n; i++) {
-        if (o->filter && fnmatch(o->filter, case_label(&lc[i]), 0) != 0)
+    int index = 0;
+    for (int i = 0; i < s->n; i++) {
+        const ck_loaded_case *c = &s->lc[i];
+        if (o->filter && fnmatch(o->filter, case_label(c), 0) != 0)
             continue;
-        const ck_dtype *dts = n_cli_dtypes ? cli_dtypes : lc[i].cs.precisions;
-        int nd = lc[i].built ? (n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions) : 1;
+        const ck_dtype *dts = s->n_dtypes ? s->dtypes : c->cs.precisions;
+        int nd = c->built ? (s->n_dtypes ? s->n_dtypes : c->cs.n_precisions) : 1;
         for (int d = 0; d < nd; d++) {
-            work_item w = {.li = i, .dtype = lc[i].built ? dts[d] : CK_F32, .index = index++,
+            work_item w = {.li = i, .dtype = c->built ? dts[d] : CK_F32, .index = index++,
                            .several = nd > 1};
             if (o->shard_n > 0 &&
-                fnv1a(case_label(&lc[i]), lc[i].built ? ck_dtype_name(w.dtype) : "-") %
+                fnv1a(case_label(c), c->built ? ck_dtype_name(w.dtype) : "-") %
                         (uint32_t)o->shard_n != (uint32_t)(o->shard_i - 1))
                 continue;
-            work[total++] = w;
+            s->work[s->total++] = w;
         }
     }
     if (index == 0) {
         fprintf(stderr, "ckpt-harness: --filter %s matches no case\n", o->filter ? o->filter : "");
-        free(work);
-        ck_cli_free_cases(lc, n);
         return CK_EXIT_USAGE;
     }
+    return CK_EXIT_PASS;
+}
 
-    bool as_dir = false;
-    if (o->report) {
-        struct stat sb;
-        /* FILE.json (any case of the suffix) is a file; anything else a directory */
-        size_t rl = strlen(o->report);
-        bool json_suffix = rl > 5 && strcasecmp(o->report + rl - 5, ".json") == 0;
-        as_dir = ck_cli_ends_with(o->report, "/") || !json_suffix ||
-                 (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
-        if (!as_dir && total > 1 && work[0].li != work[total - 1].li) {
-            ck_cli_errorf("--report %s: a .json file takes one case; give a directory for %d "
-                          "cases", o->report, n);
-            free(work);
-            ck_cli_free_cases(lc, n);
-            return CK_EXIT_USAGE;
-        }
-    }
-    /* every output checked (and the report folder made) before anything runs */
-    if (preflight_long_runs(o, lc, work, total) != CK_EXIT_PASS ||
-        preflight_outputs(o, lc, work, total, as_dir) != CK_EXIT_PASS) {
-        free(work);
-        ck_cli_free_cases(lc, n);
+/* --report FILE.json (any case of the suffix) is a file; anything else a directory. */
+static int choose_report_mode(run_state *s)
+{
+    const ck_run_opts *o = s->o;
+    if (!o->report)
+        return CK_EXIT_PASS;
+    struct stat sb;
+    size_t rl = strlen(o->report);
+    bool json_suffix = rl > 5 && strcasecmp(o->report + rl - 5, ".json") == 0;
+    s->as_dir = ck_cli_ends_with(o->report, "/") || !json_suffix ||
+                (stat(o->report, &sb) == 0 && S_ISDIR(sb.st_mode));
+    if (!s->as_dir && s->total > 1 && s->work[0].li != s->work[s->total - 1].li) {
+        ck_cli_errorf("--report %s: a .json file takes one case; give a directory for %d "
+                      "cases", o->report, s->n);
         return CK_EXIT_USAGE;
     }
-    for (int i = 0; i < n; i++) {
-        if (!lc[i].built)
+    return CK_EXIT_PASS;
+}
+
+static void note_unused_settings(const run_state *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        const ck_loaded_case *c = &s->lc[i];
+        if (!c->built)
             continue;
         char notes[4][CK_CASE_NOTE_MAX];
-        int nn = ck_case_unused_settings(&lc[i].cs, n_cli_dtypes ? cli_dtypes : lc[i].cs.precisions,
-                                         n_cli_dtypes ? n_cli_dtypes : lc[i].cs.n_precisions, notes, 4);
+        int nn = ck_case_unused_settings(&c->cs, s->n_dtypes ? s->dtypes : c->cs.precisions,
+                                         s->n_dtypes ? s->n_dtypes : c->cs.n_precisions, notes, 4);
         for (int k = 0; k < nn; k++)
             ck_cli_note(notes[k]);
     }
+}
 
-    ck_backend *b = NULL, *ref = NULL;
-    if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &b) ||
+/* The backends, and every layer supported in every dtype before anything runs;
+ * --keep-going skips the combinations that are not. */
+static int open_backends(run_state *s)
+{
+    const ck_run_opts *o = s->o;
+    ck_error err;
+    if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &s->b) ||
         (o->against &&
          !ck_cli_create_backend(o->against, o->device, NULL,
-                                ck_backend_has_threads(o->against) ? o->threads : 0, &ref))) {
-        if (b)
-            b->destroy(b);
-        free(work);
-        ck_cli_free_cases(lc, n);
+                                ck_backend_has_threads(o->against) ? o->threads : 0, &s->ref)))
         return CK_EXIT_USAGE;
-    }
-
-    /* every layer supported in every dtype before anything runs; --keep-going skips the
-     * combinations that are not */
-    for (int k = 0; k < total; k++) {
-        ck_loaded_case *c = &lc[work[k].li];
+    for (int k = 0; k < s->total; k++) {
+        ck_loaded_case *c = &s->lc[s->work[k].li];
         if (!c->built)
             continue;
-        if (!ck_cli_supported(b, &c->g, work[k].dtype, &err) ||
-            (ref && !ck_cli_supported(ref, &c->g, work[k].dtype, &err))) {
+        if (!ck_cli_supported(s->b, &c->g, s->work[k].dtype, &err) ||
+            (s->ref && !ck_cli_supported(s->ref, &c->g, s->work[k].dtype, &err))) {
             fprintf(stderr, "ckpt-harness: %s%s\n", err.msg, o->keep_going ? " (skipped)" : "");
-            if (!o->keep_going) {
-                b->destroy(b);
-                if (ref)
-                    ref->destroy(ref);
-                free(work);
-                ck_cli_free_cases(lc, n);
+            if (!o->keep_going)
                 return CK_EXIT_USAGE;
-            }
-            work[k].skip = true;
-            snprintf(work[k].skip_msg, sizeof work[k].skip_msg, "%s", err.msg);
+            s->work[k].skip = true;
+            snprintf(s->work[k].skip_msg, sizeof s->work[k].skip_msg, "%s", err.msg);
         }
     }
+    return CK_EXIT_PASS;
+}
 
-    work_result *res = calloc((size_t)total + 1, sizeof *res);
-    bool *done = calloc((size_t)total + 1, sizeof *done);
-    char tmpdir[] = "/tmp/ckpt-harness-jobs.XXXXXX";
-    int jobs = o->jobs > 1 ? o->jobs : 1;
-    if (jobs > 1 && !mkdtemp(tmpdir)) {
+/* Result slots, the job folder, and the items that need no run: load errors and skips. */
+static int prepare_results(run_state *s)
+{
+    s->res = calloc((size_t)s->total + 1, sizeof *s->res);
+    s->done = calloc((size_t)s->total + 1, sizeof *s->done);
+    s->pids = calloc((size_t)s->total + 1, sizeof *s->pids);
+    snprintf(s->tmpdir, sizeof s->tmpdir, "/tmp/ckpt-harness-jobs.XXXXXX");
+    s->jobs = s->o->jobs > 1 ? s->o->jobs : 1;
+    if (s->jobs > 1 && !mkdtemp(s->tmpdir)) {
         fprintf(stderr, "ckpt-harness: --jobs: cannot make a temporary folder: %s\n", strerror(errno));
-        jobs = 1;
+        s->jobs = 1;
     }
-    if (!res || !done) {
+    if (!s->res || !s->done || !s->pids) {
         fprintf(stderr, "ckpt-harness: out of memory\n");
-        free(res);
-        free(done);
-        free(work);
-        b->destroy(b);
-        if (ref)
-            ref->destroy(ref);
-        ck_cli_free_cases(lc, n);
         return CK_EXIT_USAGE;
     }
-
-    /* items that need no run: load errors and skips */
-    for (int k = 0; k < total; k++) {
-        ck_loaded_case *c = &lc[work[k].li];
+    for (int k = 0; k < s->total; k++) {
+        ck_loaded_case *c = &s->lc[s->work[k].li];
         if (!c->built) {
-            res[k].rc = CK_EXIT_USAGE;
-            res[k].message = strdup(c->error ? c->error : "the case did not load");
-            done[k] = true;
-        } else if (work[k].skip) {
-            res[k].rc = -1;
-            res[k].message = strdup(work[k].skip_msg);
-            done[k] = true;
+            s->res[k].rc = CK_EXIT_USAGE;
+            s->res[k].message = strdup(c->error ? c->error : "the case did not load");
+            s->done[k] = true;
+        } else if (s->work[k].skip) {
+            s->res[k].rc = -1;
+            s->res[k].message = strdup(s->work[k].skip_msg);
+            s->done[k] = true;
         }
     }
+    return CK_EXIT_PASS;
+}
 
+/* Item k's output, in case order: run here (one job), or a finished item's lines. */
+static void emit_item(run_state *s, ck_progress *prog, int k)
+{
+    const ck_run_opts *o = s->o;
+    ck_loaded_case *c = &s->lc[s->work[k].li];
+    if (!o->quiet && k > 0)
+        printf("\n");
+    const char *dname = c->built ? ck_dtype_name(s->work[k].dtype) : "-";
+    if (s->jobs == 1 && !s->done[k]) {
+        ck_progress_case(prog, k + 1, case_label(c), c->file, dname);
+        fflush(stdout);
+        /* through a buffer: colour on a terminal, long lines wrapped at 80 columns */
+        char *buf = NULL;
+        size_t blen = 0;
+        FILE *mem = open_memstream(&buf, &blen);
+        run_one(o, s->b, s->ref, &c->g, &s->work[k], &s->ctx, s->as_dir, mem ? mem : stdout,
+                stderr, prog, &s->res[k]);
+        if (mem) {
+            fclose(mem);
+            ck_cli_color_write(stdout, buf, blen);
+            free(buf);
+        }
+        s->done[k] = true;
+        return;
+    }
+    bool tty = prog->tty;
+    prog->tty = false; /* finished already: the plain line */
+    ck_progress_case(prog, k + 1, case_label(c), c->file, dname);
+    prog->tty = tty;
+    if (s->jobs > 1 && c->built && !s->work[k].skip) {
+        char p[sizeof s->tmpdir + 64];
+        fflush(stdout);
+        snprintf(p, sizeof p, "%s/%d.err", s->tmpdir, k);
+        replay(p, stderr);
+        snprintf(p, sizeof p, "%s/%d.out", s->tmpdir, k);
+        replay(p, stdout);
+    }
+    if (!c->built && o->quiet)
+        printf("ERROR %s: %s\n", case_label(c), s->res[k].message ? s->res[k].message : "");
+    else if (!c->built)
+        printf("ERROR %s: did not load (see above)\n", case_label(c));
+    else if (s->work[k].skip)
+        printf("SKIP %s %s: not supported by the backend\n", case_label(c),
+               ck_dtype_name(s->work[k].dtype));
+}
+
+/* Starts workers up to --jobs. */
+static void start_workers(run_state *s, int *running, int *next)
+{
+    while (*running < s->jobs && *next < s->total) {
+        int k = (*next)++;
+        if (s->done[k])
+            continue;
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0)
+            worker_main(s->o, s->b, s->ref, &s->lc[s->work[k].li].g, &s->work[k], &s->ctx,
+                        s->as_dir, s->tmpdir, k);
+        if (pid < 0) {
+            s->res[k].rc = CK_EXIT_USAGE;
+            s->res[k].message = strdup("fork failed");
+            fprintf(stderr, "ckpt-harness: fork: %s\n", strerror(errno));
+            s->done[k] = true;
+            continue;
+        }
+        s->pids[k] = pid;
+        (*running)++;
+    }
+}
+
+/* Waits for one worker and takes its result. False when there is none to wait for. */
+static bool reap_worker(run_state *s, int *running)
+{
+    int status;
+    pid_t pid = wait(&status);
+    if (pid < 0)
+        return false;
+    for (int k = 0; k < s->total; k++) {
+        if (s->pids[k] != pid)
+            continue;
+        char p[sizeof s->tmpdir + 64];
+        snprintf(p, sizeof p, "%s/%d.wire", s->tmpdir, k);
+        const ck_loaded_case *c = &s->lc[s->work[k].li];
+        char why[CK_ERROR_MAX + 64] = "";
+        bool exited = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!exited || !worker_read(p, s->o, &s->ctx, &c->g, &s->res[k], why, sizeof why)) {
+            char msg[sizeof why + 64];
+            snprintf(msg, sizeof msg, "%s%s", exited ? "the worker's result is unreadable: "
+                                                     : "the worker process died", exited ? why : "");
+            s->res[k].rc = CK_EXIT_USAGE;
+            s->res[k].message = strdup(msg);
+            fprintf(stderr, "ckpt-harness: %s (%s): %s\n", case_label(c),
+                    ck_dtype_name(s->work[k].dtype), msg);
+        }
+        s->done[k] = true;
+        s->pids[k] = 0;
+        (*running)--;
+    }
+    return true;
+}
+
+static void remove_job_files(const run_state *s)
+{
+    if (s->jobs <= 1)
+        return;
+    for (int k = 0; k < s->total; k++) {
+        static const char *const ext[] = {"out", "err", "wire"};
+        for (int e = 0; e < 3; e++) {
+            char p[sizeof s->tmpdir + 64];
+            snprintf(p, sizeof p, "%s/%d.%s", s->tmpdir, k, ext[e]);
+            unlink(p);
+        }
+    }
+    rmdir(s->tmpdir);
+}
+
+/* The job pool: items emitted in case order as they finish. */
+static void run_pool(run_state *s)
+{
     ck_progress prog;
-    ck_progress_init(&prog, o->quiet, total);
-    int emitted = 0;
-    pid_t *pids = calloc((size_t)total + 1, sizeof *pids);
-    int running = 0, next = 0;
+    ck_progress_init(&prog, s->o->quiet, s->total);
+    int emitted = 0, running = 0, next = 0;
     for (;;) {
-        /* emit, in case order, whatever has finished */
-        while (emitted < total && (done[emitted] || jobs == 1)) {
-            int k = emitted;
-            ck_loaded_case *c = &lc[work[k].li];
-            if (!o->quiet && k > 0)
-                printf("\n");
-            const char *dname = c->built ? ck_dtype_name(work[k].dtype) : "-";
-            if (jobs == 1 && !done[k]) {
-                ck_progress_case(&prog, k + 1, case_label(c), c->file, dname);
-                fflush(stdout);
-                /* through a buffer: colour on a terminal, long lines wrapped at 80 columns */
-                char *buf = NULL;
-                size_t blen = 0;
-                FILE *mem = open_memstream(&buf, &blen);
-                run_one(o, b, ref, &c->g, &work[k], &ctx, as_dir, mem ? mem : stdout, stderr, &prog,
-                        &res[k]);
-                if (mem) {
-                    fclose(mem);
-                    ck_cli_color_write(stdout, buf, blen);
-                    free(buf);
-                }
-                done[k] = true;
-            } else {
-                bool tty = prog.tty;
-                prog.tty = false; /* finished already: the plain line */
-                ck_progress_case(&prog, k + 1, case_label(c), c->file, dname);
-                prog.tty = tty;
-                if (jobs > 1 && c->built && !work[k].skip) {
-                    char p[sizeof tmpdir + 64];
-                    fflush(stdout);
-                    snprintf(p, sizeof p, "%s/%d.err", tmpdir, k);
-                    replay(p, stderr);
-                    snprintf(p, sizeof p, "%s/%d.out", tmpdir, k);
-                    replay(p, stdout);
-                }
-                if (!c->built && o->quiet)
-                    printf("ERROR %s: %s\n", case_label(c), res[k].message ? res[k].message : "");
-                else if (!c->built)
-                    printf("ERROR %s: did not load (see above)\n", case_label(c));
-                else if (work[k].skip)
-                    printf("SKIP %s %s: not supported by the backend\n", case_label(c),
-                           ck_dtype_name(work[k].dtype));
-            }
+        while (emitted < s->total && (s->done[emitted] || s->jobs == 1)) {
+            emit_item(s, &prog, emitted);
             fflush(stdout);
             emitted++;
         }
-        if (emitted == total)
+        if (emitted == s->total)
             break;
-        /* start workers up to --jobs */
-        while (running < jobs && next < total) {
-            int k = next++;
-            if (done[k])
-                continue;
-            fflush(stdout);
-            fflush(stderr);
-            pid_t pid = fork();
-            if (pid == 0) {
-                char p[sizeof tmpdir + 64];
-                snprintf(p, sizeof p, "%s/%d.out", tmpdir, k);
-                FILE *out = fopen(p, "w");
-                snprintf(p, sizeof p, "%s/%d.err", tmpdir, k);
-                FILE *errf = fopen(p, "w");
-                if (!out || !errf)
-                    _exit(3);
-                work_result wr;
-                run_one(o, b, ref, &lc[work[k].li].g, &work[k], &ctx, as_dir, out, errf, NULL, &wr);
-                snprintf(p, sizeof p, "%s/%d.json", tmpdir, k);
-                worker_write(p, &wr);
-                fclose(out);
-                fclose(errf);
-                _exit(0);
-            }
-            if (pid < 0) {
-                res[k].rc = CK_EXIT_USAGE;
-                res[k].message = strdup("fork failed");
-                fprintf(stderr, "ckpt-harness: fork: %s\n", strerror(errno));
-                done[k] = true;
-                continue;
-            }
-            pids[k] = pid;
-            running++;
-        }
-        if (running == 0)
-            continue;
-        int status;
-        pid_t pid = wait(&status);
-        if (pid < 0)
+        start_workers(s, &running, &next);
+        if (running > 0 && !reap_worker(s, &running))
             break;
-        for (int k = 0; k < total; k++) {
-            if (pids[k] != pid)
-                continue;
-            char p[sizeof tmpdir + 64];
-            snprintf(p, sizeof p, "%s/%d.json", tmpdir, k);
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !worker_read(p, &res[k])) {
-                res[k].rc = CK_EXIT_USAGE;
-                res[k].message = strdup("the worker process died");
-                fprintf(stderr, "ckpt-harness: %s (%s): the worker process died\n",
-                        case_label(&lc[work[k].li]), ck_dtype_name(work[k].dtype));
-            }
-            done[k] = true;
-            pids[k] = 0;
-            running--;
-        }
     }
-    if (jobs > 1) {
-        for (int k = 0; k < total; k++) {
-            static const char *const ext[] = {"out", "err", "json"};
-            for (int e = 0; e < 3; e++) {
-                char p[sizeof tmpdir + 64];
-                snprintf(p, sizeof p, "%s/%d.%s", tmpdir, k, ext[e]);
-                unlink(p);
-            }
-        }
-        rmdir(tmpdir);
-    }
+    remove_job_files(s);
+}
 
-    /* the set every summary writer reads */
+/* The set every summary writer reads, the totals line and the CI outputs. */
+static int finish_run(run_state *s)
+{
+    const ck_run_opts *o = s->o;
+    ck_error err;
     ck_run_set set = {.reproducible = o->reproducible};
     set.command = strdup(o->force_bisect ? "bisect" : "run");
     int passed = 0, failed = 0, errors = 0, skipped = 0;
-    for (int k = 0; k < total; k++) {
-        ck_loaded_case *c = &lc[work[k].li];
-        ck_item_status stt = res[k].rc == -1 ? CK_ITEM_SKIPPED
-                             : res[k].rc == CK_EXIT_PASS ? CK_ITEM_PASS
-                             : res[k].rc == CK_EXIT_FAIL ? CK_ITEM_FAIL : CK_ITEM_ERROR;
+    for (int k = 0; k < s->total; k++) {
+        ck_loaded_case *c = &s->lc[s->work[k].li];
+        work_result *r = &s->res[k];
+        ck_item_status stt = r->rc == -1 ? CK_ITEM_SKIPPED
+                             : r->rc == CK_EXIT_PASS ? CK_ITEM_PASS
+                             : r->rc == CK_EXIT_FAIL ? CK_ITEM_FAIL : CK_ITEM_ERROR;
         passed += stt == CK_ITEM_PASS;
         failed += stt == CK_ITEM_FAIL;
         errors += stt == CK_ITEM_ERROR;
         skipped += stt == CK_ITEM_SKIPPED;
         char bname[32];
         snprintf(bname, sizeof bname, "%s", o->backend ? o->backend : "cpu");
-        ck_run_item it = {.index = work[k].index, .case_name = (char *)case_label(c),
-                          .case_file = c->file, .dtype = (char *)(c->built ? ck_dtype_name(work[k].dtype) : "-"),
-                          .backend = bname, .status = stt, .message = res[k].message,
-                          .report_file = res[k].report_file, .report = res[k].report,
-                          .time_s = res[k].time_s};
-        res[k].report = NULL;
+        ck_run_item it = {.index = s->work[k].index, .case_name = (char *)case_label(c),
+                          .case_file = c->file,
+                          .dtype = (char *)(c->built ? ck_dtype_name(s->work[k].dtype) : "-"),
+                          .backend = bname, .status = stt, .message = r->message,
+                          .report_file = r->report_file, .report = r->report,
+                          .time_s = r->time_s};
+        r->report = NULL; /* the set owns it now */
         if (!ck_run_set_add(&set, &it, &err))
             errors++;
-        free(res[k].message);
-        free(res[k].report_file);
     }
-    if (total > 1 || !o->quiet)
-    {
+    if (s->total > 1 || !o->quiet) {
         char skip_text[32] = "";
         if (skipped)
             snprintf(skip_text, sizeof skip_text, ", %d skipped", skipped);
         printf("%d passed, %d failed%s%s\n", passed, failed, skip_text,
                errors ? " (and errors above)" : "");
     }
-    int out_rc = ck_cli_write_run_outputs(&set, as_dir ? o->report : NULL, o->junit, o->html,
+    int out_rc = ck_cli_write_run_outputs(&set, s->as_dir ? o->report : NULL, o->junit, o->html,
                                           o->quiet);
-    b->destroy(b);
-    if (ref)
-        ref->destroy(ref);
     ck_run_set_free(&set);
-    free(pids);
-    free(res);
-    free(done);
-    free(work);
-    ck_cli_free_cases(lc, n);
     if (errors || out_rc != CK_EXIT_PASS)
         return CK_EXIT_USAGE;
     return failed ? CK_EXIT_FAIL : CK_EXIT_PASS;
+}
+
+int ck_cmd_run(const ck_run_opts *o)
+{
+    run_state s;
+    memset(&s, 0, sizeof s);
+    s.o = o;
+    if (o->dtype && !parse_dtype_list(o->dtype, s.dtypes, &s.n_dtypes)) {
+        ck_cli_errorf("--dtype %s: expected a comma-separated list of fp32, fp16, bf16 (each "
+                      "once)", o->dtype);
+        return CK_EXIT_USAGE;
+    }
+    start_context(&s.ctx);
+    int rc = ck_cli_load_cases_ex(o->paths, o->n_paths, o, o->keep_going, &s.lc, &s.n);
+    if (rc != CK_EXIT_PASS)
+        return rc;
+    /* every output checked (and the report folder made) before anything runs */
+    if ((rc = build_matrix(&s)) != CK_EXIT_PASS || (rc = choose_report_mode(&s)) != CK_EXIT_PASS ||
+        preflight_long_runs(o, s.lc, s.work, s.total) != CK_EXIT_PASS ||
+        preflight_outputs(o, s.lc, s.work, s.total, s.as_dir) != CK_EXIT_PASS) {
+        run_state_free(&s);
+        return CK_EXIT_USAGE;
+    }
+    note_unused_settings(&s);
+    if ((rc = open_backends(&s)) != CK_EXIT_PASS || (rc = prepare_results(&s)) != CK_EXIT_PASS) {
+        run_state_free(&s);
+        return rc;
+    }
+    run_pool(&s);
+    rc = finish_run(&s);
+    run_state_free(&s);
+    return rc;
 }
 
 int ck_cmd_bisect(const ck_run_opts *o)

@@ -341,6 +341,135 @@ static bool backend_has_devices(const char *name)
     return name && strcmp(name, "cuda") == 0;
 }
 
+/* One `run`/`bisect` option with its value (optarg) into o: -1 when taken, an exit code
+ * for a bad value, -2 for an option it does not know. */
+static int parse_run_option(const char *cmd, int c, ck_run_opts *o, bool *has_device)
+{
+    long long v;
+    switch (c) {
+    case OPT_RNG:
+        if (!ck_rng_policy_parse(optarg, &o->rng))
+            return usage_error(cmd, "--rng %s: expected counter, stateful or stash", optarg);
+        o->has_rng = true;
+        return -1;
+    case OPT_BN:
+        if (!ck_bn_policy_parse(optarg, &o->bn))
+            return usage_error(cmd, "--bn-recompute %s: expected skip or update", optarg);
+        o->has_bn = true;
+        return -1;
+    case OPT_STEPS:
+        if (!parse_int(optarg, 1, 1000000, &v))
+            return usage_error(cmd, "--steps %s: expected an integer from 1 to 1000000",
+                               optarg);
+        o->steps = (int)v;
+        o->has_steps = true;
+        return -1;
+    case OPT_SEED:
+        if (!parse_u64(optarg, &o->seed))
+            return usage_error(cmd, "--seed %s: expected an unsigned 64-bit integer", optarg);
+        o->has_seed = true;
+        return -1;
+    case OPT_REPORT:
+        if (!path_ok(optarg))
+            return usage_error(cmd, "%s", "--report: empty path");
+        o->report = optarg;
+        return -1;
+    case OPT_DTYPE: o->dtype = optarg; return -1;
+    case OPT_BACKEND: o->backend = optarg; return -1;
+    case OPT_ROWS:
+        if (!parse_int(optarg, -1, 1000000, &v))
+            return usage_error(cmd, "--rows %s: expected an integer >= -1", optarg);
+        o->max_rows = (int)v;
+        o->rows_given = true;
+        return -1;
+    case OPT_JUNIT: o->junit = optarg; return -1;
+    case OPT_HTML: o->html = optarg; return -1;
+    case OPT_FILTER: o->filter = optarg; return -1;
+    case OPT_SHARD:
+        if (!parse_shard(optarg, &o->shard_i, &o->shard_n))
+            return usage_error(cmd, "--shard %s: expected I/N with 1 <= I <= N", optarg);
+        return -1;
+    case OPT_JOBS:
+        if (!parse_int(optarg, 1, 1024, &v))
+            return usage_error(cmd, "--jobs %s: expected an integer from 1 to 1024", optarg);
+        o->jobs = (int)v;
+        return -1;
+    case OPT_KEEP_GOING: o->keep_going = true; return -1;
+    case OPT_REPRODUCIBLE: o->reproducible = true; return -1;
+    case OPT_COLOR:
+        if (!ck_cli_color_parse(optarg))
+            return usage_error(cmd, "--color %s: expected auto, always or never", optarg);
+        return -1;
+    case OPT_QUIET: o->quiet = true; return -1;
+    case OPT_BISECT: o->bisect = true; return -1;
+    case OPT_NOISE: o->noise_floor = true; return -1;
+    case OPT_VERIFY: o->verify_recompute = true; return -1;
+    case OPT_DUMP:
+        if (!path_ok(optarg))
+            return usage_error(cmd, "%s", "--dump: empty path");
+        o->dump = optarg;
+        return -1;
+    case OPT_DUMP_ACT: o->dump_activations = true; return -1;
+    case OPT_DUMP_AGRAD: o->dump_activation_grads = true; return -1;
+    case OPT_DUMP_OPT: o->dump_optimizer = true; return -1;
+    case OPT_INIT:
+        if (!path_ok(optarg))
+            return usage_error(cmd, "%s", "--init: empty path");
+        o->init = optarg;
+        return -1;
+    case OPT_DEVICE:
+        if (!parse_int(optarg, 0, 1024, &v))
+            return usage_error(cmd, "--device %s: expected a device number from 0", optarg);
+        o->device = (int)v;
+        *has_device = true;
+        return -1;
+    case OPT_ALGO: o->algo = optarg; return -1;
+    case OPT_AGAINST: o->against = optarg; return -1;
+    case OPT_PRECISION_CHECK:
+        if (strcmp(optarg, "fail") == 0)
+            o->precision_check = 0;
+        else if (strcmp(optarg, "warn") == 0)
+            o->precision_check = 1;
+        else if (strcmp(optarg, "off") == 0)
+            o->precision_check = 2;
+        else
+            return usage_error(cmd, "--precision-check %s: expected fail, warn or off", optarg);
+        return -1;
+    case OPT_RTOL:
+        if (!parse_double(optarg, &o->rtol))
+            return usage_error(cmd, "--rtol %s: expected a number >= 0", optarg);
+        o->has_rtol = true;
+        return -1;
+    case OPT_ATOL:
+        if (!parse_double(optarg, &o->atol))
+            return usage_error(cmd, "--atol %s: expected a number >= 0", optarg);
+        o->has_atol = true;
+        return -1;
+    case OPT_REL_L2:
+        if (!parse_double(optarg, &o->rel_l2))
+            return usage_error(cmd, "--rel-l2 %s: expected a number >= 0", optarg);
+        o->has_rel_l2 = true;
+        return -1;
+    case OPT_THREADS:
+        if (!parse_int(optarg, 1, 256, &v))
+            return usage_error(cmd, "--threads %s: expected an integer from 1 to 256", optarg);
+        o->threads = (int)v;
+        return -1;
+    case OPT_ONNX_CHECKPOINT: o->onnx_checkpoint = optarg; return -1;
+    case OPT_ONNX_LOSS: o->onnx_loss = optarg; return -1;
+    case OPT_ONNX_OPTIMIZER: o->onnx_optimizer = optarg; return -1;
+    case OPT_ONNX_CLASS_DIM:
+        if (!(o->onnx_has_class_dim = ck_cli_parse_class_dim(optarg, &o->onnx_class_dim)))
+            return usage_error(cmd, "--class-dim %s: expected an integer from -8 to 7", optarg);
+        return -1;
+    case OPT_ONNX_IGNORE_INDEX:
+        if (!(o->onnx_has_ignore_index = ck_cli_parse_ignore_index(optarg, &o->onnx_ignore_index)))
+            return usage_error(cmd, "--ignore-index %s: expected a 32-bit integer", optarg);
+        return -1;
+    default: return -2;
+    }
+}
+
 static int main_run(int argc, char **argv, bool bisect_cmd)
 {
     const char *cmd = bisect_cmd ? "bisect" : "run";
@@ -376,131 +505,15 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
     o.max_rows = 10;
     bool has_device = false;
     o.command_line = command_line;
-    long long v;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int taken = parse_run_option(cmd, c, &o, &has_device);
+        if (taken != -2) {
+            if (taken != -1)
+                return taken;
+            continue;
+        }
         switch (c) {
-        case OPT_RNG:
-            if (!ck_rng_policy_parse(optarg, &o.rng))
-                return usage_error(cmd, "--rng %s: expected counter, stateful or stash", optarg);
-            o.has_rng = true;
-            break;
-        case OPT_BN:
-            if (!ck_bn_policy_parse(optarg, &o.bn))
-                return usage_error(cmd, "--bn-recompute %s: expected skip or update", optarg);
-            o.has_bn = true;
-            break;
-        case OPT_STEPS:
-            if (!parse_int(optarg, 1, 1000000, &v))
-                return usage_error(cmd, "--steps %s: expected an integer from 1 to 1000000",
-                                   optarg);
-            o.steps = (int)v;
-            o.has_steps = true;
-            break;
-        case OPT_SEED:
-            if (!parse_u64(optarg, &o.seed))
-                return usage_error(cmd, "--seed %s: expected an unsigned 64-bit integer", optarg);
-            o.has_seed = true;
-            break;
-        case OPT_REPORT:
-            if (!path_ok(optarg))
-                return usage_error(cmd, "%s", "--report: empty path");
-            o.report = optarg;
-            break;
-        case OPT_DTYPE: o.dtype = optarg; break;
-        case OPT_BACKEND: o.backend = optarg; break;
-        case OPT_ROWS:
-            if (!parse_int(optarg, -1, 1000000, &v))
-                return usage_error(cmd, "--rows %s: expected an integer >= -1", optarg);
-            o.max_rows = (int)v;
-            o.rows_given = true;
-            break;
-        case OPT_JUNIT: o.junit = optarg; break;
-        case OPT_HTML: o.html = optarg; break;
-        case OPT_FILTER: o.filter = optarg; break;
-        case OPT_SHARD:
-            if (!parse_shard(optarg, &o.shard_i, &o.shard_n))
-                return usage_error(cmd, "--shard %s: expected I/N with 1 <= I <= N", optarg);
-            break;
-        case OPT_JOBS:
-            if (!parse_int(optarg, 1, 1024, &v))
-                return usage_error(cmd, "--jobs %s: expected an integer from 1 to 1024", optarg);
-            o.jobs = (int)v;
-            break;
-        case OPT_KEEP_GOING: o.keep_going = true; break;
-        case OPT_REPRODUCIBLE: o.reproducible = true; break;
-        case OPT_COLOR:
-            if (!ck_cli_color_parse(optarg))
-                return usage_error(cmd, "--color %s: expected auto, always or never", optarg);
-            break;
-        case OPT_QUIET: o.quiet = true; break;
-        case OPT_BISECT: o.bisect = true; break;
-        case OPT_NOISE: o.noise_floor = true; break;
-        case OPT_VERIFY: o.verify_recompute = true; break;
-        case OPT_DUMP:
-            if (!path_ok(optarg))
-                return usage_error(cmd, "%s", "--dump: empty path");
-            o.dump = optarg;
-            break;
-        case OPT_DUMP_ACT: o.dump_activations = true; break;
-        case OPT_DUMP_AGRAD: o.dump_activation_grads = true; break;
-        case OPT_DUMP_OPT: o.dump_optimizer = true; break;
-        case OPT_INIT:
-            if (!path_ok(optarg))
-                return usage_error(cmd, "%s", "--init: empty path");
-            o.init = optarg;
-            break;
-        case OPT_DEVICE:
-            if (!parse_int(optarg, 0, 1024, &v))
-                return usage_error(cmd, "--device %s: expected a device number from 0", optarg);
-            o.device = (int)v;
-            has_device = true;
-            break;
-        case OPT_ALGO: o.algo = optarg; break;
-        case OPT_AGAINST: o.against = optarg; break;
-        case OPT_PRECISION_CHECK:
-            if (strcmp(optarg, "fail") == 0)
-                o.precision_check = 0;
-            else if (strcmp(optarg, "warn") == 0)
-                o.precision_check = 1;
-            else if (strcmp(optarg, "off") == 0)
-                o.precision_check = 2;
-            else
-                return usage_error(cmd, "--precision-check %s: expected fail, warn or off", optarg);
-            break;
-        case OPT_RTOL:
-            if (!parse_double(optarg, &o.rtol))
-                return usage_error(cmd, "--rtol %s: expected a number >= 0", optarg);
-            o.has_rtol = true;
-            break;
-        case OPT_ATOL:
-            if (!parse_double(optarg, &o.atol))
-                return usage_error(cmd, "--atol %s: expected a number >= 0", optarg);
-            o.has_atol = true;
-            break;
-        case OPT_REL_L2:
-            if (!parse_double(optarg, &o.rel_l2))
-                return usage_error(cmd, "--rel-l2 %s: expected a number >= 0", optarg);
-            o.has_rel_l2 = true;
-            break;
-        case OPT_THREADS:
-            if (!parse_int(optarg, 1, 256, &v))
-                return usage_error(cmd, "--threads %s: expected an integer from 1 to 256", optarg);
-            o.threads = (int)v;
-            break;
-        case OPT_ONNX_CHECKPOINT: o.onnx_checkpoint = optarg; break;
-        case OPT_ONNX_LOSS: o.onnx_loss = optarg; break;
-        case OPT_ONNX_OPTIMIZER: o.onnx_optimizer = optarg; break;
-        case OPT_ONNX_CLASS_DIM:
-            if (!(o.onnx_has_class_dim = ck_cli_parse_class_dim(optarg, &o.onnx_class_dim)))
-                return usage_error(cmd, "--class-dim %s: expected an integer from -8 to 7",
-                                   optarg);
-            break;
-        case OPT_ONNX_IGNORE_INDEX:
-            if (!(o.onnx_has_ignore_index = ck_cli_parse_ignore_index(optarg,
-                                                                      &o.onnx_ignore_index)))
-                return usage_error(cmd, "--ignore-index %s: expected a 32-bit integer", optarg);
-            break;
         case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);

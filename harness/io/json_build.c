@@ -2,8 +2,10 @@
 #include "harness/io/json_build.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "harness/io/files.h"
 #include "harness/io/json_strict.h"
@@ -80,6 +82,25 @@ void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double
     char buf[48];
     ck_json_real_text(v, buf, sizeof buf);
     ck_json_add_raw(b, parent, key, buf);
+}
+
+void ck_json_numbers_from_raw(cJSON *item)
+{
+    for (; item; item = item->next) {
+        if (cJSON_IsRaw(item) && item->valuestring) {
+            char *end = NULL;
+            double d = strtod(item->valuestring, &end);
+            if (end && *end == '\0' && end != item->valuestring) {
+                cJSON_free(item->valuestring);
+                item->valuestring = NULL;
+                item->type = cJSON_Number | (item->type & cJSON_StringIsConst);
+                item->valuedouble = d;
+                item->valueint = d >= INT_MAX ? INT_MAX : d <= (double)INT_MIN ? INT_MIN : (int)d;
+            }
+        }
+        if (item->child)
+            ck_json_numbers_from_raw(item->child);
+    }
 }
 
 ck_status ck_json_write_file(const cJSON *root, const char *path, const char *what,

@@ -52,6 +52,12 @@ void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double
 
 /* Writes root as formatted JSON (cJSON_Print) and a newline to path atomically
  * (ck_write_text_atomic); `what` names the document in the out-of-memory message. */
+/* Turns every raw number the builder wrote (ck_json_add_int/uint/real) into a cJSON number
+ * holding what parsing the printed text would give (valuedouble by strtod, valueint
+ * saturated as cJSON does), so readers that ask cJSON_IsNumber see a built tree as they
+ * see a parsed one. Print the tree first where its exact text matters. */
+void ck_json_numbers_from_raw(cJSON *item);
+
 ck_status ck_json_write_file(const cJSON *root, const char *path, const char *what,
                              ck_error *err);
 

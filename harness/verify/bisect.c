@@ -3,12 +3,11 @@
  * recompute check (see bisect.h for the method).
  */
 #include "harness/verify/bisect.h"
+#include "harness/verify/training.h"
 
 #include "harness/core/half.h"
 
-#include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,11 +311,21 @@ static void recorder_free(recorder *r)
     memset(r, 0, sizeof *r);
 }
 
-static ck_status train_observed(ck_backend *b, const ck_graph *g, const ck_plan *plan,
-                                ck_dtype dtype, recorder *r, ck_record *rec, ck_error *err)
+/* Where bisect's trainings run: backend, graph, dtype, and the log that counts them. */
+typedef struct {
+    ck_backend *b;
+    const ck_graph *g;
+    ck_dtype dtype;
+    ck_training_log *log;
+} bisect_env;
+
+static ck_status train_observed(const bisect_env *e, ck_training_kind kind, const ck_plan *plan,
+                                recorder *r, ck_record *rec, ck_error *err)
 {
     ck_run_hooks hooks = {.observer = r ? recorder_observe : NULL, .observer_user = r};
-    return ck_train(b, g, plan, dtype, &hooks, rec, err);
+    ck_training t = {.kind = kind, .b = e->b, .g = e->g, .plan = plan, .dtype = e->dtype,
+                     .hooks = &hooks, .log = e->log};
+    return ck_training_run(&t, rec, err);
 }
 
 /* =======================================================================================
@@ -383,13 +392,16 @@ static ck_status compare_runs(const ck_graph *g, ck_dtype dtype, const ck_record
  * Noise floor
  * ======================================================================================= */
 
-static ck_status measure_noise_floor(ck_backend *b, const ck_graph *g, ck_dtype dtype,
-                                     const ck_record *plain, ck_bisect_result *br, ck_error *err)
+static ck_status measure_noise_floor(const bisect_env *e, const ck_record *plain,
+                                     ck_bisect_result *br, ck_error *err)
 {
+    ck_backend *b = e->b;
+    const ck_graph *g = e->g;
+    ck_dtype dtype = e->dtype;
     ck_record again;
     ck_result cmp;
     memset(&cmp, 0, sizeof cmp);
-    ck_status st = train_observed(b, g, NULL, dtype, NULL, &again, err);
+    ck_status st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, NULL, &again, err);
     if (st == CK_OK)
         st = compare_runs(g, dtype, plain, &again, &cmp, err);
     ck_record_free(&again);
@@ -420,8 +432,8 @@ static ck_status measure_noise_floor(ck_backend *b, const ck_graph *g, ck_dtype 
         goto out;
     ra.keep_forward = ra.keep_douts = true;
     rb.ref = &ra;
-    if ((st = train_observed(b, g, NULL, dtype, &ra, &r1, err)) != CK_OK ||
-        (st = train_observed(b, g, NULL, dtype, &rb, &r2, err)) != CK_OK)
+    if ((st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, &ra, &r1, err)) != CK_OK ||
+        (st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, &rb, &r2, err)) != CK_OK)
         goto out;
     if (rb.first_fwd_diff.layer >= 0) {
         br->nondet = rb.first_fwd_diff;
@@ -444,7 +456,7 @@ out:
  * ======================================================================================= */
 
 typedef struct {
-    ck_backend *b;
+    const bisect_env *e;
     const ck_graph *g;
     ck_dtype dtype;
     const ck_record *plain;
@@ -463,7 +475,7 @@ static ck_status subset_diverges(search_ctx *s, const bool *enabled, bool *out, 
     if (st != CK_OK)
         return st;
     s->runs++;
-    if ((st = train_observed(s->b, s->g, &plan, s->dtype, NULL, &rec, err)) == CK_OK &&
+    if ((st = train_observed(s->e, CK_TRAINING_BISECT, &plan, NULL, &rec, err)) == CK_OK &&
         (st = compare_runs(s->g, s->dtype, s->plain, &rec, &cmp, err)) == CK_OK)
         *out = diverges(s->g->cs, &cmp, s->br);
     ck_result_free(&cmp);
@@ -538,10 +550,11 @@ out:
 /* Records one segment of the culprit plan at br->step: its recomputed outputs and buffers
  * against their originals, and output gradients from its inputs' producers on against the
  * plain run's. Memory: one copy of the segment's outputs and gradients. */
-static ck_status localise_layers(ck_backend *b, const ck_graph *g, ck_dtype dtype,
-                                 const ck_plan *plan, const ck_segment *seg, ck_bisect_result *br,
-                                 ck_error *err)
+static ck_status localise_layers(const bisect_env *e, const ck_plan *plan,
+                                 const ck_segment *seg, ck_bisect_result *br, ck_error *err)
 {
+    ck_backend *b = e->b;
+    const ck_graph *g = e->g;
     recorder rp, rc;
     ck_record p, c;
     memset(&p, 0, sizeof p);
@@ -562,8 +575,8 @@ static ck_status localise_layers(ck_backend *b, const ck_graph *g, ck_dtype dtyp
     rc.check_recompute = true;
     rc.plan = plan;
     rc.ref = &rp;
-    if ((st = train_observed(b, g, NULL, dtype, &rp, &p, err)) != CK_OK ||
-        (st = train_observed(b, g, plan, dtype, &rc, &c, err)) != CK_OK)
+    if ((st = train_observed(e, CK_TRAINING_BISECT, NULL, &rp, &p, err)) != CK_OK ||
+        (st = train_observed(e, CK_TRAINING_BISECT, plan, &rc, &c, err)) != CK_OK)
         goto out;
     /* the first recomputed layer (topological order) whose output differs */
     for (int k = 0; k < rc.n_checks; k++) {
@@ -598,112 +611,135 @@ out:
  * Causes
  * ======================================================================================= */
 
-static void add_cause(ck_bisect_result *br, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_cause(ck_bisect_result *br, const char *fmt, ...)
+/* A cause with every index field at "none"; the caller fills what its kind names. */
+static ck_bisect_cause *add_cause(ck_bisect_result *br, ck_cause_kind kind)
 {
     if (br->n_causes >= CK_BISECT_MAX_CAUSES)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(br->causes[br->n_causes++], CK_BISECT_LINE, fmt, ap);
-    va_end(ap);
+        return NULL;
+    ck_bisect_cause *c = &br->causes[br->n_causes++];
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->layer = c->last_layer = c->source_layer = c->step = -1;
+    c->nbt_recomp = c->nbt_orig = -1;
+    return c;
 }
 
-static const char *layer_name(const ck_graph *g, int i)
+/* Elements that differ: those outside the tolerance, or every element when the
+ * comparison was bitwise (no element counts as outside). */
+static int64_t differing(const ck_metrics *m)
 {
-    return i >= 0 && i < g->n ? g->nodes[i].spec->name : "?";
+    return m->n_outside ? m->n_outside : m->numel;
 }
 
-static const char *op_name(const ck_graph *g, int i)
+static void explain_noise(const ck_graph *g, ck_bisect_result *br)
 {
-    return i >= 0 && i < g->n ? g->nodes[i].spec->op_name : "?";
+    ck_bisect_cause *c;
+    if (br->nondet.layer >= 0 && (c = add_cause(br, CK_CAUSE_NONDETERMINISTIC_LAYER))) {
+        c->layer = br->nondet.layer;
+        c->in_backward = br->nondet_in_backward;
+        c->step = br->nondet.step;
+        c->max_abs = br->nondet.m.max_abs;
+        c->count = differing(&br->nondet.m);
+        c->total = br->nondet.m.numel;
+    } else if (br->nondet.layer < 0 && (c = add_cause(br, CK_CAUSE_NONDETERMINISTIC_UPDATE))) {
+        c->step = br->nondet.step;
+    }
+    if (br->within_noise_floor && (c = add_cause(br, CK_CAUSE_WITHIN_NOISE_FLOOR)))
+        c->factor = CK_NOISE_FLOOR_FACTOR;
+}
+
+/* The forward culprit and the state change, when localisation found them. */
+static void explain_recompute(const ck_graph *g, ck_bisect_result *br)
+{
+    const ck_case *cs = g->cs;
+    ck_bisect_cause *c;
+    int f = br->forward.layer;
+    if (f >= 0 && br->rng.layer == f && br->rng.rng_differs > 0) {
+        if ((c = add_cause(br, CK_CAUSE_RNG_REDRAW))) {
+            c->layer = f;
+            c->rng = cs->rng;
+            c->count = br->rng.rng_differs;
+            c->total = g->nodes[f].draw_elems;
+        }
+    } else if (f >= 0 && br->forward_orig_dtype != br->forward_recomp_dtype) {
+        if ((c = add_cause(br, CK_CAUSE_RECOMPUTE_DTYPE))) {
+            c->layer = f;
+            c->dtype = br->forward_recomp_dtype;
+            c->orig_dtype = br->forward_orig_dtype;
+            c->max_abs = br->forward.m.max_abs;
+        }
+    } else if (f >= 0 && br->state_layer < 0) {
+        if ((c = add_cause(br, CK_CAUSE_RECOMPUTE_DIFFERS))) {
+            c->layer = f;
+            c->step = br->forward.step;
+            c->max_abs = br->forward.m.max_abs;
+            c->count = differing(&br->forward.m);
+            c->total = br->forward.m.numel;
+        }
+    }
+    if (br->state_layer >= 0) {
+        bool counted = br->nbt_orig >= 0 && br->nbt_recomp >= 0;
+        if ((c = add_cause(br, counted ? CK_CAUSE_STATE_UPDATED : CK_CAUSE_STATE_CHANGED))) {
+            c->layer = br->state_layer;
+            snprintf(c->buffer, sizeof c->buffer, "%s", br->state_buffer);
+            c->nbt_recomp = counted ? br->nbt_recomp : -1;
+            c->nbt_orig = counted ? br->nbt_orig : -1;
+            c->bn = cs->bn;
+            c->max_abs = counted ? 0.0 : br->state_m.max_abs;
+        }
+    }
 }
 
 static void explain(const ck_graph *g, ck_dtype dtype, const ck_plan *full, ck_bisect_result *br)
 {
-    const ck_case *c = g->cs;
-    if (br->noise_floor_measured && br->floor_verdict != CK_VERDICT_IDENTICAL) {
-        if (br->nondet.layer >= 0)
-            add_cause(br,
-                      "%s `%s` is nondeterministic: its output%s differs between two plain runs "
-                      "at step %d (max_abs %.3g, %" PRId64 " of %" PRId64 " elements)",
-                      op_name(g, br->nondet.layer), layer_name(g, br->nondet.layer),
-                      br->nondet_in_backward ? " gradient" : "", br->nondet.step,
-                      br->nondet.m.max_abs, br->nondet.m.n_outside ? br->nondet.m.n_outside
-                                                                   : br->nondet.m.numel,
-                      br->nondet.m.numel);
-        else
-            add_cause(br, "two plain runs differ from step %d on, but no layer output or output "
-                          "gradient does: the parameter-gradient reductions or the update are "
-                          "nondeterministic (cause unknown)",
-                      br->nondet.step);
-        if (br->within_noise_floor)
-            add_cause(br, "every difference between the plain and checkpointed runs is within "
-                          "the noise floor (at most %.0fx the plain-vs-plain difference): not "
-                          "caused by checkpointing",
-                      CK_NOISE_FLOOR_FACTOR);
-    }
+    const ck_case *cs = g->cs;
+    ck_bisect_cause *c;
+    if (br->noise_floor_measured && br->floor_verdict != CK_VERDICT_IDENTICAL)
+        explain_noise(g, br);
     if (br->step < 0)
         return;
-    int f = br->forward.layer;
-    if (f >= 0 && br->rng.layer == f && br->rng.rng_differs > 0) {
-        const ck_node *nd = &g->nodes[f];
-        add_cause(br,
-                  "%s `%s` drew a different %s on recomputation (rng policy `%s`): %" PRId64
-                  " of %" PRId64 " %s elements differ",
-                  nd->op.kind == CK_OP_ATTENTION ? "attention dropout" : nd->spec->op_name,
-                  nd->spec->name, nd->draw_uniform ? "mask" : "noise", ck_rng_policy_name(c->rng),
-                  br->rng.rng_differs, nd->draw_elems, nd->draw_uniform ? "mask" : "noise");
-    } else if (f >= 0 && br->forward_orig_dtype != br->forward_recomp_dtype) {
-        add_cause(br, "recomputed segment ran in %s, original in %s: `%s` (%s) first differs "
-                      "(max_abs %.3g)",
-                  ck_dtype_name(br->forward_recomp_dtype), ck_dtype_name(br->forward_orig_dtype),
-                  layer_name(g, f), op_name(g, f), br->forward.m.max_abs);
-    } else if (f >= 0 && br->state_layer < 0) {
-        add_cause(br, "%s `%s`: its recomputed output differs from its original output at step "
-                      "%d (max_abs %.3g, %" PRId64 " of %" PRId64 " elements): cause unknown",
-                  op_name(g, f), layer_name(g, f), br->forward.step, br->forward.m.max_abs,
-                  br->forward.m.n_outside ? br->forward.m.n_outside : br->forward.m.numel,
-                  br->forward.m.numel);
-    }
-    if (br->state_layer >= 0) {
-        if (br->nbt_orig >= 0 && br->nbt_recomp >= 0)
-            add_cause(br, "%s `%s` %s updated during recomputation (num_batches_tracked %" PRId64
-                          " vs %" PRId64 ", batchnorm_recompute `%s`)",
-                      op_name(g, br->state_layer), layer_name(g, br->state_layer),
-                      br->state_buffer, br->nbt_recomp, br->nbt_orig, ck_bn_policy_name(c->bn));
-        else
-            add_cause(br, "%s `%s` %s changed during recomputation (max_abs %.3g)",
-                      op_name(g, br->state_layer), layer_name(g, br->state_layer),
-                      br->state_buffer, br->state_m.max_abs);
-    }
+    explain_recompute(g, br);
     /* the float32-only filter: the first culprit segment's low-dtype input lost its gradient */
     int fseg = -1;
-    for (int s = 0; c->recompute_fp32_only && (dtype == CK_F16 || dtype == CK_BF16) && full &&
+    for (int s = 0; cs->recompute_fp32_only && (dtype == CK_F16 || dtype == CK_BF16) && full &&
                     s < full->n_segments && s < br->n_segments && fseg < 0; s++)
         if (br->culprit[s] && full->segments[s].first > 0)
             fseg = s;
-    if (f < 0 && br->state_layer < 0 && !br->within_noise_floor) {
-        if (fseg >= 0) {
-            int first = full->segments[fseg].first, src = g->nodes[first].in[0];
-            add_cause(br, "segment [%s .. %s] passed no gradient to its %s input `%s` at step %d: "
-                          "policies.recompute_filter `fp32_only` keeps only fp32 tensors in a "
-                          "checkpoint's gradient, so every layer before the segment lost its "
-                          "gradient",
-                      layer_name(g, first), layer_name(g, full->segments[fseg].last),
-                      ck_dtype_name(dtype), src >= 0 ? layer_name(g, src) : "(the model input)",
-                      br->step);
-        } else if (br->backward.layer >= 0)
-            add_cause(br, "no recomputed output and no buffer differs, but the output gradient "
-                          "of `%s` (%s) differs first in backward order at step %d (max_abs %.3g): "
-                          "cause unknown",
-                      layer_name(g, br->backward.layer), op_name(g, br->backward.layer),
-                      br->backward.step, br->backward.m.max_abs);
-        else
-            add_cause(br, "the runs part at step %d, but no recomputed output, buffer or output "
-                          "gradient in the culprit segments differs: cause unknown",
-                      br->step);
+    if (br->forward.layer >= 0 || br->state_layer >= 0 || br->within_noise_floor)
+        return;
+    if (fseg >= 0) {
+        if ((c = add_cause(br, CK_CAUSE_FILTER_DROPPED_GRADIENT))) {
+            c->layer = full->segments[fseg].first;
+            c->last_layer = full->segments[fseg].last;
+            c->source_layer = g->nodes[c->layer].in[0];
+            c->dtype = dtype;
+            c->step = br->step;
+        }
+    } else if (br->backward.layer >= 0) {
+        if ((c = add_cause(br, CK_CAUSE_BACKWARD_DIFFERS))) {
+            c->layer = br->backward.layer;
+            c->step = br->backward.step;
+            c->max_abs = br->backward.m.max_abs;
+        }
+    } else if ((c = add_cause(br, CK_CAUSE_UNLOCALISED))) {
+        c->step = br->step;
     }
+}
+
+/* The loss scaler's differing decision, from the ordinary comparison. */
+static void explain_scaler(const ck_result *res, ck_bisect_result *br)
+{
+    ck_bisect_cause *c;
+    if (res->scale_mismatches <= 0 || !res->plain.scales || !res->ckpt.scales ||
+        !(c = add_cause(br, CK_CAUSE_LOSS_SCALER)))
+        return;
+    int s = res->first_scale_mismatch;
+    c->step = s;
+    c->scale_plain = res->plain.scales[s].scale;
+    c->skipped_plain = res->plain.scales[s].skipped;
+    c->scale_ckpt = res->ckpt.scales[s].scale;
+    c->skipped_ckpt = res->ckpt.scales[s].skipped;
+    c->count = res->scale_mismatches;
 }
 
 /* =======================================================================================
@@ -734,11 +770,12 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((st = train_observed(b, g, NULL, dtype, NULL, &plain, err)) != CK_OK)
+    bisect_env env = {.b = b, .g = g, .dtype = dtype, .log = o->log};
+    if ((st = train_observed(&env, CK_TRAINING_BISECT, NULL, NULL, &plain, err)) != CK_OK)
         goto out;
 
     if (o->noise_floor) {
-        if ((st = measure_noise_floor(b, g, dtype, &plain, br, err)) != CK_OK)
+        if ((st = measure_noise_floor(&env, &plain, br, err)) != CK_OK)
             goto out;
         bool all_within = true;
         for (int k = 0; k < res->n_tensors && k < br->n_floor; k++)
@@ -749,7 +786,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
     if (o->localise && diverges(g->cs, res, br)) {
         for (int s = 0; s < full.n_segments; s++)
             br->culprit[s] = true;
-        search_ctx sc = {.b = b, .g = g, .dtype = dtype, .plain = &plain, .br = br};
+        search_ctx sc = {.e = &env, .g = g, .dtype = dtype, .plain = &plain, .br = br};
         if (full.n_segments > 1 && (st = search_segments(&sc, full.n_segments, br->culprit, err)) != CK_OK)
             goto out;
         br->searched = true;
@@ -762,7 +799,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         ck_record rec;
         ck_result cmp;
         memset(&cmp, 0, sizeof cmp);
-        st = train_observed(b, g, &culprit_plan, dtype, NULL, &rec, err);
+        st = train_observed(&env, CK_TRAINING_BISECT, &culprit_plan, NULL, &rec, err);
         if (st == CK_OK)
             st = compare_runs(g, dtype, &plain, &rec, &cmp, err);
         ck_record_free(&rec);
@@ -774,7 +811,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
             ck_bisect_result part = *br;
             part.forward.layer = part.backward.layer = part.state_layer = -1;
             part.rng.layer = -1;
-            st = localise_layers(b, g, dtype, &culprit_plan, seg, &part, err);
+            st = localise_layers(&env, &culprit_plan, seg, &part, err);
             if (st != CK_OK)
                 break;
             if (part.forward.layer >= 0 && br->forward.layer < 0) {
@@ -801,14 +838,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
             goto out;
     }
     explain(g, dtype, &full, br);
-    if (res->scale_mismatches > 0 && res->plain.scales && res->ckpt.scales) {
-        int s = res->first_scale_mismatch;
-        add_cause(br, "the loss scaler decided differently at step %d: plain scale %g%s, "
-                      "checkpointed %g%s (%d step%s differ)",
-                  s, res->plain.scales[s].scale, res->plain.scales[s].skipped ? " (skipped)" : "",
-                  res->ckpt.scales[s].scale, res->ckpt.scales[s].skipped ? " (skipped)" : "",
-                  res->scale_mismatches, res->scale_mismatches == 1 ? "" : "s");
-    }
+    explain_scaler(res, br);
     if (br->within_noise_floor && res->verdict == CK_VERDICT_MISMATCH) {
         /* the measured differences are noise: judge the case against the floor */
         res->verdict = CK_VERDICT_CLOSE;
@@ -834,6 +864,13 @@ out:
 ck_status ck_verify_recompute(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                               ck_error *err)
 {
+    return ck_verify_recompute_ex(b, g, dtype, NULL, res, err);
+}
+
+ck_status ck_verify_recompute_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                 ck_training_log *log, ck_result *res, ck_error *err)
+{
+    bisect_env env = {.b = b, .g = g, .dtype = dtype, .log = log};
     recorder r;
     ck_plan plan;
     ck_record rec;
@@ -845,7 +882,7 @@ ck_status ck_verify_recompute(ck_backend *b, const ck_graph *g, ck_dtype dtype, 
         goto out;
     r.check_recompute = true;
     r.plan = &plan;
-    if ((st = train_observed(b, g, &plan, dtype, &r, &rec, err)) != CK_OK)
+    if ((st = train_observed(&env, CK_TRAINING_RECOMPUTE_CHECK, &plan, &r, &rec, err)) != CK_OK)
         goto out;
     free(res->recompute_checks);
     res->recompute_checks = r.checks;
@@ -862,7 +899,3 @@ out:
     ck_plan_free(&plan);
     return st;
 }
-
-/* =======================================================================================
- * The story
- * ======================================================================================= */

@@ -12,7 +12,8 @@
  *    first layer, in backward order, whose output gradient differs from the plain run's),
  *    state (buffers after the original forward vs after the recomputation) and the RNG
  *    streams the original and recomputed forwards drew.
- *  - Causes: readable sentences with the evidence; unknown causes are reported as such.
+ *  - Causes: typed records with the evidence (findings.h), worded by reports/; unknown
+ *    causes are reported as such.
  *
  * Recording trades time for memory: it is confined to the culprit segments and to one
  * step, and originals are freed as soon as they have been compared.
@@ -24,10 +25,12 @@
 #include "harness/verify/run_case.h"
 #include "harness/engine/train.h"
 #include "harness/verify/result.h"
+#include "harness/verify/training.h"
 
 typedef struct {
     bool noise_floor;  /* run plain twice */
     bool localise;     /* segment search and layer localisation when the runs diverge */
+    ck_training_log *log; /* counts the trainings; NULL: not counted */
 } ck_bisect_opts;
 
 /* Runs the analysis for a case whose ordinary comparison is in res (from ck_run_case);
@@ -41,5 +44,8 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
  * res->recompute_checks. A recomputation that differs fails the case on its own. */
 ck_status ck_verify_recompute(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                               ck_error *err);
+/* The same, counting its training in log (may be NULL). */
+ck_status ck_verify_recompute_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                 ck_training_log *log, ck_result *res, ck_error *err);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * What bisect and --verify-recompute find, as plain data for the result (result.h) and
  * the report writers: the noise floor, the segment search, the first layers whose
- * recomputed output or output gradient differs, and the causes as sentences.
+ * recomputed output or output gradient differs, and the causes as typed records (the
+ * report writers word them: reports/bisect_story.c).
  */
 #ifndef CK_FINDINGS_H
 #define CK_FINDINGS_H
@@ -11,12 +12,66 @@
 
 #include "harness/core/metrics.h"
 #include "harness/core/tensor.h"
+#include "harness/model/case.h"
 #include "harness/verify/tensor_result.h"
 
 typedef struct ck_bisect_result ck_bisect_result;
 
-#define CK_BISECT_LINE 512
 #define CK_BISECT_MAX_CAUSES 8
+
+/* Why two runs part, as bisect found it. Each kind says which fields of ck_bisect_cause
+ * it fills; the others keep their defaults (-1 for indexes, 0 otherwise). */
+typedef enum {
+    CK_CAUSE_NONDETERMINISTIC_LAYER = 0, /* layer's output (in_backward: output gradient)
+                                            differs between two plain runs: step, max_abs,
+                                            count of total elements */
+    CK_CAUSE_NONDETERMINISTIC_UPDATE,    /* two plain runs differ from step on, in no layer
+                                            output or output gradient (cause unknown) */
+    CK_CAUSE_WITHIN_NOISE_FLOOR,         /* every difference within factor x the floor */
+    CK_CAUSE_RNG_REDRAW,                 /* layer drew another mask/noise on recomputation
+                                            under rng policy: count of total draws differ */
+    CK_CAUSE_RECOMPUTE_DTYPE,            /* the recomputation ran in dtype, the original in
+                                            orig_dtype; layer differs first (max_abs) */
+    CK_CAUSE_RECOMPUTE_DIFFERS,          /* layer's recomputed output differs from its
+                                            original at step (max_abs, count of total):
+                                            cause unknown */
+    CK_CAUSE_STATE_UPDATED,              /* layer's buffer updated during recomputation
+                                            (num_batches_tracked nbt_recomp vs nbt_orig,
+                                            batchnorm policy bn) */
+    CK_CAUSE_STATE_CHANGED,              /* layer's buffer changed during recomputation
+                                            (max_abs) */
+    CK_CAUSE_FILTER_DROPPED_GRADIENT,    /* segment [layer .. last_layer] passed no gradient
+                                            to its dtype input source_layer (-1: the model
+                                            input) at step: recompute_filter fp32_only */
+    CK_CAUSE_BACKWARD_DIFFERS,           /* no recomputed output or buffer differs, but
+                                            layer's output gradient does first at step
+                                            (max_abs): cause unknown */
+    CK_CAUSE_UNLOCALISED,                /* the runs part at step, nothing recorded in the
+                                            culprit segments differs: cause unknown */
+    CK_CAUSE_LOSS_SCALER,                /* the loss scaler decided differently at step:
+                                            scale_plain/skipped_plain vs scale_ckpt/
+                                            skipped_ckpt, count steps differ */
+    CK_CAUSE_KINDS
+} ck_cause_kind;
+
+typedef struct {
+    ck_cause_kind kind;
+    int layer;              /* the layer named first, -1 none */
+    int last_layer;         /* a segment's last layer, -1 none */
+    int source_layer;       /* the producer of a segment's input, -1 the model input / none */
+    int step;
+    ck_dtype dtype, orig_dtype;
+    bool in_backward;
+    double max_abs;
+    int64_t count, total;
+    char buffer[32];        /* "running_mean", "running_var", "num_batches_tracked" */
+    int64_t nbt_recomp, nbt_orig;
+    ck_rng_policy rng;
+    ck_bn_policy bn;
+    double factor;          /* the noise-floor factor */
+    double scale_plain, scale_ckpt;
+    bool skipped_plain, skipped_ckpt;
+} ck_bisect_cause;
 
 typedef struct {
     int layer; /* -1: none found */
@@ -62,7 +117,7 @@ struct ck_bisect_result {
     ck_dtype forward_orig_dtype, forward_recomp_dtype;
 
     int n_causes;
-    char causes[CK_BISECT_MAX_CAUSES][CK_BISECT_LINE];
+    ck_bisect_cause causes[CK_BISECT_MAX_CAUSES];
 };
 
 void ck_bisect_result_free(ck_bisect_result *br);

@@ -178,12 +178,193 @@ static ck_status gc_check_tensor(gc_ctx *c, gc_buf *x, const double *analytic, u
     return CK_OK;
 }
 
+static const char *const gc_in_names[CK_MAX_INPUTS] = {"in0", "in1", "in2", "in3",
+                                                       "in4", "in5", "in6", "in7"};
+
+/* Every tensor one op's check holds. */
+typedef struct {
+    gc_buf in[CK_MAX_INPUTS], din[CK_MAX_INPUTS], par[2], dpar[2], buf[3], saved, dout;
+} gc_tensors;
+
+static void gc_tensors_release(ck_backend *b, gc_tensors *t, gc_ctx *c)
+{
+    for (int i = 0; i < CK_MAX_INPUTS; i++) {
+        gc_release(b, &t->in[i]);
+        gc_release(b, &t->din[i]);
+    }
+    for (int p = 0; p < 2; p++) {
+        gc_release(b, &t->par[p]);
+        gc_release(b, &t->dpar[p]);
+    }
+    for (int k = 0; k < 3; k++)
+        gc_release(b, &t->buf[k]);
+    gc_release(b, &t->saved);
+    gc_release(b, &t->dout);
+    gc_release(b, &c->out);
+    gc_release(b, &c->proj);
+    free(c->out_host);
+}
+
+/* The op's inputs (and their gradients) from the test stream. */
+static ck_status gc_setup_inputs(gc_ctx *c, gc_tensors *t, const ck_shape *in_shapes,
+                                 uint64_t seed, ck_error *err)
+{
+    ck_backend *b = c->b;
+    const ck_node *node = c->node;
+    ck_status st;
+    c->io.n_in = node->n_in;
+    /* an embedding's input holds token ids: i32 draws in [0, vocab), not differentiated */
+    const bool tokens = node->op.kind == CK_OP_EMBEDDING;
+    for (int i = 0; i < node->n_in; i++) {
+        if (tokens && i == 0) {
+            if ((st = gc_alloc(b, &t->in[i], gc_in_names[i], CK_I32, &in_shapes[i], err)) != CK_OK)
+                return st;
+            ck_rng_stream ts = ck_rng_keyed(seed, 0, CK_PURPOSE_TEST, 1);
+            for (int64_t k = 0; k < ck_shape_numel(&in_shapes[i]); k++)
+                t->in[i].host[k] = (double)ck_rng_below(&ts, (uint64_t)k, (uint32_t)node->op.vocab);
+            if ((st = gc_push(b, &t->in[i], err)) != CK_OK)
+                return st;
+            c->io.in[i] = &t->in[i].t;
+            continue;
+        }
+        if ((st = gc_alloc(b, &t->in[i], gc_in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK ||
+            (st = gc_alloc(b, &t->din[i], gc_in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK)
+            return st;
+        gc_fill(&t->in[i], seed, (uint32_t)i, true);
+        if ((st = gc_push(b, &t->in[i], err)) != CK_OK ||
+            (st = b->zero(b, &t->din[i].t, err)) != CK_OK)
+            return st;
+        c->io.in[i] = &t->in[i].t;
+    }
+    return CK_OK;
+}
+
+/* Parameters, buffers, the saved tensor, the output and the projection r. */
+static ck_status gc_setup_state(gc_ctx *c, gc_tensors *t, uint64_t seed, ck_error *err)
+{
+    ck_backend *b = c->b;
+    const ck_node *node = c->node;
+    ck_status st;
+    for (int p = 0; p < node->n_params; p++) {
+        const ck_param_spec *ps = &node->params[p];
+        if ((st = gc_alloc(b, &t->par[p], ps->suffix, CK_F64, &ps->shape, err)) != CK_OK ||
+            (st = gc_alloc(b, &t->dpar[p], ps->suffix, CK_F64, &ps->shape, err)) != CK_OK)
+            return st;
+        gc_fill(&t->par[p], seed, 16u + (uint32_t)p, false);
+        if ((st = gc_push(b, &t->par[p], err)) != CK_OK ||
+            (st = b->zero(b, &t->dpar[p].t, err)) != CK_OK)
+            return st;
+    }
+    for (int k = 0; k < node->n_buffers; k++) {
+        const ck_param_spec *bs = &node->buffers[k];
+        ck_dtype dt = bs->dtype == CK_I64 ? CK_I64 : CK_F64;
+        if ((st = gc_alloc(b, &t->buf[k], bs->suffix, dt, &bs->shape, err)) != CK_OK)
+            return st;
+        int64_t n = ck_shape_numel(&bs->shape);
+        for (int64_t i = 0; i < n; i++)
+            t->buf[k].host[i] = bs->init == CK_INIT_CONST ? bs->a : 0.0;
+        if ((st = gc_push(b, &t->buf[k], err)) != CK_OK)
+            return st;
+    }
+    if (node->has_saved) {
+        if ((st = gc_alloc(b, &t->saved, "saved", CK_F64, &node->saved_shape, err)) != CK_OK)
+            return st;
+        c->io.saved = &t->saved.t;
+    }
+    if ((st = gc_alloc(b, &c->out, "out", CK_F64, &node->out_shape, err)) != CK_OK ||
+        (st = gc_alloc(b, &c->proj, "proj", CK_F64, &node->out_shape, err)) != CK_OK ||
+        (st = gc_alloc(b, &t->dout, "dout", CK_F64, &node->out_shape, err)) != CK_OK)
+        return st;
+    gc_fill(&c->proj, seed, 32u, true);
+    c->out_host = malloc((size_t)ck_shape_numel(&node->out_shape) * sizeof(double));
+    if (!c->out_host)
+        return ck_fail(err, CK_ERR_NOMEM, "gradcheck: out of memory");
+    c->io.out = &c->out.t;
+    for (int p = 0; p < node->n_params; p++) {
+        if (strcmp(node->params[p].suffix, "bias") == 0)
+            c->io.bias = &t->par[p].t;
+        else
+            c->io.weight = &t->par[p].t;
+    }
+    for (int k = 0; k < node->n_buffers; k++) {
+        const char *sfx = node->buffers[k].suffix;
+        if (strcmp(sfx, "running_mean") == 0)
+            c->io.running_mean = &t->buf[k].t;
+        else if (strcmp(sfx, "running_var") == 0)
+            c->io.running_var = &t->buf[k].t;
+        else if (strcmp(sfx, "num_batches_tracked") == 0)
+            c->io.num_batches_tracked = &t->buf[k].t;
+    }
+    return CK_OK;
+}
+
+/* The analytic gradients: one forward, one backward with dout = r, downloaded. */
+static ck_status gc_analytic(gc_ctx *c, gc_tensors *t, ck_error *err)
+{
+    ck_backend *b = c->b;
+    const ck_node *node = c->node;
+    double L0;
+    ck_status st;
+    if ((st = gc_objective(c, &L0, err)) != CK_OK)
+        return st;
+    memcpy(t->dout.host, c->proj.host, (size_t)ck_shape_numel(&node->out_shape) * sizeof(double));
+    if ((st = gc_push(b, &t->dout, err)) != CK_OK)
+        return st;
+    ck_op_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = &t->dout.t;
+    for (int i = 0; i < node->n_in; i++)
+        g.din[i] = t->din[i].t.data ? &t->din[i].t : NULL;
+    for (int p = 0; p < node->n_params; p++) {
+        if (strcmp(node->params[p].suffix, "bias") == 0)
+            g.dbias = &t->dpar[p].t;
+        else
+            g.dweight = &t->dpar[p].t;
+    }
+    if ((st = b->backward(b, &node->op, &c->args, &c->io, &g, err)) != CK_OK)
+        return st;
+    for (int i = 0; i < node->n_in; i++)
+        if (t->din[i].t.data && (st = b->download(b, &t->din[i].t, t->din[i].host, err)) != CK_OK)
+            return st;
+    for (int p = 0; p < node->n_params; p++)
+        if ((st = b->download(b, &t->dpar[p].t, t->dpar[p].host, err)) != CK_OK)
+            return st;
+    return CK_OK;
+}
+
+/* Every differentiable input and parameter against central differences. */
+static ck_status gc_compare_all(gc_ctx *c, gc_tensors *t, uint64_t seed,
+                                const ck_gradcheck_opts *o, ck_gradcheck_result *res,
+                                ck_error *err)
+{
+    const ck_node *node = c->node;
+    ck_status st;
+    res->ok = true;
+    for (int i = 0; i < node->n_in; i++) {
+        if (!t->din[i].t.data)
+            continue; /* token ids */
+        ck_gradcheck_entry *e = &res->e[res->n++];
+        snprintf(e->name, sizeof e->name, "%s", gc_in_names[i]);
+        if ((st = gc_check_tensor(c, &t->in[i], t->din[i].host, (uint32_t)i, seed, o, e, err)) !=
+            CK_OK)
+            return st;
+        res->ok = res->ok && e->failed == 0;
+    }
+    for (int p = 0; p < node->n_params; p++) {
+        ck_gradcheck_entry *e = &res->e[res->n++];
+        snprintf(e->name, sizeof e->name, "%s", node->params[p].suffix);
+        if ((st = gc_check_tensor(c, &t->par[p], t->dpar[p].host, 16u + (uint32_t)p, seed, o, e,
+                                  err)) != CK_OK)
+            return st;
+        res->ok = res->ok && e->failed == 0;
+    }
+    return CK_OK;
+}
+
 ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in_shapes,
                           const ck_fwd_args *args, uint64_t seed, const ck_gradcheck_opts *opts,
                           ck_gradcheck_result *res, ck_error *err)
 {
-    static const char *in_names[CK_MAX_INPUTS] = {"in0", "in1", "in2", "in3",
-                                                  "in4", "in5", "in6", "in7"};
     ck_gradcheck_opts o;
     if (opts)
         o = *opts;
@@ -197,159 +378,16 @@ ck_status ck_gradcheck_op(ck_backend *b, const ck_node *node, const ck_shape *in
     c.node = node;
     c.args = *args;
     c.args.update_running_stats = false; /* the objective must not drift between evaluations */
-
-    gc_buf in[CK_MAX_INPUTS], din[CK_MAX_INPUTS], par[2], dpar[2], buf[3], saved, dout;
-    memset(in, 0, sizeof in);
-    memset(din, 0, sizeof din);
-    memset(par, 0, sizeof par);
-    memset(dpar, 0, sizeof dpar);
-    memset(buf, 0, sizeof buf);
-    memset(&saved, 0, sizeof saved);
-    memset(&dout, 0, sizeof dout);
-    ck_status st = CK_OK;
-
+    gc_tensors t;
+    memset(&t, 0, sizeof t);
+    ck_status st;
     if (node->n_in < 1 || node->n_in > CK_MAX_INPUTS || node->n_params > 2 ||
-        node->n_buffers > 3) {
+        node->n_buffers > 3)
         st = ck_fail(err, CK_ERR_INTERNAL, "gradcheck: malformed node");
-        goto cleanup;
-    }
-
-    c.io.n_in = node->n_in;
-    /* an embedding's input holds token ids: i32 draws in [0, vocab), not differentiated */
-    const bool tokens = node->op.kind == CK_OP_EMBEDDING;
-    for (int i = 0; i < node->n_in; i++) {
-        if (tokens && i == 0) {
-            if ((st = gc_alloc(b, &in[i], in_names[i], CK_I32, &in_shapes[i], err)) != CK_OK)
-                goto cleanup;
-            ck_rng_stream ts = ck_rng_keyed(seed, 0, CK_PURPOSE_TEST, 1);
-            for (int64_t k = 0; k < ck_shape_numel(&in_shapes[i]); k++)
-                in[i].host[k] = (double)ck_rng_below(&ts, (uint64_t)k, (uint32_t)node->op.vocab);
-            if ((st = gc_push(b, &in[i], err)) != CK_OK)
-                goto cleanup;
-            c.io.in[i] = &in[i].t;
-            continue;
-        }
-        if ((st = gc_alloc(b, &in[i], in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK ||
-            (st = gc_alloc(b, &din[i], in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK)
-            goto cleanup;
-        gc_fill(&in[i], seed, (uint32_t)i, true);
-        if ((st = gc_push(b, &in[i], err)) != CK_OK || (st = b->zero(b, &din[i].t, err)) != CK_OK)
-            goto cleanup;
-        c.io.in[i] = &in[i].t;
-    }
-    for (int p = 0; p < node->n_params; p++) {
-        const ck_param_spec *ps = &node->params[p];
-        if ((st = gc_alloc(b, &par[p], ps->suffix, CK_F64, &ps->shape, err)) != CK_OK ||
-            (st = gc_alloc(b, &dpar[p], ps->suffix, CK_F64, &ps->shape, err)) != CK_OK)
-            goto cleanup;
-        gc_fill(&par[p], seed, 16u + (uint32_t)p, false);
-        if ((st = gc_push(b, &par[p], err)) != CK_OK || (st = b->zero(b, &dpar[p].t, err)) != CK_OK)
-            goto cleanup;
-    }
-    for (int k = 0; k < node->n_buffers; k++) {
-        const ck_param_spec *bs = &node->buffers[k];
-        ck_dtype dt = bs->dtype == CK_I64 ? CK_I64 : CK_F64;
-        if ((st = gc_alloc(b, &buf[k], bs->suffix, dt, &bs->shape, err)) != CK_OK)
-            goto cleanup;
-        int64_t n = ck_shape_numel(&bs->shape);
-        for (int64_t i = 0; i < n; i++)
-            buf[k].host[i] = bs->init == CK_INIT_CONST ? bs->a : 0.0;
-        if ((st = gc_push(b, &buf[k], err)) != CK_OK)
-            goto cleanup;
-    }
-    if (node->has_saved) {
-        if ((st = gc_alloc(b, &saved, "saved", CK_F64, &node->saved_shape, err)) != CK_OK)
-            goto cleanup;
-        c.io.saved = &saved.t;
-    }
-    if ((st = gc_alloc(b, &c.out, "out", CK_F64, &node->out_shape, err)) != CK_OK ||
-        (st = gc_alloc(b, &c.proj, "proj", CK_F64, &node->out_shape, err)) != CK_OK ||
-        (st = gc_alloc(b, &dout, "dout", CK_F64, &node->out_shape, err)) != CK_OK)
-        goto cleanup;
-    gc_fill(&c.proj, seed, 32u, true);
-    c.out_host = malloc((size_t)ck_shape_numel(&node->out_shape) * sizeof(double));
-    if (!c.out_host) {
-        st = ck_fail(err, CK_ERR_NOMEM, "gradcheck: out of memory");
-        goto cleanup;
-    }
-    c.io.out = &c.out.t;
-    for (int p = 0; p < node->n_params; p++) {
-        if (strcmp(node->params[p].suffix, "bias") == 0)
-            c.io.bias = &par[p].t;
-        else
-            c.io.weight = &par[p].t;
-    }
-    for (int k = 0; k < node->n_buffers; k++) {
-        const char *sfx = node->buffers[k].suffix;
-        if (strcmp(sfx, "running_mean") == 0)
-            c.io.running_mean = &buf[k].t;
-        else if (strcmp(sfx, "running_var") == 0)
-            c.io.running_var = &buf[k].t;
-        else if (strcmp(sfx, "num_batches_tracked") == 0)
-            c.io.num_batches_tracked = &buf[k].t;
-    }
-
-    /* analytic gradients: one forward, one backward with dout = r */
-    double L0;
-    if ((st = gc_objective(&c, &L0, err)) != CK_OK)
-        goto cleanup;
-    memcpy(dout.host, c.proj.host, (size_t)ck_shape_numel(&node->out_shape) * sizeof(double));
-    if ((st = gc_push(b, &dout, err)) != CK_OK)
-        goto cleanup;
-    ck_op_grads g;
-    memset(&g, 0, sizeof g);
-    g.dout = &dout.t;
-    for (int i = 0; i < node->n_in; i++)
-        g.din[i] = din[i].t.data ? &din[i].t : NULL;
-    for (int p = 0; p < node->n_params; p++) {
-        if (strcmp(node->params[p].suffix, "bias") == 0)
-            g.dbias = &dpar[p].t;
-        else
-            g.dweight = &dpar[p].t;
-    }
-    if ((st = b->backward(b, &node->op, &c.args, &c.io, &g, err)) != CK_OK)
-        goto cleanup;
-    for (int i = 0; i < node->n_in; i++)
-        if (din[i].t.data && (st = b->download(b, &din[i].t, din[i].host, err)) != CK_OK)
-            goto cleanup;
-    for (int p = 0; p < node->n_params; p++)
-        if ((st = b->download(b, &dpar[p].t, dpar[p].host, err)) != CK_OK)
-            goto cleanup;
-
-    res->ok = true;
-    for (int i = 0; i < node->n_in; i++) {
-        if (!din[i].t.data)
-            continue; /* token ids */
-        ck_gradcheck_entry *e = &res->e[res->n++];
-        snprintf(e->name, sizeof e->name, "%s", in_names[i]);
-        if ((st = gc_check_tensor(&c, &in[i], din[i].host, (uint32_t)i, seed, &o, e, err)) != CK_OK)
-            goto cleanup;
-        res->ok = res->ok && e->failed == 0;
-    }
-    for (int p = 0; p < node->n_params; p++) {
-        ck_gradcheck_entry *e = &res->e[res->n++];
-        snprintf(e->name, sizeof e->name, "%s", node->params[p].suffix);
-        if ((st = gc_check_tensor(&c, &par[p], dpar[p].host, 16u + (uint32_t)p, seed, &o, e,
-                                  err)) != CK_OK)
-            goto cleanup;
-        res->ok = res->ok && e->failed == 0;
-    }
-
-cleanup:
-    for (int i = 0; i < CK_MAX_INPUTS; i++) {
-        gc_release(b, &in[i]);
-        gc_release(b, &din[i]);
-    }
-    for (int p = 0; p < 2; p++) {
-        gc_release(b, &par[p]);
-        gc_release(b, &dpar[p]);
-    }
-    for (int k = 0; k < 3; k++)
-        gc_release(b, &buf[k]);
-    gc_release(b, &saved);
-    gc_release(b, &dout);
-    gc_release(b, &c.out);
-    gc_release(b, &c.proj);
-    free(c.out_host);
+    else if ((st = gc_setup_inputs(&c, &t, in_shapes, seed, err)) == CK_OK &&
+             (st = gc_setup_state(&c, &t, seed, err)) == CK_OK &&
+             (st = gc_analytic(&c, &t, err)) == CK_OK)
+        st = gc_compare_all(&c, &t, seed, &o, res, err);
+    gc_tensors_release(b, &t, &c);
     return st;
 }

@@ -8,6 +8,7 @@
 
 #include "harness/engine/train.h"
 #include "harness/verify/result.h"
+#include "harness/verify/training.h"
 
 /* Compares two records entry by entry (ckpt against the plain reference) into res's
  * tensors, first_divergence and verdict, with the case's tolerance. */
@@ -30,6 +31,11 @@ ck_status ck_compare_vs_fp32(const ck_graph *g, ck_dtype low, const ck_record *f
  * fails the case. */
 ck_status ck_compare_backends(ck_backend *b, ck_backend *ref, const ck_graph *g, ck_dtype dtype,
                               ck_result *res, ck_error *err);
+/* The same, counting its two trainings (this backend's plain run, the other backend's) in
+ * log (may be NULL). */
+ck_status ck_compare_backends_ex(ck_backend *b, ck_backend *ref, const ck_graph *g,
+                                 ck_dtype dtype, ck_training_log *log, ck_result *res,
+                                 ck_error *err);
 
 /* Runs up to this many steps keep every step's tensor results; longer runs keep step 0, the
  * first divergent step and the last step (plus verdict counts over every step), so memory

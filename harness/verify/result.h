@@ -86,8 +86,9 @@ typedef struct {
                                   unless precision_check is warn/off) && the cross-backend
                                   check (when run) is not a mismatch && vacuous ==
                                   cs->expect_vacuous */
-    bool vacuous;              /* a run's gradients carry no information (vacuity.h) */
-    char vacuous_reason[256];  /* which run and why, when vacuous */
+    bool vacuous;              /* a run's gradients carry no information (vacuity.h): the
+                               plain run's reason when it is vacuous, else the
+                               checkpointed run's (reports/ words them) */
 
     ck_bisect_result *bisect;  /* owned; NULL unless bisect or a noise floor ran */
     bool verified_recompute;   /* --verify-recompute ran */

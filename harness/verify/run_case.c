@@ -12,6 +12,7 @@
 #include "harness/engine/dump.h"
 #include "harness/io/files.h"
 #include "harness/verify/judge.h"
+#include "harness/verify/training.h"
 
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
                       ck_error *err)
@@ -37,21 +38,9 @@ static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_err
     return CK_OK;
 }
 
-ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
-                         const ck_case_run_opts *opts, ck_result *res, ck_error *err)
+/* The backend's identity, copied into the result. */
+static void describe_backend(ck_backend *b, ck_result *res)
 {
-    const ck_case *c = g->cs;
-    ck_manifest manifest;
-    bool dumping = opts && opts->dump_dir;
-    memset(&manifest, 0, sizeof manifest);
-    ck_record plain, ckpt;
-    ck_plan plan;
-    memset(res, 0, sizeof *res);
-    memset(&plain, 0, sizeof plain);
-    memset(&ckpt, 0, sizeof ckpt);
-    res->cs = c;
-    res->g = g;
-    res->dtype = dtype;
     ck_backend_info info;
     b->info(b, &info);
     snprintf(res->backend, sizeof res->backend, "%s", info.name);
@@ -59,52 +48,61 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     snprintf(res->backend_versions, sizeof res->backend_versions, "%s", info.versions);
     res->backend_threads = info.threads;
     snprintf(res->backend_isa, sizeof res->backend_isa, "%s", info.isa);
+}
 
-    ck_status st = ck_plan_build(g, &plan, err);
-    if (st != CK_OK)
-        return st;
-    res->n_segments = plan.n_segments;
-    res->segments = malloc((size_t)(plan.n_segments ? plan.n_segments : 1) * sizeof *res->segments);
-    if (!res->segments) {
-        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
+/* The two runs' hooks: progress relays and dump specs (opts may be NULL). */
+typedef struct {
+    ck_manifest manifest;
+    bool dumping;
+    ck_dump_spec dplain, dckpt;
+    ck_run_hooks hplain, hckpt;
+    progress_relay rplain, rckpt;
+} run_pair_hooks;
 
-    ck_dump_spec dplain = {0}, dckpt = {0};
-    ck_run_hooks hplain = {0}, hckpt = {0};
-    progress_relay rplain = {opts, {.run = 0, .n_runs = 2, .run_label = "plain", .steps = c->steps,
-                                    .n_layers = g->n}};
-    progress_relay rckpt = {opts, {.run = 1, .n_runs = 2, .run_label = "checkpointed",
-                                   .steps = c->steps, .n_layers = g->n}};
+static ck_status pair_hooks_init(run_pair_hooks *h, const ck_graph *g, const ck_plan *plan,
+                                 ck_dtype dtype, const ck_case_run_opts *opts, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    memset(h, 0, sizeof *h);
+    h->dumping = opts && opts->dump_dir;
+    h->rplain = (progress_relay){opts, {.run = 0, .n_runs = 2, .run_label = "plain",
+                                        .steps = c->steps, .n_layers = g->n}};
+    h->rckpt = (progress_relay){opts, {.run = 1, .n_runs = 2, .run_label = "checkpointed",
+                                       .steps = c->steps, .n_layers = g->n}};
     if (opts && opts->progress) {
-        hplain.observer = hckpt.observer = relay_progress;
-        hplain.observer_user = &rplain;
-        hckpt.observer_user = &rckpt;
+        h->hplain.observer = h->hckpt.observer = relay_progress;
+        h->hplain.observer_user = &h->rplain;
+        h->hckpt.observer_user = &h->rckpt;
     }
-    if (dumping) {
-        if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
-            (st = ck_manifest_init(&manifest, c->name, err)) != CK_OK ||
-            (st = ck_manifest_describe(&manifest, g, &plan, dtype, err)) != CK_OK ||
-            (c->path && access(c->path, R_OK) == 0 && /* parsed from a file, not from text */
-             (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
-            goto out;
-        dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &manifest,
-                                .activations = opts->dump_activations,
-                                .activation_grads = opts->dump_activation_grads,
-                                .optimizer_state = opts->dump_optimizer};
-        dckpt = dplain;
-        dckpt.label = "checkpointed";
-        hplain.dump = &dplain;
-        hckpt.dump = &dckpt;
-    }
-    /* plain and checkpointed train in lockstep; each step is judged and its tensors dropped,
-     * so memory does not grow with the steps. A low-precision run judged against fp32 keeps
-     * its plain run's tensors: the precision judgement (precision_judge.h) calibrates every
-     * tensor against whole fp32 and calibration runs trained after it. */
-    bool low = dtype == CK_F16 || dtype == CK_BF16;
-    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
-    bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
+    if (!h->dumping)
+        return CK_OK;
+    ck_status st;
+    if ((st = ck_mkdir_p(opts->dump_dir, err)) != CK_OK ||
+        (st = ck_manifest_init(&h->manifest, c->name, err)) != CK_OK ||
+        (st = ck_manifest_describe(&h->manifest, g, plan, dtype, err)) != CK_OK ||
+        (c->path && access(c->path, R_OK) == 0 && /* parsed from a file, not from text */
+         (st = ck_dump_case_file(opts->dump_dir, c->path, err)) != CK_OK))
+        return st;
+    h->dplain = (ck_dump_spec){.dir = opts->dump_dir, .label = "plain", .manifest = &h->manifest,
+                               .activations = opts->dump_activations,
+                               .activation_grads = opts->dump_activation_grads,
+                               .optimizer_state = opts->dump_optimizer};
+    h->dckpt = h->dplain;
+    h->dckpt.label = "checkpointed";
+    h->hplain.dump = &h->dplain;
+    h->hckpt.dump = &h->dckpt;
+    return CK_OK;
+}
+
+/* Plain and checkpointed train in lockstep; each step is judged and its tensors dropped,
+ * so memory does not grow with the steps. keep_plain (a low-precision run judged against
+ * fp32) keeps the plain run's tensors: the precision judgement (precision_judge.h)
+ * calibrates every tensor against whole fp32 and calibration runs trained after it. */
+static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
+                            run_pair_hooks *h, ck_training_log *log, bool keep_plain,
+                            ck_record *plain, ck_record *ckpt, ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
     ck_trainer tp, tc;
     bool have_tp = false, have_tc = false;
     ck_step_judge jmain;
@@ -113,28 +111,33 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     memset(vp, 0, sizeof *vp);
     memset(vc, 0, sizeof *vc);
     vp->flushed = vc->flushed = -1;
-    if ((st = ck_trainer_begin(&tp, b, g, NULL, dtype, &hplain, &plain, err)) != CK_OK)
+    ck_training t_plain = {.kind = CK_TRAINING_PLAIN, .b = b, .g = g, .dtype = dtype,
+                           .hooks = &h->hplain, .log = log};
+    ck_training t_ckpt = {.kind = CK_TRAINING_CHECKPOINTED, .b = b, .g = g, .plan = plan,
+                          .dtype = dtype, .hooks = &h->hckpt, .log = log};
+    ck_status st;
+    if ((st = ck_training_begin(&t_plain, &tp, plain, err)) != CK_OK)
         goto steps_done;
     have_tp = true;
-    if ((st = ck_trainer_begin(&tc, b, g, &plan, dtype, &hckpt, &ckpt, err)) != CK_OK)
+    if ((st = ck_training_begin(&t_ckpt, &tc, ckpt, err)) != CK_OK)
         goto steps_done;
     have_tc = true;
     for (int step = 0; step < c->steps; step++) {
-        int plain_from = plain.n;
+        int plain_from = plain->n;
         if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
             (st = ck_trainer_step(&tc, step, err)) != CK_OK)
             goto steps_done;
-        /* this step's entries of the plain run (it keeps earlier steps' when judge_lowp) */
-        ck_record step_view = plain;
-        step_view.e = plain.e + plain_from;
-        step_view.n = plain.n - plain_from;
-        if ((st = ck_step_judge_add(&jmain, g, &step_view, &ckpt, step, err)) != CK_OK)
+        /* this step's entries of the plain run (it keeps earlier steps' when keep_plain) */
+        ck_record step_view = *plain;
+        step_view.e = plain->e + plain_from;
+        step_view.n = plain->n - plain_from;
+        if ((st = ck_step_judge_add(&jmain, g, &step_view, ckpt, step, err)) != CK_OK)
             goto steps_done;
         ck_vacuity_count(&step_view, dtype, vp);
-        ck_vacuity_count(&ckpt, dtype, vc);
-        if (!judge_lowp)
-            ck_record_drop_entries(&plain);
-        ck_record_drop_entries(&ckpt);
+        ck_vacuity_count(ckpt, dtype, vc);
+        if (!keep_plain)
+            ck_record_drop_entries(plain);
+        ck_record_drop_entries(ckpt);
     }
     ck_trainer_end(&tp);
     ck_trainer_end(&tc);
@@ -143,10 +146,10 @@ steps_done:
         ck_trainer_free(&tp);
     if (have_tc)
         ck_trainer_free(&tc);
-    if (st == CK_OK && dumping) {
+    if (st == CK_OK && h->dumping) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/manifest.json", opts->dump_dir);
-        st = ck_manifest_write(&manifest, path, err);
+        snprintf(path, sizeof path, "%s/manifest.json", h->dplain.dir);
+        st = ck_manifest_write(&h->manifest, path, err);
     }
     if (st == CK_OK) {
         res->tensors = jmain.t;
@@ -161,43 +164,56 @@ steps_done:
         memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
     }
     ck_step_judge_free(&jmain);
-    if (st != CK_OK)
-        goto out;
-    ck_vacuity_finish(&plain, vp);
-    ck_vacuity_finish(&ckpt, vc);
-    if (judge_lowp) {
-        /* the second judgement: how far is low-precision training from fp32 at all? The
-         * calibration runs measure how far the low dtype's roundings alone move fp32. */
-        ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
-        memset(&fp32, 0, sizeof fp32);
-        memset(calib, 0, sizeof calib);
-        const ck_precision_override *ov =
-            opts && opts->precision_override.set ? &opts->precision_override : NULL;
-        /* the fp32 runs take the low run's updates: a step its loss scaler skipped is
-         * skipped there too, or every later step would compare different models */
-        ck_run_hooks href = {.skip_like = plain.scales};
-        st = ck_train(b, g, NULL, CK_F32, &href, &fp32, err);
-        for (int j = 0; j < CK_PRECISION_CALIB_RUNS && st == CK_OK && !ov; j++) {
-            ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
-                                 .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                                 .skip_like = plain.scales};
-            st = ck_train(b, g, NULL, CK_F32, &hcal, &calib[j], err);
-        }
-        if (st == CK_OK)
-            st = ck_compare_vs_fp32(g, dtype, &fp32, calib, ov ? 0 : CK_PRECISION_CALIB_RUNS,
-                                    &plain, ov, res, err);
-        ck_record_free(&fp32);
-        for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
-            ck_record_free(&calib[j]);
-        if (st != CK_OK)
-            goto out;
-        res->plain.vacuity.flushed = 0;
-        for (int k = 0; k < res->n_vs_fp32; k++)
-            if (res->vs_fp32[k].kind == CK_KIND_GRAD && res->vs_fp32[k].cast_flushed > 0)
-                res->plain.vacuity.flushed += res->vs_fp32[k].cast_flushed;
+    return st;
+}
+
+/* The second judgement: how far is low-precision training from fp32 at all? The
+ * calibration runs measure how far the low dtype's roundings alone move fp32. */
+static ck_status judge_vs_fp32(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                               const ck_case_run_opts *opts, const ck_record *plain,
+                               ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_training_log *log = opts ? opts->log : NULL;
+    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+    memset(&fp32, 0, sizeof fp32);
+    memset(calib, 0, sizeof calib);
+    const ck_precision_override *ov =
+        opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    /* the fp32 runs take the low run's updates: a step its loss scaler skipped is
+     * skipped there too, or every later step would compare different models */
+    ck_run_hooks href = {.skip_like = plain->scales};
+    ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .dtype = CK_F32,
+                         .hooks = &href, .log = log};
+    ck_status st = ck_training_run(&t_ref, &fp32, err);
+    for (int j = 0; j < CK_PRECISION_CALIB_RUNS && st == CK_OK && !ov; j++) {
+        ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
+                             .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                             .skip_like = plain->scales};
+        ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .dtype = CK_F32,
+                             .hooks = &hcal, .log = log};
+        st = ck_training_run(&t_cal, &calib[j], err);
     }
-    ck_fill_summary(&res->plain, "plain", &plain);
-    ck_fill_summary(&res->ckpt, "checkpointed", &ckpt);
+    if (st == CK_OK)
+        st = ck_compare_vs_fp32(g, dtype, &fp32, calib, ov ? 0 : CK_PRECISION_CALIB_RUNS,
+                                plain, ov, res, err);
+    ck_record_free(&fp32);
+    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
+        ck_record_free(&calib[j]);
+    if (st != CK_OK)
+        return st;
+    res->plain.vacuity.flushed = 0;
+    for (int k = 0; k < res->n_vs_fp32; k++)
+        if (res->vs_fp32[k].kind == CK_KIND_GRAD && res->vs_fp32[k].cast_flushed > 0)
+            res->plain.vacuity.flushed += res->vs_fp32[k].cast_flushed;
+    return CK_OK;
+}
+
+/* Run summaries, loss-scaler agreement, memory saving and the verdicts. */
+static void finish_result(const ck_case *c, ck_record *plain, ck_record *ckpt, ck_result *res)
+{
+    ck_fill_summary(&res->plain, "plain", plain);
+    ck_fill_summary(&res->ckpt, "checkpointed", ckpt);
     res->first_scale_mismatch = -1;
     for (int s = 0; s < c->steps; s++) {
         if (res->plain.scales[s].scale != res->ckpt.scales[s].scale ||
@@ -211,9 +227,49 @@ steps_done:
     res->memory_saving = pp > 0 ? 1.0 - (double)cp / (double)pp : 0.0;
     res->memory_met = !c->has_min_memory_saving || res->memory_saving >= c->min_memory_saving;
     ck_result_judge(res);
+}
+
+ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                         const ck_case_run_opts *opts, ck_result *res, ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_record plain, ckpt;
+    ck_plan plan;
+    run_pair_hooks hooks;
+    memset(&hooks, 0, sizeof hooks);
+    memset(res, 0, sizeof *res);
+    memset(&plain, 0, sizeof plain);
+    memset(&ckpt, 0, sizeof ckpt);
+    res->cs = c;
+    res->g = g;
+    res->dtype = dtype;
+    describe_backend(b, res);
+
+    ck_status st = ck_plan_build(g, &plan, err);
+    if (st != CK_OK)
+        return st;
+    res->n_segments = plan.n_segments;
+    res->segments = malloc((size_t)(plan.n_segments ? plan.n_segments : 1) * sizeof *res->segments);
+    if (!res->segments) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(res->segments, plan.segments, (size_t)plan.n_segments * sizeof *res->segments);
+    bool low = dtype == CK_F16 || dtype == CK_BF16;
+    res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
+    bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
+    if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, err)) != CK_OK ||
+        (st = train_pair(b, g, &plan, dtype, &hooks, opts ? opts->log : NULL, judge_lowp, &plain,
+                         &ckpt, res, err)) != CK_OK)
+        goto out;
+    ck_vacuity_finish(&plain, &res->plain.vacuity);
+    ck_vacuity_finish(&ckpt, &res->ckpt.vacuity);
+    if (judge_lowp && (st = judge_vs_fp32(b, g, dtype, opts, &plain, res, err)) != CK_OK)
+        goto out;
+    finish_result(c, &plain, &ckpt, res);
 out:
-    if (dumping)
-        ck_manifest_free(&manifest);
+    if (hooks.dumping)
+        ck_manifest_free(&hooks.manifest);
     ck_record_free(&plain);
     ck_record_free(&ckpt);
     ck_plan_free(&plan);

@@ -7,6 +7,7 @@
 #define CK_RUN_CASE_H
 
 #include "harness/verify/result.h"
+#include "harness/verify/training.h"
 
 /* Progress of a case, called by the engine at every layer's forward and backward of the
  * plain (run 0) and checkpointed (run 1) training runs; the caller renders it (the library
@@ -29,6 +30,7 @@ typedef struct {
     bool dump_optimizer;        /* the optimizer state after every step too */
     ck_progress_fn progress; /* NULL: none */
     void *progress_user;
+    ck_training_log *log;    /* counts the trainings; NULL: not counted */
 } ck_case_run_opts;
 
 /* Plain and checkpointed runs of the case, compared into res (free with ck_result_free).

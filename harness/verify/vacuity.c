@@ -33,12 +33,13 @@ void ck_vacuity_count(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
 void ck_vacuity_finish(const ck_record *rec, ck_vacuity *v)
 {
     v->vacuous = false;
-    v->why[0] = '\0';
+    v->reason = CK_VACUITY_NONE;
+    v->step = v->skipped = 0;
     for (int s = 0; rec->losses && s < rec->steps; s++) {
         if (!isfinite(rec->losses[s]) || rec->losses[s] == 0.0) {
             v->vacuous = true;
-            snprintf(v->why, sizeof v->why, "the loss at step %d is %s", s,
-                     rec->losses[s] == 0.0 ? "exactly 0" : "not finite");
+            v->reason = rec->losses[s] == 0.0 ? CK_VACUITY_LOSS_ZERO : CK_VACUITY_LOSS_NONFINITE;
+            v->step = s;
             return;
         }
     }
@@ -47,23 +48,19 @@ void ck_vacuity_finish(const ck_record *rec, ck_vacuity *v)
         skipped += rec->scales[s].skipped;
     if (rec->steps > 0 && skipped == rec->steps) {
         v->vacuous = true;
-        snprintf(v->why, sizeof v->why,
-                 "the loss scaler skipped every step (%d): no update was ever taken", skipped);
+        v->reason = CK_VACUITY_ALL_SKIPPED;
+        v->skipped = skipped;
         return;
     }
     if (v->elements == 0) {
         v->vacuous = true;
-        snprintf(v->why, sizeof v->why, "the model has no gradients to compare");
+        v->reason = CK_VACUITY_NO_GRADIENTS;
         return;
     }
     double frac = (double)(v->zero + v->subnormal) / (double)v->elements;
     if (frac >= CK_VACUOUS_FRACTION) {
         v->vacuous = true;
-        snprintf(v->why, sizeof v->why,
-                 "%.2f%% of %lld gradient elements are zero (%lld) or subnormal (%lld): at "
-                 "least %.0f%% carries no information",
-                 100.0 * frac, (long long)v->elements, (long long)v->zero,
-                 (long long)v->subnormal, 100.0 * CK_VACUOUS_FRACTION);
+        v->reason = CK_VACUITY_ZERO_GRADIENTS;
     }
 }
 

@@ -19,10 +19,23 @@
 
 #define CK_VACUOUS_FRACTION 0.99
 
+/* Why a run is vacuous (reports/ words it: ck_report_vacuity_text). */
+typedef enum {
+    CK_VACUITY_NONE = 0,        /* not vacuous */
+    CK_VACUITY_LOSS_ZERO,       /* the loss at `step` is exactly 0 */
+    CK_VACUITY_LOSS_NONFINITE,  /* the loss at `step` is not finite */
+    CK_VACUITY_ALL_SKIPPED,     /* the loss scaler skipped every step (`skipped` of them) */
+    CK_VACUITY_NO_GRADIENTS,    /* the model has no gradients to compare */
+    CK_VACUITY_ZERO_GRADIENTS,  /* (zero + subnormal) / elements >= CK_VACUOUS_FRACTION */
+    CK_VACUITY_REASONS
+} ck_vacuity_reason;
+
 typedef struct {
     int64_t elements, zero, subnormal, flushed; /* flushed: -1 when not judged against fp32 */
     bool vacuous;
-    char why[200]; /* one line when vacuous, else empty */
+    ck_vacuity_reason reason;
+    int step;    /* LOSS_ZERO, LOSS_NONFINITE */
+    int skipped; /* ALL_SKIPPED */
 } ck_vacuity;
 
 /* Measures rec, a run in dtype dt. */

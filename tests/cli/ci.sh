@@ -74,10 +74,20 @@ if command -v script >/dev/null 2>&1; then
 fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
-run 1 "--jobs 2" -- "$PROG" run "$C" --report "$TMP/jobs/" --junit "$TMP/jobs.xml" --reproducible --quiet --jobs 2
+run 1 "--jobs 2" -- "$PROG" run "$C" --report "$TMP/jobs/" --junit "$TMP/jobs.xml" \
+    --html "$TMP/jobs.html" --reproducible --quiet --jobs 2
 cmp -s "$TMP/out" "$TMP/serial.out" && ok || bad "--jobs 2 stdout differs from the serial run"
 cmp -s "$TMP/jobs.xml" "$TMP/serial.xml" && ok || bad "--jobs 2 JUnit differs"
 cmp -s "$TMP/jobs/summary.json" "$TMP/serial/summary.json" && ok || bad "--jobs 2 summary differs"
+# the workers' typed results render the page and every report as the serial run does
+as_serial() { sed 's# --jobs 2##; s#/jobs/#/serial/#; s#jobs\.xml#serial.xml#; s#jobs\.html#serial.html#' "$1"; }
+as_serial "$TMP/jobs.html" | cmp -s - "$TMP/serial.html" && ok || bad "--jobs 2 HTML differs (command line aside)"
+diff_reports=0
+for f in "$TMP"/serial/*.json; do
+    [ "$(basename "$f")" = summary.json ] && continue
+    as_serial "$TMP/jobs/$(basename "$f")" | cmp -s - "$f" || diff_reports=1
+done
+[ $diff_reports = 0 ] && ok || bad "--jobs 2 reports differ from the serial run's (command line aside)"
 
 # ---- docs/ci.md's workflow: 4 shards with --jobs 2, then merge == the serial run ----------
 n_items=0
