@@ -6,6 +6,7 @@
 #include "harness/model/onnx_fold.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,14 @@ static double rd(const ck_onnx_tensor *t, int64_t i)
     }
 }
 
+/* A double as an integer without undefined behaviour: NaN is 0, values beyond 2^62 are
+ * clamped (every fold checks the sizes it uses; Slice's INT64_MAX ends clamp anyway). */
+static int64_t iv(double v)
+{
+    const double lim = 4611686018427387904.0; /* 2^62 */
+    return v != v ? 0 : v > lim ? (int64_t)lim : v < -lim ? -(int64_t)lim : (int64_t)v;
+}
+
 static void wr(int type, void *data, int64_t i, double v)
 {
     unsigned char *d = data;
@@ -44,11 +53,11 @@ static void wr(int type, void *data, int64_t i, double v)
     case CK_ONNX_DOUBLE: memcpy(d + 8 * i, &v, 8); break;
     case CK_ONNX_FLOAT16: { uint16_t h = ck_f32_to_f16((float)v); memcpy(d + 2 * i, &h, 2); break; }
     case CK_ONNX_BFLOAT16: { uint16_t h = ck_f32_to_bf16((float)v); memcpy(d + 2 * i, &h, 2); break; }
-    case CK_ONNX_INT64: { int64_t x = (int64_t)v; memcpy(d + 8 * i, &x, 8); break; }
-    case CK_ONNX_INT32: { int32_t x = (int32_t)v; memcpy(d + 4 * i, &x, 4); break; }
+    case CK_ONNX_INT64: { int64_t x = iv(v); memcpy(d + 8 * i, &x, 8); break; }
+    case CK_ONNX_INT32: { int32_t x = (int32_t)(iv(v) > INT32_MAX ? INT32_MAX : iv(v) < INT32_MIN ? INT32_MIN : iv(v)); memcpy(d + 4 * i, &x, 4); break; }
     case CK_ONNX_BOOL: d[i] = v != 0.0; break;
-    case CK_ONNX_INT8: d[i] = (unsigned char)(int8_t)v; break;
-    default: d[i] = (unsigned char)v; break;
+    case CK_ONNX_INT8: d[i] = (unsigned char)(int8_t)(iv(v) & 0xff); break;
+    default: d[i] = (unsigned char)(iv(v) & 0xff); break;
     }
 }
 
@@ -262,7 +271,7 @@ static int get_axes(const ck_onnx_node *n, const dval *in, int64_t *axes)
             axes[k] = a->ints[k];
     else if (in)
         for (; k < in->numel && k < CK_MAX_DIMS; k++)
-            axes[k] = (int64_t)in->v[k];
+            axes[k] = iv(in->v[k]);
     return k;
 }
 
@@ -363,7 +372,7 @@ static ck_status fold_gather(fctx *c, const ck_onnx_node *n, const dval *x, cons
     int64_t f = 0;
     for (int64_t a = 0; a < outer; a++)
         for (int64_t j = 0; j < ix->numel; j++) {
-            int64_t i = (int64_t)ix->v[j];
+            int64_t i = iv(ix->v[j]);
             i = i < 0 ? i + na : i;
             if (i < 0 || i >= na)
                 return nope(c, "Gather index %lld is outside [0, %lld)", (long long)ix->v[j],
@@ -410,13 +419,13 @@ static ck_status fold_slice(fctx *c, const ck_onnx_node *n, int64_t opset, const
         }
     }
     for (int i = 0; i < m; i++) {
-        int64_t a = axis_of((int64_t)av[i], x->ndim), len;
+        int64_t a = axis_of(iv(av[i]), x->ndim), len;
         if (a < 0 || a >= x->ndim || pv[i] == 0)
             return nope(c, "Slice axis or step out of range");
         len = x->dims[a];
         double s = sv[i] < 0 ? sv[i] + (double)len : sv[i];
         double e = ev[i] < 0 ? ev[i] + (double)len : ev[i];
-        step[a] = (int64_t)pv[i];
+        step[a] = iv(pv[i]);
         if (step[a] > 0) {
             s = s < 0 ? 0 : s > len ? (double)len : s;
             e = e < 0 ? 0 : e > len ? (double)len : e;
@@ -424,8 +433,8 @@ static ck_status fold_slice(fctx *c, const ck_onnx_node *n, int64_t opset, const
             s = s < 0 ? -1 : s > len - 1 ? (double)(len - 1) : s;
             e = e < -1 ? -1 : e > len - 1 ? (double)(len - 1) : e;
         }
-        st[a] = (int64_t)s;
-        en[a] = (int64_t)e;
+        st[a] = iv(s);
+        en[a] = iv(e);
     }
     for (int d = 0; d < x->ndim; d++) {
         int64_t span = step[d] > 0 ? en[d] - st[d] : st[d] - en[d];
@@ -478,7 +487,7 @@ static ck_status fold_reshape(fctx *c, const ck_onnx_node *n, const dval *x, con
         return nope(c, "Reshape to more than %d dims", CK_MAX_DIMS);
     bool allowzero = attr_i(n, "allowzero", 0) != 0;
     for (int d = 0; d < s->numel; d++) {
-        dims[d] = (int64_t)s->v[d];
+        dims[d] = iv(s->v[d]);
         if (dims[d] == 0 && !allowzero) {
             if (d >= x->ndim)
                 return nope(c, "Reshape dim %d is 0 beyond the input's rank", d);
@@ -509,7 +518,7 @@ static ck_status fold_trilu(fctx *c, const ck_onnx_node *n, const dval *x, const
 {
     if (x->ndim < 2)
         return nope(c, "Trilu of a constant of rank < 2");
-    int64_t k = kk ? (int64_t)kk->v[0] : 0, R = x->dims[x->ndim - 2], C = x->dims[x->ndim - 1];
+    int64_t k = kk ? iv(kk->v[0]) : 0, R = x->dims[x->ndim - 2], C = x->dims[x->ndim - 1];
     bool upper = attr_i(n, "upper", 1) != 0;
     CK_TRY(make(c, o, x->ndim, x->dims));
     for (int64_t f = 0; f < o->numel; f++) {
@@ -602,6 +611,8 @@ static ck_status eval(fctx *c, const ck_onnx_node *n, int64_t opset, const char 
         if (step == 0 || d[0]->numel != 1 || d[1]->numel != 1 || d[2]->numel != 1)
             return nope(c, "Range needs scalar start, limit and a non-zero delta");
         double cnt = ceil((l - s) / step);
+        if (!(cnt <= CK_ONNX_FOLD_MAX_ELEMS))
+            return nope(c, "Range of more than %d elements", CK_ONNX_FOLD_MAX_ELEMS);
         int64_t len = cnt > 0 ? (int64_t)cnt : 0;
         CK_TRY(make(c, o, 1, &len));
         for (int64_t i = 0; i < len; i++)
@@ -613,7 +624,7 @@ static ck_status eval(fctx *c, const ck_onnx_node *n, int64_t opset, const char 
         if (d[0]->numel > CK_MAX_DIMS)
             return nope(c, "ConstantOfShape of more than %d dims", CK_MAX_DIMS);
         for (int i = 0; i < d[0]->numel; i++)
-            dims[i] = (int64_t)d[0]->v[i];
+            dims[i] = iv(d[0]->v[i]);
         CK_TRY(make(c, o, (int)d[0]->numel, dims));
         const ck_onnx_attr *v = attr(n, "value");
         double fill = v && v->t && v->t->numel == 1 ? rd(v->t, 0) : 0.0;
@@ -628,7 +639,7 @@ static ck_status eval(fctx *c, const ck_onnx_node *n, int64_t opset, const char 
             return nope(c, "Expand to more than %d dims", CK_MAX_DIMS);
         sh.ndim = (int)d[1]->numel;
         for (int i = 0; i < sh.ndim; i++)
-            sh.dims[i] = (int64_t)d[1]->v[i];
+            sh.dims[i] = iv(d[1]->v[i]);
         const dval *two[2] = {d[0], &sh};
         int r;
         int64_t dims[CK_MAX_DIMS], idx[CK_MAX_DIMS];
@@ -660,6 +671,13 @@ ck_status ck_onnx_fold_eval(const ck_onnx_node *n, int64_t opset, const ck_onnx_
     for (size_t i = 0; i < sizeof ops / sizeof ops[0] && !known; i++)
         known = strcmp(op, ops[i]) == 0;
     if (!known || n_in < 1 || n_in > 8 || !in[0] || n->n_out < 1 || n->domain[0])
+        return CK_OK;
+    bool optional_inputs = !strcmp(op, "Slice") || !strcmp(op, "Squeeze") ||
+                           !strcmp(op, "Unsqueeze") || !strcmp(op, "Trilu");
+    for (int i = 1; i < n_in; i++)
+        if (!in[i] && !optional_inputs)
+            return CK_OK; /* an omitted input where the op needs one: not folded here */
+    if (!strcmp(op, "Where") && n_in != 3)
         return CK_OK;
     int type = out_type(n, op, in);
     if (!ck_onnx_elem_size(type))

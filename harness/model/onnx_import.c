@@ -265,6 +265,15 @@ static double elem_f64(const ck_onnx_tensor *t, int64_t i)
     }
 }
 
+/* An element as an integer without undefined behaviour (NaN 0, clamped to +-2^62); the
+ * callers check the range they need. */
+static int64_t elem_i64(const ck_onnx_tensor *t, int64_t i)
+{
+    double v = elem_f64(t, i);
+    const double lim = 4611686018427387904.0;
+    return v != v ? 0 : v > lim ? (int64_t)lim : v < -lim ? -(int64_t)lim : (int64_t)v;
+}
+
 static bool is_float_type(int t)
 {
     return t == CK_ONNX_FLOAT || t == CK_ONNX_DOUBLE || t == CK_ONNX_FLOAT16 ||
@@ -754,12 +763,13 @@ static ck_status map_split(imp *im, const ck_onnx_node *n)
         return fail_node(im, "the split sizes must be constants");
     for (int k = 0; k < n->n_out; k++) {
         sizes[k] = sa && k < sa->n_ints ? sa->ints[k]
-                   : st && k < st->numel ? (int64_t)elem_f64(st, k)
+                   : st && k < st->numel ? elem_i64(st, k)
                                          : (D + n->n_out - 1) / n->n_out;
         if (!sa && !st && k == n->n_out - 1)
             sizes[k] = D - total; /* equal parts, the last one smaller */
-        if (sizes[k] < 1)
-            return fail_node(im, "output %d would be empty", k);
+        if (sizes[k] < 1 || sizes[k] > D)
+            return fail_node(im, "output %d has size %lld, outside [1, %lld]", k,
+                             (long long)sizes[k], (long long)D);
         total += sizes[k];
     }
     if (total != D)
@@ -788,7 +798,7 @@ static ck_status map_slice(imp *im, const ck_onnx_node *n)
     const char *src = n->in[0];
     int made = 0, m = (int)c[0]->numel;
     for (int i = 0; i < m; i++) {
-        int64_t ax = c[2] ? (int64_t)elem_f64(c[2], i) : i;
+        int64_t ax = c[2] ? elem_i64(c[2], i) : i;
         ax = ax < 0 ? ax + xs.ndim : ax;
         if (ax < 0 || ax >= xs.ndim || (c[3] && elem_f64(c[3], i) != 1.0))
             return fail_node(im, "axis out of range or a step other than 1");
@@ -803,7 +813,7 @@ static ck_status map_slice(imp *im, const ck_onnx_node *n)
             continue; /* the whole axis */
         bool last = true;
         for (int j = i + 1; j < m; j++) {
-            int64_t axj = c[2] ? (int64_t)elem_f64(c[2], j) : j;
+            int64_t axj = c[2] ? elem_i64(c[2], j) : j;
             double Dj = (double)xs.dim[axj < 0 ? axj + xs.ndim : axj];
             double sj = elem_f64(c[0], j), ej = elem_f64(c[1], j);
             if (!((sj == 0 || sj == -Dj) && ej >= Dj))
@@ -835,7 +845,7 @@ static ck_status map_gather_one(imp *im, const ck_onnx_node *n, const ck_onnx_te
     axis = axis < 0 ? axis + xs.ndim : axis;
     if (axis < 0 || axis >= xs.ndim || ix->numel != 1 || ix->ndim > 1)
         return fail_node(im, "only a Gather of one constant index of an activation is supported");
-    int64_t i = (int64_t)elem_f64(ix, 0);
+    int64_t i = elem_i64(ix, 0);
     i = i < 0 ? i + xs.dim[axis] : i;
     if (i < 0 || i >= xs.dim[axis])
         return fail_node(im, "index %lld is outside [0, %lld)", (long long)elem_f64(ix, 0),
@@ -919,7 +929,7 @@ static ck_status map_squeeze(imp *im, const ck_onnx_node *n)
     for (; aa && k < aa->n_ints && k < CK_MAX_DIMS; k++)
         axes[k] = aa->ints[k];
     for (; !aa && ac && k < ac->numel && k < CK_MAX_DIMS; k++)
-        axes[k] = (int64_t)elem_f64(ac, k);
+        axes[k] = elem_i64(ac, k);
     bool unsq = n->op_type[0] == 'U';
     int r = unsq ? xs.ndim + k : xs.ndim;
     if (r > CK_MAX_DIMS || (unsq && !k))
@@ -1726,7 +1736,7 @@ static ck_status match_rmsnorm(imp *im, int idx, bool *matched)
     const ck_onnx_attr *axes = ck_onnx_attr_find(r, "axes");
     const ck_onnx_tensor *axes_c = r->n_in > 1 ? const_of(im, r->in[1]) : NULL;
     int64_t axis = axes && axes->n_ints == 1 ? axes->ints[0]
-                   : axes_c && axes_c->numel == 1 ? (int64_t)elem_f64(axes_c, 0) : 99;
+                   : axes_c && axes_c->numel == 1 ? elem_i64(axes_c, 0) : 99;
     ck_shape xs;
     CK_TRY(value_shape(im, x, &xs));
     if (axis != -1 && axis != xs.ndim - 1)
@@ -1789,7 +1799,7 @@ static ck_status match_groupnorm(imp *im, int idx, bool *matched)
         return CK_OK;
     ck_shape xs;
     CK_TRY(value_shape(im, n->in[0], &xs));
-    int64_t G = (int64_t)elem_f64(t, 1), C = xs.ndim >= 2 ? xs.dim[1] : 0;
+    int64_t G = elem_i64(t, 1), C = xs.ndim >= 2 ? xs.dim[1] : 0;
     if (xs.ndim < 3 || G < 1 || C % G != 0 ||
         (elem_f64(t, 0) != 0.0 && elem_f64(t, 0) != (double)xs.dim[0]))
         return CK_OK;
