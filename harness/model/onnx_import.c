@@ -1593,6 +1593,7 @@ static ck_status attn_where(imp *im, const ck_onnx_node *n, struct pend *p)
     const ck_onnx_tensor *c = NULL, *v = NULL;
     CK_TRY(const_ahead(im, n->in[0], 0, &c));
     CK_TRY(const_ahead(im, n->in[1], 0, &v));
+    c = const_of(im, n->in[0]); /* folding v may have moved c */
     bool causal = p->kind == P_SCORES && !p->masked && c && v && v->numel == 1 &&
                   is_float_type(v->data_type) && isinf(elem_f64(v, 0)) && elem_f64(v, 0) < 0 &&
                   c->ndim >= 2 && c->dims[c->ndim - 1] == p->l && c->dims[c->ndim - 2] == p->l &&
@@ -1826,9 +1827,11 @@ static ck_status match_groupnorm(imp *im, int idx, bool *matched)
     int ad = mu >= 0 ? sole_reader(im, im->m->nodes[mu].out[0]) : -1;
     const char *b_v = ad >= 0 ? other_input(im, ad, "Add", im->m->nodes[mu].out[0]) : NULL;
     const ck_onnx_tensor *W = NULL, *B = NULL;
-    if (w_v && b_v) {
+    if (w_v && b_v) { /* folding may move the constants: look both up afterwards */
         CK_TRY(const_ahead(im, w_v, 0, &W));
         CK_TRY(const_ahead(im, b_v, 0, &B));
+        W = const_of(im, w_v);
+        B = const_of(im, b_v);
     }
     if (!W || !B || W->numel != C || B->numel != C || W->ndim != xs.ndim - 1 ||
         B->ndim != xs.ndim - 1 || !is_float_type(W->data_type) || !is_float_type(B->data_type))
@@ -2048,6 +2051,7 @@ static ck_status fold_more(imp *im, int idx, bool *done)
     if (n->n_out < 1 || !n->out[0][0] || n->n_in < 1 || n->n_in > 8 || n->domain[0])
         return CK_OK;
     ck_onnx_tensor out, shape_of;
+    float stand_in_value = 0.0f; /* outlives the fold below */
     const ck_onnx_tensor *in[8] = {NULL};
     bool handled = false;
     char why[256] = "";
@@ -2060,9 +2064,8 @@ static ck_status fold_more(imp *im, int idx, bool *done)
         shape_of.data_type = CK_ONNX_FLOAT;
         shape_of.ndim = sh.ndim;
         memcpy(shape_of.dims, sh.dim, sizeof sh.dim);
-        int64_t one = 1;
         shape_of.numel = 1; /* the fold reads no value of it */
-        shape_of.data = &one;
+        shape_of.data = &stand_in_value;
         in[0] = &shape_of;
     } else {
         for (int k = 0; k < n->n_in; k++)
