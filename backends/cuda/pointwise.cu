@@ -1,7 +1,8 @@
 /*
- * CUDA pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
+ * CUDA pointwise family: the activations relu, leaky_relu, gelu (exact, erf form), tanh,
+ * sigmoid and sqrt; then mul, silu and gelu tanh; add; positional.
  *
- * As backends/ref/activation.c: every kernel loads each tensor in its own dtype (x, y, dy
+ * As backends/ref/pointwise.c: every kernel loads each tensor in its own dtype (x, y, dy
  * and dx need not share one), computes in double and rounds once on store; backward adds
  * its double contribution to dx with one rounding (ck_acc). Backward differentiates at the
  * input x (io->in[0]), so relu'(0) = 0 and leaky_relu'(0) = slope. relu and leaky_relu
@@ -378,7 +379,7 @@ static cuda_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_GELU:
-        if (op->gelu_tanh) /* the tanh approximation */
+        if (ck_gelu_is_tanh(op)) /* the tanh approximation */
             return cuda_op_fns{wide_op_forward, wide_op_backward};
         return cuda_op_fns{activation_op_forward, activation_op_backward};
     case CK_OP_RELU:

@@ -321,7 +321,7 @@ static ref_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_GELU:
-        if (op->gelu_tanh) /* the tanh approximation runs in double */
+        if (ck_gelu_is_tanh(op)) /* the tanh approximation runs in double */
             return (ref_op_fns){wide_op_forward, wide_op_backward};
         /* fall through */
     case CK_OP_RELU:

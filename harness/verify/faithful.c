@@ -357,9 +357,10 @@ static void verdict(ck_faithful_result *res)
                  "in training mode)", res->ref_dropout, res->case_dropout);
     } else if (res->n_grads_missing) {
         snprintf(res->why, sizeof res->why, "the reference has %d gradients of parameters the "
-                 "imported model does not have (first: %s): the exporter changed the model's "
-                 "parameters (BatchNorm folded into the convolutions?)", res->n_grads_missing,
-                 res->first_missing);
+                 "imported model does not have (first: %s): the exporter dropped or renamed "
+                 "them (BatchNorm folded into the convolutions, or weights stored under new "
+                 "names, as torch's dynamo exporter does for transposed weights)",
+                 res->n_grads_missing, res->first_missing);
     } else if (worst) {
         snprintf(res->why, sizeof res->why, "%s differs from the framework's: relative L2 %.3g "
                  "> %g%s", worst->name, worst->rel_l2, CK_FAITHFUL_REL_L2,

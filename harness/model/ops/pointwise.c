@@ -67,6 +67,11 @@ const ck_op_def ck_op_defs_pointwise[] = {
      .infer = mul_infer,
      .backward_reads = CK_BWD_READS_INPUTS}, /* da = dy b, db = dy a */
     UNARY(CK_OP_SILU, "silu", "x * sigmoid(x)", NULL),
+    {.kind = CK_OP_SQRT,
+     .spellings = {{"sqrt", 0, "sqrt(x), NaN below 0 (as torch.sqrt)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = dy / (2 sqrt(x)) */
+     .input_domain = CK_DOMAIN_POSITIVE},
     {.kind = CK_OP_POSITIONAL,
      .spellings = {{"positional", 0,
                     "learned positions: x (N, L, ...) plus a weight (L, ...) shared by the "
@@ -78,11 +83,22 @@ const ck_op_def ck_op_defs_pointwise[] = {
      .casts_params = true},
     /* the unary functions exporters emit (torch.sqrt, torch.rsqrt, ...), as PyTorch's:
      * outside their domain they give NaN or +-inf, as PyTorch does */
-    UNARY(CK_OP_SQRT, "sqrt", "sqrt(x)", NULL),
-    UNARY(CK_OP_RSQRT, "rsqrt", "1 / sqrt(x)", NULL),
-    UNARY(CK_OP_RECIPROCAL, "reciprocal", "1 / x", NULL),
+    {.kind = CK_OP_RSQRT,
+     .spellings = {{"rsqrt", 0, "1 / sqrt(x), NaN below 0 (as torch.rsqrt)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = -dy / (2 x sqrt(x)) */
+     .input_domain = CK_DOMAIN_POSITIVE},
+    {.kind = CK_OP_RECIPROCAL,
+     .spellings = {{"reciprocal", 0, "1 / x (as torch.reciprocal)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = -dy / x^2 */
+     .input_domain = CK_DOMAIN_POSITIVE},
     UNARY(CK_OP_EXP, "exp", "exp(x)", NULL),
-    UNARY(CK_OP_LOG, "log", "natural logarithm of x", NULL),
+    {.kind = CK_OP_LOG,
+     .spellings = {{"log", 0, "natural logarithm of x, NaN below 0 (as torch.log)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = dy / x */
+     .input_domain = CK_DOMAIN_POSITIVE},
     UNARY(CK_OP_NEG, "neg", "-x", NULL),
     UNARY(CK_OP_ERF, "erf", "the error function erf(x)", NULL),
     UNARY(CK_OP_ABS, "abs", "|x| (gradient sign(x), 0 at 0, as PyTorch)", NULL),
