@@ -60,6 +60,9 @@ typedef struct {
     const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
     const char *onnx_loss;       /* --loss */
     const char *onnx_optimizer;  /* --optimizer */
+    bool onnx_has_class_dim, onnx_has_ignore_index; /* --class-dim, --ignore-index */
+    int onnx_class_dim;
+    long long onnx_ignore_index;
 } ck_run_opts;
 
 typedef struct {

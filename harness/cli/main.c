@@ -95,7 +95,10 @@ static const char *usage_run =
     "  --checkpoint SPEC  for an ONNX model given as a case (run MODEL.onnx): sqrt\n"
     "                     (default), every:K or segments:FIRST..LAST,...\n"
     "  --loss L           for an ONNX model: mean (default), sum, mse, cross_entropy\n"
-    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam\n"
+    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam, adamw\n"
+    "  --class-dim D, --ignore-index I\n"
+    "                     for an ONNX model with --loss cross_entropy (default class dim:\n"
+    "                     -1 for token inputs and (N, L, V) outputs, else 1)\n"
     "\n"
     "CI (docs/ci.md):\n"
     "  --junit FILE       JUnit XML: one testcase per case and dtype\n"
@@ -338,7 +341,8 @@ static bool parse_shard(const char *s, int *i, int *n)
 }
 
 /* run MODEL.onnx: the import's settings */
-enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
+enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER, OPT_ONNX_CLASS_DIM,
+       OPT_ONNX_IGNORE_INDEX };
 
 /* Whether --device means something for backend name (NULL: the default, cpu). */
 static bool backend_has_devices(const char *name)
@@ -463,6 +467,14 @@ static int parse_run_option(const char *cmd, int c, ck_run_opts *o, bool *has_de
     case OPT_ONNX_CHECKPOINT: o->onnx_checkpoint = optarg; return -1;
     case OPT_ONNX_LOSS: o->onnx_loss = optarg; return -1;
     case OPT_ONNX_OPTIMIZER: o->onnx_optimizer = optarg; return -1;
+    case OPT_ONNX_CLASS_DIM:
+        if (!(o->onnx_has_class_dim = ck_cli_parse_class_dim(optarg, &o->onnx_class_dim)))
+            return usage_error(cmd, "--class-dim %s: expected an integer from -8 to 7", optarg);
+        return -1;
+    case OPT_ONNX_IGNORE_INDEX:
+        if (!(o->onnx_has_ignore_index = ck_cli_parse_ignore_index(optarg, &o->onnx_ignore_index)))
+            return usage_error(cmd, "--ignore-index %s: expected a 32-bit integer", optarg);
+        return -1;
     default: return -2;
     }
 }
@@ -494,7 +506,9 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"color", required_argument, 0, OPT_COLOR},
         {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},
         {"loss", required_argument, 0, OPT_ONNX_LOSS},
-        {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER}, {0, 0, 0, 0}};
+        {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER},
+        {"class-dim", required_argument, 0, OPT_ONNX_CLASS_DIM},
+        {"ignore-index", required_argument, 0, OPT_ONNX_IGNORE_INDEX}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
