@@ -241,6 +241,9 @@ static bool parse_lr_steps(ck_onnx_import_opts *io, bool lr, const char *arg)
     return true;
 }
 
+static int import_model(const char *model, const char *output, const char *weights,
+                        const char *check_against, ck_onnx_import_opts *opts);
+
 int ck_main_import(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -306,7 +309,16 @@ int ck_main_import(int argc, char **argv)
         fprintf(stderr, "ckpt-harness import: -o CASE.json is required (a .json file)\n");
         return CK_EXIT_USAGE;
     }
-    const char *model = argv[optind];
+    return import_model(argv[optind], output, weights, check_against, &io);
+}
+
+/* Imports MODEL into OUTPUT and its weights (WEIGHTS, or OUTPUT's stem + .safetensors):
+ * everything is checked (the outputs, the graph with the weights' shapes, the reference
+ * of --check-against) before the first byte is written. */
+static int import_model(const char *model, const char *output, const char *weights,
+                        const char *check_against, ck_onnx_import_opts *opts)
+{
+    ck_onnx_import_opts io = *opts;
     char name[64];
     /* the weights' path as given (never cut), and as the case names it: relative to the
      * case file's folder when they sit beside it, else absolute */
