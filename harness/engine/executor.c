@@ -156,6 +156,45 @@ static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, u
     return st;
 }
 
+/* Element-wise ops whose kernels (ref, cpu, cuda) read element k of every input before
+ * writing element k of the output, so the output may take over an input's buffer. */
+static bool runs_in_place(ck_op_kind kind)
+{
+    return kind == CK_OP_RELU || kind == CK_OP_ADD || kind == CK_OP_DROPOUT ||
+           kind == CK_OP_GAUSSIAN_NOISE;
+}
+
+/* The input whose buffer layer i's output takes over, or -1: an input of the output's dtype
+ * and shape, named once, that would be freed right after this forward anyway (liveness.h),
+ * so the op is not stored twice (a relu after a conv, a dropout, a residual add). */
+static int in_place_source(const ck_exec *e, int i, bool recompute, ck_dtype want)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    const ck_liveness *lv = &e->live;
+    if (!runs_in_place(nd->op.kind) || e->out[i].data)
+        return -1;
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        bool once = src >= 0;
+        for (int k = 0; once && k < nd->n_in; k++)
+            once = k == j || nd->in[k] != src;
+        if (!once || !e->out[src].data || e->out[src].dtype != want ||
+            !ck_shape_equal(&e->out[src].shape, &nd->out_shape))
+            continue;
+        bool last_use;
+        if (!recompute) {
+            last_use = e->cfg.g->nodes[src].last_consumer == i && !lv->kept_after_forward[src];
+        } else {
+            const ck_plan *plan = e->cfg.plan;
+            last_use = plan->segment_of[src] == plan->segment_of[i] &&
+                       lv->last_segment_consumer[src] == i && !lv->needed_in_recompute[src];
+        }
+        if (last_use)
+            return src;
+    }
+    return -1;
+}
+
 static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                bool recompute, ck_error *err)
 {
@@ -169,6 +208,13 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (e->out[i].data && e->out[i].dtype != want)
         ck_act_free_tensor(&e->act, &e->out[i]);
     e->out[i].dtype = want;
+    int shared = in_place_source(e, i, recompute, want);
+    ck_tensor shared_in; /* the input as the kernel sees it, its buffer now the output's */
+    if (shared >= 0) {
+        shared_in = e->out[shared];
+        e->out[i].data = shared_in.data; /* ownership moves: no allocation, no free */
+        e->out[shared].data = NULL;
+    }
     if (!e->out[i].data && (st = ck_act_alloc_tensor(&e->act, &e->out[i], err)) != CK_OK)
         goto fail;
     if (nd->has_saved && !e->saved[i].data &&
@@ -180,7 +226,7 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
-        io.in[j] = src < 0 ? input : &e->out[src];
+        io.in[j] = src < 0 ? input : src == shared ? &shared_in : &e->out[src];
         if (!io.in[j]->data) {
             st = ck_fail(err, CK_ERR_INTERNAL, "input %s of layer %s is not live",
                          src < 0 ? "(the model input)" : e->cfg.g->nodes[src].spec->name,
