@@ -11,6 +11,7 @@
 
 #include "harness/cli/cmd_compare.h"
 #include "harness/cli/cmd_import.h"
+#include "harness/cli/cmd_plan.h"
 #include "harness/cli/color.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/messages.h"
@@ -28,6 +29,7 @@ static const char *usage_main =
     "  bisect CASE|DIR...     run, then find the segment, layer and cause where they part\n"
     "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
+    "  plan CASE              predicted peak activation bytes of each run, per segment\n"
     "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
     "  merge DIR...           one summary of the report folders of several shards\n"
     "  import MODEL.onnx      import an ONNX model as a case file and its weights\n"
@@ -744,6 +746,8 @@ int main(int argc, char **argv)
         return main_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "import") == 0)
         return ck_main_import(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0)
+        return ck_main_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)
         return main_list(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0)
