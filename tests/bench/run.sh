@@ -1,10 +1,12 @@
 #!/bin/sh
-# Benchmarks, two tables; asserts nothing (timings on shared machines are noisy).
+# Benchmarks, three tables; asserts nothing (timings on shared machines are noisy).
 #  1. wall time and measured peak activation memory of the plain and checkpointed runs of
 #     every shipped case and of the bench models (tests/bench/cases/), default backend;
 #  2. seconds per training step (plain) of the bench models on `ref`, on `cpu` and in
 #     PyTorch (tests/bench/torch_bench.py: the same models, same threads), the ratios, and
-#     GFLOP/s against this machine's measured SGEMM peak (tests/bench/sgemm_peak.c).
+#     GFLOP/s against this machine's measured SGEMM peak (tests/bench/sgemm_peak.c);
+#  3. activation memory, predicted and measured, next to PyTorch's saved-for-backward bytes
+#     for the seed model, a GPT block and a 2-D U-Net (tests/bench/memory.sh).
 # Usage: sh tests/bench/run.sh [build/ckpt-harness [build/sgemm_peak]]
 # CK_BENCH_THREADS (default: every core) sets the threads of cpu and PyTorch.
 set -eu
@@ -87,3 +89,7 @@ model() {
 model mlp_4x1024 mlp 5.905580032
 model seed_unet_64x64x32 seed 20.10120192
 model unet2d_128 unet2d 36.477861888
+
+# ---- 3. activation memory against PyTorch's saved-for-backward bytes ----------------------
+echo
+sh "$ROOT/tests/bench/memory.sh" "$PROG" "${TORCH_PY:-/usr/bin/python3}"
