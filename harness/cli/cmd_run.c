@@ -22,6 +22,7 @@
 #include "harness/cli/case_files.h"
 #include "backends/registry.h"
 #include "harness/cli/color.h"
+#include "harness/cli/memory_limit.h"
 #include "harness/cli/messages.h"
 #include "harness/cli/progress.h"
 #include "harness/cli/run_outputs.h"
@@ -448,7 +449,8 @@ static const char *case_label(const ck_loaded_case *lc)
 
 /* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
  * the noise floor and --verify-recompute still hold every step's tensors, so they are
- * refused beyond CK_FULL_RECORD_STEPS steps before anything runs. */
+ * refused beyond CK_FULL_RECORD_STEPS steps before anything runs; so is a case x dtype
+ * predicted not to fit --memory-limit (memory_limit.h). */
 static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
                                const work_item *work, int total)
 {
@@ -459,6 +461,9 @@ static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
         ck_run_request rq = request_of(o, work[k].dtype, NULL);
         ck_run_plan p;
         ck_run_plan_make(&c->cs, work[k].dtype, &rq, o->against != NULL, &p);
+        int mrc = ck_cli_check_memory_limit(o, c, work[k].dtype, p.stage[CK_STAGE_VS_FP32]);
+        if (mrc != CK_EXIT_PASS)
+            return mrc;
         if (!p.too_long)
             continue;
         const char *what = p.keeps == CK_KEEPS_BISECT ? "bisect"
