@@ -394,7 +394,7 @@ clean:
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build/fuzz
-FUZZ_TARGETS := safetensors npy case onnx result_wire
+FUZZ_TARGETS := safetensors npy case onnx result_wire judge_input
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
                 -D_DEFAULT_SOURCE -I. -MMD -MP $(FUZZ_SAN)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness/cli/cmd_compare.h"
+#include "harness/cli/cmd_judge.h"
 #include "harness/cli/cmd_import.h"
 #include "harness/cli/cmd_plan.h"
 #include "harness/cli/color.h"
@@ -32,6 +33,7 @@ static const char *usage_main =
     "  plan CASE              predicted peak activation bytes of each run, per segment\n"
     "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
     "  merge DIR...           one summary of the report folders of several shards\n"
+    "  judge DIR              judge a framework driver's runs (python/ckpt_harness)\n"
     "  import MODEL.onnx      import an ONNX model as a case file and its weights\n"
     "\n"
     "  ckpt-harness <command> --help   options of one command\n"
@@ -770,5 +772,7 @@ int main(int argc, char **argv)
         return main_list(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0)
         return main_merge(argc - 1, argv + 1);
+    if (strcmp(cmd, "judge") == 0)
+        return ck_main_judge(argc - 1, argv + 1);
     return usage_error(NULL, "unknown command '%s'", cmd);
 }

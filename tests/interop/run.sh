@@ -16,3 +16,6 @@ fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM
 "$PY" "$ROOT/tests/interop/check_torch.py" "$PROG" "$TMP"
+rc=$?
+"$PY" "$ROOT/tests/interop/check_torch_driver.py" "$PROG" "$TMP" || rc=1
+exit $rc
