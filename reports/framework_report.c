@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "harness/core/text.h"
 #include "harness/io/json_build.h"
 
 static void replace(cJSON *root, const char *key, cJSON *item)
@@ -63,6 +64,16 @@ static void add_case_config(ck_json_builder *b, cJSON *root, const ck_fw_input *
     replace(root, "config", cfg);
 }
 
+/* What saved_bytes_peak measures, by driver: PyTorch's saved-tensor hooks, or the bytes
+ * TensorFlow's allocator still held after the forward (what the tape keeps for backward). */
+static const char *memory_measure(const ck_fw_input *in)
+{
+    if (in->framework && strcmp(in->framework, "keras") == 0)
+        return "bytes TensorFlow's allocator held for backward after the forward, peak over "
+               "the steps";
+    return "bytes autograd saved for backward (unique storages, peak over a step)";
+}
+
 static void add_framework(ck_json_builder *b, cJSON *root, const ck_fw_input *in,
                           const ck_fw_item *it)
 {
@@ -82,8 +93,7 @@ static void add_framework(ck_json_builder *b, cJSON *root, const ck_fw_input *in
         ck_json_add_string(b, ctl, "first", it->control_first[0] ? it->control_first : NULL);
     }
     cJSON *mem = ck_json_add_object(b, fw, "memory");
-    ck_json_add_string(b, mem, "measure", "bytes autograd saved for backward (unique "
-                                          "storages, peak over a step)");
+    ck_json_add_string(b, mem, "measure", memory_measure(in));
     add_bytes(b, mem, "plain_saved_peak_bytes", it->plain_saved_peak);
     add_bytes(b, mem, "checkpointed_saved_peak_bytes", it->ckpt_saved_peak);
     add_bytes(b, mem, "plain_device_peak_bytes", it->plain_device_peak);
@@ -139,8 +149,7 @@ void ck_fw_memory_line(const ck_fw_input *in, const ck_fw_item *it, char *buf, s
     const ck_fw_run *cr = &in->runs[it->ckpt_run];
     char p[32], c[32];
     int used = snprintf(buf, n,
-                        "memory (bytes autograd saved for backward, peak over a step): plain %s, "
-                        "%s %s (saving %.1f%%)",
+                        "memory (%s): plain %s, %s %s (saving %.1f%%)", memory_measure(in),
                         it->plain_saved_peak >= 0 ? ck_format_bytes(it->plain_saved_peak, p, sizeof p)
                                                   : "not measured",
                         cr->mode,
@@ -216,11 +225,13 @@ static void print_story(FILE *f, const ck_fw_input *in, const ck_fw_item *it)
 void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int max_rows,
                       bool quiet)
 {
-    char buf[1024];
+    char buf[1024], label[256], shown[1024];
+    /* module and run names come from the dump: escaped, one line each */
+    ck_text_escape(it->label, label, sizeof label);
     if (quiet) {
         ck_fw_first_failure(it, buf, sizeof buf);
-        fprintf(f, "%s %s%s%s\n", it->pass ? "PASS" : "FAIL", it->label, buf[0] ? ": " : "",
-                buf);
+        fprintf(f, "%s %s%s%s\n", it->pass ? "PASS" : "FAIL", label, buf[0] ? ": " : "",
+                ck_text_escape(buf, shown, sizeof shown));
         return;
     }
     ck_report_print_summary(f, &it->res, it->res.pass ? 0 : max_rows);
@@ -235,16 +246,17 @@ void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int 
         fprintf(f, "control: the plain run twice is bitwise identical\n");
     else if (it->control_ran)
         fprintf(f, "control: the plain run twice differs in %d tensors, first %s\n",
-                it->control_differing, it->control_first);
+                it->control_differing, ck_text_escape(it->control_first, shown, sizeof shown));
     else
         fprintf(f, "control: not run (the judge input has no control run)\n");
     if (it->ranks_checked)
         fprintf(f, "ranks: rank %d's gradients %s rank 0's%s%s\n", in->runs[it->ckpt_run].rank,
                 it->ranks_verdict == CK_VERDICT_IDENTICAL ? "are identical to" : "differ from",
-                it->ranks_first[0] ? ", first " : "", it->ranks_first);
+                it->ranks_first[0] ? ", first " : "",
+                ck_text_escape(it->ranks_first, shown, sizeof shown));
     for (int i = 0; i < it->n_extra_failures; i++)
         fprintf(f, "FAIL %s\n", it->extra_failures[i]);
     if (!it->res.pass || it->n_causes > 0)
         print_story(f, in, it);
-    fprintf(f, "%s %s\n", it->pass ? "PASS" : "FAIL", it->label);
+    fprintf(f, "%s %s\n", it->pass ? "PASS" : "FAIL", label);
 }

@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/core/text.h"
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -44,11 +46,16 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
 {
     p->k = k;
     p->t_case = now_s();
-    snprintf(p->label, sizeof p->label, "%s %s", name, dtype);
+    /* the case name and file are user text: escaped (no line break, no terminal escape,
+     * no "::" a CI runner would read as a command) */
+    char sn[128], sf[1024];
+    ck_text_escape(name, sn, sizeof sn);
+    ck_text_escape(file, sf, sizeof sf);
+    snprintf(p->label, sizeof p->label, "%.120s %.16s", sn, dtype);
     if (p->quiet)
         return;
     if (!p->tty) {
-        fprintf(stderr, "[%d/%d] %s (%s, %s)\n", k, p->total, name, file, dtype);
+        fprintf(stderr, "[%d/%d] %s (%s, %s)\n", k, p->total, sn, sf, dtype);
         return;
     }
     draw(p, "starting", 0.0);

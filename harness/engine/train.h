@@ -31,6 +31,10 @@ typedef struct {
      * skipped, so both runs take the same updates; NULL: none. */
     const ck_scale_step *skip_like;
     uint64_t perturb_seed;
+    /* The record keeps the current step's loss, loss scale and wall time only (one entry,
+     * `steps` 1): a reference run judged step by step needs no history, and long runs stay
+     * within memory (32 bytes per step otherwise). */
+    bool latest_step_only;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */
@@ -62,6 +66,7 @@ typedef struct {
     int64_t updates;
     ck_dtype round_to;                /* calibration run: hooks->round_to (else CK_F32) */
     const ck_scale_step *skip_like;   /* hooks->skip_like */
+    bool latest_step_only;            /* hooks->latest_step_only */
 } ck_trainer;
 
 ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, const ck_plan *plan,

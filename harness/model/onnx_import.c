@@ -525,8 +525,14 @@ static ck_status map_batchnorm(imp *im, const ck_onnx_node *n)
         if (n->out[k][0] && readers(im, n->out[k]) > 0)
             return fail_node(im, "its running-statistics output `%s` is read by another node",
                              n->out[k]);
+    /* judged as the user wrote them, before the conversion to the case's convention */
     double momentum = float_decimal(attr_float(n, "momentum", 0.9));
     double eps = float_decimal(attr_float(n, "epsilon", 1e-5));
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+        return fail_node(im, "momentum %g is outside [0, 1] (ONNX weighs the running statistic "
+                         "by it)", momentum);
+    if (!(eps > 0.0) || !isfinite(eps))
+        return fail_node(im, "epsilon %g must be a positive finite number", eps);
     char buf[32];
     snprintf(buf, sizeof buf, "%.15g", 1.0 - momentum);
     double batch_weight = strtod(buf, NULL);
@@ -867,6 +873,196 @@ static ck_status match_gelu(imp *im, int idx, bool *matched)
     for (int i = 1; i < len; i++)
         im->folded[chain[i]] = true;
     *matched = true;
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Nearest upsampling spelled as Unsqueeze → Tile → [Transpose] → Reshape chains          */
+/* ---------------------------------------------------------------------------------- */
+
+/* tf2onnx writes Keras's UpSampling1D/2D/3D (keras.ops.repeat along each spatial axis) as
+ * one Unsqueeze → Tile → Reshape chain per axis, with layout Transposes in between. The
+ * chain is followed symbolically: each axis of the current value is a row-major list of
+ * factors, a source axis of the chain's input (its size unknown here) or a repeat count.
+ * Unsqueeze inserts an empty axis, Tile may only repeat an empty one, Transpose permutes,
+ * and Reshape may only merge each axis holding a source factor with the repeat-only axes
+ * right after it (the target dims then give the sizes, checked for consistency). The chain
+ * is an upsampling iff it ends with the input's axes in their order, N and C unrepeated and
+ * each spatial axis a source factor followed by repeats: element s repeated r times. */
+#define REP_AXES (CK_MAX_DIMS + 4)
+#define REP_FACTORS 8
+typedef struct { int n; int f[REP_FACTORS]; } rep_axis; /* f >= 0: source axis; < 0: -repeat */
+
+static ck_status rep_ints(imp *im, const ck_onnx_node *n, int k, const char *attr,
+                          int64_t *out, int *count)
+{
+    const ck_onnx_tensor *c = n->n_in > k ? const_of(im, n->in[k]) : NULL;
+    const ck_onnx_attr *a = attr ? ck_onnx_attr_find(n, attr) : NULL;
+    int64_t cnt = c ? c->numel : a ? a->n_ints : -1;
+    if (cnt < 1 || cnt > REP_AXES || (c && c->data_type != CK_ONNX_INT64))
+        return fail_node(im, "expected a constant list of 1 to %d int64 values", REP_AXES);
+    for (int64_t i = 0; i < cnt; i++)
+        out[i] = c ? (int64_t)elem_f64(c, i) : a->ints[i];
+    *count = (int)cnt;
+    return CK_OK;
+}
+
+static ck_status rep_step(imp *im, const ck_onnx_node *n, rep_axis *ax, int *rank,
+                          int64_t *size, int nsrc)
+{
+    int64_t v[REP_AXES];
+    int nv;
+    const char *op = n->op_type;
+    if (strcmp(op, "Unsqueeze") == 0) {
+        CK_TRY(rep_ints(im, n, 1, "axes", v, &nv));
+        int a = (int)(v[0] < 0 ? v[0] + *rank + 1 : v[0]);
+        if (nv != 1 || a < 0 || a > *rank || *rank + 1 > REP_AXES)
+            return fail_node(im, "only one axis inside the rank may be inserted");
+        memmove(&ax[a + 1], &ax[a], (size_t)(*rank - a) * sizeof *ax);
+        ax[a].n = 0;
+        (*rank)++;
+    } else if (strcmp(op, "Tile") == 0) {
+        CK_TRY(rep_ints(im, n, 1, NULL, v, &nv));
+        if (nv != *rank)
+            return fail_node(im, "%d repeats for a rank-%d value", nv, *rank);
+        for (int i = 0; i < nv; i++) {
+            if (v[i] == 1)
+                continue;
+            if (ax[i].n != 0 || v[i] < 1 || v[i] > CK_SIZE_CAP)
+                return fail_node(im, "tiles a non-inserted axis (only repeats of an inserted "
+                                     "axis, i.e. nearest upsampling, are supported)");
+            ax[i].n = 1;
+            ax[i].f[0] = (int)-v[i];
+        }
+    } else if (strcmp(op, "Transpose") == 0) {
+        const ck_onnx_attr *pa = ck_onnx_attr_find(n, "perm");
+        rep_axis old[REP_AXES];
+        bool used[REP_AXES] = {false};
+        if (!pa || pa->n_ints != *rank)
+            return fail_node(im, "perm must list the value's %d axes", *rank);
+        memcpy(old, ax, sizeof old);
+        for (int i = 0; i < *rank; i++) {
+            int64_t q = pa->ints[i];
+            if (q < 0 || q >= *rank || used[q])
+                return fail_node(im, "perm is not a permutation");
+            used[q] = true;
+            ax[i] = old[q];
+        }
+    } else { /* Reshape: merge each source axis with the repeat-only axes after it */
+        CK_TRY(rep_ints(im, n, 1, NULL, v, &nv));
+        rep_axis out[REP_AXES];
+        int g = -1;
+        for (int i = 0; i < *rank; i++) {
+            bool src = ax[i].n > 0 && ax[i].f[0] >= 0;
+            for (int k = 1; k < ax[i].n; k++)
+                src = src || ax[i].f[k] >= 0;
+            if (src) {
+                if (++g >= nv)
+                    return fail_node(im, "the target shape has fewer dims than the value");
+                out[g] = ax[i];
+            } else if (g < 0 || out[g].n + ax[i].n > REP_FACTORS) {
+                return fail_node(im, "repeats before any source axis (a tiling, not an "
+                                     "upsampling)");
+            } else {
+                memcpy(&out[g].f[out[g].n], ax[i].f, (size_t)ax[i].n * sizeof(int));
+                out[g].n += ax[i].n;
+            }
+        }
+        if (g + 1 != nv)
+            return fail_node(im, "the target shape splits an axis (only merges are supported)");
+        for (int j = 0; j < nv; j++) { /* size of the one source factor of each group */
+            int64_t rep = 1;
+            int sym = -1;
+            for (int k = 0; k < out[j].n; k++) {
+                if (out[j].f[k] < 0)
+                    rep *= -out[j].f[k];
+                else if (sym >= 0)
+                    return fail_node(im, "merges two axes of the input");
+                else
+                    sym = out[j].f[k];
+            }
+            if (v[j] < 1 || v[j] % rep != 0 || sym >= nsrc ||
+                (size[sym] >= 0 && size[sym] != v[j] / rep))
+                return fail_node(im, "target dim %lld does not match the value's axis",
+                                 (long long)v[j]);
+            size[sym] = v[j] / rep;
+        }
+        memcpy(ax, out, (size_t)nv * sizeof *ax);
+        *rank = nv;
+    }
+    return CK_OK;
+}
+
+static bool rep_chain_op(const char *op)
+{
+    return strcmp(op, "Unsqueeze") == 0 || strcmp(op, "Tile") == 0 ||
+           strcmp(op, "Transpose") == 0 || strcmp(op, "Reshape") == 0;
+}
+
+/* Node idx is an Unsqueeze of an activation: the chain from it as one upsample layer, or
+ * one line naming the node that makes it something else. */
+static ck_status map_repeat_chain(imp *im, int idx)
+{
+    const ck_onnx_node *first = &im->m->nodes[idx];
+    int t = sole_reader(im, first->out[0]);
+    const ck_onnx_node *tile = t >= 0 ? &im->m->nodes[t] : NULL;
+    int64_t reps[REP_AXES];
+    int nr;
+    if (!layer_of(im, first->in[0]) || !tile || strcmp(tile->op_type, "Tile") != 0)
+        return fail_node(im, "an Unsqueeze of an activation is supported only as the start of "
+                             "nearest upsampling (Unsqueeze -> Tile -> Reshape, as tf2onnx "
+                             "writes UpSampling1D/2D/3D)");
+    im->node = tile;
+    CK_TRY(rep_ints(im, tile, 1, NULL, reps, &nr));
+    int rank = nr - 1, nsrc = rank;
+    if (rank < 3 || rank > 5) {
+        im->node = first;
+        return fail_node(im, "upsampling a rank-%d value (only N, C and 1 to 3 spatial dims)",
+                         rank);
+    }
+    rep_axis ax[REP_AXES];
+    int64_t size[REP_AXES];
+    for (int i = 0; i < rank; i++) {
+        ax[i].n = 1;
+        ax[i].f[0] = i;
+        size[i] = -1;
+    }
+    int chain[64], len = 0, cur = idx;
+    const char *out = first->out[0];
+    while (cur >= 0 && len < 64) {
+        const ck_onnx_node *n = &im->m->nodes[cur];
+        im->node = n;
+        CK_TRY(rep_step(im, n, ax, &rank, size, nsrc));
+        chain[len++] = cur;
+        out = n->out[0];
+        int nx = sole_reader(im, out);
+        cur = nx >= 0 && rep_chain_op(im->m->nodes[nx].op_type) ? nx : -1;
+    }
+    im->node = first;
+    int64_t scale[3];
+    bool ok = rank == nsrc;
+    for (int i = 0; ok && i < rank; i++) {
+        int64_t rep = 1;
+        ok = ax[i].n >= 1 && ax[i].f[0] == i;
+        for (int k = 1; ok && k < ax[i].n; k++)
+            rep *= -ax[i].f[k], ok = ax[i].f[k] < 0;
+        ok = ok && (i >= 2 || rep == 1);
+        if (i >= 2)
+            scale[i - 2] = rep;
+    }
+    if (!ok)
+        return fail_node(im, "the Unsqueeze/Tile/Transpose/Reshape chain ending at `%s` is not "
+                             "a nearest upsampling of its input (N, C, spatial order kept, "
+                             "each spatial element repeated)", out);
+    char name[CK_NAME_MAX + 1], op[16];
+    CK_TRY(scoped_name(im, first, "upsample", name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, nd_op("upsample", nsrc - 2, op, sizeof op), first->in[0],
+                           out, &L));
+    if (!add_ints(L, "scale", scale, nsrc - 2))
+        return oom(im);
+    for (int i = 1; i < len; i++)
+        im->folded[chain[i]] = true;
     return CK_OK;
 }
 
@@ -1243,6 +1439,119 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* Node validation: a pre-pass over the whole graph before any pattern is matched      */
+/* ---------------------------------------------------------------------------------- */
+
+/* Inputs and outputs an op takes (ONNX operator specs, every opset the importer reads);
+ * max -1 is variadic. The matchers below index in[] and out[] within these bounds only. */
+static const struct node_arity {
+    const char *op;
+    int min_in, max_in, min_out, max_out;
+} node_arities[] = {
+    {"Add", 2, 2, 1, 1},        {"AveragePool", 1, 1, 1, 1},
+    {"BatchNormalization", 5, 5, 1, 5}, {"Cast", 1, 1, 1, 1},
+    {"Concat", 1, -1, 1, 1},    {"Constant", 0, 0, 1, 1},
+    {"Conv", 2, 3, 1, 1},       {"ConvTranspose", 2, 3, 1, 1},
+    {"Div", 2, 2, 1, 1},        {"Dropout", 1, 3, 1, 2},
+    {"Erf", 1, 1, 1, 1},        {"Flatten", 1, 1, 1, 1},
+    {"Gather", 2, 2, 1, 1},     {"Gelu", 1, 1, 1, 1},
+    {"Gemm", 2, 3, 1, 1},       {"Identity", 1, 1, 1, 1},
+    {"LayerNormalization", 2, 3, 1, 3}, {"LeakyRelu", 1, 1, 1, 1},
+    {"MatMul", 2, 2, 1, 1},     {"MaxPool", 1, 1, 1, 2},
+    {"Mul", 2, 2, 1, 1},        {"Pad", 1, 4, 1, 1},
+    {"Pow", 2, 2, 1, 1},        {"Relu", 1, 1, 1, 1},
+    {"Reshape", 1, 2, 1, 1},    {"Resize", 1, 4, 1, 1},
+    {"Sigmoid", 1, 1, 1, 1},    {"Softmax", 1, 1, 1, 1},
+    {"Sqrt", 1, 1, 1, 1},       {"Sub", 2, 2, 1, 1},
+    {"Sum", 1, -1, 1, 1},       {"Tanh", 1, 1, 1, 1},
+    {"Transpose", 1, 1, 1, 1},  {"Unsqueeze", 1, 2, 1, 1},
+    {"Upsample", 1, 2, 1, 1},
+};
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every node: a first output that is named, a known op's input and output counts within
+ * its spec, required inputs present; every value produced once (by one node, or as a
+ * graph input or initializer). Runs before any matcher, which may then read out[0] and
+ * the inputs its arity row guarantees. */
+static ck_status validate_nodes(imp *im)
+{
+    const ck_onnx_model *m = im->m;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ck_onnx_node *n = &m->nodes[i];
+        im->node = n;
+        if (n->n_out < 1 || !n->out[0][0])
+            return fail_node(im, "has no output");
+        /* a NaN or Inf attribute would reach the case as JSON null ("got null") */
+        for (int a = 0; a < n->n_attr; a++) {
+            const ck_onnx_attr *at = &n->attr[a];
+            bool finite = at->type != CK_ONNX_ATTR_FLOAT || isfinite(at->f);
+            for (int k = 0; finite && at->type == CK_ONNX_ATTR_FLOATS && k < at->n_floats; k++)
+                finite = isfinite(at->floats[k]);
+            if (!finite)
+                return fail_node(im, "attribute `%s` holds %s", at->name,
+                                 at->type == CK_ONNX_ATTR_FLOAT ? (isnan(at->f) ? "NaN" : "an Inf")
+                                                                : "a NaN or an Inf");
+        }
+        for (size_t k = 0; k < sizeof node_arities / sizeof node_arities[0]; k++) {
+            const struct node_arity *a = &node_arities[k];
+            if (strcmp(a->op, n->op_type) != 0)
+                continue;
+            if (n->n_in < a->min_in || (a->max_in >= 0 && n->n_in > a->max_in)) {
+                char want[48];
+                if (a->max_in == a->min_in)
+                    snprintf(want, sizeof want, "%d", a->min_in);
+                else if (a->max_in < 0)
+                    snprintf(want, sizeof want, "at least %d", a->min_in);
+                else
+                    snprintf(want, sizeof want, "%d to %d", a->min_in, a->max_in);
+                return fail_node(im, "has %d inputs; %s takes %s", n->n_in, a->op, want);
+            }
+            if (n->n_out > a->max_out)
+                return fail_node(im, "has %d outputs; %s gives at most %d", n->n_out, a->op,
+                                 a->max_out);
+            for (int j = 0; j < a->min_in; j++)
+                if (!n->in[j][0])
+                    return fail_node(im, "input %d is required but omitted", j + 1);
+            break;
+        }
+    }
+    im->node = NULL;
+    size_t total = (size_t)m->n_inputs + (size_t)m->n_inits;
+    for (int i = 0; i < m->n_nodes; i++)
+        total += (size_t)m->nodes[i].n_out;
+    const char **all = malloc((total ? total : 1) * sizeof *all);
+    if (!all)
+        return oom(im);
+    size_t k = 0;
+    for (int i = 0; i < m->n_inputs; i++)
+        all[k++] = m->inputs[i].name;
+    for (int i = 0; i < m->n_inits; i++) {
+        bool is_input = false; /* an initializer may also be listed as a graph input */
+        for (int j = 0; j < m->n_inputs && !is_input; j++)
+            is_input = strcmp(m->inputs[j].name, m->inits[i].name) == 0;
+        if (!is_input)
+            all[k++] = m->inits[i].name;
+    }
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int j = 0; j < m->nodes[i].n_out; j++)
+            if (m->nodes[i].out[j][0])
+                all[k++] = m->nodes[i].out[j];
+    qsort(all, k, sizeof *all, cmp_str_ptr);
+    ck_status st = CK_OK;
+    for (size_t j = 1; j < k && st == CK_OK; j++)
+        if (strcmp(all[j - 1], all[j]) == 0)
+            st = ck_fail(im->err, CK_ERR_INPUT, "%s: the value `%s` is produced more than once "
+                         "(by two nodes, or by a node and a graph input or initializer)",
+                         im->path, all[j]);
+    free(all);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* Constant folding                                                                    */
 /* ---------------------------------------------------------------------------------- */
 
@@ -1393,6 +1702,8 @@ static ck_status map_node(imp *im, int i)
         return map_simple(im, n, "matmul", 2);
     if (strcmp(op, "Gather") == 0)
         return map_gather(im, n);
+    if (strcmp(op, "Unsqueeze") == 0)
+        return map_repeat_chain(im, i);
     if (strcmp(op, "LayerNormalization") == 0)
         return map_layernorm(im, n);
     if (strcmp(op, "ConvTranspose") == 0)
@@ -1536,10 +1847,14 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
     if (v->ndim < 2)
         return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` has no static shape of rank >= 2",
                        im->path, v->name);
-    for (int d = 0; d < v->ndim; d++)
-        if (v->dims[d] <= 0)
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->dims[d] == 0)
+            return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is 0: an empty input "
+                           "trains nothing", im->path, v->name, d);
+        if (v->dims[d] < 0)
             return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is symbolic; export "
                            "with a fixed input shape", im->path, v->name, d);
+    }
     return CK_OK;
 }
 
@@ -1642,7 +1957,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         st = oom(&im);
         goto out;
     }
-    if ((st = bind(&im, in->name, "input")) != CK_OK)
+    if ((st = validate_nodes(&im)) != CK_OK || (st = bind(&im, in->name, "input")) != CK_OK)
         goto out;
     for (int i = 0; i < m->n_nodes && st == CK_OK; i++) {
         if (im.folded[i])
