@@ -122,7 +122,9 @@ static ck_status activation_op_backward(ck_cuda *cu, const ck_op_params *op, con
         return CK_OK;
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     activation_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-        ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), (int)op->kind, op->slope, n);
+        ck_view(g->din[0]), ck_view(g->dout),
+        ck_view(op->kind == CK_OP_RELU ? io->out : io->in[0]), /* relu: y > 0 iff x > 0 */
+        (int)op->kind, op->slope, n);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }

@@ -6,7 +6,9 @@
  * dx need not share one), computes in double and rounds once on store; the backward adds
  * its double contribution to dx with one rounding (ref_elem.h, harness/precision.md).
  * The backward pass differentiates at the input x (io->in[0]), so relu'(0) = 0 and
- * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do.
+ * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do; relu
+ * reads its output y instead (y > 0 exactly when x > 0, so the result is the same bits), as
+ * PyTorch saves relu's result: the executor then keeps one tensor where a conv feeds a relu.
  */
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
@@ -113,7 +115,9 @@ static ck_status activation_op_backward(const ck_op_params *op, const ck_fwd_arg
     ck_status rc = ck_opc_activation_bwd(REF_BE, op, io, g, err);
     if (rc != CK_OK || !g->din[0])
         return rc;
-    activation_backward(g->din[0], g->dout, io->in[0], op->kind, op->slope,
+    /* relu: from its output (the file's comment) */
+    const ck_tensor *at = op->kind == CK_OP_RELU ? io->out : io->in[0];
+    activation_backward(g->din[0], g->dout, at, op->kind, op->slope,
                         ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
 }

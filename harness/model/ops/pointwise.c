@@ -50,7 +50,8 @@ static void positional_state(ck_node *node, const ck_shape *in0)
      .options = opts, .backward_reads = CK_BWD_READS_INPUTS}
 
 const ck_op_def ck_op_defs_pointwise[] = {
-    UNARY(CK_OP_RELU, "relu", "max(x, 0)", NULL),
+    {.kind = CK_OP_RELU, .spellings = {{"relu", 0, "max(x, 0)"}}, .min_inputs = 1,
+     .max_inputs = 1, .backward_reads = CK_BWD_READS_OUTPUT}, /* relu'(x) = [y > 0], as PyTorch */
     UNARY(CK_OP_LEAKY_RELU, "leaky_relu", "x if x > 0 else slope * x", leaky_relu_options),
     UNARY(CK_OP_GELU, "gelu", "GELU: exact 0.5 x (1 + erf(x / sqrt 2)), or tanh-approximated",
           gelu_options),
