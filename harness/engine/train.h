@@ -31,6 +31,9 @@ typedef struct {
      * skipped, so both runs take the same updates; NULL: none. */
     const ck_scale_step *skip_like;
     uint64_t perturb_seed;
+    /* What an error calls this run ("calibration", "fp32 reference", ...; the engine adds
+     * " run"); NULL: "plain" or "checkpointed" by the plan. */
+    const char *run_name;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */
@@ -62,6 +65,7 @@ typedef struct {
     int64_t updates;
     ck_dtype round_to;                /* calibration run: hooks->round_to (else CK_F32) */
     const ck_scale_step *skip_like;   /* hooks->skip_like */
+    char run_name[64];                /* what an error calls this run (hooks->run_name) */
 } ck_trainer;
 
 ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, const ck_plan *plan,
