@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness/cli/case_files.h"
+#include "harness/cli/color.h"
 #include "harness/cli/run_outputs.h"
 #include "harness/io/files.h"
 #include "reports/run_set.h"
@@ -204,7 +205,12 @@ int ck_cmd_merge(const ck_merge_opts *o)
         static const char *const names[] = {"PASS", "FAIL", "ERROR", "SKIP"};
         char line[1024];
         ck_item_summary_line(it, line, sizeof line);
-        printf("%s %s %s  %s\n", names[it->status], it->case_name, it->dtype, line);
+        char full[1280];
+        int w = snprintf(full, sizeof full, "%s %s %s  %s\n", names[it->status], it->case_name,
+                         it->dtype, line);
+        /* at 80 columns, the status word coloured on a terminal, as run's lines */
+        ck_cli_color_write(stdout, full, w < 0 ? 0 : (size_t)w < sizeof full ? (size_t)w
+                                                                                : sizeof full - 1);
     }
     char totals[128];
     ck_run_set_totals_line(&set, totals, sizeof totals);
