@@ -5,8 +5,9 @@
 #   make check-asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the cpu backend's threaded tests and runs under ThreadSanitizer
 #   make run-cases    run every shipped case, reports into build/reports/
-#   make bench        print a timing table (never part of check)
+#   make bench        print timing tables (never part of check; docs/cpu-backend.md)
 #   make check-tf     the TensorFlow example, where TF_PYTHON imports tensorflow
+#   make check-keras  the Keras driver's tests, where KERAS_PYTHON imports tensorflow
 #   make install      the program, the CUDA module (where built) and the man page under
 #                     $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 #
@@ -40,7 +41,7 @@ LDLIBS  += $(CJSON_LIBS) -lm
 LDLIBS  += -lz -ldl -lpthread
 LDFLAGS += $(SAN)
 
-# One folder per layer (README "How it works"): harness/{core,io,model,engine,verify,compare}
+# One folder per layer (CONTRIBUTING.md, "How it works"): harness/{core,io,model,engine,verify,compare}
 # is the library, harness/cli the program, reports/ the writers, backends/ the registry and
 # the CPU backends: ref (the reference) and cpu (the fast one, docs/cpu-backend.md); the
 # CUDA backend is a module of its own, see the CUDA block.
@@ -308,6 +309,7 @@ check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	sh tests/cli/makefile.sh
 	CK_PROG=$(PROG) sh tests/cli/onnx.sh
 	CK_PROG=$(PROG) sh tests/interop/run.sh
+	CK_PROG=$(PROG) CK_PYTHON=$(KERAS_PYTHON) sh tests/interop/run_keras.sh
 	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/ci.sh
 	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/browser.sh
 	CK_PROG=$(PROG) sh tests/cli/robustness.sh
@@ -359,6 +361,15 @@ check-tf: $(PROG)
 	CK_PROG=$(PROG) CK_PYTHON=$(TF_PYTHON) sh tests/interop/run_tf.sh
 
 .PHONY: check-tf
+
+# The Keras driver (python/ckpt_harness/keras, docs/keras.md): its tests under
+# $(KERAS_PYTHON), which needs tensorflow and pytest (make check runs them too and skips
+# them with one line when that Python lacks either).
+KERAS_PYTHON ?= python3
+check-keras: $(PROG)
+	CK_PROG=$(PROG) CK_PYTHON=$(KERAS_PYTHON) sh tests/interop/run_keras.sh
+
+.PHONY: check-keras
 # make install [PREFIX=/usr/local] [DESTDIR=]: the program, the CUDA module where it was
 # built, the man page. The program is built with CK_LIBDIR=$(PREFIX)/lib/ckpt-harness, so
 # build and install with the same PREFIX.

@@ -63,6 +63,16 @@ static void add_case_config(ck_json_builder *b, cJSON *root, const ck_fw_input *
     replace(root, "config", cfg);
 }
 
+/* What saved_bytes_peak measures, by driver: PyTorch's saved-tensor hooks, or the bytes
+ * TensorFlow's allocator still held after the forward (what the tape keeps for backward). */
+static const char *memory_measure(const ck_fw_input *in)
+{
+    if (in->framework && strcmp(in->framework, "keras") == 0)
+        return "bytes TensorFlow's allocator held for backward after the forward, peak over "
+               "the steps";
+    return "bytes autograd saved for backward (unique storages, peak over a step)";
+}
+
 static void add_framework(ck_json_builder *b, cJSON *root, const ck_fw_input *in,
                           const ck_fw_item *it)
 {
@@ -82,8 +92,7 @@ static void add_framework(ck_json_builder *b, cJSON *root, const ck_fw_input *in
         ck_json_add_string(b, ctl, "first", it->control_first[0] ? it->control_first : NULL);
     }
     cJSON *mem = ck_json_add_object(b, fw, "memory");
-    ck_json_add_string(b, mem, "measure", "bytes autograd saved for backward (unique "
-                                          "storages, peak over a step)");
+    ck_json_add_string(b, mem, "measure", memory_measure(in));
     add_bytes(b, mem, "plain_saved_peak_bytes", it->plain_saved_peak);
     add_bytes(b, mem, "checkpointed_saved_peak_bytes", it->ckpt_saved_peak);
     add_bytes(b, mem, "plain_device_peak_bytes", it->plain_device_peak);
@@ -139,8 +148,7 @@ void ck_fw_memory_line(const ck_fw_input *in, const ck_fw_item *it, char *buf, s
     const ck_fw_run *cr = &in->runs[it->ckpt_run];
     char p[32], c[32];
     int used = snprintf(buf, n,
-                        "memory (bytes autograd saved for backward, peak over a step): plain %s, "
-                        "%s %s (saving %.1f%%)",
+                        "memory (%s): plain %s, %s %s (saving %.1f%%)", memory_measure(in),
                         it->plain_saved_peak >= 0 ? ck_format_bytes(it->plain_saved_peak, p, sizeof p)
                                                   : "not measured",
                         cr->mode,

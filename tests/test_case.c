@@ -771,7 +771,8 @@ START_TEST(catalogue_lists_every_op_once)
         "silu",      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "positional"};
     int n = 0;
     const ck_op_info *cat = ck_op_catalogue(&n);
-    ck_assert_int_eq(n, (int)(sizeof required / sizeof required[0]));
+    /* every spelling a case could use before is still there (new ops may join) */
+    ck_assert_int_ge(n, (int)(sizeof required / sizeof required[0]));
     bool kind_seen[CK_OP_KIND_COUNT] = {false};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
         const ck_op_info *info = ck_op_find(required[i]);
@@ -784,7 +785,11 @@ START_TEST(catalogue_lists_every_op_once)
                        info->kind == CK_OP_CONV_TRANSPOSE;
         ck_assert_msg(spatial ? info->nsp >= 1 && info->nsp <= 3 : info->nsp == 0, "%s: nsp %d",
                       required[i], info->nsp);
-        kind_seen[info->kind] = true;
+    }
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(cat[i].summary && cat[i].summary[0], "%s: no summary", cat[i].name);
+        ck_assert_msg(cat[i].options && cat[i].options[0], "%s: no options", cat[i].name);
+        kind_seen[cat[i].kind] = true;
     }
     for (int k = 0; k < CK_OP_KIND_COUNT; k++)
         ck_assert_msg(kind_seen[k], "kind %s has no catalogue entry", ck_op_kind_name(k));

@@ -188,6 +188,10 @@ static const cpk_conv_geom conv_geoms[] = {
      .dil = {1, 2, 1}, .pad = {1, 1, 4}},
     {.N = 3, .C = 5, .F = 1, .in = {1, 1, 11}, .k = {1, 1, 4}, .stride = {1, 1, 1},
      .dil = {1, 1, 3}, .pad = {0, 0, 0}},
+    /* the weight gradient's three-kh-taps task (k 3x3, F % 4 == 0) with a strided, dilated
+     * kh and a masked tail row */
+    {.N = 2, .C = 3, .F = 8, .in = {1, 11, 19}, .k = {1, 3, 3}, .stride = {1, 2, 1},
+     .dil = {1, 2, 1}, .pad = {0, 2, 1}},
 };
 
 static int64_t v3(const int64_t *d)

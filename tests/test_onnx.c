@@ -70,7 +70,10 @@ static void import_fixture(const char *stem, bool eval, bool keep_dropout, tu_bu
                 cJSON_ReplaceItemInObject(L, "eval", cJSON_CreateTrue());
         }
     }
-    ck_assert_msg((n_bn > 0 || n_attn > 0) && (keep_dropout || n_dropout > 0),
+    /* tf2onnx exports inference graphs (BatchNorm folded, Dropout dropped): the Keras
+     * fixtures exercise nearest upsampling instead */
+    bool keras = strncmp(stem, "keras_", 6) == 0;
+    ck_assert_msg(keras || ((n_bn > 0 || n_attn > 0) && (keep_dropout || n_dropout > 0)),
                   "%s: the fixture exercises batchnorm (%d) or attention (%d), and dropout (%d)",
                   stem, n_bn, n_attn, n_dropout);
     char *text = cJSON_Print(root);
@@ -282,6 +285,69 @@ START_TEST(upmix_maps_onto_ops)
     ck_assert_int_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "padding"), 0)->valueint, 1);
     ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, 9), "dim")->valueint, 1);
     cJSON_Delete(root);
+}
+END_TEST
+
+/* Keras UpSampling3D / UpSampling2D as tf2onnx writes them (Unsqueeze -> Tile ->
+ * [Transpose] -> Reshape per spatial axis, tests/fixtures/onnx/export_keras_models.py):
+ * imported as one nearest upsample layer, forward equal to Keras's output. */
+START_TEST(keras_upsampling_matches_keras)
+{
+    check_against_pytorch("keras_upsample", false);
+    check_against_pytorch("keras_upsample2d", false);
+}
+END_TEST
+
+START_TEST(keras_upsampling_maps_onto_one_upsample_layer)
+{
+    static const char *const want3[] = {"permute", "conv3d", "relu", "maxpool3d", "conv3d",
+                                        "upsample3d", "add", "conv3d", "reshape"};
+    cJSON *root = import_ops("keras_upsample", want3, (int)(sizeof want3 / sizeof want3[0]));
+    const cJSON *sc = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layers"),
+                                                              5), "scale");
+    ck_assert_int_eq(cJSON_GetArraySize(sc), 3);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(cJSON_GetArrayItem(sc, k)->valueint, 2);
+    cJSON_Delete(root);
+    static const char *const want2[] = {"permute", "conv2d", "upsample2d", "conv2d", "permute"};
+    root = import_ops("keras_upsample2d", want2, (int)(sizeof want2 / sizeof want2[0]));
+    sc = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "layers"), 2), "scale");
+    ck_assert_int_eq(cJSON_GetArrayItem(sc, 0)->valueint, 2);
+    ck_assert_int_eq(cJSON_GetArrayItem(sc, 1)->valueint, 3);
+    cJSON_Delete(root);
+}
+END_TEST
+
+/* A chain that repeats something else than each spatial element is named and refused. */
+START_TEST(keras_repeat_chain_that_is_no_upsampling_is_refused)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/keras_upsample2d.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_int_eq(ck_onnx_load(full, &m, &err), CK_OK);
+    int tr = -1; /* the first layout Transpose inside the chain: swap two axes */
+    for (int i = 0; i < m.n_nodes && tr < 0; i++)
+        if (strcmp(m.nodes[i].op_type, "Tile") == 0)
+            for (int j = i + 1; j < m.n_nodes && tr < 0; j++)
+                if (strcmp(m.nodes[j].op_type, "Transpose") == 0)
+                    tr = j;
+    ck_assert(tr >= 0);
+    ck_onnx_attr *perm = NULL;
+    for (int k = 0; k < m.nodes[tr].n_attr; k++)
+        if (strcmp(m.nodes[tr].attr[k].name, "perm") == 0)
+            perm = &m.nodes[tr].attr[k];
+    ck_assert(perm && perm->n_ints >= 3);
+    int64_t t = perm->ints[1];
+    perm->ints[1] = perm->ints[2];
+    perm->ints[2] = t;
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strstr(err.msg, "m.onnx: node `") == err.msg && strchr(err.msg, '\n') == NULL,
+                  "'%s'", err.msg);
+    ck_onnx_free(&m);
 }
 END_TEST
 
@@ -557,6 +623,9 @@ Suite *suite_onnx(void)
     tcase_add_test(tc, gpt_block_matches_pytorch_in_eval_mode);
     tcase_add_test(tc, gpt_block_maps_onto_transformer_ops);
     tcase_add_test(tc, imported_models_checkpoint_bitwise_identically);
+    tcase_add_test(tc, keras_upsampling_matches_keras);
+    tcase_add_test(tc, keras_upsampling_maps_onto_one_upsample_layer);
+    tcase_add_test(tc, keras_repeat_chain_that_is_no_upsampling_is_refused);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("refused");
     tcase_set_timeout(bad, 60);

@@ -26,6 +26,7 @@ extern "C" {
 
 #include "backends/backend.h"
 #include "backends/check/geometry.h"
+#include "backends/check/numerics.h"
 
 /* ---- tensors and dtypes ---- */
 
@@ -102,6 +103,11 @@ ck_status ck_opc_linear_shapes(const ck_tensor *x, const ck_tensor *w, const ck_
  * backend's own. */
 ck_status ck_opc_conv_fit(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
                           const ck_tensor *b, const ck_tensor *y, ck_error *err);
+/* After ck_opc_conv_fit: the call's shapes in three spatial dims (geometry.h), for the
+ * fast CPU kernels and the CUDA direct convolution. */
+ck_status ck_opc_conv_geom3(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
+                            const ck_tensor *b, const ck_tensor *y, ck_conv_geom3 *g,
+                            ck_error *err);
 
 /* ---- pool, upsample: every call brought to three spatial dims, leading dims 1 ---- */
 
@@ -236,8 +242,6 @@ ck_status ck_opc_upsample_linear(const char *be, const ck_op_params *op, const c
 /* pools with padding (or count_include_pad false) */
 ck_status ck_opc_pool_pad(const char *be, const ck_op_params *op, const ck_tensor *x,
                         const ck_tensor *y, ck_pool_pad_geom *g, ck_error *err);
-/* true when a pool needs the padded kernel */
-bool ck_opc_pool_padded(const ck_op_params *op);
 /* x (N, ...), w x[1:], y (or dy) x's shape: N and M = numel(w) */
 ck_status ck_opc_positional(const char *be, const ck_tensor *x, const ck_tensor *w,
                               const ck_tensor *y, int64_t *N, int64_t *M, ck_error *err);

@@ -11,6 +11,14 @@
 
 #include "harness/core/rng.h"
 
+/* A convolution's shapes brought to three spatial dims (missing leading dims have size 1):
+ * the fast CPU kernels and the CUDA direct convolution run on it. */
+typedef struct {
+    int64_t N, C, F;
+    int64_t in[3], out[3], k[3];
+    int64_t stride[3], dil[3], pad_lo[3];
+} ck_conv_geom3;
+
 typedef struct {
     int64_t batch, M, K, N;
     bool trans_a; /* A stored (B, K, M) */

@@ -10,10 +10,10 @@
 
 #define SH(t, buf) ck_shape_str(&(t)->shape, buf, sizeof buf)
 
+/* a one-input op of the pointwise family (the input count is checked next) */
 static bool is_activation(ck_op_kind k)
 {
-    return k == CK_OP_RELU || k == CK_OP_LEAKY_RELU || k == CK_OP_GELU || k == CK_OP_TANH ||
-           k == CK_OP_SIGMOID;
+    return ck_op_family_of(k) == CK_FAMILY_POINTWISE;
 }
 
 ck_status ck_opc_activation_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
@@ -64,7 +64,7 @@ ck_status ck_opc_add_bwd(const char *be, const ck_op_io *io, const ck_op_grads *
     return CK_OK;
 }
 
-/* concat's layout (op_check.h), out being the output or dout */
+/* concat's layout (check.h), out being the output or dout */
 /* -------------------------------------------------------------------------- positional */
 
 ck_status ck_opc_positional(const char *be, const ck_tensor *x, const ck_tensor *w,

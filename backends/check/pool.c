@@ -50,14 +50,6 @@ ck_status ck_opc_pool_setup(const ck_op_params *op, const ck_tensor *x, const ck
 
 /* ------------------------------------------------------------------------ padded pools */
 
-bool ck_opc_pool_padded(const ck_op_params *op)
-{
-    for (int d = 0; d < op->nsp && d < CK_MAX_SPATIAL; d++)
-        if (op->pad_lo[d] || op->pad_hi[d])
-            return true;
-    return false;
-}
-
 ck_status ck_opc_pool_pad(const char *be, const ck_op_params *op, const ck_tensor *x,
                         const ck_tensor *y, ck_pool_pad_geom *g, ck_error *err)
 {

@@ -19,30 +19,25 @@
 #include <string.h>
 
 
-/* fills g from x (N, C, s...), W (F, C, k...), y (N, F, o...) after ck_opc_conv_fit */
+/* fills g from x (N, C, s...), W (F, C, k...), y (N, F, o...): the shared geometry
+ * (ck_opc_conv_geom3) in the kernels' struct */
 static ck_status conv_geom(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
                            const ck_tensor *b, const ck_tensor *y, cpk_conv_geom *g,
                            ck_error *err)
 {
-    CK_TRY(ck_opc_conv_fit(op, x, w, b, y, err));
-    const int nsp = op->nsp;
+    ck_conv_geom3 g3;
+    CK_TRY(ck_opc_conv_geom3(op, x, w, b, y, &g3, err));
     memset(g, 0, sizeof *g);
-    g->N = x->shape.dim[0];
-    g->C = x->shape.dim[1];
-    g->F = w->shape.dim[0];
+    g->N = g3.N;
+    g->C = g3.C;
+    g->F = g3.F;
     for (int a = 0; a < 3; a++) {
-        const int s = a - (3 - nsp); /* the op's axis, < 0 for an added leading axis */
-        g->in[a] = s < 0 ? 1 : x->shape.dim[2 + s];
-        g->out[a] = s < 0 ? 1 : y->shape.dim[2 + s];
-        g->k[a] = s < 0 ? 1 : op->kernel[s];
-        g->stride[a] = s < 0 ? 1 : op->stride[s];
-        g->dil[a] = s < 0 ? 1 : op->dilation[s];
-        g->pad[a] = s < 0 ? 0 : op->pad_lo[s];
-        if (g->stride[a] < 1 || g->dil[a] < 1 || g->pad[a] < 0)
-            return ck_fail(err, CK_ERR_INTERNAL,
-                           "conv%dd: stride %lld, dilation %lld, pad_lo %lld on axis %d", nsp,
-                           (long long)g->stride[a], (long long)g->dil[a],
-                           (long long)g->pad[a], s);
+        g->in[a] = g3.in[a];
+        g->out[a] = g3.out[a];
+        g->k[a] = g3.k[a];
+        g->stride[a] = g3.stride[a];
+        g->dil[a] = g3.dil[a];
+        g->pad[a] = g3.pad_lo[a];
     }
     return CK_OK;
 }

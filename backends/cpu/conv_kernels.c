@@ -64,11 +64,17 @@ static void pad_task(void *vctx, int64_t task, int tid)
                 memset(dr, 0, (size_t)c->P[2] * sizeof *dr);
                 continue;
             }
+            /* zeros, the source row, zeros (the row's part inside the source may be cut at
+             * either end when the padding is negative or the output stops short) */
             const float *sr = s + (i0 * c->S[1] + i1) * c->S[2];
-            for (int64_t p2 = 0; p2 < c->P[2]; p2++) {
-                const int64_t i2 = p2 - c->lo[2];
-                dr[p2] = i2 >= 0 && i2 < c->S[2] ? sr[i2] : 0.0f;
-            }
+            int64_t a0 = c->lo[2] > 0 ? c->lo[2] : 0, a1 = c->lo[2] + c->S[2];
+            a0 = a0 < c->P[2] ? a0 : c->P[2];
+            a1 = a1 < c->P[2] ? a1 : c->P[2];
+            a1 = a1 > a0 ? a1 : a0;
+            memset(dr, 0, (size_t)a0 * sizeof *dr);
+            if (a1 > a0)
+                memcpy(dr + a0, sr + (a0 - c->lo[2]), (size_t)(a1 - a0) * sizeof *dr);
+            memset(dr + a1, 0, (size_t)(c->P[2] - a1) * sizeof *dr);
         }
     }
 }
@@ -261,32 +267,61 @@ typedef struct {
     int64_t n;
 } igemm_ctx;
 
+/* The panel's nr positions as runs that are contiguous in the padded input (positions
+ * along the innermost axis with stride 1): then each k row of the panel is a few block
+ * copies instead of nr gathers. A pure copy: the packed values are the same either way. */
+typedef struct {
+    int n;
+    int64_t dst[CPK_NR_MAX], src[CPK_NR_MAX], len[CPK_NR_MAX];
+} igemm_runs;
+
 static void igemm_packB(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
                         int64_t NR, float *dst)
 {
     const igemm_ctx *ic = vctx;
     const core_args *a = ic->a;
-    int64_t posoff[CPK_NR_MAX];
+    igemm_runs runs = {0};
     for (int64_t j = 0; j < nr; j++) {
         const int64_t pos = j0 + j;
         const int64_t o2 = pos % a->O[2], o1 = pos / a->O[2] % a->O[1],
                       o0 = pos / a->O[2] / a->O[1];
-        posoff[j] = ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2 * a->s[2];
+        const int64_t off = ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2 * a->s[2];
+        if (runs.n > 0 && a->s[2] == 1 && runs.src[runs.n - 1] + runs.len[runs.n - 1] == off) {
+            runs.len[runs.n - 1]++;
+        } else {
+            runs.dst[runs.n] = j;
+            runs.src[runs.n] = off;
+            runs.len[runs.n] = 1;
+            runs.n++;
+        }
     }
-    const int64_t kvol = vol3(a->K);
+    /* k = (c, q0, q1, q2) counted up without divisions */
+    const int64_t kvol = vol3(a->K), kk = k0 % kvol;
+    int64_t c = k0 / kvol, q2 = kk % a->K[2], q1 = kk / a->K[2] % a->K[1],
+            q0 = kk / a->K[2] / a->K[1];
     for (int64_t k = 0; k < kc; k++) {
-        const int64_t kk = (k0 + k) % kvol, c = (k0 + k) / kvol;
-        const int64_t q2 = kk % a->K[2], q1 = kk / a->K[2] % a->K[1],
-                      q0 = kk / a->K[2] / a->K[1];
         const float *src = a->xp + (ic->n * a->C + c) * vol3(a->P) +
                            (q0 * a->dil[0] * a->P[1] + q1 * a->dil[1]) * a->P[2] +
                            q2 * a->dil[2];
         float *d = dst + k * NR;
-        int64_t j = 0;
-        for (; j < nr; j++)
-            d[j] = src[posoff[j]];
-        for (; j < NR; j++)
-            d[j] = 0.0f;
+        if (runs.n == 1 && nr == 32) {
+            memcpy(d, src + runs.src[0], 32 * sizeof *d);
+        } else {
+            for (int r = 0; r < runs.n; r++)
+                memcpy(d + runs.dst[r], src + runs.src[r], (size_t)runs.len[r] * sizeof *d);
+            for (int64_t j = nr; j < NR; j++)
+                d[j] = 0.0f;
+        }
+        if (++q2 == a->K[2]) {
+            q2 = 0;
+            if (++q1 == a->K[1]) {
+                q1 = 0;
+                if (++q0 == a->K[0]) {
+                    q0 = 0;
+                    c++;
+                }
+            }
+        }
     }
 }
 
@@ -466,6 +501,7 @@ typedef struct {
     const float *dy, *xp;
     int64_t P[3];
     int64_t fblocks;
+    int64_t taps_per_task; /* kh taps one task computes: 3 for the 4x3x3 kernel, else 1 */
     double *dw;
 } dw_job;
 
@@ -541,6 +577,73 @@ __attribute__((target("avx2,fma"))) static void dw_plane_avx2_4x3(const dw_job *
     _mm256_storeu_ps(lanes[3][0], a30); _mm256_storeu_ps(lanes[3][1], a31); _mm256_storeu_ps(lanes[3][2], a32);
 }
 
+/* 4 f x 3 kw x 3 kh taps: the 4x3 kernel's accumulators for kh tap t live in acc[t]
+ * between rows; per output row o1 the three taps run one after the other over the same
+ * dy rows (then in L1) and their own x rows. Each accumulator still sees the plane's
+ * positions in (o1, o2) order, so lanes[t] equals what the 4x3 kernel gives for tap t;
+ * what changes is that a large plane's dy is read from L2 once instead of three times. */
+__attribute__((target("avx2,fma"))) static void dw_plane_avx2_4x3_taps3(
+    const dw_job *j, const float *const *dy0, const float *x0, int64_t xrow, int64_t tapstep,
+    float lanes[3][4][3][LANES])
+{
+    const cpk_conv_geom *g = j->g;
+    static const int32_t mask_src[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const int64_t O1 = g->out[1], O2 = g->out[2], d2 = g->dil[2];
+    const int64_t full = O2 / 8 * 8;
+    const __m256i m = _mm256_loadu_si256((const __m256i *)(mask_src + 8 - (O2 - full)));
+    __m256 acc[3][12];
+    for (int t = 0; t < 3; t++)
+        for (int q = 0; q < 12; q++)
+            acc[t][q] = _mm256_setzero_ps();
+#define DW_STEP3(LOADX, LOADD)                                                             \
+    do {                                                                                   \
+        const __m256 x0v = LOADX(xr + o2), x1v = LOADX(xr + o2 + d2);                      \
+        const __m256 x2v = LOADX(xr + o2 + 2 * d2);                                        \
+        __m256 dv = LOADD(dy0[0] + r + o2);                                                \
+        a00 = _mm256_fmadd_ps(dv, x0v, a00);                                               \
+        a01 = _mm256_fmadd_ps(dv, x1v, a01);                                               \
+        a02 = _mm256_fmadd_ps(dv, x2v, a02);                                               \
+        dv = LOADD(dy0[1] + r + o2);                                                       \
+        a10 = _mm256_fmadd_ps(dv, x0v, a10);                                               \
+        a11 = _mm256_fmadd_ps(dv, x1v, a11);                                               \
+        a12 = _mm256_fmadd_ps(dv, x2v, a12);                                               \
+        dv = LOADD(dy0[2] + r + o2);                                                       \
+        a20 = _mm256_fmadd_ps(dv, x0v, a20);                                               \
+        a21 = _mm256_fmadd_ps(dv, x1v, a21);                                               \
+        a22 = _mm256_fmadd_ps(dv, x2v, a22);                                               \
+        dv = LOADD(dy0[3] + r + o2);                                                       \
+        a30 = _mm256_fmadd_ps(dv, x0v, a30);                                               \
+        a31 = _mm256_fmadd_ps(dv, x1v, a31);                                               \
+        a32 = _mm256_fmadd_ps(dv, x2v, a32);                                               \
+    } while (0)
+#define LD_FULL(p) _mm256_loadu_ps(p)
+#define LD_MASK(p) _mm256_maskload_ps((p), m)
+    for (int64_t o1 = 0; o1 < O1; o1++) {
+        const int64_t r = o1 * O2;
+        for (int t = 0; t < 3; t++) {
+            const float *xr = x0 + o1 * xrow + t * tapstep;
+            __m256 a00 = acc[t][0], a01 = acc[t][1], a02 = acc[t][2], a10 = acc[t][3];
+            __m256 a11 = acc[t][4], a12 = acc[t][5], a20 = acc[t][6], a21 = acc[t][7];
+            __m256 a22 = acc[t][8], a30 = acc[t][9], a31 = acc[t][10], a32 = acc[t][11];
+            int64_t o2 = 0;
+            for (; o2 < full; o2 += 8)
+                DW_STEP3(LD_FULL, LD_FULL);
+            if (o2 < O2)
+                DW_STEP3(LD_MASK, LD_MASK);
+            acc[t][0] = a00, acc[t][1] = a01, acc[t][2] = a02, acc[t][3] = a10;
+            acc[t][4] = a11, acc[t][5] = a12, acc[t][6] = a20, acc[t][7] = a21;
+            acc[t][8] = a22, acc[t][9] = a30, acc[t][10] = a31, acc[t][11] = a32;
+        }
+    }
+#undef LD_FULL
+#undef LD_MASK
+#undef DW_STEP3
+    for (int t = 0; t < 3; t++)
+        for (int f = 0; f < 4; f++)
+            for (int q = 0; q < 3; q++)
+                _mm256_storeu_ps(lanes[t][f][q], acc[t][f * 3 + q]);
+}
+
 /* any fb <= 4, kwb <= 3: lanes accumulate every row of the plane */
 __attribute__((target("avx2,fma"))) static void dw_plane_avx2(const dw_job *j,
                                                               const float *const *dy0, int fb,
@@ -575,17 +678,60 @@ __attribute__((target("avx2,fma"))) static void dw_plane_avx2(const dw_job *j,
 }
 #endif
 
+static void dw_task_tap(const dw_job *j, int64_t f0, int fb, int64_t c, int64_t k0, int64_t k1,
+                        int64_t oplane, int64_t pplane, int64_t xrow);
+
 static void dw_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const dw_job *j = vctx;
     const cpk_conv_geom *g = j->g;
     const int64_t K0 = g->k[0], K1 = g->k[1], K2 = g->k[2], kvol = K0 * K1 * K2;
-    const int64_t k1 = task % K1, k0 = task / K1 % K0, c = task / K1 / K0 % g->C;
-    const int64_t f0 = task / K1 / K0 / g->C * 4;
+    const int64_t tk = K1 / j->taps_per_task; /* tasks along kh */
+    const int64_t k1s = task % tk * j->taps_per_task, k0 = task / tk % K0,
+                  c = task / tk / K0 % g->C;
+    const int64_t f0 = task / tk / K0 / g->C * 4;
     const int fb = (int)(g->F - f0 < 4 ? g->F - f0 : 4);
     const int64_t oplane = vol3(g->out), pplane = vol3(j->P);
     const int64_t xrow = g->stride[1] * j->P[2]; /* between the input rows of o1, o1 + 1 */
+#if CPK_X86
+    if (j->taps_per_task == 3 && j->isa != CPK_ISA_PORTABLE && fb == 4) {
+        double tot[3][4][3] = {{{0}}};
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+                float lanes[3][4][3][LANES];
+                const float *dy0[4];
+                for (int f = 0; f < 4; f++)
+                    dy0[f] = j->dy + (n * g->F + f0 + f) * oplane + o0 * g->out[1] * g->out[2];
+                const float *x0 = j->xp + (n * g->C + c) * pplane +
+                                  (o0 * g->stride[0] + k0 * g->dil[0]) * j->P[1] * j->P[2];
+                dw_plane_avx2_4x3_taps3(j, dy0, x0, xrow, g->dil[1] * j->P[2], lanes);
+                for (int t = 0; t < 3; t++)
+                    for (int f = 0; f < 4; f++)
+                        for (int q = 0; q < 3; q++) {
+                            double sum = 0.0;
+                            for (int l = 0; l < LANES; l++)
+                                sum += (double)lanes[t][f][q][l];
+                            tot[t][f][q] += sum;
+                        }
+            }
+        for (int t = 0; t < 3; t++)
+            for (int f = 0; f < 4; f++)
+                for (int q = 0; q < 3; q++)
+                    j->dw[((f0 + f) * g->C + c) * kvol + (k0 * K1 + t) * K2 + q] = tot[t][f][q];
+        return;
+    }
+#endif
+    for (int64_t k1 = k1s; k1 < k1s + j->taps_per_task; k1++)
+        dw_task_tap(j, f0, fb, c, k0, k1, oplane, pplane, xrow);
+}
+
+/* one kh tap k1 of a (4-channel block of F, c, kd) task: the general lane kernels */
+static void dw_task_tap(const dw_job *j, int64_t f0, int fb, int64_t c, int64_t k0, int64_t k1,
+                        int64_t oplane, int64_t pplane, int64_t xrow)
+{
+    const cpk_conv_geom *g = j->g;
+    const int64_t K1 = g->k[1], K2 = g->k[2], kvol = g->k[0] * K1 * K2;
     for (int64_t kw0 = 0; kw0 < K2; kw0 += 3) {
         const int kwb = (int)(K2 - kw0 < 3 ? K2 - kw0 : 3);
         double acc_tot[4][3] = {{0}};
@@ -634,14 +780,18 @@ static void dw_task(void *vctx, int64_t task, int tid)
 bool cpk_conv_backward_weight(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const float *dy,
                              const float *x, double *dw_total)
 {
-    dw_job j = {.g = g, .isa = isa, .dy = dy, .dw = dw_total, .fblocks = (g->F + 3) / 4};
+    /* all three kh taps in one task where the 4x3x3 kernel applies (by shape alone; the
+     * portable path runs the same tasks tap by tap, with the same bits) */
+    const bool taps3 = g->k[1] == 3 && g->k[2] == 3 && g->stride[2] == 1 && g->F % 4 == 0;
+    dw_job j = {.g = g, .isa = isa, .dy = dy, .dw = dw_total, .fblocks = (g->F + 3) / 4,
+                .taps_per_task = taps3 ? 3 : 1};
     for (int a = 0; a < 3; a++)
         j.P[a] = (g->out[a] - 1) * g->stride[a] + g->dil[a] * (g->k[a] - 1) + 1;
     float *xp = pad_copy(p, x, g->N * g->C, g->in, j.P, g->pad);
     if (!xp)
         return false;
     j.xp = xp;
-    cpk_parallel(p, j.fblocks * g->C * g->k[0] * g->k[1], dw_task, &j);
+    cpk_parallel(p, j.fblocks * g->C * g->k[0] * (g->k[1] / j.taps_per_task), dw_task, &j);
     free(xp);
     return true;
 }

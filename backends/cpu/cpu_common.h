@@ -59,8 +59,5 @@ void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v);
  * split across c's threads */
 void cpu_accumulate_f32(const cpu_ctx *c, ck_tensor *t, const float *v);
 void cpu_accumulate_f64(const cpu_ctx *c, ck_tensor *t, const double *v);
-/* a + b rounded to odd in double: a later rounding to fp16/bf16 is then the exact sum's
- * (the reference backend's ref_sum_round_odd, the same arithmetic) */
-double cpu_sum_round_odd(double a, double b);
 
 #endif

@@ -19,10 +19,22 @@
 #define CPK_X86 0
 #endif
 
-#define MR 6
+/* Blocking. KC: the k block (an A micro-panel MR x KC stays in L1 while B panels stream
+ * past it); SPAN_COLS: the columns of packed B one task sweeps per A micro-panel (KC x
+ * SPAN_COLS floats, 512 KiB, stay in a 1 MiB L2); MC: rows of A per task; NC: columns of B
+ * packed at once (KC x NC floats, 2 MiB, shared by the threads in L3). None of them
+ * changes a bit: each C element sees its k terms in ascending order whatever the blocks. */
+#ifndef KC
 #define KC 256
+#endif
+#ifndef MC
 #define MC 96
+#endif
 #define NC 2048
+#ifndef SPAN_COLS
+#define SPAN_COLS 512
+#endif
+#define MR_MAX 8
 
 // ----------------------------------------------------------------------------
 // ISA detection
@@ -49,31 +61,34 @@ const char *cpk_isa_name(cpk_isa isa)
 }
 
 // ----------------------------------------------------------------------------
-// micro-kernels: C[MR x NR] = (load ? C : 0) + Apanel * Bpanel, A panel kc x MR (k-major),
-// B panel kc x NR (k-major)
+// micro-kernels: C[mr x nr] = (load ? C : 0) + Apanel * Bpanel, A panel kc x mr (k-major),
+// B panel kc x nr (k-major). Each lane of each accumulator is one output's fma chain.
 
 typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                            bool load);
 
+#define PORTABLE_MR 6
+#define PORTABLE_NR 16
 static void uk_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                         bool load)
 {
-    float acc[MR][16];
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 16; j++)
+    float acc[PORTABLE_MR][PORTABLE_NR];
+    for (int i = 0; i < PORTABLE_MR; i++)
+        for (int j = 0; j < PORTABLE_NR; j++)
             acc[i][j] = load ? c[i * ldc + j] : 0.0f;
     for (int64_t k = 0; k < kc; k++) {
-        const float *ak = a + k * MR, *bk = b + k * 16;
-        for (int i = 0; i < MR; i++)
-            for (int j = 0; j < 16; j++)
+        const float *ak = a + k * PORTABLE_MR, *bk = b + k * PORTABLE_NR;
+        for (int i = 0; i < PORTABLE_MR; i++)
+            for (int j = 0; j < PORTABLE_NR; j++)
                 acc[i][j] = fmaf(ak[i], bk[j], acc[i][j]);
     }
-    for (int i = 0; i < MR; i++)
-        for (int j = 0; j < 16; j++)
+    for (int i = 0; i < PORTABLE_MR; i++)
+        for (int j = 0; j < PORTABLE_NR; j++)
             c[i * ldc + j] = acc[i][j];
 }
 
 #if CPK_X86
+/* 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast (15 of 16 registers) */
 __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float *a,
                                                          const float *b, float *c,
                                                          int64_t ldc, bool load)
@@ -99,7 +114,7 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
         av = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
         av = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
         av = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
-        a += MR;
+        a += 6;
         b += 16;
     }
     _mm256_storeu_ps(c + 0 * ldc, c00); _mm256_storeu_ps(c + 0 * ldc + 8, c01);
@@ -110,79 +125,139 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
     _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+/* 8 x 32: 16 zmm accumulators, every one a named variable (an array indexed in a loop
+ * kept them in memory at -O2: one load and one store per fma). The k loop is unrolled
+ * twice; the order of the fmas into one accumulator is still k ascending. */
+#define AVX512_MR 8
+#define R512_LOAD(i)                                                                       \
+    c##i##0 = load ? _mm512_loadu_ps(c + (i) * ldc) : _mm512_setzero_ps();                 \
+    c##i##1 = load ? _mm512_loadu_ps(c + (i) * ldc + 16) : _mm512_setzero_ps();
+#define R512_FMA(i, ak)                                                                    \
+    {                                                                                      \
+        const __m512 av = _mm512_set1_ps((ak)[i]);                                         \
+        c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0);                                        \
+        c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1);                                        \
+    }
+#define R512_STORE(i)                                                                      \
+    _mm512_storeu_ps(c + (i) * ldc, c##i##0);                                              \
+    _mm512_storeu_ps(c + (i) * ldc + 16, c##i##1);
+#define R512_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define R512_STEP(ak, bk)                                                                  \
+    {                                                                                      \
+        const __m512 b0 = _mm512_load_ps(bk), b1 = _mm512_load_ps((bk) + 16);              \
+        R512_FMA(0, ak) R512_FMA(1, ak) R512_FMA(2, ak) R512_FMA(3, ak)                    \
+        R512_FMA(4, ak) R512_FMA(5, ak) R512_FMA(6, ak) R512_FMA(7, ak)                    \
+    }
+
 __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float *a,
                                                           const float *b, float *c,
                                                           int64_t ldc, bool load)
 {
-    __m512 acc[MR][2];
-    for (int i = 0; i < MR; i++) {
-        acc[i][0] = load ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
-        acc[i][1] = load ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+    __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
+    R512_ALL(R512_LOAD)
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        R512_STEP(a, b)
+        R512_STEP(a + AVX512_MR, b + 32)
+        a += 2 * AVX512_MR;
+        b += 64;
     }
-    for (int64_t k = 0; k < kc; k++) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-        for (int i = 0; i < MR; i++) {
-            const __m512 av = _mm512_set1_ps(a[i]);
-            acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
-        }
-        a += MR;
-        b += 32;
-    }
-    for (int i = 0; i < MR; i++) {
-        _mm512_storeu_ps(c + i * ldc, acc[i][0]);
-        _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
-    }
+    if (k < kc)
+        R512_STEP(a, b)
+    R512_ALL(R512_STORE)
 }
 #endif
 
 typedef struct {
     ukernel_fn fn;
-    int nr;
+    int mr, nr;
 } ukernel;
 
 static ukernel pick_kernel(cpk_isa isa)
 {
 #if CPK_X86
     if (isa == CPK_ISA_AVX512)
-        return (ukernel){uk_avx512, 32};
+        return (ukernel){uk_avx512, AVX512_MR, 32};
     if (isa == CPK_ISA_AVX2)
-        return (ukernel){uk_avx2, 16};
+        return (ukernel){uk_avx2, 6, 16};
 #endif
     (void)isa;
-    return (ukernel){uk_portable, 16};
+    return (ukernel){uk_portable, PORTABLE_MR, PORTABLE_NR};
 }
 
 // ----------------------------------------------------------------------------
 // packing
 
-/* A block rows [i0, i0+mb), k [k0, k0+kc) into MR-row panels, k-major, zero rows past mb */
+/* A block rows [i0, i0+mb), k [k0, k0+kc) into mr-row panels, k-major, zero rows past mb */
 static void pack_A(const cpk_gemm_src *s, int64_t i0, int64_t mb, int64_t k0, int64_t kc,
-                   float *dst)
+                   int mr, float *dst)
 {
-    for (int64_t ip = 0; ip < mb; ip += MR) {
+    for (int64_t ip = 0; ip < mb; ip += mr) {
         float *d = dst + ip * kc;
-        const int64_t rows = mb - ip < MR ? mb - ip : MR;
-        if (s->a_cs == 1 && rows == MR) {
-            const float *r[MR];
-            for (int64_t q = 0; q < MR; q++)
+        const int64_t rows = mb - ip < mr ? mb - ip : mr;
+        if (s->a_cs == 1 && rows == mr) {
+            const float *r[MR_MAX];
+            for (int64_t q = 0; q < mr; q++)
                 r[q] = s->a + (i0 + ip + q) * s->a_rs + k0;
             for (int64_t k = 0; k < kc; k++)
-                for (int64_t q = 0; q < MR; q++)
-                    d[k * MR + q] = r[q][k];
+                for (int64_t q = 0; q < mr; q++)
+                    d[k * mr + q] = r[q][k];
+        } else if (s->a_rs == 1 && rows == mr) {
+            for (int64_t k = 0; k < kc; k++)
+                memcpy(d + k * mr, s->a + (k0 + k) * s->a_cs + i0 + ip,
+                       (size_t)mr * sizeof *d);
         } else {
             for (int64_t k = 0; k < kc; k++) {
                 const float *src = s->a + (k0 + k) * s->a_cs + (i0 + ip) * s->a_rs;
-                for (int64_t q = 0; q < MR; q++)
-                    d[k * MR + q] = q < rows ? src[q * s->a_rs] : 0.0f;
+                for (int64_t q = 0; q < mr; q++)
+                    d[k * mr + q] = q < rows ? src[q * s->a_rs] : 0.0f;
             }
         }
     }
 }
 
+#if CPK_X86
+/* B^T stored row-major (a linear weight's x W^T): d[k * NR + j] = r_j[k] for NR rows r_j,
+ * by 8 x 8 transposes in ymm registers (a pure copy: no arithmetic, so no bit can change) */
+__attribute__((target("avx2"))) static void pack_Bt_avx2(const float *b, int64_t ldb,
+                                                           int64_t kc, int NR, float *d)
+{
+    for (int jb = 0; jb < NR; jb += 8) {
+        const float *r = b + jb * ldb;
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8) {
+            const __m256 r0 = _mm256_loadu_ps(r + 0 * ldb + k), r1 = _mm256_loadu_ps(r + 1 * ldb + k);
+            const __m256 r2 = _mm256_loadu_ps(r + 2 * ldb + k), r3 = _mm256_loadu_ps(r + 3 * ldb + k);
+            const __m256 r4 = _mm256_loadu_ps(r + 4 * ldb + k), r5 = _mm256_loadu_ps(r + 5 * ldb + k);
+            const __m256 r6 = _mm256_loadu_ps(r + 6 * ldb + k), r7 = _mm256_loadu_ps(r + 7 * ldb + k);
+            const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+            const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+            const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+            const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+            float *o = d + k * NR + jb;
+            _mm256_storeu_ps(o + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(o + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(o + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(o + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(o + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(o + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(o + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(o + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (; k < kc; k++)
+            for (int j = 0; j < 8; j++)
+                d[k * NR + jb + j] = r[j * ldb + k];
+    }
+}
+#endif
+
 /* one NR-column panel of B: k [k0, k0+kc), cols [j0, j0+cols), zero cols up to NR */
-static void pack_B_panel(const cpk_gemm_src *s, int64_t k0, int64_t kc, int64_t j0,
-                         int64_t cols, int NR, float *d)
+static void pack_B_panel(const cpk_gemm_src *s, cpk_isa isa, int64_t k0, int64_t kc,
+                         int64_t j0, int64_t cols, int NR, float *d)
 {
     if (s->packB) {
         s->packB(s->packB_ctx, k0, kc, j0, cols, NR, d);
@@ -199,6 +274,12 @@ static void pack_B_panel(const cpk_gemm_src *s, int64_t k0, int64_t kc, int64_t 
                 dk[j] = 0.0f;
         }
     } else if (s->b_rs == 1 && cols == NR) {
+#if CPK_X86
+        if (isa != CPK_ISA_PORTABLE) {
+            pack_Bt_avx2(s->b + j0 * s->b_cs + k0, s->b_cs, kc, NR, d);
+            return;
+        }
+#endif
         /* B^T stored row-major (a linear weight): NR source rows read side by side */
         const float *r[CPK_NR_MAX];
         for (int64_t j = 0; j < NR; j++)
@@ -222,9 +303,10 @@ static void pack_B_panel(const cpk_gemm_src *s, int64_t k0, int64_t kc, int64_t 
 
 // ----------------------------------------------------------------------------
 // driver: for each column block jc and k block pc, B[pc, jc] is packed once (panels split
-// across threads), then tasks (an M block x a range of B panels) pack their A block and
-// run the micro-kernel. Blocks are visited in increasing pc, so every C element still sees
-// its k terms in ascending order.
+// across threads), then tasks (an M block x a span of B panels) pack their A block and,
+// per A micro-panel (kept in L1), run the micro-kernel over the span's B panels (streamed
+// from L2). Blocks are visited in increasing pc, so every C element still sees its k terms
+// in ascending order.
 
 typedef struct {
     const cpk_gemm_src *s;
@@ -233,27 +315,67 @@ typedef struct {
     int64_t ldc;
     bool accumulate;
     ukernel uk;
+    cpk_isa isa;
     /* current block */
     int64_t j0, nc, k0, kc;
     float *bpack;
     int64_t mb, mblocks, pspan, nspans; /* task = (M block, span of pspan panels) */
     float **apack; /* per thread */
+    bool fused;    /* one M block: every task packs its own B panels (no shared B) */
+    float **bpanel; /* per thread, fused only: one KC x NR panel */
 } gemm_job;
 
-static void packB_task(void *vctx, int64_t panel, int tid)
+/* a group of PACKB_GROUP panels per task: a row-major B is then read PACKB_GROUP * NR
+ * floats at a time along each row (one panel alone reads NR floats per row at a stride of
+ * the row length, which for power-of-two lengths maps every row to the same cache sets) */
+#define PACKB_GROUP 8
+static void packB_task(void *vctx, int64_t group, int tid)
 {
     (void)tid;
     gemm_job *j = vctx;
     const int NR = j->uk.nr;
-    const int64_t jp = panel * NR;
-    const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-    pack_B_panel(j->s, j->k0, j->kc, j->j0 + jp, cols, NR, j->bpack + jp * j->kc);
+    const int64_t npanels = (j->nc + NR - 1) / NR;
+    const int64_t q0 = group * PACKB_GROUP;
+    const int64_t q1 = q0 + PACKB_GROUP < npanels ? q0 + PACKB_GROUP : npanels;
+    const cpk_gemm_src *s = j->s;
+    if (!s->packB && s->b_cs == 1 && q1 * NR <= j->nc) {
+        for (int64_t k = 0; k < j->kc; k++) {
+            const float *src = s->b + (j->k0 + k) * s->b_rs + j->j0;
+            for (int64_t q = q0; q < q1; q++)
+                memcpy(j->bpack + q * NR * j->kc + k * NR, src + q * NR,
+                       (size_t)NR * sizeof *src);
+        }
+        return;
+    }
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t jp = q * NR;
+        const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
+        pack_B_panel(s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, j->bpack + jp * j->kc);
+    }
+}
+
+/* one micro-tile, through a bounce buffer where it sticks out of C */
+static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel, float *c,
+                     int64_t rows, int64_t cols, bool load)
+{
+    const int NR = j->uk.nr, MR = j->uk.mr;
+    if (rows == MR && cols == NR) {
+        j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load);
+        return;
+    }
+    float tile[MR_MAX * CPK_NR_MAX];
+    if (load)
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(tile + r * NR, c + r * j->ldc, (size_t)cols * sizeof *c);
+    j->uk.fn(j->kc, apanel, bpanel, tile, NR, load);
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(c + r * j->ldc, tile + r * NR, (size_t)cols * sizeof *c);
 }
 
 static void gemm_task(void *vctx, int64_t task, int tid)
 {
     gemm_job *j = vctx;
-    const int NR = j->uk.nr;
+    const int NR = j->uk.nr, MR = j->uk.mr;
     const int64_t bi = task / j->nspans, sp = task % j->nspans;
     const int64_t i0 = bi * j->mb;
     const int64_t mb = j->M - i0 < j->mb ? j->M - i0 : j->mb;
@@ -261,26 +383,31 @@ static void gemm_task(void *vctx, int64_t task, int tid)
     const int64_t p0 = sp * j->pspan, p1 = p0 + j->pspan < npanels ? p0 + j->pspan : npanels;
     const bool load = j->accumulate || j->k0 > 0;
     float *ap = j->apack[tid];
-    float tile[MR * CPK_NR_MAX];
-    pack_A(j->s, i0, mb, j->k0, j->kc, ap);
-    for (int64_t pn = p0; pn < p1; pn++) {
-        const int64_t jp = pn * NR;
-        const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-        const float *bpanel = j->bpack + jp * j->kc;
-        for (int64_t ip = 0; ip < mb; ip += MR) {
-            const int64_t rows = mb - ip < MR ? mb - ip : MR;
-            const float *apanel = ap + ip * j->kc;
-            float *c = j->C + (i0 + ip) * j->ldc + j->j0 + jp;
-            if (rows == MR && cols == NR) {
-                j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load);
-            } else {
-                if (load)
-                    for (int64_t r = 0; r < rows; r++)
-                        memcpy(tile + r * NR, c + r * j->ldc, (size_t)cols * sizeof *c);
-                j->uk.fn(j->kc, apanel, bpanel, tile, NR, load);
-                for (int64_t r = 0; r < rows; r++)
-                    memcpy(c + r * j->ldc, tile + r * NR, (size_t)cols * sizeof *c);
+    pack_A(j->s, i0, mb, j->k0, j->kc, MR, ap);
+    if (j->fused) {
+        /* each B panel is used by this task alone: pack it here, where it stays in L1
+         * for the A micro-panels that follow, instead of in a shared pass through L3 */
+        float *bp = j->bpanel[tid];
+        for (int64_t pn = p0; pn < p1; pn++) {
+            const int64_t jp = pn * NR;
+            const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
+            pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
+            for (int64_t ip = 0; ip < mb; ip += MR) {
+                const int64_t rows = mb - ip < MR ? mb - ip : MR;
+                run_tile(j, ap + ip * j->kc, bp, j->C + (i0 + ip) * j->ldc + j->j0 + jp, rows,
+                         cols, load);
             }
+        }
+        return;
+    }
+    for (int64_t ip = 0; ip < mb; ip += MR) {
+        const int64_t rows = mb - ip < MR ? mb - ip : MR;
+        const float *apanel = ap + ip * j->kc;
+        float *crow = j->C + (i0 + ip) * j->ldc + j->j0;
+        for (int64_t pn = p0; pn < p1; pn++) {
+            const int64_t jp = pn * NR;
+            const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
+            run_tile(j, apanel, j->bpack + jp * j->kc, crow + jp, rows, cols, load);
         }
     }
 }
@@ -302,8 +429,8 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
         return true;
     }
     gemm_job j = {.s = s, .M = M, .N = N, .K = K, .C = C, .ldc = ldc,
-                  .accumulate = accumulate, .uk = pick_kernel(isa)};
-    const int NR = j.uk.nr;
+                  .accumulate = accumulate, .uk = pick_kernel(isa), .isa = isa};
+    const int NR = j.uk.nr, MR = j.uk.mr;
     const int T = cpk_pool_threads(p);
     if (T > 256)
         return false;
@@ -311,18 +438,24 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     j.mb = ((M + j.mblocks - 1) / j.mblocks + MR - 1) / MR * MR;
     j.mblocks = (M + j.mb - 1) / j.mb;
     const int64_t ncmax = N < NC ? N : NC, kcmax = K < KC ? K : KC;
-    float *apack[256];
+    float *apack[256], *bpanel[256];
     j.apack = apack;
-    j.bpack = alloc_floats((ncmax + NR) * kcmax);
+    j.bpanel = bpanel;
+    j.fused = j.mblocks == 1;
+    j.bpack = alloc_floats(j.fused ? 1 : (ncmax + NR) * kcmax);
     bool ok = j.bpack != NULL;
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) {
         ok = (apack[t] = ok ? alloc_floats(j.mb * kcmax) : NULL) != NULL && ok;
+        bpanel[t] = NULL;
+        if (j.fused)
+            ok = (bpanel[t] = ok ? alloc_floats(NR * kcmax) : NULL) != NULL && ok;
+    }
     for (int64_t j0 = 0; ok && j0 < N; j0 += NC) {
         j.j0 = j0;
         j.nc = N - j0 < NC ? N - j0 : NC;
         const int64_t npanels = (j.nc + NR - 1) / NR;
-        /* enough tasks to keep every thread busy: split the panels into spans */
-        j.nspans = 1;
+        /* spans of at most SPAN_COLS columns, and enough tasks to keep every thread busy */
+        j.nspans = (npanels * NR + SPAN_COLS - 1) / SPAN_COLS;
         while (j.mblocks * j.nspans < 4 * T && j.nspans < npanels)
             j.nspans++;
         j.pspan = (npanels + j.nspans - 1) / j.nspans;
@@ -330,12 +463,15 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
         for (int64_t k0 = 0; k0 < K; k0 += KC) {
             j.k0 = k0;
             j.kc = K - k0 < KC ? K - k0 : KC;
-            cpk_parallel(p, npanels, packB_task, &j);
+            if (!j.fused)
+                cpk_parallel(p, (npanels + PACKB_GROUP - 1) / PACKB_GROUP, packB_task, &j);
             cpk_parallel(p, j.mblocks * j.nspans, gemm_task, &j);
         }
     }
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) {
         free(apack[t]);
+        free(bpanel[t]);
+    }
     free(j.bpack);
     return ok;
 }

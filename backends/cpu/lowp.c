@@ -145,26 +145,6 @@ static void store_range(const cpu_ctx *c, ck_tensor *t, const float *v, int64_t 
     default: break; /* fp64 calls never get here (delegated) */
     }
 }
-
-/* a + b rounded to odd in double (see backends/ref/ref_elem.h): a later rounding to a
- * format with at most 51 significant bits is then the correct rounding of a + b */
-double cpu_sum_round_odd(double a, double b)
-{
-    const double s = a + b;
-    const double bv = s - a;
-    const double e = (a - (s - bv)) + (b - bv);
-    if (e == 0.0 || s - s != 0.0)
-        return s;
-    uint64_t u;
-    memcpy(&u, &s, sizeof u);
-    if (u & 1)
-        return s;
-    u = (e > 0.0) == (s > 0.0) ? u + 1 : u - 1;
-    double r;
-    memcpy(&r, &u, sizeof r);
-    return r;
-}
-
 static void acc_one(ck_tensor *t, int64_t i, double v)
 {
     switch (t->dtype) {
@@ -175,12 +155,12 @@ static void acc_one(ck_tensor *t, int64_t i, double v)
     }
     case CK_F16: {
         uint16_t *d = t->data;
-        d[i] = ck_f64_to_f16(cpu_sum_round_odd((double)ck_f16_to_f32(d[i]), v));
+        d[i] = ck_f64_to_f16(ck_sum_round_odd((double)ck_f16_to_f32(d[i]), v));
         break;
     }
     case CK_BF16: {
         uint16_t *d = t->data;
-        d[i] = ck_f64_to_bf16(cpu_sum_round_odd((double)bf16_to_f32(d[i]), v));
+        d[i] = ck_f64_to_bf16(ck_sum_round_odd((double)bf16_to_f32(d[i]), v));
         break;
     }
     default: break;

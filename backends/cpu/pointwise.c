@@ -5,7 +5,7 @@
  * x > 0 ? x : +0, backward dx + dy * (x > 0 ? 1 : 0) rounded once (fp16/bf16: the same
  * double expression and round-to-odd sum as the reference). Every other activation, relu
  * in fp64 or mixed dtypes, is delegated to the reference backend
- * (backends/ref/activation.c) for now.
+ * (backends/ref/pointwise.c) for now.
  */
 #include "backends/cpu/cpu_common.h"
 
@@ -59,7 +59,7 @@ static void relu_bwd_task(void *vctx, int64_t task, int tid)
     if (j->dt != CK_F32) {
         for (int64_t i = i0; i < i1; i++) {
             const double v = ld16(j->dt, j->hdy[i]) * (ld16(j->dt, j->hx[i]) > 0.0 ? 1.0 : 0.0);
-            j->hdx[i] = st16(j->dt, cpu_sum_round_odd(ld16(j->dt, j->hdx[i]), v));
+            j->hdx[i] = st16(j->dt, ck_sum_round_odd(ld16(j->dt, j->hdx[i]), v));
         }
         return;
     }

@@ -1,7 +1,7 @@
 /*
  * How the CUDA backend decides which convolution engine and which cuDNN algorithm runs a
  * call, and what happens when that algorithm cannot run: plain C with no CUDA headers, so
- * that tests/test_cuda_cpu.c checks every rule on machines without a GPU. conv_cudnn.cu
+ * that tests/test_cuda_cpu.c checks every rule on machines without a GPU. conv.cu
  * feeds it cuDNN's answers and follows its decisions.
  *
  *  - Engine: fp32, fp16 and bf16 calls whose tensors share one dtype go to cuDNN; fp64 calls

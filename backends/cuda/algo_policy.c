@@ -2,7 +2,7 @@
  * The convolution algorithm policy (--algo deterministic|fastest) as pure functions, and
  * the names the report prints. Plain C with no CUDA headers: it is compiled in every
  * build, so tests/test_cuda_cpu.c checks the filtering rules on machines without a GPU.
- * conv_cudnn.cu converts cuDNN's perf results into ck_cuda_algo_candidate and asks
+ * conv.cu converts cuDNN's perf results into ck_cuda_algo_candidate and asks
  * ck_cuda_algo_rank which to try, in which order.
  */
 #include "backends/cuda/algo_policy.h"

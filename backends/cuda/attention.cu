@@ -237,7 +237,7 @@ static ck_status attention_op_backward(ck_cuda *cu, const ck_op_params *op, cons
     return cuda_convert(cu, d, &acc, 1.0, true, err);
 }
 
-/* CUDA softmax / log_softmax over one dim: one thread per row (backends/ref/softmax.c). */
+/* CUDA softmax / log_softmax over one dim: one thread per row (backends/ref/attention.c). */
 #include "backends/cuda/cuda_common.cuh"
 
 static __device__ void sm_stats(ck_dv x, int64_t base, int64_t D, int64_t inner, double *m, double *lse)

@@ -831,7 +831,7 @@ static ck_status conv_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_
     return CK_OK;
 }
 
-/* CUDA transposed convolution (backends/ref/conv_transpose.c): y, dx and dW each one thread
+/* CUDA transposed convolution (backends/ref/conv.c): y, dx and dW each one thread
  * per element, gathering in the reference's order; db one thread per output channel. */
 #include "backends/cuda/cuda_common.cuh"
 

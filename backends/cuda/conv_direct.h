@@ -17,7 +17,7 @@
  *   bias             db[f] += Σ_{n, o} dy[n,f,o], in (n, o) order
  *
  * The element functions are plain C marked CK_CD_HD, so the same code is compiled by nvcc for
- * the device (conv_cudnn.cu launches them) and by the C compiler for the host, where
+ * the device (conv.cu launches them) and by the C compiler for the host, where
  * tests/test_cuda_cpu.c runs them over every element and compares them bit for bit with the
  * CPU backend. Geometry setup is in conv_direct.c.
  */
@@ -27,30 +27,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define CK_CD_HD __host__ __device__
-#else
-#define CK_CD_HD
-#endif
+#include "backends/check/check.h" /* C linkage from C++ too; numerics.h's CK_HD */
+
+#define CK_CD_HD CK_HD
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#include "backends/backend.h"
-
-/* A call's shapes brought to three spatial dims (missing leading dims have size 1). */
-typedef struct {
-    int64_t N, C, F;
-    int64_t in[3], out[3], k[3];
-    int64_t stride[3], dil[3], pad_lo[3];
-} ck_conv_direct_geom;
+/* A call's shapes brought to three spatial dims (backends/check/geometry.h). */
+typedef ck_conv_geom3 ck_conv_direct_geom;
 
 /* Checks x (N, C, s...), W (F, C, k...), b (F) and y (N, F, o...) against op (the shared
  * checks of backends/check/check.h) and fills g. */
-ck_status ck_conv_direct_setup(const ck_op_params *op, const ck_tensor *x, const ck_tensor *w,
-                               const ck_tensor *b, const ck_tensor *y, ck_conv_direct_geom *g,
-                               ck_error *err);
+static inline ck_status ck_conv_direct_setup(const ck_op_params *op, const ck_tensor *x,
+                                             const ck_tensor *w, const ck_tensor *b,
+                                             const ck_tensor *y, ck_conv_direct_geom *g,
+                                             ck_error *err)
+{
+    return ck_opc_conv_geom3(op, x, w, b, y, g, err);
+}
 
 static inline CK_CD_HD int64_t ck_cd_kvol(const ck_conv_direct_geom *g)
 {

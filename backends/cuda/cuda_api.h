@@ -10,7 +10,7 @@
  * filtering rules are unit-tested on machines without a GPU.
  *
  * The enum values below mirror cuDNN's own numbering (cudnnConvolution*Algo_t,
- * cudnnDeterminism_t, cudnnMathType_t); conv_cudnn.cu asserts that at compile time.
+ * cudnnDeterminism_t, cudnnMathType_t); conv.cu asserts that at compile time.
  */
 #ifndef CK_CUDA_API_H
 #define CK_CUDA_API_H

@@ -2,9 +2,9 @@
  * Private to the CUDA backend: the backend's state, the checked-call macros, element
  * access by dtype, device scratch memory, the CPU's wide path for library ops, and the one
  * deterministic reduction every op family uses. One forward/backward pair per op family
- * lives in its own file, mirroring backends/ref/ (linear_cublas.cu, conv_cudnn.cu, pool.cu,
- * upsample.cu, activation.cu, norm.cu, random_ops.cu, shape_ops.cu, loss.cu, optim.cu);
- * cuda_backend.cu dispatches.
+ * lives in its own file, named as in backends/ref/ (linear.cu, conv.cu, pool.cu,
+ * upsample.cu, pointwise.cu, norm.cu, random.cu, attention.cu, shape.cu, loss.cu,
+ * optim.cu); backend.cu dispatches by family.
  *
  * Numerics follow harness/precision.md and the CPU reference op by op: kernels load each
  * tensor in its own dtype (ck_ld, the CPU's ref_ld), compute with the CPU's expressions in
@@ -45,20 +45,19 @@ extern "C" {
 }
 #pragma GCC diagnostic pop
 
-#include "backends/cuda/round_odd.h" /* ck_sum_round_odd, ck_convert_value: host and device */
 
 // ----------------------------------------------------------------------------
 // the backend's state (ck_backend.impl)
 
-struct ck_cuda_conv_cache; /* conv_cudnn.cu */
+struct ck_cuda_conv_cache; /* conv.cu */
 
 struct ck_cuda {
     int device;
     ck_cuda_algo_policy policy;
     cudaStream_t stream;  /* every kernel, copy, cuBLAS and cuDNN call runs here */
     cudaMemPool_t pool;   /* the device's default pool, behind cudaMallocAsync */
-    cublasHandle_t cublas; /* created on first use (linear_cublas.cu) */
-    cudnnHandle_t cudnn;   /* created on first use (conv_cudnn.cu) */
+    cublasHandle_t cublas; /* created on first use (linear.cu) */
+    cudnnHandle_t cudnn;   /* created on first use (conv.cu) */
     ck_cuda_conv_cache *conv_cache;
     size_t workspace_cap;  /* the most one convolution's workspace may take (algo_pin.h) */
     ck_cuda_mem_account mem; /* workspaces and scratch (mem_account.h) */
@@ -360,7 +359,7 @@ ck_status ck_row_sums(ck_cuda *cu, F f, int64_t rows, int64_t M, double *out, ck
 }
 
 // ----------------------------------------------------------------------------
-// the op families (one file each), dispatched by cuda_backend.cu
+// the op families (one file each), dispatched by family in backend.cu
 
 typedef ck_status (*cuda_fwd_fn)(ck_cuda *, const ck_op_params *, const ck_fwd_args *,
                                  ck_op_io *, ck_error *);

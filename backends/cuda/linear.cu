@@ -190,7 +190,7 @@ static ck_status linear_op_backward(ck_cuda *cu, const ck_op_params *op, const c
 
 /*
  * CUDA matmul (batched, transposes, shared second operand): one thread per output or
- * gradient element, each a double sum in the reference's order (backends/ref/matmul.c),
+ * gradient element, each a double sum in the reference's order (backends/ref/linear.c),
  * rounded once. A plain kernel rather than cuBLAS: fp16/bf16 and mixed dtypes then follow
  * precision.md exactly, and the sizes the harness checkpoints are small.
  */
@@ -297,7 +297,7 @@ static ck_status matmul_op_backward(ck_cuda *cu, const ck_op_params *op, const c
                            ck_view(io->in[0]), ck_view(matmul_b(io)), geo, err);
 }
 
-/* CUDA embedding (backends/ref/embedding.c): forward one thread per output element;
+/* CUDA embedding (backends/ref/linear.c): forward one thread per output element;
  * backward one thread per weight element, gathering the positions that use its row. */
 #include "backends/cuda/cuda_common.cuh"
 

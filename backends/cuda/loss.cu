@@ -202,7 +202,7 @@ ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
 }
 
 /*
- * CUDA cross-entropy over a class dim with ignore_index (backends/ref/cross_entropy.c):
+ * CUDA cross-entropy over a class dim with ignore_index (backends/ref/loss.c):
  * one thread per position computes its term; one thread then sums the terms in position
  * order, the reference's order, so the loss is the reference's bit for bit when the
  * per-position exp/log agree.

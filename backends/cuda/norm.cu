@@ -398,7 +398,7 @@ static ck_status layernorm_op_backward(ck_cuda *cu, const ck_op_params *op, cons
     return CK_OK;
 }
 
-/* CUDA rmsnorm (backends/ref/rmsnorm.c): one thread per row; dw one thread per column. */
+/* CUDA rmsnorm (backends/ref/norm.c): one thread per row; dw one thread per column. */
 #include "backends/cuda/cuda_common.cuh"
 
 static __device__ double rms_rinv(ck_dv x, int64_t base, int64_t D, double eps)
@@ -494,7 +494,7 @@ static ck_status rmsnorm_op_backward(ck_cuda *cu, const ck_op_params *op, const 
                             ck_view(io->in[0]), ck_view(io->weight), R, D, op->eps, err);
 }
 
-/* CUDA groupnorm (backends/ref/groupnorm.c): one thread per (n, group); the parameter
+/* CUDA groupnorm (backends/ref/norm.c): one thread per (n, group); the parameter
  * gradients one thread per channel. */
 #include "backends/cuda/cuda_common.cuh"
 

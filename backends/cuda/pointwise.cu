@@ -1,7 +1,8 @@
 /*
- * CUDA pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
+ * CUDA pointwise family: the activations relu, leaky_relu, gelu (exact, erf form), tanh,
+ * sigmoid and sqrt; then mul, silu and gelu tanh; add; positional.
  *
- * As backends/ref/activation.c: every kernel loads each tensor in its own dtype (x, y, dy
+ * As backends/ref/pointwise.c: every kernel loads each tensor in its own dtype (x, y, dy
  * and dx need not share one), computes in double and rounds once on store; backward adds
  * its double contribution to dx with one rounding (ck_acc). Backward differentiates at the
  * input x (io->in[0]), so relu'(0) = 0 and leaky_relu'(0) = slope. relu and leaky_relu
@@ -34,6 +35,7 @@ static __device__ __forceinline__ double ck_act(int kind, double slope, double x
     case CK_OP_GELU: return 0.5 * x * (1.0 + erf(x * CK_SQRT1_2));
     case CK_OP_TANH: return tanh(x);
     case CK_OP_SIGMOID: return ck_sigmoid(x);
+    case CK_OP_SQRT: return sqrt(x); /* correctly rounded, as glibc's */
     default: return __longlong_as_double(0x7ff8000000000000LL); /* NaN */
     }
 }
@@ -58,6 +60,7 @@ static __device__ __forceinline__ double ck_dact(int kind, double slope, double 
         double s = ck_sigmoid(x);
         return s * (1.0 - s);
     }
+    case CK_OP_SQRT: return 0.5 / sqrt(x);
     default: return __longlong_as_double(0x7ff8000000000000LL);
     }
 }
@@ -362,13 +365,14 @@ static cuda_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_GELU:
-        if (op->gelu_tanh) /* the tanh approximation */
+        if (ck_gelu_is_tanh(op)) /* the tanh approximation */
             return cuda_op_fns{wide_op_forward, wide_op_backward};
         return cuda_op_fns{activation_op_forward, activation_op_backward};
     case CK_OP_RELU:
     case CK_OP_LEAKY_RELU:
     case CK_OP_TANH:
-    case CK_OP_SIGMOID: return cuda_op_fns{activation_op_forward, activation_op_backward};
+    case CK_OP_SIGMOID:
+    case CK_OP_SQRT: return cuda_op_fns{activation_op_forward, activation_op_backward};
     case CK_OP_MUL:
     case CK_OP_SILU: return cuda_op_fns{wide_op_forward, wide_op_backward};
     case CK_OP_ADD: return cuda_op_fns{add_op_forward, add_op_backward};

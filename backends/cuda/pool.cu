@@ -182,7 +182,7 @@ static ck_status pool_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_
     return CK_OK;
 }
 
-/* CUDA padded max/avg pooling (backends/ref/pool_pad.c): forward one thread per output;
+/* CUDA padded max/avg pooling (backends/ref/pool.c): forward one thread per output;
  * backward one thread per input element, gathering the windows that contain it (max: the
  * windows whose first maximum it is). */
 #include "backends/cuda/cuda_common.cuh"
@@ -331,7 +331,7 @@ static cuda_op_fns pick(const ck_op_params *op)
     case CK_OP_MAXPOOL:
     case CK_OP_AVGPOOL:
         /* padded windows (or count_include_pad false) take the padded kernel */
-        return ck_opc_pool_padded(op) ? cuda_op_fns{pool_pad_op_forward, pool_pad_op_backward} : cuda_op_fns{pool_op_forward, pool_op_backward};
+        return ck_pool_is_padded(op) ? cuda_op_fns{pool_pad_op_forward, pool_pad_op_backward} : cuda_op_fns{pool_op_forward, pool_op_backward};
     default: return cuda_op_fns{NULL, NULL};
     }
 }

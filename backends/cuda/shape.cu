@@ -2,7 +2,7 @@
  * CUDA shape ops: add (n inputs of one shape), concat (along dim 1, the channels) and
  * flatten ((N, ...) -> (N, prod ...)), forward and backward.
  *
- * As backends/ref/shape_ops.c: add sums its inputs in input order in double and rounds
+ * As backends/ref/shape.c: add sums its inputs in input order in double and rounds
  * once; concat and flatten copy values (device-to-device copies within one dtype, one
  * rounding into another). Each tensor is loaded in its own dtype. Backward passes
  * accumulate (+=, ck_acc) into every gradient that is not NULL, one input at a time in
@@ -133,7 +133,7 @@ static ck_status flatten_op_backward(ck_cuda *cu, const ck_op_params *op, const 
     return CK_OK;
 }
 
-/* CUDA permute / transpose (backends/ref/permute.c): one thread per output element. */
+/* CUDA permute / transpose (backends/ref/shape.c): one thread per output element. */
 #include "backends/cuda/cuda_common.cuh"
 
 struct perm_geom {

@@ -99,7 +99,7 @@ static ck_status nearest_op_backward(ck_cuda *cu, const ck_op_params *op, const 
     return CK_OK;
 }
 
-/* CUDA linear/bilinear/trilinear upsampling (backends/ref/upsample_linear.c): forward one
+/* CUDA linear/bilinear/trilinear upsampling (backends/ref/upsample.c): forward one
  * thread per output element; backward one thread per input element, gathering the output
  * positions whose taps reach it (a window of each dim around i * out / in). */
 #include "backends/cuda/cuda_common.cuh"
@@ -241,7 +241,7 @@ static cuda_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_UPSAMPLE:
-        return op->mode == CK_UPSAMPLE_LINEAR ? cuda_op_fns{linear_op_forward, linear_op_backward} : cuda_op_fns{nearest_op_forward, nearest_op_backward};
+        return ck_upsample_is_linear(op) ? cuda_op_fns{linear_op_forward, linear_op_backward} : cuda_op_fns{nearest_op_forward, nearest_op_backward};
     default: return cuda_op_fns{NULL, NULL};
     }
 }

@@ -1,5 +1,6 @@
 /*
- * CPU pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid.
+ * The reference pointwise family: the activations relu, leaky_relu, gelu (exact, erf form),
+ * tanh, sigmoid and sqrt; then mul, silu and gelu tanh in double; add; positional.
  *
  * Every kernel loads each tensor in its own dtype (fp32, fp64, fp16 or bf16; x, y, dy and
  * dx need not share one), computes in double and rounds once on store; the backward adds
@@ -31,6 +32,7 @@ static double act(ck_op_kind kind, double slope, double x)
     case CK_OP_GELU: return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
     case CK_OP_TANH: return tanh(x);
     case CK_OP_SIGMOID: return sigmoid(x);
+    case CK_OP_SQRT: return sqrt(x);
     default: return NAN;
     }
 }
@@ -55,6 +57,7 @@ static double dact(ck_op_kind kind, double slope, double x)
         double s = sigmoid(x);
         return s * (1.0 - s);
     }
+    case CK_OP_SQRT: return 0.5 / sqrt(x); /* inf at 0, NaN below, as PyTorch */
     default: return NAN;
     }
 }
@@ -304,13 +307,14 @@ static ref_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_GELU:
-        if (op->gelu_tanh) /* the tanh approximation runs in double */
+        if (ck_gelu_is_tanh(op)) /* the tanh approximation runs in double */
             return (ref_op_fns){wide_op_forward, wide_op_backward};
         /* fall through */
     case CK_OP_RELU:
     case CK_OP_LEAKY_RELU:
     case CK_OP_TANH:
     case CK_OP_SIGMOID:
+    case CK_OP_SQRT:
         return (ref_op_fns){activation_op_forward, activation_op_backward};
     case CK_OP_MUL:
     case CK_OP_SILU: return (ref_op_fns){wide_op_forward, wide_op_backward};

@@ -351,7 +351,7 @@ static ref_op_fns pick(const ck_op_params *op)
     case CK_OP_MAXPOOL:
     case CK_OP_AVGPOOL:
         /* padded windows (or count_include_pad false) take the padded kernel */
-        return ck_opc_pool_padded(op) ? (ref_op_fns){pool_pad_op_forward, pool_pad_op_backward}
+        return ck_pool_is_padded(op) ? (ref_op_fns){pool_pad_op_forward, pool_pad_op_backward}
                                       : (ref_op_fns){pool_op_forward, pool_op_backward};
     default: return (ref_op_fns){NULL, NULL};
     }

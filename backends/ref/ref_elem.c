@@ -29,27 +29,9 @@ void ref_st_low(ck_tensor *t, int64_t i, double v)
     }
 }
 
-double ref_sum_round_odd(double a, double b)
-{
-    const double s = a + b;
-    const double bv = s - a;
-    const double e = (a - (s - bv)) + (b - bv); /* exact: a + b = s + e (TwoSum) */
-    if (e == 0.0 || s - s != 0.0)               /* exact, or overflowed */
-        return s;
-    uint64_t u;
-    memcpy(&u, &s, sizeof u);
-    if (u & 1)
-        return s;
-    /* toward the exact sum: away from zero when e has s's sign */
-    u = (e > 0.0) == (s > 0.0) ? u + 1 : u - 1;
-    double r;
-    memcpy(&r, &u, sizeof r);
-    return r;
-}
-
 void ref_acc_low(ck_tensor *t, int64_t i, double v)
 {
-    ref_st_low(t, i, ref_sum_round_odd(ref_ld_low(t, i), v));
+    ref_st_low(t, i, ck_sum_round_odd(ref_ld_low(t, i), v));
 }
 
 // ----------------------------------------------------------------------------

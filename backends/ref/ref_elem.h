@@ -37,10 +37,7 @@ double ref_ld_low(const ck_tensor *t, int64_t i);
 void ref_st_low(ck_tensor *t, int64_t i, double v);
 void ref_acc_low(ck_tensor *t, int64_t i, double v);
 
-/* a + b rounded to odd in double: the double nearest a + b, except that when the sum is
- * inexact and that double is even, its odd neighbour on the side of the exact sum. A
- * later rounding to a format with at most 51 significant bits is then correct. */
-double ref_sum_round_odd(double a, double b);
+/* a + b rounded to odd in double: ck_sum_round_odd (backends/check/numerics.h) */
 
 /* t[i] as a double (exact for every float dtype) */
 static inline double ref_ld(const ck_tensor *t, int64_t i)

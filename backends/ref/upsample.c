@@ -276,7 +276,7 @@ static ref_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_UPSAMPLE:
-        return op->mode == CK_UPSAMPLE_LINEAR ? (ref_op_fns){linear_op_forward, linear_op_backward}
+        return ck_upsample_is_linear(op) ? (ref_op_fns){linear_op_forward, linear_op_backward}
                                               : (ref_op_fns){nearest_op_forward, nearest_op_backward};
     default: return (ref_op_fns){NULL, NULL};
     }

@@ -63,7 +63,8 @@ typedef enum {
     X(MUL, "mul", POINTWISE)                /* element-wise product of 2 inputs */            \
     X(SILU, "silu", POINTWISE)                                                                \
     X(CONV_TRANSPOSE, "conv_transpose", CONV)                                                 \
-    X(POSITIONAL, "positional", POINTWISE)  /* learned positions: y = x + W */
+    X(POSITIONAL, "positional", POINTWISE)  /* learned positions: y = x + W */           \
+    X(SQRT, "sqrt", POINTWISE)
 
 #define CK_OP_KIND_ENUM_(e, name, fam) CK_OP_##e,
 typedef enum { CK_OP_KINDS(CK_OP_KIND_ENUM_) CK_OP_KIND_COUNT } ck_op_kind;

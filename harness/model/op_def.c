@@ -80,6 +80,12 @@ bool ck_op_inputs_ok(ck_op_kind kind, int n)
     return d->inputs_mask == 0 || (d->inputs_mask & (1u << n)) != 0;
 }
 
+ck_input_domain ck_op_input_domain(ck_op_kind kind)
+{
+    const ck_op_def *d = ck_op_def_of(kind);
+    return d ? d->input_domain : CK_DOMAIN_REAL;
+}
+
 bool ck_op_casts_params(ck_op_kind kind)
 {
     const ck_op_def *d = ck_op_def_of(kind);

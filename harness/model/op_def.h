@@ -85,6 +85,13 @@ typedef enum {
                                       (args->rng): nothing is kept for it */
 } ck_backward_reads;
 
+/* Where an op's inputs must lie for its values and derivatives to exist: gradient checks
+ * draw their inputs there. */
+typedef enum {
+    CK_DOMAIN_REAL = 0, /* any finite value */
+    CK_DOMAIN_POSITIVE  /* > 0 (sqrt, log, a divisor): drawn as 0.5 + |N(0, 1)| */
+} ck_input_domain;
+
 typedef struct {
     const char *name;    /* as a case writes it: "conv3d"; NULL ends the list */
     int nsp;             /* spatial dims of this spelling (conv/pool/upsample), else 0 */
@@ -114,6 +121,7 @@ typedef struct {
     ck_op_state_fn state;       /* NULL: no parameters, buffers or saved tensor */
     ck_op_draws_fn draws;       /* NULL: draws nothing */
     unsigned backward_reads;    /* ck_backward_reads flags */
+    ck_input_domain input_domain; /* of every input; CK_DOMAIN_REAL unless set */
     bool casts_params;          /* parameters run in the low dtype of an fp16/bf16 run
                                    (harness/precision.md: the weight-like ops), else fp32 */
 } ck_op_def;
@@ -125,6 +133,8 @@ const ck_op_def *ck_op_family_defs(ck_op_family family, int *n);
 
 /* Whether n inputs are allowed for this kind. */
 bool ck_op_inputs_ok(ck_op_kind kind, int n);
+/* The domain an op's inputs must lie in (CK_DOMAIN_REAL for an unknown kind). */
+ck_input_domain ck_op_input_domain(ck_op_kind kind);
 /* Whether an op's parameters run in the low dtype of an fp16/bf16 run. */
 bool ck_op_casts_params(ck_op_kind kind);
 

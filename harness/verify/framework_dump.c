@@ -125,9 +125,9 @@ static ck_status parse_step(const ck_jctx *cx, const cJSON *o, const char *jpath
 {
     static const char *const keys[] = {"step", "loss", "saved_bytes_peak", "device_peak_bytes",
                                        "recomputed_calls", "grads_none", "loss_scale",
-                                       "skipped", "files"};
+                                       "skipped", "files", "created_in_backward"};
     CK_TRY(ck_jget_object(cx, o, jpath));
-    CK_TRY(ck_jcheck_keys(cx, o, jpath, keys, 9, NULL));
+    CK_TRY(ck_jcheck_keys(cx, o, jpath, keys, 10, NULL));
     char p[CK_JPATH_MAX];
     int64_t step;
     ck_jpath_key(p, sizeof p, jpath, "step");
@@ -154,6 +154,10 @@ static ck_status parse_step(const ck_jctx *cx, const cJSON *o, const char *jpath
     v = cJSON_GetObjectItemCaseSensitive(o, "grads_none");
     if (v)
         CK_TRY(get_names(cx, v, p, &s->grads_none, &s->n_grads_none));
+    ck_jpath_key(p, sizeof p, jpath, "created_in_backward");
+    v = cJSON_GetObjectItemCaseSensitive(o, "created_in_backward");
+    if (v)
+        CK_TRY(get_names(cx, v, p, &s->created_in_backward, &s->n_created_in_backward));
     s->loss_scale = 1.0;
     v = cJSON_GetObjectItemCaseSensitive(o, "loss_scale");
     ck_jpath_key(p, sizeof p, jpath, "loss_scale");
@@ -198,12 +202,42 @@ static ck_status parse_step(const ck_jctx *cx, const cJSON *o, const char *jpath
     return st;
 }
 
+/* "parts": [{"name", "forward_calls", "recomputed"}, ...] of a run (optional) */
+static ck_status parse_parts(const ck_jctx *cx, const cJSON *v, const char *jpath, ck_fw_run *r)
+{
+    if (!cJSON_IsArray(v))
+        return ck_jfail(cx, jpath, "must be a list, got %s", ck_json_type_name(v));
+    r->parts = calloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *r->parts);
+    if (!r->parts)
+        return ck_fail(cx->err, CK_ERR_NOMEM, "out of memory");
+    static const char *const keys[] = {"name", "forward_calls", "recomputed"};
+    int i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++) {
+        char p[CK_JPATH_MAX], q[CK_JPATH_MAX];
+        ck_jpath_index(p, sizeof p, jpath, i);
+        CK_TRY(ck_jget_object(cx, e, p));
+        CK_TRY(ck_jcheck_keys(cx, e, p, keys, 3, NULL));
+        ck_fw_part *pt = &r->parts[i];
+        r->n_parts = i + 1;
+        CK_TRY(get_string(cx, e, p, "name", false, &pt->name));
+        for (int k = 1; k < 3; k++) {
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, keys[k]);
+            ck_jpath_key(q, sizeof q, p, keys[k]);
+            if (!n)
+                return ck_jfail(cx, q, "missing");
+            CK_TRY(ck_jget_int(cx, n, q, 0, INT64_MAX / 4,
+                               k == 1 ? &pt->forward_calls : &pt->recomputed));
+        }
+    }
+    return CK_OK;
+}
+
 static ck_status parse_run(const ck_jctx *cx, const cJSON *o, const char *jpath, ck_fw_run *r)
 {
     static const char *const keys[] = {"id", "role", "dtype", "mode", "rank", "calibration",
-                                       "dir", "steps", "module_dtypes", "reference"};
+                                       "dir", "steps", "module_dtypes", "reference", "parts"};
     CK_TRY(ck_jget_object(cx, o, jpath));
-    CK_TRY(ck_jcheck_keys(cx, o, jpath, keys, 10, NULL));
+    CK_TRY(ck_jcheck_keys(cx, o, jpath, keys, 11, NULL));
     CK_TRY(get_string(cx, o, jpath, "id", false, &r->id));
     CK_TRY(get_string(cx, o, jpath, "dir", false, &r->dir));
     char p[CK_JPATH_MAX];
@@ -287,6 +321,10 @@ static ck_status parse_run(const ck_jctx *cx, const cJSON *o, const char *jpath,
         CK_TRY(get_dtype_map(cx, cJSON_GetObjectItemCaseSensitive(v, "recompute"), q,
                              &r->rec_names, &r->rec_dtypes, &r->n_rec));
     }
+    ck_jpath_key(p, sizeof p, jpath, "parts");
+    v = cJSON_GetObjectItemCaseSensitive(o, "parts");
+    if (v && !cJSON_IsNull(v))
+        CK_TRY(parse_parts(cx, v, p, r));
     return CK_OK;
 }
 
@@ -493,8 +531,13 @@ void ck_fw_input_free(ck_fw_input *in)
 {
     for (int i = 0; in->runs && i < in->n_runs; i++) {
         ck_fw_run *r = &in->runs[i];
-        for (int s = 0; r->steps && s < r->n_steps; s++)
+        for (int s = 0; r->steps && s < r->n_steps; s++) {
             free_names(r->steps[s].grads_none, r->steps[s].n_grads_none);
+            free_names(r->steps[s].created_in_backward, r->steps[s].n_created_in_backward);
+        }
+        for (int k = 0; r->parts && k < r->n_parts; k++)
+            free(r->parts[k].name);
+        free(r->parts);
         free(r->steps);
         free(r->id);
         free(r->mode);
@@ -542,7 +585,8 @@ int ck_fw_module_of(const ck_fw_input *in, const char *t)
     size_t best_len = 0;
     for (int i = 0; i < in->n_modules; i++) {
         size_t n = strlen(in->modules[i].name);
-        if (n > best_len && strncmp(in->modules[i].name, t, n) == 0 && t[n] == '.') {
+        if (n > best_len && strncmp(in->modules[i].name, t, n) == 0 &&
+            (t[n] == '.' || t[n] == '/')) { /* torch "bn.running_mean", Keras "bn/moving_mean" */
             best = i;
             best_len = n;
         }

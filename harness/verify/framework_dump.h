@@ -57,7 +57,17 @@ typedef struct {
     double loss_scale;
     bool skipped;
     bool has[CK_FW_MODULE_KINDS];
+    int n_created_in_backward;
+    char **created_in_backward; /* variables the framework created while recomputing
+                                   (Keras: layers built inside the checkpointed function) */
 } ck_fw_step;
+
+/* A part the driver checkpointed itself (Keras --wrap): how often it ran and recomputed. */
+typedef struct {
+    char *name;
+    int64_t forward_calls;      /* calls in the forward, over every step */
+    int64_t recomputed;         /* recomputations during backward, over every step */
+} ck_fw_part;
 
 typedef struct {
     char *id, *mode, *dir;      /* mode: the checkpointing mode (checkpointed runs), or the
@@ -74,6 +84,8 @@ typedef struct {
     int n_fwd, n_rec;
     char **fwd_names, **rec_names;
     ck_dtype *fwd_dtypes, *rec_dtypes;
+    int n_parts;                /* checkpointed runs: the wrapped parts (optional) */
+    ck_fw_part *parts;
 } ck_fw_run;
 
 typedef struct {
@@ -117,8 +129,9 @@ ck_status ck_fw_load_record(const ck_fw_input *in, const ck_fw_run *r, ck_record
 ck_status ck_fw_load_modules(const ck_fw_input *in, const ck_fw_run *r, int step,
                              ck_fw_module_kind k, ck_tensorset *out, ck_error *err);
 
-/* The module whose name is the longest dot-prefix of tensor name t ("blocks.0.bn" for
- * "blocks.0.bn.running_mean"), or -1. */
+/* The module whose name is the longest prefix of tensor name t followed by "." or "/"
+ * ("blocks.0.bn" for "blocks.0.bn.running_mean", Keras's "enc/bn" for "enc/bn/moving_mean"),
+ * or -1. */
 int ck_fw_module_of(const ck_fw_input *in, const char *t);
 /* The module index of a module record tensor name ("blocks.0.drop" or "blocks.0.drop#2" for
  * its third call), or -1. */

@@ -464,11 +464,31 @@ static int missing_grads(const ck_fw_run *pr, const ck_fw_run *cr, int s, const 
     return count;
 }
 
+/* Variables the checkpointed run created while recomputing, at or before step s: the
+ * recomputation built new layers (new random weights) instead of rerunning the forward's. */
+static void recreated_weights(const ck_fw_run *cr, int s, ck_fw_item *it)
+{
+    for (int k = 0; k <= s && k < cr->n_steps; k++) {
+        const ck_fw_step *st = &cr->steps[k];
+        if (st->n_created_in_backward == 0)
+            continue;
+        add_cause(it, "weights re-created on recompute: %d variable%s created while recomputing "
+                      "during backward at step %d (first `%s`): the recomputation built new "
+                      "layers with new random weights instead of rerunning the forward's "
+                      "(layers created inside the checkpointed function)",
+                  st->n_created_in_backward, st->n_created_in_backward == 1 ? " was" : "s were",
+                  k, st->created_in_backward[0]);
+        return;
+    }
+}
+
 static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run *cr,
                     ck_fw_item *it)
 {
     const ck_bisect_result *br = it->res.bisect;
     const ck_fw_module *mods = in->modules;
+    if (br->step >= 0)
+        recreated_weights(cr, br->step, it);
     const char *first_missing;
     int n_missing = br->step >= 0 ? missing_grads(pr, cr, br->step, &first_missing) : 0;
     int f = br->forward.layer;
@@ -645,6 +665,28 @@ static void memory_facts(const ck_fw_run *pr, const ck_fw_run *cr, ck_fw_item *i
     }
 }
 
+/* A part the driver wrapped that never recomputed: checkpointing did not run inside it, so
+ * "identical" there is what a no-op gives. One line for all such parts. */
+static void parts_check(const ck_fw_run *cr, ck_fw_item *it)
+{
+    char buf[CK_FW_LINE] = "";
+    size_t used = 0;
+    int bad = 0;
+    for (int k = 0; k < cr->n_parts; k++) {
+        const ck_fw_part *p = &cr->parts[k];
+        if (p->recomputed > 0)
+            continue;
+        int w = snprintf(buf + used, sizeof buf - used, "%s`%s` (%" PRId64 " forward calls, "
+                         "recomputed 0 times)", bad ? ", " : "", p->name, p->forward_calls);
+        if (w > 0 && (size_t)w < sizeof buf - used)
+            used += (size_t)w;
+        bad++;
+    }
+    if (bad > 0 && it->n_extra_failures < 3)
+        line(it->extra_failures[it->n_extra_failures++], "checkpointing did not run inside %s",
+             buf);
+}
+
 static ck_status judge_records(const ck_fw_input *in, const ck_fw_model *m, const ck_fw_judge_opts *o,
                                const ck_fw_run *pr, const ck_fw_run *cr, ck_record *plain,
                                ck_record *ckpt, ck_fw_item *it, ck_error *err)
@@ -654,6 +696,7 @@ static ck_status judge_records(const ck_fw_input *in, const ck_fw_model *m, cons
     ck_vacuity_measure(plain, pr->dtype, &res->plain.vacuity);
     ck_vacuity_measure(ckpt, cr->dtype, &res->ckpt.vacuity);
     memory_facts(pr, cr, it);
+    parts_check(cr, it);
     for (int i = 0; i < in->n_modules; i++)
         it->wrapped_modules += in->modules[i].wrapped;
     CK_TRY(recompute_checks(in, cr, res, err));

@@ -4,6 +4,8 @@
  */
 #include "harness/verify/gradcheck.h"
 
+#include "harness/model/op_def.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +236,9 @@ static ck_status gc_setup_inputs(gc_ctx *c, gc_tensors *t, const ck_shape *in_sh
             (st = gc_alloc(b, &t->din[i], gc_in_names[i], CK_F64, &in_shapes[i], err)) != CK_OK)
             return st;
         gc_fill(&t->in[i], seed, (uint32_t)i, true);
+        if (ck_op_input_domain(node->op.kind) == CK_DOMAIN_POSITIVE) /* sqrt, log, ... */
+            for (int64_t k = 0; k < ck_shape_numel(&in_shapes[i]); k++)
+                t->in[i].host[k] = 0.5 + fabs(t->in[i].host[k]);
         if ((st = gc_push(b, &t->in[i], err)) != CK_OK ||
             (st = b->zero(b, &t->din[i].t, err)) != CK_OK)
             return st;

@@ -96,10 +96,13 @@ class Run:
 
     def write_step(self, step, loss, grads, params, buffers, outputs=None, output_grads=None,
                    recomputed=None, saved_bytes_peak=None, device_peak_bytes=None,
-                   recomputed_calls=0, grads_none=(), loss_scale=1.0, skipped=False):
+                   recomputed_calls=0, grads_none=(), loss_scale=1.0, skipped=False,
+                   created_in_backward=()):
         """Every argument that holds tensors is an ordered {name: numpy array}. grads_none
         lists the parameters whose gradient the framework left unset (None); their entry in
-        grads is written as zeros so the layout stays the same in every run."""
+        grads is written as zeros so the layout stays the same in every run.
+        created_in_backward names the variables the framework created while recomputing
+        (the judge's cause "weights re-created on recompute")."""
         if step != len(self.meta["steps"]):
             raise ValueError(f"run {self.meta['id']}: step {step} written out of order")
         d = os.path.join(self._root, self.meta["dir"], "step_%04d" % step)
@@ -120,11 +123,19 @@ class Run:
             "grads_none": list(grads_none),
             "loss_scale": float(loss_scale),
             "skipped": bool(skipped),
+            "created_in_backward": [str(n) for n in created_in_backward],
             "files": [k for k, t in (("loss", 1), ("grads", grads), ("params", params),
                                      ("buffers", buffers), ("outputs", outputs),
                                      ("output_grads", output_grads),
                                      ("recomputed", recomputed)) if t is not None],
         })
+
+    def set_parts(self, parts):
+        """The parts the driver checkpointed itself: [(name, forward calls, recomputations)]
+        over every step; the judge fails a part that never recomputed ("checkpointing did
+        not run inside <part>")."""
+        self.meta["parts"] = [{"name": str(n), "forward_calls": int(f), "recomputed": int(r)}
+                              for n, f, r in parts]
 
     def set_module_dtypes(self, forward, recompute):
         """{module name: "fp32"|"bf16"|"fp16"} of each module's output in the original

@@ -1,12 +1,21 @@
 #!/bin/sh
-# Benchmarks, two tables; asserts nothing (timings on shared machines are noisy).
+# Benchmarks, three tables; asserts nothing (timings on shared machines are noisy: the load
+# average is printed with the tables, and every figure is a best-of or a median).
 #  1. wall time and measured peak activation memory of the plain and checkpointed runs of
 #     every shipped case and of the bench models (tests/bench/cases/), default backend;
-#  2. seconds per training step (plain) of the bench models on `ref`, on `cpu` and in
-#     PyTorch (tests/bench/torch_bench.py: the same models, same threads), the ratios, and
-#     GFLOP/s against this machine's measured SGEMM peak (tests/bench/sgemm_peak.c).
+#  2. GEMM GFLOP/s of the cpu backend (tests/bench/sgemm_peak.c) and of numpy's BLAS
+#     (tests/bench/numpy_sgemm.py) on the same shapes, run one after the other for
+#     CK_BENCH_ROUNDS rounds (default 3), medians and their ratio; numpy at 1536^3 is the
+#     peak the model table relates GFLOP/s to;
+#  3. seconds per training step of the bench models on `ref`, on `cpu` (plain and
+#     checkpointed: the checkpoint overhead) and in PyTorch (tests/bench/torch_bench.py:
+#     the same models, same threads), the ratios, and GFLOP/s against the peak.
+# Each Python anchor's BLAS is printed (tests/bench/anchor_info.py).
 # Usage: sh tests/bench/run.sh [build/ckpt-harness [build/sgemm_peak]]
-# CK_BENCH_THREADS (default: every core) sets the threads of cpu and PyTorch.
+# CK_BENCH_THREADS (default: every core) sets the threads of cpu, numpy and PyTorch.
+# CK_BENCH_PYTHON: the Python to try first for numpy and PyTorch (then python3 and
+# /usr/bin/python3); a PyTorch whose BLAS is not the generic reference one is preferred.
+# The anchors run with OPENBLAS_CORETYPE unset (a forced core type would slow the anchor).
 set -eu
 PROG=${1:-build/ckpt-harness}
 PEAK=${2:-$(dirname "$PROG")/sgemm_peak}
@@ -39,51 +48,127 @@ row() { # row CASE_FILE DTYPE
 for f in "$ROOT"/cases/*.json; do row "$f" fp32; done
 for f in "$ROOT"/tests/bench/cases/*.json; do row "$f" fp32; row "$f" fp16; done
 
-# ---- 2. seconds per training step: ref, cpu, PyTorch -------------------------------------
+# ---- 2. GEMM: cpu backend vs numpy, same shapes -------------------------------------------
 THREADS=${CK_BENCH_THREADS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
-# per-step time = (plain wall time of S2 steps - that of S1 steps) / (S2 - S1): model set-up,
-# initialisation and the first step's page faults cancel out
+ROUNDS=${CK_BENCH_ROUNDS:-3}
+CANDIDATES="${CK_BENCH_PYTHON:-} python3 /usr/bin/python3"
+# pyenv PY: the environment a candidate runs in - the CUDA build of a PyPI torch needs its
+# nvidia/*/lib folders (and the CUDA toolkit's lib64) on LD_LIBRARY_PATH even on the CPU
+pyrun() {
+    py=$1; shift
+    libs=$("$py" -c 'import glob, sysconfig; print(":".join(glob.glob(sysconfig.get_paths()["purelib"] + "/nvidia/*/lib")))' 2>/dev/null || true)
+    [ -d /usr/local/cuda/lib64 ] && libs="/usr/local/cuda/lib64${libs:+:$libs}"
+    env -u OPENBLAS_CORETYPE LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        OPENBLAS_NUM_THREADS="$THREADS" OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" \
+        "$py" "$@"
+}
+# pick MODULE: the first candidate importing MODULE whose BLAS is not the reference one,
+# else the first importing it at all; prints "PY" or nothing
+pick() {
+    first=
+    for py in $CANDIDATES; do
+        command -v "$py" >/dev/null 2>&1 || continue
+        info=$(pyrun "$py" "$ROOT/tests/bench/anchor_info.py" "$1" 2>/dev/null) || continue
+        case $info in *"not importable"*|"") continue ;; esac
+        [ -n "$first" ] || first=$py
+        case $info in *BLAS_INFO=generic*|*"BLAS blas "*|*"BLAS cblas "*) ;; *) echo "$py"; return ;; esac
+    done
+    echo "$first"
+}
+NUMPY_PY=$(pick numpy)
+TORCH_PY=$(pick torch)
+echo
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'), $(getconf _NPROCESSORS_ONLN) cores; load average at start:$(uptime | sed 's/.*load average://')"
+[ -n "${OPENBLAS_CORETYPE:-}" ] && echo "(OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE is set here; the anchors run without it)"
+if [ -n "$NUMPY_PY" ]; then echo "numpy anchor ($NUMPY_PY): $(pyrun "$NUMPY_PY" "$ROOT/tests/bench/anchor_info.py" numpy)"
+else echo "numpy anchor: none (no candidate of: $CANDIDATES imports numpy)"; fi
+if [ -n "$TORCH_PY" ]; then echo "PyTorch anchor ($TORCH_PY): $(pyrun "$TORCH_PY" "$ROOT/tests/bench/anchor_info.py" torch)"
+else echo "PyTorch anchor: none (no candidate of: $CANDIDATES imports torch)"; fi
+case $(pyrun "${TORCH_PY:-true}" "$ROOT/tests/bench/anchor_info.py" torch 2>/dev/null) in
+    *BLAS_INFO=generic*) echo "  warning: this PyTorch uses the generic reference BLAS: a weak anchor for GEMM-bound models (set CK_BENCH_PYTHON to a Python with a current PyTorch)" ;;
+esac
+
+# the shapes: square 1024-2048; the MLP's GEMMs (x W^T, dy W, dy^T x); the GPT block's
+# (512 tokens, width 384, MLP 1536); the U-Net's 3x3 convolutions as implicit GEMMs
+SHAPES="1024x1024x1024 1536x1536x1536 2048x2048x2048 256x1024x1024t 256x1024x1024 1024x1024x256a 512x384x384t 512x1536x384t 512x384x1536t 384x384x512a 1536x384x512a conv:4,32,32,128,128 conv:4,64,64,64,64 conv:4,128,128,32,32"
+: >"$OUT/gemm.cpu"; : >"$OUT/gemm.np"
+ISA=?
+for r in $(seq "$ROUNDS"); do
+    "$PEAK" "$THREADS" $SHAPES >"$OUT/g.cpu" 2>/dev/null && {
+        ISA=$(awk '$1 == "isa" { print $2 }' "$OUT/g.cpu"); grep -v '^isa ' "$OUT/g.cpu" >>"$OUT/gemm.cpu"; }
+    [ -n "$NUMPY_PY" ] && pyrun "$NUMPY_PY" "$ROOT/tests/bench/numpy_sgemm.py" $SHAPES >>"$OUT/gemm.np" 2>/dev/null
+done
+# median SHAPE FILE: the median GFLOP/s of SHAPE's lines in FILE, or nan
+median() {
+    awk -v s="$1" '$1 == s { v[n++] = $2 } END {
+        if (!n) { print "nan"; exit }
+        for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        print (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2) }' "$2"
+}
+echo
+echo "GEMM GFLOP/s, $THREADS threads, median of $ROUNDS rounds (cpu ISA path $ISA; conv: implicit GEMM"
+echo "with padding and packing, numpy: the bare GEMMs, im2col not counted)"
+printf '%-24s %10s %10s %10s\n' shape cpu numpy cpu/numpy
+for sh in $SHAPES; do
+    c=$(median "$sh" "$OUT/gemm.cpu"); n=$(median "$sh" "$OUT/gemm.np")
+    awk -v s="$sh" -v c="$c" -v n="$n" 'BEGIN { printf "%-24s %10s %10s %10s\n", s, c,
+        (n == "nan" ? "-" : n), (n != "nan" && n > 0 && c != "nan" ? sprintf("%.2f", c / n) : "-") }'
+done
+PEAK_GF=$(median 1536x1536x1536 "$OUT/gemm.np")
+PEAK_FROM="numpy at 1536^3"
+if [ "$PEAK_GF" = nan ]; then PEAK_GF=$(median 1536x1536x1536 "$OUT/gemm.cpu"); PEAK_FROM="cpu backend at 1536^3 (no numpy)"; fi
+
+# ---- 3. seconds per training step: ref, cpu, PyTorch -------------------------------------
+# per-step time = (wall time of S2 steps - that of S1 steps) / (S2 - S1): model set-up,
+# initialisation and the first step's page faults cancel out; prints "plain checkpointed"
 step_time() { # step_time CASE BACKEND S1 S2 [extra options]
     f=$1; be=$2; s1=$3; s2=$4; shift 4
     for s in "$s1" "$s2"; do
         "$PROG" run "$f" --backend "$be" "$@" --dtype fp32 --steps "$s" --quiet \
-            --report "$OUT/st.$s.json" >/dev/null 2>&1 || { echo "nan"; return; }
+            --report "$OUT/st.$s.json" >/dev/null 2>&1 || { echo "nan nan"; return; }
     done
     a=$(field "$OUT/st.$s1.json" plain wall_time_s); b=$(field "$OUT/st.$s2.json" plain wall_time_s)
-    awk -v a="$a" -v b="$b" -v s1="$s1" -v s2="$s2" 'BEGIN { printf "%.4f", (b - a) / (s2 - s1) }'
+    c=$(field "$OUT/st.$s1.json" checkpointed wall_time_s); d=$(field "$OUT/st.$s2.json" checkpointed wall_time_s)
+    awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v s1="$s1" -v s2="$s2" \
+        'BEGIN { printf "%.4f %.4f", (b - a) / (s2 - s1), (d - c) / (s2 - s1) }'
 }
-TORCH_PY=
-for py in python3 /usr/bin/python3; do
-    if command -v "$py" >/dev/null 2>&1 && "$py" -c "import torch" >/dev/null 2>&1; then
-        TORCH_PY=$py; break
-    fi
-done
 echo
-set -- $("$PEAK" "$THREADS" 2>/dev/null || echo "nan ?")
-PEAK_GF=$1; ISA=$2
-echo "seconds per training step (plain, fp32), $THREADS threads, cpu ISA path $ISA;"
-echo "measured sgemm peak (cpu backend, 1536^3): $PEAK_GF GFLOP/s"
-[ -n "$TORCH_PY" ] || echo "(PyTorch not found: python3 -c 'import torch' fails, also /usr/bin/python3; its columns are skipped)"
-printf '%-20s %9s %9s %9s %9s %9s %9s %9s %7s\n' model GFLOP ref_s cpu_s torch_s cpu/ref cpu/torch cpu_GF/s %peak
+echo "seconds per training step (fp32, one SGD step), $THREADS threads, cpu ISA path $ISA; cpu: median of"
+echo "$ROUNDS measurements, ckpt/plain: the checkpointed run's step over the plain one's (floor about"
+echo "1.33 for one extra forward); peak: $PEAK_FROM, $PEAK_GF GFLOP/s"
+[ -n "$TORCH_PY" ] || echo "(no PyTorch: its columns are skipped)"
+printf '%-20s %7s %8s %8s %8s %9s %8s %9s %8s %6s\n' model GFLOP ref_s cpu_s ckpt/pl torch_s cpu/ref cpu/torch cpu_GF/s %peak
 # model CASE TORCH_NAME GFLOP: GFLOP of one step (forward + backward, no gradient for the
 # model input): mlp 11 GEMMs of 2*256*1024*1024; seed 2 * (2 * 14.16M + 59 * 3 * 56.62M)
-# MACs; unet2d 2 * 4 * (2 * 1524.63M + 1510.47M) MACs (per-layer counts in torch_bench.py)
+# MACs; unet2d 2 * 4 * (2 * 1524.63M + 1510.47M) MACs; gpt 2 * 2868.9M MACs (per-layer
+# counts in torch_bench.py)
 model() {
     f="$ROOT/tests/bench/cases/$1.json"
-    ref_s=$(step_time "$f" ref 1 2)
-    cpu_s=$(step_time "$f" cpu 1 3 --threads "$THREADS")
+    set -- "$@" $(step_time "$f" ref 1 2)
+    ref_s=$4
+    : >"$OUT/cpu.times"
+    for r in $(seq "$ROUNDS"); do step_time "$f" cpu 1 3 --threads "$THREADS" >>"$OUT/cpu.times"; echo >>"$OUT/cpu.times"; done
     torch_s=nan
     if [ -n "$TORCH_PY" ]; then
-        torch_s=$("$TORCH_PY" "$ROOT/tests/bench/torch_bench.py" --threads "$THREADS" "$2" 2>/dev/null | awk '{print $2}')
+        torch_s=$(pyrun "$TORCH_PY" "$ROOT/tests/bench/torch_bench.py" --threads "$THREADS" "$2" 2>/dev/null | awk '{print $2}')
         [ -n "$torch_s" ] || torch_s=nan
     fi
-    awk -v m="$1" -v gf="$3" -v r="$ref_s" -v c="$cpu_s" -v t="$torch_s" -v pk="$PEAK_GF" 'BEGIN {
-        printf "%-20s %9.2f %9.3f %9.3f %9s %9s %9s %9.1f %6.0f%%\n", m, gf, r, c,
-               (t == "nan" ? "-" : sprintf("%.3f", t)),
-               (r > 0 ? sprintf("%.3f", c / r) : "-"),
-               (t != "nan" && t > 0 ? sprintf("%.3f", c / t) : "-"),
-               (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0) }'
+    awk -v m="$1" -v gf="$3" -v r="$ref_s" -v t="$torch_s" -v pk="$PEAK_GF" '
+        NF == 2 { p[n] = $1; q[n] = $2; n++ }
+        END {
+            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) {
+                if (p[j] < p[i]) { x = p[i]; p[i] = p[j]; p[j] = x }
+                if (q[j] < q[i]) { x = q[i]; q[i] = q[j]; q[j] = x } }
+            c = n ? p[int((n - 1) / 2)] : 0; k = n ? q[int((n - 1) / 2)] : 0
+            printf "%-20s %7.2f %8.3f %8.3f %8s %9s %8s %9s %8.1f %5.0f%%\n", m, gf, r, c,
+                (c > 0 ? sprintf("%.2f", k / c) : "-"),
+                (t == "nan" ? "-" : sprintf("%.3f", t)),
+                (r > 0 ? sprintf("%.3f", c / r) : "-"),
+                (t != "nan" && t > 0 ? sprintf("%.3f", c / t) : "-"),
+                (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0) }' "$OUT/cpu.times"
 }
 model mlp_4x1024 mlp 5.905580032
 model seed_unet_64x64x32 seed 20.10120192
 model unet2d_128 unet2d 36.477861888
+model gpt_block gpt 5.7378
+echo "load average at end:$(uptime | sed 's/.*load average://')"

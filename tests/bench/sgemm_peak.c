@@ -1,11 +1,21 @@
 /*
- * `make bench`'s yardstick: the fast CPU backend's SGEMM on a large square problem
- * (M = N = K = 1536, fp32) with the given thread count, best of 5, in GFLOP/s - the
- * machine's measured sgemm peak the bench table relates each model's GFLOP/s to.
- * Usage: sgemm_peak THREADS. Prints "<GFLOP/s> <isa>". Asserts nothing.
+ * `make bench`'s GEMM yardstick: the fast CPU backend's SGEMM and implicit-GEMM
+ * convolution on given shapes with a given thread count, best of R runs, in GFLOP/s.
+ * tests/bench/numpy_sgemm.py times numpy's matmul on the same shapes, and run.sh runs the
+ * two one after the other, several rounds, and prints the medians and their ratio.
+ *
+ * Usage: sgemm_peak THREADS SHAPE...   Prints "<shape> <GFLOP/s>" per shape, then
+ * "isa <name>". Asserts nothing. SHAPE:
+ *   MxNxK      C = A B, A (M x K) and B (K x N) row-major
+ *   MxNxKt     C = A B^T with B^T (N x K) row-major (a linear layer's forward, x W^T)
+ *   MxNxKa     C = A^T B with A^T (K x M) row-major (a linear layer's weight gradient)
+ *   conv:N,C,F,H,W   a 3x3 "same" 2-D convolution forward, x (N, C, H, W), F filters;
+ *              counted as N GEMMs of F x (H W) x (9 C), the padding and the B packing
+ *              from the input included (numpy_sgemm.py times the bare GEMMs)
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "backends/cpu/kernels.h"
@@ -17,37 +27,102 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static float *filled(int64_t n, int seed)
 {
-    const int threads = argc > 1 ? atoi(argv[1]) : 1;
-    const int64_t n = 1536;
-    float *a = malloc((size_t)(n * n) * sizeof *a), *b = malloc((size_t)(n * n) * sizeof *b),
-          *c = malloc((size_t)(n * n) * sizeof *c);
-    cpk_pool *p = cpk_pool_create(threads < 1 ? 1 : threads);
-    if (!a || !b || !c || !p) {
-        fprintf(stderr, "sgemm_peak: out of memory\n");
-        return 2;
-    }
-    for (int64_t i = 0; i < n * n; i++) {
-        a[i] = (float)((i * 7) % 13) / 13.0f;
-        b[i] = (float)((i * 5) % 11) / 11.0f;
-    }
-    const cpk_isa isa = cpk_isa_detect();
-    const cpk_gemm_src s = {.a = a, .a_rs = n, .a_cs = 1, .b = b, .b_rs = n, .b_cs = 1};
-    double best = 1e30;
-    for (int r = 0; r < 5; r++) {
-        const double t0 = now();
-        if (!cpk_sgemm(p, isa, n, n, n, &s, c, n, false)) {
-            fprintf(stderr, "sgemm_peak: out of memory\n");
-            return 2;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (v)
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (float)((i * (7 + 2 * seed)) % 13) / 13.0f - 0.5f;
+    return v;
+}
+
+/* seconds of the best of `reps` runs, or -1 on bad shape / out of memory */
+static double time_gemm(cpk_pool *p, cpk_isa isa, const char *shape, int reps, double *flop)
+{
+    long long M, N, K;
+    char lay = 0;
+    if (sscanf(shape, "%lldx%lldx%lld%c", &M, &N, &K, &lay) < 3 || M < 1 || N < 1 || K < 1 ||
+        (lay && lay != 't' && lay != 'a'))
+        return -1;
+    float *a = filled(M * K, 0), *b = filled(K * N, 1), *c = filled(M * N, 2);
+    double best = -1;
+    if (a && b && c) {
+        cpk_gemm_src s = {.a = a, .a_rs = K, .a_cs = 1, .b = b, .b_rs = N, .b_cs = 1};
+        if (lay == 't')
+            s.b_rs = 1, s.b_cs = K;
+        if (lay == 'a')
+            s.a_rs = 1, s.a_cs = M;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = now();
+            if (!cpk_sgemm(p, isa, M, N, K, &s, c, N, false)) {
+                best = -1;
+                break;
+            }
+            const double dt = now() - t0;
+            best = best < 0 || dt < best ? dt : best;
         }
-        const double dt = now() - t0;
-        best = dt < best ? dt : best;
     }
-    printf("%.1f %s\n", 2.0 * (double)n * (double)n * (double)n / best / 1e9, cpk_isa_name(isa));
-    cpk_pool_destroy(p);
+    *flop = 2.0 * (double)M * (double)N * (double)K;
     free(a);
     free(b);
     free(c);
+    return best;
+}
+
+static double time_conv(cpk_pool *p, cpk_isa isa, const char *shape, int reps, double *flop)
+{
+    long long N, C, F, H, W;
+    if (sscanf(shape, "conv:%lld,%lld,%lld,%lld,%lld", &N, &C, &F, &H, &W) != 5 || N < 1 ||
+        C < 1 || F < 1 || H < 1 || W < 1)
+        return -1;
+    cpk_conv_geom g = {.N = N, .C = C, .F = F, .in = {1, H, W}, .out = {1, H, W},
+                       .k = {1, 3, 3}, .stride = {1, 1, 1}, .dil = {1, 1, 1}, .pad = {0, 1, 1}};
+    float *x = filled(N * C * H * W, 0), *w = filled(F * C * 9, 1), *y = filled(N * F * H * W, 2);
+    double best = -1;
+    if (x && w && y)
+        for (int r = 0; r < reps; r++) {
+            const double t0 = now();
+            if (!cpk_conv_forward(p, isa, &g, x, w, NULL, y, false)) {
+                best = -1;
+                break;
+            }
+            const double dt = now() - t0;
+            best = best < 0 || dt < best ? dt : best;
+        }
+    *flop = 2.0 * (double)N * (double)F * (double)(H * W) * (double)(9 * C);
+    free(x);
+    free(w);
+    free(y);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    const int threads = argc > 1 ? atoi(argv[1]) : 1;
+    cpk_pool *p = cpk_pool_create(threads < 1 ? 1 : threads);
+    if (!p) {
+        fprintf(stderr, "sgemm_peak: out of memory\n");
+        return 2;
+    }
+    const cpk_isa isa = cpk_isa_detect();
+    for (int i = 2; i < argc; i++) {
+        double flop = 0;
+        /* about 0.3 s per shape: enough repetitions for a best-of on a noisy machine */
+        const bool conv = strncmp(argv[i], "conv:", 5) == 0;
+        double t = conv ? time_conv(p, isa, argv[i], 1, &flop) : time_gemm(p, isa, argv[i], 1, &flop);
+        if (t > 0) {
+            const int reps = t > 0.1 ? 3 : (int)(0.3 / t) + 2;
+            t = conv ? time_conv(p, isa, argv[i], reps, &flop)
+                     : time_gemm(p, isa, argv[i], reps, &flop);
+        }
+        if (t <= 0) {
+            fprintf(stderr, "sgemm_peak: bad shape or out of memory: %s\n", argv[i]);
+            cpk_pool_destroy(p);
+            return 2;
+        }
+        printf("%s %.1f\n", argv[i], flop / t / 1e9);
+    }
+    printf("isa %s\n", cpk_isa_name(isa));
+    cpk_pool_destroy(p);
     return 0;
 }

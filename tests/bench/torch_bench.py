@@ -2,7 +2,7 @@
 """PyTorch reference timings for `make bench`: the bench cases' models built in torch, fp32,
 plain (no checkpointing), one SGD step = forward + loss + backward + update, on the given
 number of threads. Prints one line per model: `<name> <seconds per step>`.
-Usage: torch_bench.py --threads N [--steps S] model...   (models: mlp seed unet2d)
+Usage: torch_bench.py --threads N [--steps S] model...   (models: mlp seed unet2d gpt)
 """
 import argparse
 import sys
@@ -60,7 +60,44 @@ def unet2d():
     return UNet2d(), torch.randn(4, 3, 128, 128), "mse"
 
 
-MODELS = {"mlp": mlp, "seed": seed, "unet2d": unet2d}
+# forward MACs per token: q, k, v, proj 4 * 384 * 384, fc and fc2 2 * 384 * 1536 (1769472;
+# x 512 tokens = 905.97M, and as much again for the weight and for the input gradients);
+# attention per sequence and head 2 * 128 * 128 * 64 (x 6 heads x 4 sequences = 50.33M,
+# twice that in backward): 2868.9M MACs per step
+class GPTBlock(nn.Module):
+    def __init__(self, width=384, heads=6):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.proj = nn.Linear(width, width)
+        self.fc, self.fc2 = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def attention(self, q, k, v):
+        n, t, c = q.shape
+        split = lambda z: z.view(n, t, self.heads, c // self.heads).transpose(1, 2)
+        q, k, v = split(q), split(k), split(v)
+        sdpa = getattr(nn.functional, "scaled_dot_product_attention", None)
+        if sdpa is not None:  # PyTorch >= 2.0: its fused kernel, what users run
+            o = sdpa(q, k, v, is_causal=True)
+        else:
+            s = (q @ k.transpose(-2, -1)) / (c // self.heads) ** 0.5
+            mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+            o = torch.softmax(s.masked_fill(mask, float("-inf")), -1) @ v
+        return o.transpose(1, 2).reshape(n, t, c)
+
+    def forward(self, x):
+        h = self.ln1(x)
+        x = x + self.proj(self.attention(self.q(h), self.k(h), self.v(h)))
+        h = nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh")
+        return x + self.fc2(h)
+
+
+def gpt():
+    return GPTBlock(), torch.randn(4, 128, 384), "mse"
+
+
+MODELS = {"mlp": mlp, "seed": seed, "unet2d": unet2d, "gpt": gpt}
 
 
 def main():

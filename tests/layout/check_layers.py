@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the architecture the README's "How it works" describes, from the sources alone.
+"""Checks the architecture CONTRIBUTING.md ("How it works") describes, from the sources alone.
 
 1. Every #include "..." is written from the project root and names a file that exists.
 2. Each folder includes only the layers its row allows (the table below).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make mutation: plant each bug of tests/mutation/catalogue.txt, one at a time, in a
 scratch copy of the tree (build/mutation/tree), build it, run the tests, record the result
-and restore the file. Prints the score and the survivors; see README "Development".
+and restore the file. Prints the score and the survivors; see CONTRIBUTING.md, "Mutation testing".
 
   python3 tests/mutation/run.py [--mutants id1,id2] [--timeout S] [--full] [--list] [--check]
 

@@ -1,6 +1,6 @@
 /*
  * The pointwise family's definitions (op_def.h): relu, leaky_relu, gelu, tanh, sigmoid,
- * silu, add, mul, positional. Element-wise: the output has the first input's shape.
+ * silu, sqrt, add, mul, positional. Element-wise: the output has the first input's shape.
  */
 #include "harness/model/op_rules.h"
 
@@ -66,6 +66,11 @@ const ck_op_def ck_op_defs_pointwise[] = {
      .infer = mul_infer,
      .backward_reads = CK_BWD_READS_INPUTS}, /* da = dy b, db = dy a */
     UNARY(CK_OP_SILU, "silu", "x * sigmoid(x)", NULL),
+    {.kind = CK_OP_SQRT,
+     .spellings = {{"sqrt", 0, "sqrt(x), NaN below 0 (as torch.sqrt)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = dy / (2 sqrt(x)) */
+     .input_domain = CK_DOMAIN_POSITIVE},
     {.kind = CK_OP_POSITIONAL,
      .spellings = {{"positional", 0,
                     "learned positions: x (N, L, ...) plus a weight (L, ...) shared by the "
