@@ -34,7 +34,7 @@ static const char *usage_import =
     "  --weights FILE         the weights file (default: the case file with .safetensors)\n"
     "  --name NAME            the case's name (default: the model file's stem)\n"
     "  --loss L               mean (default), sum, mse, cross_entropy\n"
-    "  --optimizer O          sgd (default), momentum, adam\n"
+    "  --optimizer O          sgd (default), momentum, adam, adamw\n"
     "  --lr X                 learning rate (default 0.01)\n"
     "  --steps N              training steps (default 1)\n"
     "  --checkpoint SPEC      sqrt (default), every:K, or segments:FIRST..LAST,... (layer\n"

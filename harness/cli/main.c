@@ -95,7 +95,7 @@ static const char *usage_run =
     "  --checkpoint SPEC  for an ONNX model given as a case (run MODEL.onnx): sqrt\n"
     "                     (default), every:K or segments:FIRST..LAST,...\n"
     "  --loss L           for an ONNX model: mean (default), sum, mse, cross_entropy\n"
-    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam\n"
+    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam, adamw\n"
     "\n"
     "CI (docs/ci.md):\n"
     "  --junit FILE       JUnit XML: one testcase per case and dtype\n"
