@@ -85,6 +85,14 @@ static void write_line(FILE *f, const char *s, size_t len, size_t hang)
     }
 }
 
+static bool has_double_space(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++)
+        if (s[i] == ' ' && s[i + 1] == ' ')
+            return true;
+    return false;
+}
+
 static size_t leading_spaces(const char *s, size_t len)
 {
     size_t i = 0;
@@ -110,13 +118,19 @@ void ck_cli_write_help(FILE *f, const char *text)
         memcpy(para, text - (nl ? len + 1 : len), len);
         size_t plen = len, hang = hang_of(para, plen), indent = leading_spaces(para, plen);
         bool option = indent < plen && para[indent] == '-';
+        /* prose: a paragraph at column 0 without a table's double space reflows whole */
+        bool prose = indent == 0 && plen > 0 && !has_double_space(para, plen);
+        if (prose)
+            hang = 0;
         bool joined = false;
-        while (*text && hang > 0) {
+        while (*text && (hang > 0 || prose)) {
             const char *nl2 = strchr(text, '\n');
             size_t l2 = nl2 ? (size_t)(nl2 - text) : strlen(text);
             size_t lead = leading_spaces(text, l2);
             /* an option's continuation: any deeper line that is not an option itself */
-            bool cont = option ? lead > indent && lead < l2 && text[lead] != '-' : lead == hang;
+            bool cont = prose    ? lead == 0 && l2 > 0 && !has_double_space(text, l2)
+                        : option ? lead > indent && lead < l2 && text[lead] != '-'
+                                 : lead == hang;
             if (!cont || lead == l2 ||
                 (l2 - lead >= 9 && strncmp(text + lead, "options: ", 9) == 0))
                 break;
