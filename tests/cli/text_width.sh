@@ -56,5 +56,20 @@ if [ -n "$a" ] && [ -n "$r" ]; then
 else
     bad "no dump to compare under $TMP/d: $(ls -R "$TMP/d" | head -5)"
 fi
+# the man page stands alone: every command of --help, every option of every command's
+# --help, and no pointer to the source tree
+MAN="$ROOT/docs/ckpt-harness.1"
+for c in $(sed -n '/^commands:/,/^$/p' "$TMP/main.txt" | awk '/^  [a-z]/ {print $1}'); do
+    grep -q "^\.B ckpt-harness $c\$" "$MAN" && grep -q "^\.B $c\$" "$MAN" && ok || bad "the man page lacks the command $c"
+done
+for c in run bisect gradcheck compare merge judge import; do
+    for opt in $(grep -oE '^  (-[a-z], )?--[a-z0-9-]+' "$TMP/help.$c" | sed 's/.*--//' | sort -u); do
+        [ "$opt" = help ] && continue
+        esc=$(printf '%s' "$opt" | sed 's/-/\\-/g')
+        grep -qF -- "\\-\\-$esc" "$MAN" && ok || bad "the man page lacks $c --$opt"
+    done
+done
+grep -q "source tree" "$MAN" && bad "the man page points to the source tree" || ok
+
 echo "text width: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
