@@ -1,14 +1,18 @@
 /*
  * libFuzzer target: the ONNX reader on arbitrary bytes, then the importer on whatever the
- * reader accepts. Every error must be one line; an accepted model's tensors must hold
- * exactly numel x element-size bytes, and an imported case must come with its weights.
+ * reader accepts, then what `import` does before it writes a case: the case parsed, its graph
+ * built and every weight checked against the graph's shapes. Every error must be one line;
+ * an accepted model's tensors must hold exactly numel x element-size bytes, and an imported
+ * case must come with its weights.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/io/onnx.h"
+#include "harness/model/graph.h"
 #include "harness/model/onnx_import.h"
+#include "harness/model/params.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -34,6 +38,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == CK_OK) {
         if (!root)
             abort();
+        char *text = cJSON_Print(root);
+        ck_case cs;
+        ck_graph g;
+        memset(&cs, 0, sizeof cs);
+        if (text && ck_case_parse(text, strlen(text), "fuzz.onnx", &cs, &err) == CK_OK) {
+            if (ck_graph_build(&cs, &g, &err) == CK_OK) {
+                if (ck_graph_check_weight_set(&g, &w, "fuzz.onnx", &err) != CK_OK &&
+                    strchr(err.msg, '\n'))
+                    abort();
+                ck_graph_free(&g);
+            } else if (strchr(err.msg, '\n')) {
+                abort();
+            }
+            ck_case_free(&cs);
+        }
+        free(text);
         cJSON_Delete(root);
         ck_tensorset_free(&w);
     } else if (strchr(err.msg, '\n') || root) {

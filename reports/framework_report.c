@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "harness/core/text.h"
 #include "harness/io/json_build.h"
 
 static void replace(cJSON *root, const char *key, cJSON *item)
@@ -224,11 +225,13 @@ static void print_story(FILE *f, const ck_fw_input *in, const ck_fw_item *it)
 void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int max_rows,
                       bool quiet)
 {
-    char buf[1024];
+    char buf[1024], label[256], shown[1024];
+    /* module and run names come from the dump: escaped, one line each */
+    ck_text_escape(it->label, label, sizeof label);
     if (quiet) {
         ck_fw_first_failure(it, buf, sizeof buf);
-        fprintf(f, "%s %s%s%s\n", it->pass ? "PASS" : "FAIL", it->label, buf[0] ? ": " : "",
-                buf);
+        fprintf(f, "%s %s%s%s\n", it->pass ? "PASS" : "FAIL", label, buf[0] ? ": " : "",
+                ck_text_escape(buf, shown, sizeof shown));
         return;
     }
     ck_report_print_summary(f, &it->res, it->res.pass ? 0 : max_rows);
@@ -243,16 +246,17 @@ void ck_fw_print_item(FILE *f, const ck_fw_input *in, const ck_fw_item *it, int 
         fprintf(f, "control: the plain run twice is bitwise identical\n");
     else if (it->control_ran)
         fprintf(f, "control: the plain run twice differs in %d tensors, first %s\n",
-                it->control_differing, it->control_first);
+                it->control_differing, ck_text_escape(it->control_first, shown, sizeof shown));
     else
         fprintf(f, "control: not run (the judge input has no control run)\n");
     if (it->ranks_checked)
         fprintf(f, "ranks: rank %d's gradients %s rank 0's%s%s\n", in->runs[it->ckpt_run].rank,
                 it->ranks_verdict == CK_VERDICT_IDENTICAL ? "are identical to" : "differ from",
-                it->ranks_first[0] ? ", first " : "", it->ranks_first);
+                it->ranks_first[0] ? ", first " : "",
+                ck_text_escape(it->ranks_first, shown, sizeof shown));
     for (int i = 0; i < it->n_extra_failures; i++)
         fprintf(f, "FAIL %s\n", it->extra_failures[i]);
     if (!it->res.pass || it->n_causes > 0)
         print_story(f, in, it);
-    fprintf(f, "%s %s\n", it->pass ? "PASS" : "FAIL", it->label);
+    fprintf(f, "%s %s\n", it->pass ? "PASS" : "FAIL", label);
 }

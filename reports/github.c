@@ -10,12 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/core/text.h"
 #include "reports/strbuf.h"
 
-/* Workflow-command escaping: data escapes %, CR and LF; properties also : and ,. */
-static void put_escaped(FILE *f, const char *s, bool property)
+/* Workflow-command escaping. User text is first made one visible line (ck_text_escape:
+ * control characters, terminal escapes and invalid UTF-8 shown as \n, \e, \xNN), then the
+ * documented escapes: data escapes %, CR and LF; properties also : and ,. */
+static void put_escaped(FILE *f, const char *raw, bool property)
 {
-    for (; s && *s; s++) {
+    char shown[4096];
+    const char *s = ck_text_escape(raw, shown, sizeof shown);
+    for (; *s; s++) {
         switch (*s) {
         case '%': fputs("%25", f); break;
         case '\r': fputs("%0D", f); break;
@@ -52,17 +57,26 @@ void ck_github_annotate(FILE *f, const ck_run_set *s)
     fflush(f);
 }
 
-/* a table cell: | and newlines would break the row */
-static void cell(ck_strbuf *b, const char *s)
+/* The Markdown escaper, for a table cell of user text: one visible line first
+ * (ck_text_escape), then HTML's specials as entities (GitHub renders inline HTML: an
+ * <img src=...> must stay text), Markdown's structural punctuation backslash-escaped and ':'
+ * as an entity, so a name can neither break the row (|) nor become a link, an image, code,
+ * emphasis with * or a status emoji (an intraword _ is left: GitHub does not emphasise it). */
+static void cell(ck_strbuf *b, const char *raw)
 {
-    for (; s && *s; s++) {
-        if (*s == '|')
-            ck_sb_add(b, "\\|");
-        else if (*s == '\n' || *s == '\r')
-            ck_sb_add(b, " ");
-        else {
-            char one[2] = {*s, 0};
+    char shown[4096];
+    for (const char *s = ck_text_escape(raw, shown, sizeof shown); *s; s++) {
+        char one[3] = {'\\', *s, 0};
+        switch (*s) {
+        case '<': ck_sb_add(b, "&lt;"); break;
+        case '>': ck_sb_add(b, "&gt;"); break;
+        case '&': ck_sb_add(b, "&amp;"); break;
+        case ':': ck_sb_add(b, "&#58;"); break; /* no :emoji: status icon from a name */
+        case '|': case '\\': case '`': case '*': case '[': case ']': case '(': case ')':
+        case '#': case '!': case '~':
             ck_sb_add(b, one);
+            break;
+        default: ck_sb_add(b, one + 1);
         }
     }
 }

@@ -9,6 +9,7 @@
 #include "reports/run_set.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,21 +109,38 @@ static void summary_table(ck_strbuf *b, const ck_run_set *s)
     ck_sb_add(b, "</table>\n");
 }
 
-/* Every distinct tensor name in record order with its worst error/bound over the steps. */
+/* FNV-1a of a label, for the chart's name -> column table. */
+static uint64_t label_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Every distinct tensor name in record order with its worst error/bound over the steps.
+ * Linear in the rows: the rows are walked in list order (cJSON_GetArrayItem is O(i)) and
+ * names found through a hash table. */
 static void bound_chart(ck_strbuf *b, const cJSON *rep)
 {
     const cJSON *ts = get(rep, "tensors");
     int n = cJSON_GetArraySize(ts), m = 0;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n + 2)
+        cap *= 2;
     const char **labels = calloc((size_t)n + 1, sizeof *labels);
     const char **kinds = calloc((size_t)n + 1, sizeof *kinds);
     double *y = calloc((size_t)n + 1, sizeof *y);
     char (*names)[160] = calloc((size_t)n + 1, sizeof *names);
-    if (!labels || !kinds || !y || !names) {
+    int *slot = malloc(cap * sizeof *slot);
+    if (!labels || !kinds || !y || !names || !slot) {
         b->failed = true;
         goto out;
     }
-    for (int i = 0; i < n; i++) {
-        const cJSON *t = cJSON_GetArrayItem(ts, i);
+    for (size_t i = 0; i < cap; i++)
+        slot[i] = -1;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, ts) {
         if (!jstr(t, "name"))
             continue;
         char name[160];
@@ -130,10 +148,12 @@ static void bound_chart(ck_strbuf *b, const cJSON *rep)
         double r = jnum(get(get(t, "metrics"), "bound_ratio"));
         if (isnan(r))
             r = jstr(t, "verdict") && strcmp(jstr(t, "verdict"), "mismatch") == 0 ? INFINITY : 0.0;
-        int k = 0;
-        while (k < m && strcmp(labels[k], name) != 0)
-            k++;
+        size_t h = (size_t)(label_hash(name) & (cap - 1));
+        while (slot[h] >= 0 && strcmp(labels[slot[h]], name) != 0)
+            h = (h + 1) & (cap - 1);
+        int k = slot[h] >= 0 ? slot[h] : m;
         if (k == m) {
+            slot[h] = m;
             snprintf(names[m], sizeof names[m], "%s", name);
             labels[m] = names[m];
             kinds[m] = jstr(t, "kind");
@@ -144,6 +164,7 @@ static void bound_chart(ck_strbuf *b, const cJSON *rep)
     }
     ck_svg_bound_chart(b, "error against its bound per tensor (worst step)", labels, kinds, y, m);
 out:
+    free(slot);
     free(labels);
     free(kinds);
     free(y);
@@ -160,10 +181,11 @@ static void loss_chart(ck_strbuf *b, const cJSON *rep)
     if (x && yp && yc) {
         for (int i = 0; i < (np > nc ? np : nc); i++)
             x[i] = i;
-        for (int i = 0; i < np; i++)
-            yp[i] = jnum(cJSON_GetArrayItem(lp, i));
-        for (int i = 0; i < nc; i++)
-            yc[i] = jnum(cJSON_GetArrayItem(lc, i));
+        const cJSON *v;
+        int i = 0;
+        cJSON_ArrayForEach(v, lp) yp[i++] = jnum(v);
+        i = 0;
+        cJSON_ArrayForEach(v, lc) yc[i++] = jnum(v);
         ck_svg_series s[2] = {{"plain", x, yp, np, "#1f77b4", false},
                               {"checkpointed", x, yc, nc, "#ff7f0e", false}};
         ck_svg_axes ax = {"loss per step", "step", "loss", false};
@@ -184,10 +206,12 @@ static int timeline(const cJSON *run, double **x, double **y)
     *y = calloc((size_t)n + 1, sizeof **y);
     if (!*x || !*y)
         return -1;
-    for (int i = 0; i < n; i++) {
-        const cJSON *p = cJSON_GetArrayItem(pts, i);
+    const cJSON *p;
+    int i = 0;
+    cJSON_ArrayForEach(p, pts) {
         (*x)[i] = jnum(cJSON_GetArrayItem(p, 0));
         (*y)[i] = jnum(cJSON_GetArrayItem(p, 1));
+        i++;
     }
     return n;
 }

@@ -120,7 +120,7 @@ static void add_config(ck_json_builder *b, cJSON *root, const ck_result *r)
     ck_json_add_string(b, cfg, "expect_memory", cs->expect_memory_met ? "met" : "unmet");
     ck_json_add_bool(b, cfg, "expect_vacuous", cs->expect_vacuous);
     if (cs->init_from)
-        ck_json_add_string(b, cfg, "init_from", cs->init_from);
+        ck_json_add_string(b, cfg, "init_from", cs->init_shown ? cs->init_shown : cs->init_from);
     else
         ck_json_add_null(b, cfg, "init_from");
 }
@@ -559,6 +559,12 @@ static void add_precision(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_string(b, vs, "first_mismatch", r->vs_fp32[r->vs_fp32_first].name);
     else
         ck_json_add_null(b, vs, "first_mismatch");
+    if (r->vs_fp32_judged > r->n_vs_fp32) {
+        /* a long run keeps a bounded selection of rows (judge.h ck_lowp_judge) */
+        ck_json_add_int(b, vs, "tensors_judged", r->vs_fp32_judged);
+        ck_json_add_string(b, vs, "rows_kept", "step 0, the first mismatching step, the last "
+                           "step, and each tensor's worst row");
+    }
     add_judged_tensors(b, vs, r->vs_fp32, r->n_vs_fp32, true);
 }
 
@@ -692,17 +698,13 @@ cJSON *ck_report_metrics_json(const ck_metrics *m, const ck_shape *shape)
 
 char *ck_report_json_string(const ck_result *r, const ck_report_meta *meta)
 {
-    char *out = NULL, *printed = NULL;
+    char *out = NULL;
     cJSON *root = ck_report_to_json(r, meta);
     if (!root)
         goto done;
-    printed = cJSON_Print(root);
-    if (!printed)
-        goto done;
-    /* Copied so that the caller frees with free(), whatever hooks cJSON was given. */
-    out = strdup(printed);
+    /* valid UTF-8 whatever the case's path or names held; freed with free() */
+    out = ck_json_print_clean(root, NULL);
 done:
-    cJSON_free(printed);
     cJSON_Delete(root);
     return out;
 }

@@ -397,14 +397,24 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
     if (r->pass || max_lines <= 0)
         return 0;
     if (r->nonfinite_failed && count < max_lines) {
-        /* its own line, first: a run that produced nothing but NaN/Inf proves nothing */
-        const ck_nonfinite_counts *c = r->nonfinite_plain.all_loss || r->nonfinite_plain.all_grads
-                                           ? &r->nonfinite_plain
-                                           : &r->nonfinite_ckpt;
-        char what[CK_REPORT_LINE_MAX - 64];
-        ck_report_nonfinite_message(c == &r->nonfinite_plain ? "plain" : "checkpointed", c, what,
-                                    sizeof what);
-        snprintf(lines[count++], CK_REPORT_LINE_MAX, "non-finite: NaN/Inf throughout, %s", what);
+        /* its own line, first: a run that produced nothing but NaN/Inf proves nothing, and
+         * a NaN or Inf the case does not expect fails it whatever later ops did with it */
+        const ck_nonfinite_counts *pl = &r->nonfinite_plain, *ck = &r->nonfinite_ckpt;
+        bool throughout = pl->all_loss || pl->all_grads || ck->all_loss || ck->all_grads;
+        const ck_nonfinite_counts *c =
+            throughout ? (pl->all_loss || pl->all_grads ? pl : ck)
+                       : (pl->loss_nan + pl->loss_inf + pl->grad_nan + pl->grad_inf +
+                                  pl->other_nan + pl->other_inf - pl->skipped_step_grads > 0
+                              ? pl
+                              : ck);
+        char what[CK_REPORT_LINE_MAX - 96];
+        ck_report_nonfinite_message(c == pl ? "plain" : "checkpointed", c, what, sizeof what);
+        if (throughout)
+            snprintf(lines[count++], CK_REPORT_LINE_MAX, "non-finite: NaN/Inf throughout, %s",
+                     what);
+        else
+            snprintf(lines[count++], CK_REPORT_LINE_MAX,
+                     "non-finite: NaN/Inf the case does not expect (expect_nonfinite), %s", what);
     }
     char vacuous_reason[CK_REPORT_LINE_MAX - 64];
     ck_report_vacuous_reason(r, vacuous_reason, sizeof vacuous_reason);
@@ -780,7 +790,11 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
     if (nan + inf)
         fprintf(f, "  %s: NaN %lld, Inf %lld",
-                r->nonfinite_failed ? "non-finite throughout" : "non-finite", (long long)nan,
+                r->nonfinite_failed ? (p->all_loss || p->all_grads || q->all_loss || q->all_grads
+                                           ? "non-finite throughout"
+                                           : "non-finite, not expected")
+                                    : "non-finite",
+                (long long)nan,
                 (long long)inf);
     /* name the failing judgement and its worst tensor */
     if (!r->pass && r->vacuous && !(r->cs && r->cs->expect_vacuous)) {

@@ -89,18 +89,17 @@ void ck_run_set_free(ck_run_set *s)
     memset(s, 0, sizeof *s);
 }
 
+static int cmp_item_index(const void *a, const void *b)
+{
+    const ck_run_item *x = a, *y = b;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
 ck_status ck_run_set_sort(ck_run_set *s, ck_error *err)
 {
-    /* insertion sort: stable, and the sets are small */
-    for (int i = 1; i < s->n; i++) {
-        ck_run_item t = s->items[i];
-        int j = i - 1;
-        while (j >= 0 && s->items[j].index > t.index) {
-            s->items[j + 1] = s->items[j];
-            j--;
-        }
-        s->items[j + 1] = t;
-    }
+    /* n log n (a merge of many shards may hold many items); two items with one index are
+     * refused below, so stability does not matter */
+    qsort(s->items, (size_t)s->n, sizeof *s->items, cmp_item_index);
     for (int i = 1; i < s->n; i++)
         if (s->items[i].index == s->items[i - 1].index)
             return ck_fail(err, CK_ERR_INPUT,
@@ -229,6 +228,12 @@ cJSON *ck_run_set_summary_json(const ck_run_set *s)
     for (int i = 0; i < 4; i++)
         ck_json_add_int(&b, counts, status_names[i], c[i]);
     ck_json_add_int(&b, root, "exit_code", ck_run_set_exit_code(s));
+    if (s->matrix_size > 0) {
+        cJSON *mx = ck_json_add_object(&b, root, "matrix");
+        ck_json_add_int(&b, mx, "size", s->matrix_size);
+        ck_json_add_int(&b, mx, "shard", s->shard);
+        ck_json_add_int(&b, mx, "shards", s->shards);
+    }
     cJSON *items = ck_json_add_array(&b, root, "items");
     for (int i = 0; i < s->n; i++) {
         const ck_run_item *it = &s->items[i];

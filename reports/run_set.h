@@ -40,6 +40,9 @@ typedef struct {
     ck_run_item *items;
     int n, cap;
     bool reproducible;    /* times are 0 and no host or clock is written */
+    /* the whole case x dtype matrix and this set's part of it, written to summary.json so
+     * that merge can refuse shards that do not cover it; matrix_size 0: not known */
+    int matrix_size, shard, shards;
 } ck_run_set;
 
 /* Appends a copy of it (strings copied, report taken over) and returns the new item. */

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/core/text.h"
+
 static bool reserve(ck_strbuf *b, size_t more)
 {
     if (b->failed)
@@ -57,18 +59,32 @@ void ck_sb_addf(ck_strbuf *b, const char *fmt, ...)
 
 void ck_sb_add_xml(ck_strbuf *b, const char *text)
 {
-    for (const unsigned char *p = (const unsigned char *)(text ? text : ""); *p; p++) {
-        char one[2] = {(char)*p, 0};
-        switch (*p) {
+    const char *s = text ? text : "";
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned cp = 0;
+        size_t sl = ck_utf8_next(s + i, n - i, &cp);
+        /* XML 1.0 refuses invalid UTF-8, C0 controls but tab and newline, and U+FFFE/FFFF:
+         * each becomes U+FFFD, visibly replaced (HTML shares this escaper) */
+        if (sl == 0 || ck_text_is_noncharacter(cp) ||
+            (cp < 0x20 && cp != '\n' && cp != '\t')) {
+            ck_sb_add(b, "\xef\xbf\xbd");
+            i += sl ? sl : 1;
+            continue;
+        }
+        switch (cp) {
         case '&': ck_sb_add(b, "&amp;"); break;
         case '<': ck_sb_add(b, "&lt;"); break;
         case '>': ck_sb_add(b, "&gt;"); break;
         case '"': ck_sb_add(b, "&quot;"); break;
         case '\'': ck_sb_add(b, "&#39;"); break;
-        default:
-            if (*p >= 0x20 || *p == '\n' || *p == '\t')
-                ck_sb_add(b, one);
+        default: {
+            char piece[5] = {0};
+            memcpy(piece, s + i, sl);
+            ck_sb_add(b, piece);
         }
+        }
+        i += sl;
     }
 }
 

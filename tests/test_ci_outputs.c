@@ -114,7 +114,8 @@ START_TEST(junit_escapes_counts_and_orders)
     ck_assert_ptr_nonnull(x);
     ck_assert_ptr_nonnull(strstr(x, "tests=\"4\" failures=\"1\" errors=\"1\" skipped=\"1\""));
     ck_assert_ptr_nonnull(strstr(x, "name=\"c&lt;&amp;&gt;&quot;&#39; [fp32]\""));
-    ck_assert_ptr_nonnull(strstr(x, "message=\"bad &quot;quote&quot; &amp; &lt;tag&gt;\""));
+    /* a control character XML refuses is replaced by U+FFFD, visibly */
+    ck_assert_ptr_nonnull(strstr(x, "message=\"bad &quot;quote&quot; &amp; &lt;tag&gt;\xef\xbf\xbd\""));
     ck_assert_ptr_null(strchr(x, '\x01'));
     ck_assert_ptr_nonnull(strstr(x, "<skipped message=\"no fp16 conv\"/>"));
     ck_assert(strstr(x, "name=\"a [fp32]\"") < strstr(x, "name=\"b [fp32]\""));

@@ -607,6 +607,108 @@ START_TEST(dims_larger_than_the_data_are_refused_before_allocating)
 }
 END_TEST
 
+/* Found by fuzz_onnx: a MatMul's bias Add without outputs, and an Erf without outputs in
+ * the GELU pattern, were read at out[0] (a crash). Every node is validated before any
+ * pattern is matched: one line naming the node. */
+static void refuse_without_outputs(const char *op_after, const char *op)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/gpt_block.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    int victim = -1;
+    for (int i = 1; i < m.n_nodes && victim < 0; i++)
+        if (strcmp(m.nodes[i].op_type, op) == 0 &&
+            (!op_after || strcmp(m.nodes[i - 1].op_type, op_after) == 0))
+            victim = i;
+    ck_assert_msg(victim >= 0, "gpt_block has a %s node", op);
+    int saved = m.nodes[victim].n_out;
+    m.nodes[victim].n_out = 0;
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strstr(err.msg, "m.onnx: node `") == err.msg && strstr(err.msg, "has no output"),
+                  "'%s'", err.msg);
+    m.nodes[victim].n_out = saved;
+    ck_onnx_free(&m);
+}
+
+START_TEST(nodes_without_outputs_are_refused_before_matching)
+{
+    refuse_without_outputs("MatMul", "Add");
+    refuse_without_outputs(NULL, "Tanh"); /* the tanh-form GELU reads its output */
+}
+END_TEST
+
+/* A known op with the wrong number of inputs, or a value produced by two nodes. */
+START_TEST(node_arity_and_values_bound_twice_are_refused)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/small_cnn.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    int conv = -1, relu = -1;
+    for (int i = 0; i < m.n_nodes; i++) {
+        if (conv < 0 && strcmp(m.nodes[i].op_type, "Conv") == 0)
+            conv = i;
+        if (relu < 0 && strcmp(m.nodes[i].op_type, "Relu") == 0)
+            relu = i;
+    }
+    ck_assert(conv >= 0 && relu >= 0);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    int saved_in = m.nodes[conv].n_in;
+    m.nodes[conv].n_in = 1;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "(Conv): has 1 inputs; Conv takes 2 to 3"), "'%s'", err.msg);
+    m.nodes[conv].n_in = saved_in;
+    char *saved_out = m.nodes[relu].out[0];
+    m.nodes[relu].out[0] = m.nodes[conv].out[0];
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "is produced more than once"), "'%s'", err.msg);
+    m.nodes[relu].out[0] = saved_out;
+    ck_onnx_free(&m);
+}
+END_TEST
+
+/* Values are judged as the user wrote them: ONNX momentum 2 (not the converted -1), a NaN
+ * attribute (not "got null"), a 0 input dim (not "symbolic"). */
+START_TEST(messages_show_the_values_the_file_holds)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/small_cnn.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_onnx_attr *mom = NULL;
+    for (int i = 0; i < m.n_nodes && !mom; i++)
+        if (strcmp(m.nodes[i].op_type, "BatchNormalization") == 0)
+            for (int k = 0; k < m.nodes[i].n_attr; k++)
+                if (strcmp(m.nodes[i].attr[k].name, "momentum") == 0)
+                    mom = &m.nodes[i].attr[k];
+    ck_assert_msg(mom != NULL, "small_cnn has a BatchNormalization with a momentum");
+    double saved = mom->f;
+    mom->f = 2.0;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "momentum 2 is outside [0, 1]"), "'%s'", err.msg);
+    mom->f = NAN;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "attribute `momentum` holds NaN"), "'%s'", err.msg);
+    mom->f = saved;
+    int64_t d0 = m.inputs[0].dims[0];
+    m.inputs[0].dims[0] = 0;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "dim 0 is 0") && !strstr(err.msg, "symbolic"), "'%s'", err.msg);
+    m.inputs[0].dims[0] = d0;
+    ck_onnx_free(&m);
+}
+END_TEST
+
 Suite *suite_onnx(void)
 {
     Suite *s = suite_create("onnx");
@@ -634,6 +736,9 @@ Suite *suite_onnx(void)
     tcase_add_test(bad, unsupported_nodes_are_named);
     tcase_add_test(bad, names_with_control_characters_stay_on_one_line);
     tcase_add_test(bad, dims_larger_than_the_data_are_refused_before_allocating);
+    tcase_add_test(bad, nodes_without_outputs_are_refused_before_matching);
+    tcase_add_test(bad, node_arity_and_values_bound_twice_are_refused);
+    tcase_add_test(bad, messages_show_the_values_the_file_holds);
     suite_add_tcase(s, bad);
     return s;
 }

@@ -12,6 +12,7 @@
 
 #include "backends/backend.h"
 #include "backends/ref/ref_ops.h"
+#include "backends/registry.h"
 #include "harness/verify/gradcheck.h"
 #include "tests/test_util.h"
 
@@ -101,6 +102,46 @@ START_TEST(activation_backward_at_zero_uses_the_input)
         tu_tensor_free(dy);
         tu_tensor_free(dx);
     }
+}
+END_TEST
+
+/* torch.relu keeps NaN (clamp_min propagates it) and its backward (threshold_backward on
+ * the output) passes dy through at NaN; a relu that turned NaN into 0 hid a NaN model's
+ * weights from every later check. Every CPU backend, every float dtype. */
+START_TEST(relu_propagates_nan_as_pytorch)
+{
+    const char *names[] = {"ref", "cpu"};
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    const double xv[4] = {NAN, -1.0, 0.0, 2.0};
+    for (int bi = 0; bi < COUNT(names); bi++)
+        for (int d = 0; d < COUNT(dts); d++) {
+            ck_backend *b = NULL;
+            ck_error err = {{0}};
+            ck_assert_msg(ck_backend_create(names[bi], NULL, &b, &err) == CK_OK, "%s", err.msg);
+            ck_op_params op = op_of(CK_OP_RELU);
+            ck_tensor *x = tu_tensor_of("x", dts[d], SHAPE(4), xv);
+            ck_tensor *y = tu_tensor_new("y", dts[d], SHAPE(4));
+            ck_tensor *dy = tu_tensor_of("dy", dts[d], SHAPE(4), (double[]){0.5, 0.5, 0.5, 0.5});
+            ck_tensor *dx = tu_tensor_new("dx", dts[d], SHAPE(4));
+            ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
+            ck_op_grads g = {.dout = dy, .din = {dx}};
+            ck_fwd_args args = fwd_args(0, 0);
+            ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+            const char *dn = ck_dtype_name(dts[d]);
+            ck_assert_msg(isnan(tu_tget(y, 0)), "%s %s: relu(NaN) = %g", names[bi], dn, tu_tget(y, 0));
+            ck_assert_msg(tu_tget(y, 1) == 0.0 && tu_tget(y, 2) == 0.0 && tu_tget(y, 3) == 2.0,
+                          "%s %s: relu of -1, 0, 2", names[bi], dn);
+            ck_assert_msg(tu_tget(dx, 0) == 0.5 && tu_tget(dx, 1) == 0.0 && tu_tget(dx, 2) == 0.0 &&
+                              tu_tget(dx, 3) == 0.5,
+                          "%s %s: dx %g %g %g %g", names[bi], dn, tu_tget(dx, 0), tu_tget(dx, 1),
+                          tu_tget(dx, 2), tu_tget(dx, 3));
+            tu_tensor_free(x);
+            tu_tensor_free(y);
+            tu_tensor_free(dy);
+            tu_tensor_free(dx);
+            b->destroy(b);
+        }
 }
 END_TEST
 
@@ -600,6 +641,7 @@ Suite *suite_ops_pointwise(void)
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, activation_forward_matches_hand_values, 0, COUNT(act_cases));
     tcase_add_test(tc, activation_backward_at_zero_uses_the_input);
+    tcase_add_test(tc, relu_propagates_nan_as_pytorch);
     tcase_add_test(tc, sigmoid_and_tanh_saturate_without_nan);
     tcase_add_loop_test(tc, activation_backward_passes_gradcheck, 0, COUNT(act_cases));
     suite_add_tcase(s, tc);

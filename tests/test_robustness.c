@@ -248,7 +248,10 @@ START_TEST(nonfinite_judgement)
     memset(&r, 0, sizeof r);
     r.tensors = ts;
     r.n_tensors = 4;
-    /* partial: counted, not failed */
+    /* partial, on a step the loss scaler skipped: counted, not failed */
+    ck_scale_step skipped[1] = {{.scale = 65536.0, .skipped = true}}, taken[1] = {{1.0, false}};
+    r.plain.scales = r.ckpt.scales = skipped;
+    r.plain.steps = r.ckpt.steps = 1;
     ts[0] = nf_tensor(CK_KIND_LOSS, 1, 0, 0);
     ts[1] = nf_tensor(CK_KIND_GRAD, 10, 2, 1);
     ts[2] = nf_tensor(CK_KIND_LOSS, 1, 0, 0);
@@ -257,7 +260,25 @@ START_TEST(nonfinite_judgement)
     ck_assert(!r.nonfinite_failed);
     ck_assert_int_eq(r.nonfinite_plain.grad_nan, 2);
     ck_assert_int_eq(r.nonfinite_plain.grad_inf, 1);
+    ck_assert_int_eq(r.nonfinite_plain.skipped_step_grads, 3);
     ck_assert_int_eq(r.nonfinite_ckpt.tensors, 1);
+    /* the same on a step that was taken: any NaN/Inf fails, unless the case expects it */
+    r.plain.scales = r.ckpt.scales = taken;
+    ck_judge_nonfinite(&r);
+    ck_assert(r.nonfinite_failed && !r.nonfinite_plain.all_grads);
+    ck_case expecting;
+    memset(&expecting, 0, sizeof expecting);
+    expecting.expect_nonfinite = true;
+    r.cs = &expecting;
+    ck_judge_nonfinite(&r);
+    ck_assert(!r.nonfinite_failed);
+    /* a NaN weight fails whatever the loss and gradients did */
+    r.cs = NULL;
+    ts[1] = nf_tensor(CK_KIND_GRAD, 10, 0, 0);
+    ts[3] = nf_tensor(CK_KIND_PARAM, 10, 1, 0);
+    ck_judge_nonfinite(&r);
+    ck_assert(r.nonfinite_failed);
+    ts[3] = nf_tensor(CK_KIND_PARAM, 10, 0, 0);
     /* every loss non-finite: failed */
     ts[0] = nf_tensor(CK_KIND_LOSS, 1, 1, 0);
     ts[2] = nf_tensor(CK_KIND_LOSS, 1, 0, 1);

@@ -42,12 +42,12 @@ static void relu_fwd_task(void *vctx, int64_t task, int tid)
     if (j->dt != CK_F32) {
         for (int64_t i = i0; i < i1; i++) {
             const double x = ld16(j->dt, j->hx[i]);
-            j->hy[i] = st16(j->dt, x > 0.0 ? x : 0.0);
+            j->hy[i] = st16(j->dt, x <= 0.0 ? 0.0 : x); /* NaN stays NaN */
         }
         return;
     }
     for (int64_t i = i0; i < i1; i++)
-        j->y[i] = j->x[i] > 0.0f ? j->x[i] : 0.0f;
+        j->y[i] = j->x[i] <= 0.0f ? 0.0f : j->x[i];
 }
 
 static void relu_bwd_task(void *vctx, int64_t task, int tid)
@@ -58,13 +58,13 @@ static void relu_bwd_task(void *vctx, int64_t task, int tid)
     const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
     if (j->dt != CK_F32) {
         for (int64_t i = i0; i < i1; i++) {
-            const double v = ld16(j->dt, j->hdy[i]) * (ld16(j->dt, j->hx[i]) > 0.0 ? 1.0 : 0.0);
+            const double v = ld16(j->dt, j->hdy[i]) * (ld16(j->dt, j->hx[i]) <= 0.0 ? 0.0 : 1.0);
             j->hdx[i] = st16(j->dt, ck_sum_round_odd(ld16(j->dt, j->hdx[i]), v));
         }
         return;
     }
     for (int64_t i = i0; i < i1; i++)
-        j->dx[i] = j->dx[i] + j->dy[i] * (j->x[i] > 0.0f ? 1.0f : 0.0f);
+        j->dx[i] = j->dx[i] + j->dy[i] * (j->x[i] <= 0.0f ? 0.0f : 1.0f);
 }
 
 /* the dtype every t[i] shares when it is fp32, fp16 or bf16, else CK_DTYPE_COUNT */

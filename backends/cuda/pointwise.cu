@@ -30,7 +30,7 @@ static __device__ __forceinline__ double ck_sigmoid(double x)
 static __device__ __forceinline__ double ck_act(int kind, double slope, double x)
 {
     switch (kind) {
-    case CK_OP_RELU: return x > 0.0 ? x : 0.0;
+    case CK_OP_RELU: return x <= 0.0 ? 0.0 : x; /* NaN stays NaN, as torch.relu */
     case CK_OP_LEAKY_RELU: return x > 0.0 ? x : slope * x;
     case CK_OP_GELU: return 0.5 * x * (1.0 + erf(x * CK_SQRT1_2));
     case CK_OP_TANH: return tanh(x);
@@ -44,7 +44,7 @@ static __device__ __forceinline__ double ck_act(int kind, double slope, double x
 static __device__ __forceinline__ double ck_dact(int kind, double slope, double x)
 {
     switch (kind) {
-    case CK_OP_RELU: return x > 0.0 ? 1.0 : 0.0;
+    case CK_OP_RELU: return x <= 0.0 ? 0.0 : 1.0; /* threshold_backward: NaN passes dy */
     case CK_OP_LEAKY_RELU: return x > 0.0 ? 1.0 : slope;
     case CK_OP_GELU: {
         /* Phi(x) + x phi(x) */

@@ -27,7 +27,7 @@ static double sigmoid(double x)
 static double act(ck_op_kind kind, double slope, double x)
 {
     switch (kind) {
-    case CK_OP_RELU: return x > 0.0 ? x : 0.0;
+    case CK_OP_RELU: return x <= 0.0 ? 0.0 : x; /* NaN stays NaN, as torch.relu */
     case CK_OP_LEAKY_RELU: return x > 0.0 ? x : slope * x;
     case CK_OP_GELU: return 0.5 * x * (1.0 + erf(x * M_SQRT1_2));
     case CK_OP_TANH: return tanh(x);
@@ -41,7 +41,7 @@ static double act(ck_op_kind kind, double slope, double x)
 static double dact(ck_op_kind kind, double slope, double x)
 {
     switch (kind) {
-    case CK_OP_RELU: return x > 0.0 ? 1.0 : 0.0;
+    case CK_OP_RELU: return x <= 0.0 ? 0.0 : 1.0; /* threshold_backward: NaN passes dy */
     case CK_OP_LEAKY_RELU: return x > 0.0 ? 1.0 : slope;
     case CK_OP_GELU: {
         /* Phi(x) + x phi(x) */

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "harness/cli/cmd_import.h"
+#include "harness/core/text.h"
 #include "harness/io/files.h"
 #include "harness/model/params.h"
 
@@ -146,8 +147,10 @@ void ck_cli_free_cases(ck_loaded_case *lc, int n)
             ck_case_free(&lc[i].cs);
         free(lc[i].file);
         free(lc[i].error);
-        if (lc[i].tmp_weights)
+        if (lc[i].tmp_weights) {
             unlink(lc[i].tmp_weights);
+            ck_temp_file_release(lc[i].tmp_slot);
+        }
         free(lc[i].tmp_weights);
     }
     free(lc);
@@ -187,12 +190,24 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
     for (int i = 0; i < n; i++) {
         lc[i].file = files[i];
         files[i] = NULL;
+        lc[i].tmp_slot = -1;
+        if (ck_text_utf8_needs_clean(lc[i].file, strlen(lc[i].file))) {
+            /* said once: every JSON, XML and HTML output shows U+FFFD in its place */
+            char shown[1024], note[1200];
+            snprintf(note, sizeof note, "%s: the path is not valid UTF-8 (or holds a "
+                     "noncharacter); reports, JUnit and HTML show U+FFFD for those bytes",
+                     ck_text_escape(lc[i].file, shown, sizeof shown));
+            ck_cli_note(note);
+        }
         ck_status ls;
         if (ck_cli_ends_with(lc[i].file, ".onnx")) {
             ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
                                       .loss = ov ? ov->onnx_loss : NULL,
                                       .optimizer = ov ? ov->onnx_optimizer : NULL};
-            ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights, &err);
+            ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights,
+                                    &lc[i].tmp_slot, &err);
+            if (ls == CK_OK)
+                lc[i].cs.init_shown = lc[i].file; /* its initializers, not the temporary copy */
         } else {
             ls = ck_case_load(lc[i].file, &lc[i].cs, &err);
         }
@@ -214,6 +229,7 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
                 lc[i].cs.seed = ov->seed;
             if (ov->init) {
                 free(lc[i].cs.init_from);
+                lc[i].cs.init_shown = NULL;
                 if (!(lc[i].cs.init_from = strdup(ov->init))) {
                     ck_cli_error("out of memory");
                     keep_error(&lc[i], "out of memory");

@@ -17,6 +17,7 @@ typedef struct {
     char *file;  /* the case file as found */
     char *error; /* --keep-going: why it did not load (then !built) */
     char *tmp_weights; /* an imported ONNX model's weights (removed when freed) */
+    int tmp_slot;      /* its signal-cleanup slot (files.h), -1 when none */
 } ck_loaded_case;
 
 /* Expands files and directories (their *.json, sorted) into a list of case files. A .json

@@ -84,6 +84,7 @@ typedef struct {
     const char *junit;
     const char *html;
     bool quiet;
+    bool allow_partial;   /* --allow-partial: merge shards that do not cover the matrix */
 } ck_merge_opts;
 
 #endif

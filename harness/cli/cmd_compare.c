@@ -116,7 +116,8 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
     for (int i = 0; i < 4; i++)
         if (inputs[i] && ck_input_register(inputs[i], &err) != CK_OK)
             goto fail;
-    if (o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK)
+    if ((o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK) ||
+        (o->junit && ck_output_file_check(o->junit, "--junit", &err) != CK_OK))
         goto fail;
 
     tol.cli.has_rtol = o->has_rtol;
@@ -132,7 +133,8 @@ int ck_cmd_compare(const ck_compare_cmd_opts *o)
         goto fail;
     if (load_operand(o->a, &a, &err) != CK_OK || load_operand(o->ref, &ref, &err) != CK_OK)
         goto fail;
-    if (o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK)
+    if ((o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK) ||
+        (o->junit && ck_output_file_check(o->junit, "--junit", &err) != CK_OK))
         goto fail;
     /* two single tensors are the same quantity whatever their file names say */
     bool paired_single = a.n == 1 && ref.n == 1;

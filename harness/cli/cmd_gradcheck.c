@@ -12,6 +12,8 @@
 
 #include "harness/cli/backend_choice.h"
 #include "harness/cli/case_files.h"
+#include "harness/core/text.h"
+#include "harness/io/files.h"
 #include "harness/io/json_build.h"
 #include "harness/verify/gradcheck.h"
 #include "reports/run_set.h"
@@ -65,6 +67,13 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
     int rc = ck_cli_load_cases(o->paths, o->n_paths, NULL, &lc, &n);
     if (rc != CK_EXIT_PASS)
         return rc;
+    /* every output checked before the first check runs: writable and no input */
+    if ((o->report && ck_output_file_check(o->report, "--report", &err) != CK_OK) ||
+        (o->junit && ck_output_file_check(o->junit, "--junit", &err) != CK_OK)) {
+        ck_cli_error(err.msg);
+        ck_cli_free_cases(lc, n);
+        return CK_EXIT_USAGE;
+    }
     ck_backend *b = NULL;
     if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &b)) {
         ck_cli_free_cases(lc, n);
@@ -110,10 +119,12 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
         ck_json_add_string(&jb, jc, "name", g->cs->name);
         ck_json_add_string(&jb, jc, "file", g->cs->path);
         cJSON *jentries = ck_json_add_array(&jb, jc, "entries");
+        char shown_path[1024];
         if (!o->quiet)
-        printf("%s (%s):\n  float64 central differences (eps %g), |a - n| <= %g + %g |n|,\n"
-               "  up to %d elements per tensor\n",
-               g->cs->name, g->cs->path, go.eps, go.atol, go.rtol, go.max_samples);
+            printf("%s (%s):\n  float64 central differences (eps %g), |a - n| <= %g + %g |n|,\n"
+                   "  up to %d elements per tensor\n", g->cs->name,
+                   ck_text_escape(g->cs->path, shown_path, sizeof shown_path), go.eps, go.atol,
+                   go.rtol, go.max_samples);
         if (!o->quiet)
             printf("  %-27s %-18s %7s %9s %8s\n", "layer (op)", "tensor", "checked",
                    "max_abs", "of tol");

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,13 @@
 
 #include "harness/cli/cli_options.h"
 #include "harness/cli/messages.h"
+#include "harness/core/text.h"
 #include "harness/io/files.h"
 #include "harness/io/json_build.h"
 #include "harness/io/safetensors.h"
+#include "harness/model/graph.h"
 #include "harness/model/onnx_import.h"
+#include "harness/model/params.h"
 
 static const char *usage_import =
     "usage: ckpt-harness import MODEL.onnx -o CASE.json [options]\n"
@@ -75,52 +79,107 @@ static ck_status write_weights(const ck_tensorset *w, const char *path, ck_error
     return ck_safetensors_write(path, w->n, w->t, err);
 }
 
+/* The imported case as text, parsed and built with its weights' shapes: a case is written
+ * (or run) only when its graph builds and every weight fits it. Messages name the model
+ * (label), never a file not yet written. */
+static ck_status check_imported(const cJSON *root, const ck_tensorset *w, const char *label,
+                                ck_case *cs, char **text_out, ck_error *err)
+{
+    char *text = ck_json_print_clean(root, NULL); /* a path may not be UTF-8 */
+    if (!text)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory");
+    ck_graph g;
+    memset(&g, 0, sizeof g);
+    ck_status st = ck_case_parse(text, strlen(text), label, cs, err);
+    if (st == CK_OK && (st = ck_graph_build(cs, &g, err)) == CK_OK) {
+        st = ck_graph_check_weight_set(&g, w, label, err);
+        ck_graph_free(&g);
+    }
+    if (st != CK_OK) {
+        ck_error_prefix(err, "%s: the imported case does not build", label);
+        free(text);
+        return st;
+    }
+    *text_out = text;
+    return CK_OK;
+}
+
+/* The folder for temporary files: $TMPDIR when set, else /tmp. */
+static const char *temp_dir(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
 ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *io, ck_case *cs,
-                             char **tmp_weights, ck_error *err)
+                             char **tmp_weights, int *tmp_slot, ck_error *err)
 {
     ck_onnx_model m;
     ck_tensorset w;
     cJSON *root = NULL;
-    char *text = NULL;
-    char tmpl[] = "/tmp/ckpt-harness-onnx-XXXXXX.safetensors";
+    char *text = NULL, *tmpl = NULL;
+    ck_case check;
+    memset(&check, 0, sizeof check);
     *tmp_weights = NULL;
+    *tmp_slot = -1;
     memset(cs, 0, sizeof *cs);
     ck_tensorset_init(&w);
     ck_status st = ck_onnx_load(onnx_path, &m, err);
     if (st != CK_OK)
         return st;
-    int fd = mkstemps(tmpl, 12);
-    if (fd < 0) {
-        st = ck_fail(err, CK_ERR_IO, "%s: cannot create a temporary weights file: %s", onnx_path,
-                     strerror(errno));
-        goto out;
-    }
-    close(fd);
-    if (!(*tmp_weights = strdup(tmpl))) {
-        unlink(tmpl);
+    const char *td = temp_dir();
+    size_t tn = strlen(td) + 64;
+    if (!(tmpl = malloc(tn))) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
         goto out;
     }
+    snprintf(tmpl, tn, "%s/ckpt-harness-onnx-XXXXXX.safetensors", td);
+    /* no signal between creating the file and registering it for the signal cleanup */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    int fd = mkstemps(tmpl, 12);
+    if (fd >= 0 && (*tmp_slot = ck_temp_file_register(tmpl)) < 0)
+        unlink(tmpl);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (fd < 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: cannot create a temporary weights file in %s "
+                     "(TMPDIR): %s", onnx_path, td, strerror(errno));
+        goto out;
+    }
+    close(fd);
+    /* removed on SIGINT/SIGTERM/SIGHUP as well as at the end */
+    if (*tmp_slot < 0) {
+        st = ck_fail(err, CK_ERR_IO, "%s: the temporary weights file's path is too long "
+                     "(TMPDIR %s)", onnx_path, td);
+        goto out;
+    }
+    *tmp_weights = tmpl;
+    tmpl = NULL;
     char name[64];
     stem_name(onnx_path, name, sizeof name);
     ck_onnx_import_opts o = *io;
     o.name = o.name ? o.name : name;
     o.weights_path = *tmp_weights;
     if ((st = ck_onnx_import(&m, onnx_path, &o, &root, &w, err)) != CK_OK ||
+        (st = check_imported(root, &w, onnx_path, &check, &text, err)) != CK_OK ||
         (st = write_weights(&w, *tmp_weights, err)) != CK_OK)
         goto out;
-    if (!(text = cJSON_Print(root))) {
-        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
-        goto out;
-    }
     st = ck_case_parse(text, strlen(text), onnx_path, cs, err);
 out:
+    free(tmpl);
     free(text);
+    ck_case_free(&check);
     cJSON_Delete(root);
     ck_tensorset_free(&w);
     ck_onnx_free(&m);
     if (st != CK_OK && *tmp_weights) {
         unlink(*tmp_weights);
+        ck_temp_file_release(*tmp_slot);
+        *tmp_slot = -1;
         free(*tmp_weights);
         *tmp_weights = NULL;
     }
@@ -193,27 +252,31 @@ int ck_main_import(int argc, char **argv)
         return CK_EXIT_USAGE;
     }
     const char *model = argv[optind];
-    char wpath[2048], wrel[4200], name[64];
-    if (weights) {
-        snprintf(wpath, sizeof wpath, "%.2000s", weights);
-    } else {
-        snprintf(wpath, sizeof wpath, "%.*s.safetensors", (int)(strlen(output) - 5 > 2000 ? 2000 : strlen(output) - 5), output);
-    }
-    /* init.from is read relative to the case file's folder: name the weights from there when
-     * they sit beside it, else by the path as given */
+    char name[64];
+    /* the weights' path as given (never cut), and as the case names it: relative to the
+     * case file's folder when they sit beside it, else absolute */
+    char *wpath = NULL, *wrel = NULL, *cwd = NULL;
+    size_t ol = strlen(output);
+    if (weights)
+        wpath = strdup(weights);
+    else if ((wpath = malloc(ol - 5 + sizeof ".safetensors")))
+        snprintf(wpath, ol - 5 + sizeof ".safetensors", "%.*s.safetensors", (int)(ol - 5), output);
     const char *slash = strrchr(output, '/');
     size_t dir_len = slash ? (size_t)(slash - output + 1) : 0;
-    if (strncmp(wpath, output, dir_len) == 0 && !strchr(wpath + dir_len, '/'))
-        snprintf(wrel, sizeof wrel, "%s", wpath + dir_len);
-    else if (wpath[0] == '/')
-        snprintf(wrel, sizeof wrel, "%s", wpath);
-    else {
-        char cwd[2048];
-        if (!getcwd(cwd, sizeof cwd)) {
-            fprintf(stderr, "ckpt-harness import: cannot read the working directory\n");
-            return CK_EXIT_USAGE;
-        }
-        snprintf(wrel, sizeof wrel, "%s/%s", cwd, wpath);
+    if (wpath && strncmp(wpath, output, dir_len) == 0 && !strchr(wpath + dir_len, '/'))
+        wrel = strdup(wpath + dir_len);
+    else if (wpath && wpath[0] == '/')
+        wrel = strdup(wpath);
+    else if (wpath && (cwd = getcwd(NULL, 0)) &&
+             (wrel = malloc(strlen(cwd) + strlen(wpath) + 2)))
+        sprintf(wrel, "%s/%s", cwd, wpath);
+    free(cwd);
+    if (!wpath || !wrel) {
+        fprintf(stderr, "ckpt-harness import: %s\n",
+                wpath ? "cannot read the working directory" : "out of memory");
+        free(wpath);
+        free(wrel);
+        return CK_EXIT_USAGE;
     }
     stem_name(model, name, sizeof name);
     io.name = io.name ? io.name : name;
@@ -224,35 +287,49 @@ int ck_main_import(int argc, char **argv)
     ck_tensorset w;
     cJSON *root = NULL;
     ck_tensorset_init(&w);
-    if (ck_onnx_load(model, &m, &err) != CK_OK) {
-        ck_cli_error(err.msg);
-        return CK_EXIT_USAGE;
-    }
     int rc = CK_EXIT_USAGE;
     char *text = NULL;
     ck_case check;
     memset(&check, 0, sizeof check);
-    if (ck_onnx_import(&m, model, &io, &root, &w, &err) != CK_OK)
+    bool loaded = false;
+    /* the model is read first (an input no output may replace), then both outputs are
+     * checked: writable, no input, not one file under two names */
+    if (ck_onnx_load(model, &m, &err) != CK_OK)
         goto out;
-    /* the case must parse before anything is written */
-    if (!(text = cJSON_Print(root))) {
-        ck_fail(&err, CK_ERR_NOMEM, "out of memory");
+    loaded = true;
+    if (ck_output_file_check(output, "-o", &err) != CK_OK ||
+        ck_output_file_check(wpath, "--weights", &err) != CK_OK)
+        goto out;
+    if (ck_same_output_file(output, wpath)) {
+        ck_fail(&err, CK_ERR_INPUT, "-o %s and --weights %s name the same file: the case would "
+                "overwrite its own weights", output, wpath);
         goto out;
     }
-    if (ck_case_parse(text, strlen(text), output, &check, &err) != CK_OK)
+    if (ck_onnx_import(&m, model, &io, &root, &w, &err) != CK_OK ||
+        check_imported(root, &w, model, &check, &text, &err) != CK_OK)
         goto out;
-    if (write_weights(&w, wpath, &err) != CK_OK || ck_json_write_file(root, output, "case", &err) != CK_OK)
+    if (write_weights(&w, wpath, &err) != CK_OK)
         goto out;
-    printf("import %s: %d nodes -> %d layers, %d weight tensors\ncase: %s\nweights: %s\n", model,
-           m.n_nodes, cJSON_GetArraySize(cJSON_GetObjectItem(root, "layers")), w.n, output, wpath);
+    if (ck_json_write_file(root, output, "case", &err) != CK_OK) {
+        unlink(wpath); /* no weights without their case */
+        goto out;
+    }
+    char sm[1024], so[1024], sw[1024];
+    printf("import %s: %d nodes -> %d layers, %d weight tensors\ncase: %s\nweights: %s\n",
+           ck_text_escape(model, sm, sizeof sm), m.n_nodes,
+           cJSON_GetArraySize(cJSON_GetObjectItem(root, "layers")), w.n,
+           ck_text_escape(output, so, sizeof so), ck_text_escape(wpath, sw, sizeof sw));
     rc = CK_EXIT_PASS;
 out:
     if (rc != CK_EXIT_PASS)
         ck_cli_error(err.msg);
     ck_case_free(&check);
     free(text);
+    free(wpath);
+    free(wrel);
     cJSON_Delete(root);
     ck_tensorset_free(&w);
-    ck_onnx_free(&m);
+    if (loaded)
+        ck_onnx_free(&m);
     return rc;
 }

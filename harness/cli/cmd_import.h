@@ -12,8 +12,10 @@
 int ck_main_import(int argc, char **argv);
 
 /* Imports onnx_path into a parsed case whose init.from is a temporary safetensors file of
- * the model's weights (*tmp_weights, which the caller unlinks and frees after the run). */
+ * the model's weights in $TMPDIR (or /tmp): *tmp_weights, which the caller unlinks, frees
+ * and releases (ck_temp_file_release(*tmp_slot)) after the run; until then a signal's
+ * cleanup removes it. The case's graph is built with the weights' shapes first. */
 ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *io, ck_case *cs,
-                             char **tmp_weights, ck_error *err);
+                             char **tmp_weights, int *tmp_slot, ck_error *err);
 
 #endif

@@ -18,6 +18,7 @@
 #include "harness/cli/messages.h"
 #include "harness/cli/run_outputs.h"
 #include "harness/io/files.h"
+#include "harness/io/json_build.h"
 #include "harness/verify/framework_judge.h"
 #include "reports/framework_report.h"
 #include "reports/run_set.h"
@@ -149,7 +150,8 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
         ck_cli_error("out of memory building the report");
         return CK_EXIT_USAGE;
     }
-    char *file = report_file_name(it, k), *text = cJSON_Print(rep);
+    /* valid UTF-8 whatever the dump's names held (json_build.h) */
+    char *file = report_file_name(it, k), *text = ck_json_print_clean(rep, NULL);
     int rc = CK_EXIT_PASS;
     if (o->report && file && text) {
         size_t n = strlen(o->report) + strlen(file) + 2;
@@ -170,7 +172,7 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
     cJSON_Delete(rep);
     if (!parsed) {
         ck_cli_error("out of memory building the report");
-        cJSON_free(text);
+        free(text);
         free(file);
         return CK_EXIT_USAGE;
     }
@@ -186,7 +188,7 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
         ck_cli_error(err.msg);
         rc = CK_EXIT_USAGE;
     }
-    cJSON_free(text);
+    free(text);
     free(file);
     return rc;
 }

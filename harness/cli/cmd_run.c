@@ -86,6 +86,9 @@ static bool parse_dtype_list(const char *s, ck_dtype *out, int *n)
 }
 
 /* <dump>/<case>[.<dtype>] */
+/* Longer --dump folders are refused before any run (their files' paths must fit). */
+#define CK_DUMP_DIR_MAX 3000
+
 static void dump_dir_of(const char *dump, const char *case_name, const char *dtype_suffix,
                         char *out, size_t n)
 {
@@ -233,7 +236,8 @@ static cJSON *report_tree(const ck_run_opts *o, const run_context *ctx, const ck
         .git_commit = ck_build_git_commit(), .cuda = ck_build_cuda(),
         .compiler = ck_build_compiler(), .cflags = ck_build_cflags(), .host = ctx->host,
         .started_utc = ctx->started, .command_line = o->command_line,
-        .case_sha256 = case_sha[0] ? case_sha : NULL, .init_path = c->init_from,
+        .case_sha256 = case_sha[0] ? case_sha : NULL,
+        .init_path = c->init_shown ? c->init_shown : c->init_from,
         .init_sha256 = init_sha[0] ? init_sha : NULL, .reproducible = o->reproducible};
     ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = c->path,
                            .include_wall_time = !o->reproducible, .run = &md};
@@ -259,7 +263,8 @@ static void write_item_report(const ck_run_opts *o, const run_context *ctx, cons
 {
     ck_error err;
     cJSON *tree = report_tree(o, ctx, res);
-    char *text = tree ? cJSON_Print(tree) : NULL;
+    /* valid UTF-8 whatever the case's path or names held (json_build.h) */
+    char *text = tree ? ck_json_print_clean(tree, NULL) : NULL;
     if (!text) {
         ck_cli_error_to(errf, "out of memory building the report");
         wr->rc = CK_EXIT_USAGE;
@@ -278,7 +283,7 @@ static void write_item_report(const ck_run_opts *o, const run_context *ctx, cons
         }
         free(path);
     }
-    cJSON_free(text);
+    free(text);
     if (keep && tree && text) {
         ck_json_numbers_from_raw(tree);
         wr->report = tree;
@@ -494,10 +499,22 @@ static int preflight_outputs(const ck_run_opts *o, const ck_loaded_case *lc,
                 }
             }
     }
+    /* the dump's files are <dump>/<case>[.<dtype>]/<run>/step_NNNN/<name>.safetensors in
+     * fixed buffers of 4096 bytes: a longer folder is refused here, never cut */
+    if (o->dump && strlen(o->dump) > CK_DUMP_DIR_MAX) {
+        ck_cli_errorf("--dump: the folder's path is %zu bytes; at most %d are supported",
+                      strlen(o->dump), CK_DUMP_DIR_MAX);
+        return CK_EXIT_USAGE;
+    }
     if (o->report && as_dir && ck_mkdir_p(o->report, &err) != CK_OK) {
         ck_cli_errorf("--report: %s", err.msg);
         return CK_EXIT_USAGE;
     }
+    /* summary.json, --junit, --html and the step summary: found unwritable now, not after
+     * every run */
+    if (ck_cli_check_run_outputs(o->report && as_dir ? o->report : NULL, o->junit, o->html) !=
+        CK_EXIT_PASS)
+        return CK_EXIT_USAGE;
     for (int k = 0; k < total; k++) {
         const ck_loaded_case *c = &lc[work[k].li];
         if (!c->built)
@@ -535,6 +552,7 @@ typedef struct {
     int n;
     work_item *work;
     int total;
+    int matrix_size; /* items of the whole (filtered) matrix, every shard's */
     bool as_dir;         /* --report names a folder */
     ck_backend *b, *ref; /* ref: --against */
     work_result *res;
@@ -608,6 +626,7 @@ static int build_matrix(run_state *s)
         fprintf(stderr, "ckpt-harness: --filter %s matches no case\n", o->filter ? o->filter : "");
         return CK_EXIT_USAGE;
     }
+    s->matrix_size = index;
     return CK_EXIT_PASS;
 }
 
@@ -772,13 +791,16 @@ static void emit_item(run_state *s, ck_progress *prog, int k)
         snprintf(p, sizeof p, "%s/%d.out", s->tmpdir, k);
         replay(p, stdout);
     }
+    /* file names and messages are user text: escaped, on one line */
+    char sl[512], sm[1024];
+    ck_text_escape(case_label(c), sl, sizeof sl);
     if (!c->built && o->quiet)
-        printf("ERROR %s: %s\n", case_label(c), s->res[k].message ? s->res[k].message : "");
+        printf("ERROR %s: %s\n", sl,
+               ck_text_escape(s->res[k].message ? s->res[k].message : "", sm, sizeof sm));
     else if (!c->built)
-        printf("ERROR %s: did not load (see above)\n", case_label(c));
+        printf("ERROR %s: did not load (see above)\n", sl);
     else if (s->work[k].skip)
-        printf("SKIP %s %s: not supported by the backend\n", case_label(c),
-               ck_dtype_name(s->work[k].dtype));
+        printf("SKIP %s %s: not supported by the backend\n", sl, ck_dtype_name(s->work[k].dtype));
 }
 
 /* Starts workers up to --jobs. */
@@ -822,13 +844,19 @@ static bool reap_worker(run_state *s, int *running)
         char why[CK_ERROR_MAX + 64] = "";
         bool exited = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (!exited || !worker_read(p, s->o, &s->ctx, &c->g, &s->res[k], why, sizeof why)) {
-            char msg[sizeof why + 64];
-            snprintf(msg, sizeof msg, "%s%s", exited ? "the worker's result is unreadable: "
-                                                     : "the worker process died", exited ? why : "");
+            /* say how it died: a signal (killed, out of memory, a crash) or its code */
+            char msg[sizeof why + 96];
+            if (exited)
+                snprintf(msg, sizeof msg, "the worker's result is unreadable: %s", why);
+            else if (WIFSIGNALED(status))
+                snprintf(msg, sizeof msg, "the worker process was killed by signal %d (%s)",
+                         WTERMSIG(status), strsignal(WTERMSIG(status)));
+            else
+                snprintf(msg, sizeof msg, "the worker process exited with status %d",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
             s->res[k].rc = CK_EXIT_USAGE;
             s->res[k].message = strdup(msg);
-            fprintf(stderr, "ckpt-harness: %s (%s): %s\n", case_label(c),
-                    ck_dtype_name(s->work[k].dtype), msg);
+            ck_cli_errorf("%s (%s): %s", case_label(c), ck_dtype_name(s->work[k].dtype), msg);
         }
         s->done[k] = true;
         s->pids[k] = 0;
@@ -878,7 +906,9 @@ static int finish_run(run_state *s)
 {
     const ck_run_opts *o = s->o;
     ck_error err;
-    ck_run_set set = {.reproducible = o->reproducible};
+    ck_run_set set = {.reproducible = o->reproducible, .matrix_size = s->matrix_size,
+                      .shard = o->shard_n > 0 ? o->shard_i : 1,
+                      .shards = o->shard_n > 0 ? o->shard_n : 1};
     set.command = strdup(o->force_bisect ? "bisect" : "run");
     int passed = 0, failed = 0, errors = 0, skipped = 0;
     for (int k = 0; k < s->total; k++) {

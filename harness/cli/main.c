@@ -216,8 +216,13 @@ static const char *usage_merge =
     "  --report DIR   the merged folder: summary.json and every report\n"
     "  --junit FILE   JUnit XML of the whole\n"
     "  --html FILE    the HTML page of the whole\n"
+    "  --allow-partial  merge folders that do not cover the whole matrix (each summary.json\n"
+    "                 records the matrix size and its shard; a missing shard is refused)\n"
     "  --quiet        only the totals\n"
     "  -h, --help     this help\n"
+    "\n"
+    "Every verdict is read from the reports themselves; a summary.json that disagrees with\n"
+    "its report is an error naming both. Every output is checked before anything is written.\n"
     "\n"
     "exit codes: 0 every case passed (or was skipped), 1 a case failed, 2 a case had an\n"
     "error, or bad input.\n";
@@ -599,6 +604,7 @@ static int main_gradcheck(int argc, char **argv)
 }
 
 enum { OPT_TOLERANCES = 512, OPT_MAP, OPT_INCLUDE, OPT_EXCLUDE, OPT_EXPECT_MISMATCH };
+enum { OPT_ALLOW_PARTIAL = 600 };
 
 static int main_compare(int argc, char **argv)
 {
@@ -686,6 +692,7 @@ static int main_merge(int argc, char **argv)
     static const struct option longopts[] = {
         {"report", required_argument, 0, OPT_REPORT}, {"junit", required_argument, 0, OPT_JUNIT},
         {"html", required_argument, 0, OPT_HTML},     {"quiet", no_argument, 0, OPT_QUIET},
+        {"allow-partial", no_argument, 0, OPT_ALLOW_PARTIAL},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0}};
     ck_merge_opts o;
     memset(&o, 0, sizeof o);
@@ -696,6 +703,7 @@ static int main_merge(int argc, char **argv)
         case OPT_JUNIT: o.junit = optarg; break;
         case OPT_HTML: o.html = optarg; break;
         case OPT_QUIET: o.quiet = true; break;
+        case OPT_ALLOW_PARTIAL: o.allow_partial = true; break;
         case 'h': ck_cli_write_help(stdout, usage_merge); return CK_EXIT_PASS;
         case ':': return usage_error("merge", "%s needs a value", argv[optind - 1]);
         default: return usage_error("merge", "unknown option %s", argv[optind - 1]);

@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness/core/text.h"
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -44,15 +46,20 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
 {
     p->k = k;
     p->t_case = now_s();
-    snprintf(p->label, sizeof p->label, "%s %s", name, dtype);
+    /* the case name and file are user text: escaped (no line break, no terminal escape,
+     * no "::" a CI runner would read as a command) */
+    char sn[128], sf[1024];
+    ck_text_escape(name, sn, sizeof sn);
+    ck_text_escape(file, sf, sizeof sf);
+    snprintf(p->label, sizeof p->label, "%.120s %.16s", sn, dtype);
     if (p->quiet)
         return;
     if (!p->tty) {
         char line[1200];
-        int w = snprintf(line, sizeof line, "[%d/%d] %s (%s, %s)", k, p->total, name, file, dtype);
+        int w = snprintf(line, sizeof line, "[%d/%d] %s (%s, %s)", k, p->total, sn, sf, dtype);
         if (w > 80) /* at 80 columns: the file's name without its folders */
-            snprintf(line, sizeof line, "[%d/%d] %s (%s, %s)", k, p->total, name,
-                     strrchr(file, '/') ? strrchr(file, '/') + 1 : file, dtype);
+            snprintf(line, sizeof line, "[%d/%d] %s (%s, %s)", k, p->total, sn,
+                     strrchr(sf, '/') ? strrchr(sf, '/') + 1 : sf, dtype);
         fprintf(stderr, "%s\n", line);
         return;
     }

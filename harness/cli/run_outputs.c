@@ -7,6 +7,45 @@
 
 #include "harness/cli/cli_options.h"
 #include "harness/cli/messages.h"
+#include "harness/io/files.h"
+
+int ck_cli_check_run_outputs(const char *report_dir, const char *junit, const char *html)
+{
+    ck_error err;
+    if (report_dir) {
+        size_t n = strlen(report_dir) + 16;
+        char *p = malloc(n);
+        if (!p) {
+            ck_cli_error("out of memory");
+            return CK_EXIT_USAGE;
+        }
+        snprintf(p, n, "%s%ssummary.json", report_dir,
+                 report_dir[0] && report_dir[strlen(report_dir) - 1] == '/' ? "" : "/");
+        ck_status st = ck_output_file_check(p, "--report", &err);
+        free(p);
+        if (st != CK_OK) {
+            ck_cli_error(err.msg);
+            return CK_EXIT_USAGE;
+        }
+    }
+    if ((junit && ck_output_file_check(junit, "--junit", &err) != CK_OK) ||
+        (html && ck_output_file_check(html, "--html", &err) != CK_OK)) {
+        ck_cli_error(err.msg);
+        return CK_EXIT_USAGE;
+    }
+    if (junit && html && ck_same_output_file(junit, html)) {
+        ck_cli_errorf("--junit %s and --html %s name the same file", junit, html);
+        return CK_EXIT_USAGE;
+    }
+    const char *gha = getenv("GITHUB_ACTIONS");
+    const char *sum = getenv("GITHUB_STEP_SUMMARY");
+    if (gha && strcmp(gha, "true") == 0 && sum && *sum &&
+        ck_output_file_check(sum, "GITHUB_STEP_SUMMARY", &err) != CK_OK) {
+        ck_cli_error(err.msg);
+        return CK_EXIT_USAGE;
+    }
+    return CK_EXIT_PASS;
+}
 
 int ck_cli_write_run_outputs(const ck_run_set *set, const char *report_dir, const char *junit,
                              const char *html, bool quiet)

@@ -4,6 +4,7 @@
 #include "harness/core/text.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool ck_utf8_valid(const char *str, size_t n)
@@ -42,6 +43,63 @@ static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp_out)
     return len;
 }
 
+bool ck_text_is_noncharacter(unsigned cp)
+{
+    return (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) == 0xfffe;
+}
+
+size_t ck_utf8_next(const char *str, size_t n, unsigned *cp)
+{
+    return n ? utf8_seq((const unsigned char *)str, n, cp) : 0;
+}
+
+char *ck_text_utf8_clean(const char *str, size_t n, size_t *replaced)
+{
+    /* each replaced byte becomes 3 bytes (U+FFFD) at most */
+    if (n > ((size_t)-1) / 3 - 1)
+        return NULL;
+    char *out = malloc(n * 3 + 1);
+    if (!out)
+        return NULL;
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0, k = 0, rep = 0;
+    while (i < n) {
+        unsigned cp = 0;
+        size_t sl = utf8_seq(s + i, n - i, &cp);
+        if (sl == 0 || ck_text_is_noncharacter(cp)) {
+            memcpy(out + k, "\xef\xbf\xbd", 3); /* U+FFFD REPLACEMENT CHARACTER */
+            k += 3;
+            i += sl ? sl : 1;
+            rep++;
+            continue;
+        }
+        memcpy(out + k, s + i, sl);
+        k += sl;
+        i += sl;
+    }
+    out[k] = '\0';
+    if (replaced)
+        *replaced = rep;
+    return out;
+}
+
+bool ck_text_utf8_needs_clean(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        unsigned cp = 0;
+        size_t sl = utf8_seq(s + i, n - i, &cp);
+        if (sl == 0 || ck_text_is_noncharacter(cp))
+            return true;
+        i += sl;
+    }
+    return false;
+}
+
 const char *ck_text_escape(const char *str, char *out, size_t n)
 {
     if (!out || n == 0)
@@ -52,7 +110,7 @@ const char *ck_text_escape(const char *str, char *out, size_t n)
     const unsigned char *s = (const unsigned char *)str;
     size_t len = strlen(str), k = 0, i = 0;
     while (i < len) {
-        char piece[8];
+        char piece[16];
         size_t plen;
         unsigned cp = 0;
         size_t sl = utf8_seq(s + i, len - i, &cp);
@@ -69,6 +127,12 @@ const char *ck_text_escape(const char *str, char *out, size_t n)
             plen = 2, memcpy(piece, "\\e", 2);
         } else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0)) {
             plen = (size_t)snprintf(piece, sizeof piece, "\\x%02x", cp);
+        } else if (cp == ':' && i > 0 && s[i - 1] == ':') {
+            /* "::" never reaches a terminal from user text: a line beginning with it is a
+             * GitHub workflow command (wrapped output can start a line anywhere) */
+            plen = 4, memcpy(piece, "\\x3a", 4);
+        } else if (ck_text_is_noncharacter(cp)) {
+            plen = (size_t)snprintf(piece, sizeof piece, "\\u%04x", cp);
         } else {
             plen = sl;
             memcpy(piece, s + i, sl);
@@ -101,7 +165,8 @@ bool ck_text_needs_escape(const char *str)
     for (size_t i = 0; i < len;) {
         unsigned cp = 0;
         size_t sl = utf8_seq(s + i, len - i, &cp);
-        if (sl == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0))
+        if (sl == 0 || cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp < 0xa0) ||
+            ck_text_is_noncharacter(cp) || (cp == ':' && i > 0 && s[i - 1] == ':'))
             return true;
         i += sl;
     }

@@ -154,10 +154,11 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
                               .inner_user = hooks ? hooks->observer_user : NULL, .b = b, .g = g,
                               .activations = dump && dump->activations,
                               .activation_grads = dump && dump->activation_grads};
-    rec->steps = c->steps;
-    rec->losses = calloc((size_t)c->steps, sizeof *rec->losses);
-    rec->scales = calloc((size_t)c->steps, sizeof *rec->scales);
-    rec->step_wall_s = calloc((size_t)c->steps, sizeof *rec->step_wall_s);
+    t->latest_step_only = hooks && hooks->latest_step_only;
+    rec->steps = t->latest_step_only ? 1 : c->steps;
+    rec->losses = calloc((size_t)rec->steps, sizeof *rec->losses);
+    rec->scales = calloc((size_t)rec->steps, sizeof *rec->scales);
+    rec->step_wall_s = calloc((size_t)rec->steps, sizeof *rec->step_wall_s);
     ck_status st = CK_OK;
     if (!rec->losses || !rec->scales || !rec->step_wall_s) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
@@ -221,7 +222,8 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
         (st = ck_model_unscale_grads(&t->model, t->scale, err)) != CK_OK)
         goto out;
     ck_free_data(b, &input, &target);
-    rec->losses[step] = loss;
+    const int at = t->latest_step_only ? 0 : step; /* this step's slot in the per-step arrays */
+    rec->losses[at] = loss;
     int first_grad = rec->n;
     if ((st = ck_record_after_backward(rec, &t->model, step, loss, err)) != CK_OK)
         goto out;
@@ -233,7 +235,7 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
                                    rec->e[k].data);
     bool skip = (c->loss_scale != CK_SCALE_NONE && !finite) ||
                 (t->skip_like && t->skip_like[step].skipped);
-    rec->scales[step] = (ck_scale_step){.scale = t->scale, .skipped = skip};
+    rec->scales[at] = (ck_scale_step){.scale = t->scale, .skipped = skip};
     /* optimizer steps taken: a skipped step does not count (PyTorch) */
     if (!skip && (st = ck_model_update(&t->model, &c->optimizer, ++t->updates, 1.0, err)) != CK_OK)
         goto out;
@@ -255,7 +257,7 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     if (dump && dump->optimizer_state &&
         (st = ck_dump_optimizer(dump, &t->model, &c->optimizer, step, err)) != CK_OK)
         goto out;
-    rec->step_wall_s[step] = now_s() - step_t0;
+    rec->step_wall_s[at] = now_s() - step_t0;
 out:
     ck_free_data(b, &input, &target);
     t->busy_s += now_s() - step_t0; /* a run's own time, also when runs take turns */

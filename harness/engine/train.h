@@ -34,6 +34,10 @@ typedef struct {
     /* What an error calls this run ("calibration", "fp32 reference", ...; the engine adds
      * " run"); NULL: "plain" or "checkpointed" by the plan. */
     const char *run_name;
+    /* The record keeps the current step's loss, loss scale and wall time only (one entry,
+     * `steps` 1): a reference run judged step by step needs no history, and long runs stay
+     * within memory (32 bytes per step otherwise). */
+    bool latest_step_only;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */
@@ -66,6 +70,7 @@ typedef struct {
     ck_dtype round_to;                /* calibration run: hooks->round_to (else CK_F32) */
     const ck_scale_step *skip_like;   /* hooks->skip_like */
     char run_name[64];                /* what an error calls this run (hooks->run_name) */
+    bool latest_step_only;            /* hooks->latest_step_only */
 } ck_trainer;
 
 ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, const ck_plan *plan,

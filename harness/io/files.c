@@ -304,6 +304,48 @@ static void slot_release(ck_atomic_file *af)
     af->slot = -1;
 }
 
+int ck_temp_file_register(const char *path)
+{
+    return slot_take(path);
+}
+
+void ck_temp_file_release(int slot)
+{
+    if (slot >= 0 && slot < CK_TMP_SLOTS)
+        g_tmp_used[slot] = 0;
+}
+
+/* The directory part of path and its last component (path "x" -> ".", "x"). */
+static bool parent_and_base(const char *path, struct stat *dir_sb, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    char *dir = malloc(n + 2);
+    if (!dir)
+        return false;
+    if (!slash)
+        strcpy(dir, ".");
+    else if (n == 0)
+        strcpy(dir, "/");
+    else
+        memcpy(dir, path, n), dir[n] = '\0';
+    bool ok = stat(dir, dir_sb) == 0;
+    free(dir);
+    return ok;
+}
+
+bool ck_same_output_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *ba, *bb;
+    if (!parent_and_base(a, &sa, &ba) || !parent_and_base(b, &sb, &bb))
+        return strcmp(a, b) == 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && strcmp(ba, bb) == 0;
+}
+
 void ck_atomic_cleanup_on_signal(void)
 {
     for (int i = 0; i < CK_TMP_SLOTS; i++)

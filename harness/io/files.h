@@ -66,6 +66,16 @@ void ck_atomic_abort(ck_atomic_file *af);
  * unlink(2) on paths stored in static buffers), for the CLI's SIGINT/SIGTERM handler. */
 void ck_atomic_cleanup_on_signal(void);
 
+/* A temporary file that lives longer than one write (run MODEL.onnx's weights): removed by
+ * ck_atomic_cleanup_on_signal too until released. Returns the slot, or -1 when none is
+ * free or the path is too long (the caller then refuses to go on). */
+int ck_temp_file_register(const char *path);
+void ck_temp_file_release(int slot);
+
+/* Whether the output paths a and b name the same file, whatever their spelling: the same
+ * existing file (device and inode), or the same name in the same existing directory. */
+bool ck_same_output_file(const char *a, const char *b);
+
 /* Test hook: called right after the temporary file is created (NULL: none). */
 extern void (*ck_atomic_after_open_hook)(const char *tmp_path);
 

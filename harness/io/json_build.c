@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "harness/core/text.h"
 #include "harness/io/files.h"
 #include "harness/io/json_strict.h"
 
@@ -84,6 +86,16 @@ void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double
     ck_json_add_raw(b, parent, key, buf);
 }
 
+char *ck_json_print_clean(const cJSON *root, size_t *replaced)
+{
+    char *printed = cJSON_Print(root);
+    if (!printed)
+        return NULL;
+    char *out = ck_text_utf8_clean(printed, strlen(printed), replaced);
+    cJSON_free(printed);
+    return out;
+}
+
 void ck_json_numbers_from_raw(cJSON *item)
 {
     for (; item; item = item->next) {
@@ -106,10 +118,10 @@ void ck_json_numbers_from_raw(cJSON *item)
 ck_status ck_json_write_file(const cJSON *root, const char *path, const char *what,
                              ck_error *err)
 {
-    char *text = root ? cJSON_Print(root) : NULL;
+    char *text = root ? ck_json_print_clean(root, NULL) : NULL;
     if (!text)
         return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory building the %s", path, what);
     ck_status st = ck_write_text_atomic(path, text, err);
-    cJSON_free(text);
+    free(text);
     return st;
 }

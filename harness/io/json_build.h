@@ -50,7 +50,13 @@ void ck_json_add_uint(ck_json_builder *b, cJSON *parent, const char *key, uint64
  * "-Infinity". */
 void ck_json_add_real(ck_json_builder *b, cJSON *parent, const char *key, double v);
 
-/* Writes root as formatted JSON (cJSON_Print) and a newline to path atomically
+/* root as formatted JSON (cJSON_Print) in a malloc'ed string, every string's invalid UTF-8
+ * and noncharacters replaced by U+FFFD (ck_text_utf8_clean): cJSON copies bytes >= 0x80
+ * as they are, and a report must be valid JSON whatever a file name held. *replaced
+ * (when not NULL) says how many were replaced. NULL when out of memory. */
+char *ck_json_print_clean(const cJSON *root, size_t *replaced);
+
+/* Writes root as formatted JSON (ck_json_print_clean) and a newline to path atomically
  * (ck_write_text_atomic); `what` names the document in the out-of-memory message. */
 /* Turns every raw number the builder wrote (ck_json_add_int/uint/real) into a cJSON number
  * holding what parsing the printed text would give (valuedouble by strtod, valueint

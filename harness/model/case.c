@@ -1010,7 +1010,7 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
         "name",   "description", "seed",     "input",     "layers",
         "loss",   "checkpoint",  "train",    "policies",  "tolerance",
         "min_memory_saving",     "expect",   "expect_memory", "precision",
-        "expect_precision",      "init",     "expect_vacuous",
+        "expect_precision",      "init",     "expect_vacuous", "expect_nonfinite",
     };
     static const ck_real_range saving_range = CK_RANGE_UNIT_HALF_OPEN;
     ck_status st;
@@ -1099,6 +1099,9 @@ static ck_status parse_case_object(const ck_jctx *cx, const cJSON *root, ck_case
         return st;
     if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_vacuous")) &&
         (st = ck_jget_bool(cx, item, "expect_vacuous", &c->expect_vacuous)) != CK_OK)
+        return st;
+    if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_nonfinite")) &&
+        (st = ck_jget_bool(cx, item, "expect_nonfinite", &c->expect_nonfinite)) != CK_OK)
         return st;
     if ((item = cJSON_GetObjectItemCaseSensitive(root, "expect_precision"))) {
         c->has_expect_precision = true;

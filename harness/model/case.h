@@ -71,6 +71,9 @@ typedef struct {
 
     char *init_from; /* "init": {"from": FILE}: parameters and buffers loaded by name; a
                         relative path is taken from the case file's directory; NULL: seeded */
+    const char *init_shown; /* how reports name init_from when it is a temporary file (run
+                               MODEL.onnx: the model's own initializers); NULL: init_from.
+                               Not owned */
 
     /* ---- mixed precision (harness/precision.md) ---- */
     int n_precisions;                      /* default 1: {fp32} */
@@ -95,6 +98,8 @@ typedef struct {
     ck_tol_pattern *tol_patterns;
     ck_expect expect_fp16, expect_bf16;    /* expect_precision: close (default), mismatch or any */
     bool has_expect_precision;             /* expect_precision was written */
+    bool expect_nonfinite;                 /* expect_nonfinite: NaN/Inf in a run is expected
+                                              (otherwise any one fails the case) */
     bool expect_vacuous;                   /* expect_vacuous: the runs' gradients are expected
                                               to carry no information (default false) */
 } ck_case;

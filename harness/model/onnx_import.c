@@ -525,8 +525,14 @@ static ck_status map_batchnorm(imp *im, const ck_onnx_node *n)
         if (n->out[k][0] && readers(im, n->out[k]) > 0)
             return fail_node(im, "its running-statistics output `%s` is read by another node",
                              n->out[k]);
+    /* judged as the user wrote them, before the conversion to the case's convention */
     double momentum = float_decimal(attr_float(n, "momentum", 0.9));
     double eps = float_decimal(attr_float(n, "epsilon", 1e-5));
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+        return fail_node(im, "momentum %g is outside [0, 1] (ONNX weighs the running statistic "
+                         "by it)", momentum);
+    if (!(eps > 0.0) || !isfinite(eps))
+        return fail_node(im, "epsilon %g must be a positive finite number", eps);
     char buf[32];
     snprintf(buf, sizeof buf, "%.15g", 1.0 - momentum);
     double batch_weight = strtod(buf, NULL);
@@ -1433,6 +1439,119 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* Node validation: a pre-pass over the whole graph before any pattern is matched      */
+/* ---------------------------------------------------------------------------------- */
+
+/* Inputs and outputs an op takes (ONNX operator specs, every opset the importer reads);
+ * max -1 is variadic. The matchers below index in[] and out[] within these bounds only. */
+static const struct node_arity {
+    const char *op;
+    int min_in, max_in, min_out, max_out;
+} node_arities[] = {
+    {"Add", 2, 2, 1, 1},        {"AveragePool", 1, 1, 1, 1},
+    {"BatchNormalization", 5, 5, 1, 5}, {"Cast", 1, 1, 1, 1},
+    {"Concat", 1, -1, 1, 1},    {"Constant", 0, 0, 1, 1},
+    {"Conv", 2, 3, 1, 1},       {"ConvTranspose", 2, 3, 1, 1},
+    {"Div", 2, 2, 1, 1},        {"Dropout", 1, 3, 1, 2},
+    {"Erf", 1, 1, 1, 1},        {"Flatten", 1, 1, 1, 1},
+    {"Gather", 2, 2, 1, 1},     {"Gelu", 1, 1, 1, 1},
+    {"Gemm", 2, 3, 1, 1},       {"Identity", 1, 1, 1, 1},
+    {"LayerNormalization", 2, 3, 1, 3}, {"LeakyRelu", 1, 1, 1, 1},
+    {"MatMul", 2, 2, 1, 1},     {"MaxPool", 1, 1, 1, 2},
+    {"Mul", 2, 2, 1, 1},        {"Pad", 1, 4, 1, 1},
+    {"Pow", 2, 2, 1, 1},        {"Relu", 1, 1, 1, 1},
+    {"Reshape", 1, 2, 1, 1},    {"Resize", 1, 4, 1, 1},
+    {"Sigmoid", 1, 1, 1, 1},    {"Softmax", 1, 1, 1, 1},
+    {"Sqrt", 1, 1, 1, 1},       {"Sub", 2, 2, 1, 1},
+    {"Sum", 1, -1, 1, 1},       {"Tanh", 1, 1, 1, 1},
+    {"Transpose", 1, 1, 1, 1},  {"Unsqueeze", 1, 2, 1, 1},
+    {"Upsample", 1, 2, 1, 1},
+};
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every node: a first output that is named, a known op's input and output counts within
+ * its spec, required inputs present; every value produced once (by one node, or as a
+ * graph input or initializer). Runs before any matcher, which may then read out[0] and
+ * the inputs its arity row guarantees. */
+static ck_status validate_nodes(imp *im)
+{
+    const ck_onnx_model *m = im->m;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const ck_onnx_node *n = &m->nodes[i];
+        im->node = n;
+        if (n->n_out < 1 || !n->out[0][0])
+            return fail_node(im, "has no output");
+        /* a NaN or Inf attribute would reach the case as JSON null ("got null") */
+        for (int a = 0; a < n->n_attr; a++) {
+            const ck_onnx_attr *at = &n->attr[a];
+            bool finite = at->type != CK_ONNX_ATTR_FLOAT || isfinite(at->f);
+            for (int k = 0; finite && at->type == CK_ONNX_ATTR_FLOATS && k < at->n_floats; k++)
+                finite = isfinite(at->floats[k]);
+            if (!finite)
+                return fail_node(im, "attribute `%s` holds %s", at->name,
+                                 at->type == CK_ONNX_ATTR_FLOAT ? (isnan(at->f) ? "NaN" : "an Inf")
+                                                                : "a NaN or an Inf");
+        }
+        for (size_t k = 0; k < sizeof node_arities / sizeof node_arities[0]; k++) {
+            const struct node_arity *a = &node_arities[k];
+            if (strcmp(a->op, n->op_type) != 0)
+                continue;
+            if (n->n_in < a->min_in || (a->max_in >= 0 && n->n_in > a->max_in)) {
+                char want[48];
+                if (a->max_in == a->min_in)
+                    snprintf(want, sizeof want, "%d", a->min_in);
+                else if (a->max_in < 0)
+                    snprintf(want, sizeof want, "at least %d", a->min_in);
+                else
+                    snprintf(want, sizeof want, "%d to %d", a->min_in, a->max_in);
+                return fail_node(im, "has %d inputs; %s takes %s", n->n_in, a->op, want);
+            }
+            if (n->n_out > a->max_out)
+                return fail_node(im, "has %d outputs; %s gives at most %d", n->n_out, a->op,
+                                 a->max_out);
+            for (int j = 0; j < a->min_in; j++)
+                if (!n->in[j][0])
+                    return fail_node(im, "input %d is required but omitted", j + 1);
+            break;
+        }
+    }
+    im->node = NULL;
+    size_t total = (size_t)m->n_inputs + (size_t)m->n_inits;
+    for (int i = 0; i < m->n_nodes; i++)
+        total += (size_t)m->nodes[i].n_out;
+    const char **all = malloc((total ? total : 1) * sizeof *all);
+    if (!all)
+        return oom(im);
+    size_t k = 0;
+    for (int i = 0; i < m->n_inputs; i++)
+        all[k++] = m->inputs[i].name;
+    for (int i = 0; i < m->n_inits; i++) {
+        bool is_input = false; /* an initializer may also be listed as a graph input */
+        for (int j = 0; j < m->n_inputs && !is_input; j++)
+            is_input = strcmp(m->inputs[j].name, m->inits[i].name) == 0;
+        if (!is_input)
+            all[k++] = m->inits[i].name;
+    }
+    for (int i = 0; i < m->n_nodes; i++)
+        for (int j = 0; j < m->nodes[i].n_out; j++)
+            if (m->nodes[i].out[j][0])
+                all[k++] = m->nodes[i].out[j];
+    qsort(all, k, sizeof *all, cmp_str_ptr);
+    ck_status st = CK_OK;
+    for (size_t j = 1; j < k && st == CK_OK; j++)
+        if (strcmp(all[j - 1], all[j]) == 0)
+            st = ck_fail(im->err, CK_ERR_INPUT, "%s: the value `%s` is produced more than once "
+                         "(by two nodes, or by a node and a graph input or initializer)",
+                         im->path, all[j]);
+    free(all);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* Constant folding                                                                    */
 /* ---------------------------------------------------------------------------------- */
 
@@ -1728,10 +1847,14 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
     if (v->ndim < 2)
         return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` has no static shape of rank >= 2",
                        im->path, v->name);
-    for (int d = 0; d < v->ndim; d++)
-        if (v->dims[d] <= 0)
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->dims[d] == 0)
+            return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is 0: an empty input "
+                           "trains nothing", im->path, v->name, d);
+        if (v->dims[d] < 0)
             return ck_fail(im->err, CK_ERR_INPUT, "%s: input `%s` dim %d is symbolic; export "
                            "with a fixed input shape", im->path, v->name, d);
+    }
     return CK_OK;
 }
 
@@ -1834,7 +1957,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         st = oom(&im);
         goto out;
     }
-    if ((st = bind(&im, in->name, "input")) != CK_OK)
+    if ((st = validate_nodes(&im)) != CK_OK || (st = bind(&im, in->name, "input")) != CK_OK)
         goto out;
     for (int i = 0; i < m->n_nodes && st == CK_OK; i++) {
         if (im.folded[i])

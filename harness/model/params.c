@@ -230,17 +230,35 @@ static ck_status load_one(ck_model *m, const ck_tensorset *set, const char *path
 }
 
 /* Loads (m != NULL) or only checks the file against g's parameters and buffers. */
+static ck_status check_set(ck_model *m, const ck_graph *g, const ck_tensorset *sp,
+                           const char *path, ck_error *err);
+
 static ck_status load_or_check(ck_model *m, const ck_graph *g, const char *path, ck_error *err)
 {
     ck_tensorset set;
     ck_status st = ck_tensorset_load(path, &set, err);
     if (st != CK_OK)
         return st;
+    st = check_set(m, g, &set, path, err);
+    ck_tensorset_free(&set);
+    return st;
+}
+
+ck_status ck_graph_check_weight_set(const ck_graph *g, const ck_tensorset *set, const char *path,
+                                    ck_error *err)
+{
+    return check_set(NULL, g, set, path, err);
+}
+
+/* Loads (m) or checks (m NULL) every parameter and buffer of g from the set. */
+static ck_status check_set(ck_model *m, const ck_graph *g, const ck_tensorset *sp,
+                           const char *path, ck_error *err)
+{
+    ck_tensorset set = *sp; /* read only */
+    ck_status st = CK_OK;
     bool *used = calloc((size_t)set.n + 1, sizeof *used);
-    if (!used) {
-        ck_tensorset_free(&set);
+    if (!used)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory loading %s", path);
-    }
     for (int i = 0; i < g->n && st == CK_OK; i++) {
         const ck_node *nd = &g->nodes[i];
         for (int p = 0; p < nd->n_params + nd->n_buffers && st == CK_OK; p++) {
@@ -266,7 +284,6 @@ static ck_status load_or_check(ck_model *m, const ck_graph *g, const char *path,
                          "<layer>.<weight|bias|running_mean|running_var|num_batches_tracked>)",
                          set.file[k], set.t[k].name, g->cs->name);
     free(used);
-    ck_tensorset_free(&set);
     return st;
 }
 

@@ -10,6 +10,7 @@
 #define CK_MODEL_H
 
 #include "backends/backend.h"
+#include "harness/io/tensorset.h"
 #include "harness/model/graph.h"
 
 typedef struct {
@@ -43,6 +44,10 @@ ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err);
 ck_status ck_model_load(ck_model *m, const char *path, ck_error *err);
 /* The checks of ck_model_load without a model: used to refuse a bad file before any run. */
 ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *err);
+/* The same checks on tensors in memory (an import's weights before they are written); path
+ * names them in messages. */
+ck_status ck_graph_check_weight_set(const ck_graph *g, const ck_tensorset *set, const char *path,
+                                    ck_error *err);
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err);
 /* Low-precision runs: casts the master weights of linear/conv layers to the low dtype. */
 ck_status ck_model_cast_params(ck_model *m, ck_error *err);

@@ -61,6 +61,7 @@ typedef struct {
     int64_t judged, counts[3];
     int first_divergent_step;
     int retained[3], n_retained; /* the kept steps when not keep_all */
+    ck_nonfinite_counts nonfinite[2]; /* the reference's and the other run's, every step */
 } ck_step_judge;
 
 void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32,
@@ -69,6 +70,43 @@ void ck_step_judge_init(ck_step_judge *j, const ck_case *c, ck_dtype low_vs_fp32
 ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record *ref,
                             const ck_record *rec, int step, ck_error *err);
 void ck_step_judge_free(ck_step_judge *j);
+/* Adds step `step`'s results t[0..n) to j->nonfinite (ck_step_judge_add does it). */
+void ck_step_judge_count_nonfinite(ck_step_judge *j, const ck_record *ref, const ck_record *rec,
+                                   int step, const ck_tensor_result *t, int n);
+
+/* Judging a low-precision run against fp32 step by step as the runs train in lockstep
+ * (run_case.c), so neither run keeps its tensors: each step's entries of the fp32 run, the
+ * calibration runs and the low-precision run are judged (precision_judge.h) and dropped.
+ * Runs of at most CK_FULL_RECORD_STEPS steps keep every row; longer ones keep the rows of
+ * step 0, the first mismatching step and the last step, plus each tensor's worst row over
+ * every step: at most 4 rows per recorded tensor, whatever the number of steps. */
+typedef struct {
+    ck_dtype low;
+    int n_calib;
+    const ck_precision_override *ov;
+    bool keep_all;
+    int last_step;
+    ck_tensor_result *t; /* kept rows */
+    int *pos;            /* each kept row's place among its step's entries */
+    int n, cap;
+    ck_verdict verdict;  /* over every step */
+    int first_step;      /* the first step with a mismatch, -1 */
+    int64_t judged, flushed_grads;
+    ck_tensor_result *tw; /* long runs: per place in a step's entries, the worst row */
+    double *tw_w;
+    bool *tw_mm;
+    int n_tw;
+} ck_lowp_judge;
+
+void ck_lowp_judge_init(ck_lowp_judge *j, const ck_case *c, ck_dtype low, int n_calib,
+                        const ck_precision_override *ov);
+/* Judges step `step`: fp32, calib[0..n_calib) and low hold that step's entries. */
+ck_status ck_lowp_judge_add(ck_lowp_judge *j, const ck_graph *g, const ck_record *fp32,
+                            const ck_record *calib, const ck_record *low, int step,
+                            ck_error *err);
+/* Moves the kept rows into res (vs_fp32*, has_vs_fp32, the first mismatch and the worst). */
+ck_status ck_lowp_judge_finish(ck_lowp_judge *j, ck_result *res, ck_error *err);
+void ck_lowp_judge_free(ck_lowp_judge *j);
 
 /* Moves a record's per-run facts (losses, scales, peak memory, recomputation counts, wall
  * time) into a run summary of the result; the record keeps its entries. */
@@ -78,10 +116,12 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec);
  * tolerance; mismatch: something outside). */
 bool ck_expectation_met(ck_expect e, ck_verdict v);
 /* Counts the NaN and Inf values of both runs from the compared tensors (loss, gradients,
- * parameters, buffers) into res->nonfinite_plain/ckpt and sets res->nonfinite_failed when
- * either run's loss or gradients are non-finite throughout: such a run trained nothing, and
- * two runs that agree on NaN prove nothing about checkpointing. Partial NaN/Inf (a loss
- * scaler's skipped step) is counted, not failed. */
+ * parameters, buffers) into res->nonfinite_plain/ckpt, unless res->nonfinite_counted says
+ * they were counted step by step, and sets res->nonfinite_failed when either run's loss or
+ * gradients are non-finite throughout (such a run trained nothing, and two runs that agree
+ * on NaN prove nothing about checkpointing), or when any value is NaN/Inf and the case does
+ * not say expect_nonfinite. Gradients of a step the loss scaler skipped are counted, not
+ * failed. */
 void ck_judge_nonfinite(ck_result *res);
 
 /* Sets expect_met, memory_expectation_met and pass from the verdict, memory_met, any

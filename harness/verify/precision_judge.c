@@ -63,6 +63,20 @@ static void l2_norms(ck_dtype dt, int64_t n, const void *a, const void *ref, dou
     *refn = rs * sqrt(rss);
 }
 
+double ck_step_grad_norm_at(const ck_record *rec, int step)
+{
+    double g = 0.0;
+    for (int k = 0; k < rec->n; k++) {
+        const ck_record_entry *e = &rec->e[k];
+        if (e->kind != CK_KIND_GRAD || e->step != step)
+            continue;
+        double d, r;
+        l2_norms(e->dtype, ck_shape_numel(&e->shape), e->data, e->data, &d, &r);
+        g = hypot(g, r);
+    }
+    return g;
+}
+
 void ck_step_grad_norms(const ck_record *rec, double *out)
 {
     for (int s = 0; s < rec->steps; s++)
@@ -82,33 +96,38 @@ static bool is_float(ck_dtype dt)
     return dt == CK_F32 || dt == CK_F64;
 }
 
-void ck_step_spreads(const ck_record *fp32, const ck_record *calib, int n_calib, double *out)
+double ck_step_spread_at(const ck_record *fp32, const ck_record *calib, int n_calib, int s)
 {
-    for (int s = 0; s < fp32->steps; s++) {
-        out[s] = 0.0;
-        if (s == 0)
-            continue;
-        for (int j = 0; j < n_calib; j++) {
-            for (int i = -1; i < j; i++) {
-                double dsum = 0.0, rsum = 0.0;
-                for (int k = 0; k < fp32->n; k++) {
-                    const ck_record_entry *e = &fp32->e[k];
-                    if (e->kind != CK_KIND_GRAD || e->step != s || calib[j].n != fp32->n)
-                        continue;
-                    double d, r, rr;
-                    int64_t n = ck_shape_numel(&e->shape);
-                    l2_norms(e->dtype, n, calib[j].e[k].data, i < 0 ? e->data : calib[i].e[k].data,
-                             &d, &r);
-                    l2_norms(e->dtype, n, e->data, e->data, &r, &rr);
-                    dsum += d * d;
-                    rsum += rr * rr;
-                }
-                double sp = rsum > 0.0 ? sqrt(dsum / rsum) : 0.0;
-                if (sp > out[s])
-                    out[s] = sp;
+    double out = 0.0;
+    if (s == 0)
+        return 0.0;
+    for (int j = 0; j < n_calib; j++) {
+        for (int i = -1; i < j; i++) {
+            double dsum = 0.0, rsum = 0.0;
+            for (int k = 0; k < fp32->n; k++) {
+                const ck_record_entry *e = &fp32->e[k];
+                if (e->kind != CK_KIND_GRAD || e->step != s || calib[j].n != fp32->n)
+                    continue;
+                double d, r, rr;
+                int64_t n = ck_shape_numel(&e->shape);
+                l2_norms(e->dtype, n, calib[j].e[k].data, i < 0 ? e->data : calib[i].e[k].data,
+                         &d, &r);
+                l2_norms(e->dtype, n, e->data, e->data, &r, &rr);
+                dsum += d * d;
+                rsum += rr * rr;
             }
+            double sp = rsum > 0.0 ? sqrt(dsum / rsum) : 0.0;
+            if (sp > out)
+                out = sp;
         }
     }
+    return out;
+}
+
+void ck_step_spreads(const ck_record *fp32, const ck_record *calib, int n_calib, double *out)
+{
+    for (int s = 0; s < fp32->steps; s++)
+        out[s] = ck_step_spread_at(fp32, calib, n_calib, s);
 }
 
 void ck_precision_judge_tensor(const ck_case *c, ck_dtype low, const ck_record_entry *ref,

@@ -53,6 +53,9 @@ double ck_unit_roundoff(ck_dtype dt);
  * step together, between any two of the fp32 run and the calibration runs; out has
  * fp32->steps entries. */
 void ck_step_spreads(const ck_record *fp32, const ck_record *calib, int n_calib, double *out);
+/* The same for one step: the entries of `step` in the records (which may hold that step
+ * only, as a lockstep judgement keeps them). */
+double ck_step_spread_at(const ck_record *fp32, const ck_record *calib, int n_calib, int step);
 
 /* Judges record entry k of the low-precision run (lowrec) against the fp32 run (ref) with
  * the calibration runs' entries (calib[0..n_calib-1]; n_calib 0: the floor u alone stands
@@ -70,5 +73,7 @@ void ck_precision_judge_tensor(const ck_case *c, ck_dtype low, const ck_record_e
 /* G per step: the L2 norm over every gradient entry of rec recorded at that step; out has
  * rec->steps entries. */
 void ck_step_grad_norms(const ck_record *rec, double *out);
+/* G for one step (the entries of `step` in rec). */
+double ck_step_grad_norm_at(const ck_record *rec, int step);
 
 #endif

@@ -46,6 +46,8 @@ typedef struct {
     int64_t loss_values, loss_nan, loss_inf;
     int64_t grad_values, grad_nan, grad_inf;
     int64_t other_nan, other_inf; /* parameters and buffers */
+    int64_t skipped_step_grads;   /* NaN/Inf gradient values on steps the loss scaler skipped
+                                     (the overflow it exists to absorb: no failure) */
     int tensors;                  /* tensors (any kind, any step) holding a NaN or an Inf */
     bool all_loss;                /* every loss value is NaN or Inf */
     bool all_grads;               /* every gradient value is NaN or Inf */
@@ -108,10 +110,15 @@ typedef struct {
     ck_precision_check precision_check; /* how the judgement above gates the result */
     bool vs_fp32_calibrated;   /* a calibration run took part (precision_judge.h) */
     int vs_fp32_worst;         /* the row with the largest error / bound, or -1 */
+    int64_t vs_fp32_judged;    /* rows judged over every step (more than n_vs_fp32 in long
+                                  runs, which keep a bounded few: judge.h ck_lowp_judge) */
+    int64_t vs_fp32_flushed_grads; /* gradient values flushed to zero in the low dtype */
 
     /* non-finite results (judge.c): a run whose loss or gradients are all NaN/Inf fails */
     ck_nonfinite_counts nonfinite_plain, nonfinite_ckpt;
-    bool nonfinite_failed;
+    bool nonfinite_failed;     /* all NaN/Inf, or any NaN/Inf the case does not expect */
+    bool nonfinite_counted;    /* the counts were taken step by step over every step (long
+                                  runs keep few tensors); else ck_judge_nonfinite counts tensors */
 
     /* backends */
     char algo_policy[16];      /* "deterministic" / "fastest"; empty on the CPU */

@@ -94,12 +94,82 @@ static ck_status pair_hooks_init(run_pair_hooks *h, const ck_graph *g, const ck_
     return CK_OK;
 }
 
-/* Plain and checkpointed train in lockstep; each step is judged and its tensors dropped,
- * so memory does not grow with the steps. keep_plain (a low-precision run judged against
- * fp32) keeps the plain run's tensors: the precision judgement (precision_judge.h)
- * calibrates every tensor against whole fp32 and calibration runs trained after it. */
+/* The fp32 reference and calibration runs that judge a low-precision run (precision_judge.h),
+ * trained in lockstep with it: each step is judged (ck_lowp_judge) and every run's tensors
+ * dropped, so memory does not grow with the steps. The fp32 runs take the low run's updates:
+ * a step its loss scaler skipped is skipped there too, or every later step would compare
+ * different models (skip_like reads the plain run's decision for the step, made first). */
+typedef struct {
+    const ck_case_run_opts *opts;
+    int n_calib;
+    ck_trainer tf, tcal[CK_PRECISION_CALIB_RUNS];
+    bool have_tf;
+    int have_cal;
+    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+    ck_lowp_judge j;
+} lowp_refs;
+
+static ck_status lowp_refs_begin(lowp_refs *r, ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                 const ck_case_run_opts *opts, const ck_record *plain,
+                                 ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_training_log *log = opts ? opts->log : NULL;
+    const ck_precision_override *ov =
+        opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    r->n_calib = ov ? 0 : CK_PRECISION_CALIB_RUNS;
+    ck_lowp_judge_init(&r->j, c, dtype, r->n_calib, ov);
+    /* the reference runs keep the current step's loss and scale only (train.h) */
+    ck_run_hooks href = {.skip_like = plain->scales, .latest_step_only = true};
+    ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .dtype = CK_F32,
+                         .hooks = &href, .log = log};
+    ck_status st = ck_training_begin(&t_ref, &r->tf, &r->fp32, err);
+    r->have_tf = st == CK_OK;
+    for (; st == CK_OK && r->have_cal < r->n_calib; r->have_cal++) {
+        int j = r->have_cal;
+        ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
+                             .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                             .skip_like = plain->scales, .latest_step_only = true};
+        ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .dtype = CK_F32,
+                             .hooks = &hcal, .log = log};
+        if ((st = ck_training_begin(&t_cal, &r->tcal[j], &r->calib[j], err)) != CK_OK)
+            break;
+    }
+    return st;
+}
+
+/* Step `step` of the reference runs, judged against the plain run's entries of that step. */
+static ck_status lowp_refs_step(lowp_refs *r, const ck_graph *g, const ck_record *plain_step,
+                                int step, ck_error *err)
+{
+    ck_status st = ck_trainer_step(&r->tf, step, err);
+    for (int j = 0; j < r->n_calib && st == CK_OK; j++)
+        st = ck_trainer_step(&r->tcal[j], step, err);
+    if (st == CK_OK)
+        st = ck_lowp_judge_add(&r->j, g, &r->fp32, r->calib, plain_step, step, err);
+    ck_record_drop_entries(&r->fp32);
+    for (int j = 0; j < r->n_calib; j++)
+        ck_record_drop_entries(&r->calib[j]);
+    return st;
+}
+
+static void lowp_refs_free(lowp_refs *r)
+{
+    if (r->have_tf)
+        ck_trainer_free(&r->tf);
+    for (int j = 0; j < r->have_cal; j++)
+        ck_trainer_free(&r->tcal[j]);
+    ck_record_free(&r->fp32);
+    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
+        ck_record_free(&r->calib[j]);
+    ck_lowp_judge_free(&r->j);
+}
+
+/* Plain and checkpointed train in lockstep (with the low-precision run's references when
+ * refs is not NULL); each step is judged and its tensors dropped, so memory does not grow
+ * with the steps. */
 static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
-                            run_pair_hooks *h, ck_training_log *log, bool keep_plain,
+                            run_pair_hooks *h, ck_training_log *log, lowp_refs *refs,
                             ck_record *plain, ck_record *ckpt, ck_result *res, ck_error *err)
 {
     const ck_case *c = g->cs;
@@ -122,21 +192,20 @@ static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *pla
     if ((st = ck_training_begin(&t_ckpt, &tc, ckpt, err)) != CK_OK)
         goto steps_done;
     have_tc = true;
+    /* after the plain run began: its per-step scales tell the references which steps to skip */
+    if (refs && (st = lowp_refs_begin(refs, b, g, dtype, refs->opts, plain, err)) != CK_OK)
+        goto steps_done;
     for (int step = 0; step < c->steps; step++) {
-        int plain_from = plain->n;
         if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
             (st = ck_trainer_step(&tc, step, err)) != CK_OK)
             goto steps_done;
-        /* this step's entries of the plain run (it keeps earlier steps' when keep_plain) */
-        ck_record step_view = *plain;
-        step_view.e = plain->e + plain_from;
-        step_view.n = plain->n - plain_from;
-        if ((st = ck_step_judge_add(&jmain, g, &step_view, ckpt, step, err)) != CK_OK)
+        if ((st = ck_step_judge_add(&jmain, g, plain, ckpt, step, err)) != CK_OK)
             goto steps_done;
-        ck_vacuity_count(&step_view, dtype, vp);
+        ck_vacuity_count(plain, dtype, vp);
         ck_vacuity_count(ckpt, dtype, vc);
-        if (!keep_plain)
-            ck_record_drop_entries(plain);
+        if (refs && (st = lowp_refs_step(refs, g, plain, step, err)) != CK_OK)
+            goto steps_done;
+        ck_record_drop_entries(plain);
         ck_record_drop_entries(ckpt);
     }
     ck_trainer_end(&tp);
@@ -162,51 +231,14 @@ steps_done:
         memcpy(res->judged_counts, jmain.counts, sizeof res->judged_counts);
         res->n_retained_steps = jmain.n_retained;
         memcpy(res->retained_steps, jmain.retained, sizeof res->retained_steps);
+        res->nonfinite_plain = jmain.nonfinite[0];
+        res->nonfinite_ckpt = jmain.nonfinite[1];
+        res->nonfinite_counted = true;
+        if (refs && (st = ck_lowp_judge_finish(&refs->j, res, err)) == CK_OK)
+            res->plain.vacuity.flushed = res->vs_fp32_flushed_grads;
     }
     ck_step_judge_free(&jmain);
     return st;
-}
-
-/* The second judgement: how far is low-precision training from fp32 at all? The
- * calibration runs measure how far the low dtype's roundings alone move fp32. */
-static ck_status judge_vs_fp32(ck_backend *b, const ck_graph *g, ck_dtype dtype,
-                               const ck_case_run_opts *opts, const ck_record *plain,
-                               ck_result *res, ck_error *err)
-{
-    const ck_case *c = g->cs;
-    ck_training_log *log = opts ? opts->log : NULL;
-    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
-    memset(&fp32, 0, sizeof fp32);
-    memset(calib, 0, sizeof calib);
-    const ck_precision_override *ov =
-        opts && opts->precision_override.set ? &opts->precision_override : NULL;
-    /* the fp32 runs take the low run's updates: a step its loss scaler skipped is
-     * skipped there too, or every later step would compare different models */
-    ck_run_hooks href = {.skip_like = plain->scales};
-    ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .dtype = CK_F32,
-                         .hooks = &href, .log = log};
-    ck_status st = ck_training_run(&t_ref, &fp32, err);
-    for (int j = 0; j < CK_PRECISION_CALIB_RUNS && st == CK_OK && !ov; j++) {
-        ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
-                             .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                             .skip_like = plain->scales};
-        ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .dtype = CK_F32,
-                             .hooks = &hcal, .log = log};
-        st = ck_training_run(&t_cal, &calib[j], err);
-    }
-    if (st == CK_OK)
-        st = ck_compare_vs_fp32(g, dtype, &fp32, calib, ov ? 0 : CK_PRECISION_CALIB_RUNS,
-                                plain, ov, res, err);
-    ck_record_free(&fp32);
-    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
-        ck_record_free(&calib[j]);
-    if (st != CK_OK)
-        return st;
-    res->plain.vacuity.flushed = 0;
-    for (int k = 0; k < res->n_vs_fp32; k++)
-        if (res->vs_fp32[k].kind == CK_KIND_GRAD && res->vs_fp32[k].cast_flushed > 0)
-            res->plain.vacuity.flushed += res->vs_fp32[k].cast_flushed;
-    return CK_OK;
 }
 
 /* Run summaries, loss-scaler agreement, memory saving and the verdicts. */
@@ -237,6 +269,8 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_plan plan;
     run_pair_hooks hooks;
     memset(&hooks, 0, sizeof hooks);
+    lowp_refs refs;
+    memset(&refs, 0, sizeof refs);
     memset(res, 0, sizeof *res);
     memset(&plain, 0, sizeof plain);
     memset(&ckpt, 0, sizeof ckpt);
@@ -258,16 +292,17 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     bool low = dtype == CK_F16 || dtype == CK_BF16;
     res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
     bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
-    if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, err)) != CK_OK ||
-        (st = train_pair(b, g, &plan, dtype, &hooks, opts ? opts->log : NULL, judge_lowp, &plain,
-                         &ckpt, res, err)) != CK_OK)
+    if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, err)) != CK_OK)
+        goto out;
+    refs.opts = opts;
+    if ((st = train_pair(b, g, &plan, dtype, &hooks, opts ? opts->log : NULL,
+                         judge_lowp ? &refs : NULL, &plain, &ckpt, res, err)) != CK_OK)
         goto out;
     ck_vacuity_finish(&plain, &res->plain.vacuity);
     ck_vacuity_finish(&ckpt, &res->ckpt.vacuity);
-    if (judge_lowp && (st = judge_vs_fp32(b, g, dtype, opts, &plain, res, err)) != CK_OK)
-        goto out;
     finish_result(c, &plain, &ckpt, res);
 out:
+    lowp_refs_free(&refs);
     if (hooks.dumping)
         ck_manifest_free(&hooks.manifest);
     ck_record_free(&plain);

@@ -71,10 +71,10 @@ static void fail_line(const char *fmt, const char *a, const char *b)
 // ----------------------------------------------------------------------------
 // host values
 
-enum { VALS_NORMAL = 0, VALS_TIES, VALS_POSITIVE, VALS_UNIT, VALS_ZERO };
+enum { VALS_NORMAL = 0, VALS_TIES, VALS_POSITIVE, VALS_UNIT, VALS_ZERO, VALS_TIES_NAN };
 
 /* n doubles drawn from a test stream: N(0, 1); small integers / 4 with ties and exact
- * zeros; U(0.5, 1.5); U(-1, 1); zeros */
+ * zeros; U(0.5, 1.5); U(-1, 1); zeros; the ties with NaN every 7th element */
 static double *draw(int64_t n, uint64_t seed, int kind)
 {
     double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
@@ -86,6 +86,9 @@ static double *draw(int64_t n, uint64_t seed, int kind)
     for (int64_t i = 0; i < n; i++) {
         switch (kind) {
         case VALS_TIES: v[i] = (double)((int)ck_rng_below(&s, (uint64_t)i, 9) - 4) / 4.0; break;
+        case VALS_TIES_NAN: /* ties, and a NaN every 7th element (relu keeps NaN, as torch) */
+            v[i] = i % 7 == 3 ? NAN : (double)((int)ck_rng_below(&s, (uint64_t)i, 9) - 4) / 4.0;
+            break;
         case VALS_POSITIVE: v[i] = 0.5 + ck_rng_uniform_f64(&s, (uint64_t)i); break;
         case VALS_UNIT: v[i] = 2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0; break;
         case VALS_ZERO: v[i] = 0.0; break;
@@ -555,6 +558,8 @@ static int build_tests(op_test *t, int cap)
         p = mkop(acts[a].k, 0);
         ADD({acts[a].name, p, 1, {SHAPE(3, 5, 7)}, VALS_TIES, acts[a].cls, acts[a].cls, false, 0});
     }
+    p = mkop(CK_OP_RELU, 0);
+    ADD({"relu with NaN", p, 1, {SHAPE(3, 5, 7)}, VALS_TIES_NAN, CLS_EXACT, CLS_EXACT, false, 0});
 
     p = mkop(CK_OP_BATCHNORM, 2);
     ADD({"batchnorm train", p, 1, {SHAPE(2, 3, 4, 5)}, VALS_NORMAL, CLS_TRANS, CLS_TRANS, false,
