@@ -322,6 +322,7 @@ check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/ci.sh
 	CK_PROG=$(PROG) CK_OUT=$(BUILD)/test-out sh tests/cli/browser.sh
 	CK_PROG=$(PROG) sh tests/cli/robustness.sh
+	CK_PROG=$(PROG) sh tests/cli/text_width.sh
 	CK_PROG=$(PROG) sh tests/cli/hostile_inputs.sh
 	CK_PROG=$(PROG) CK_ROOT=$(CURDIR) $(TESTS)
 

@@ -27,8 +27,8 @@ mismatches (--expect-mismatch 's*.buffer.*'), and gradients and parameters must 
 Supported ops: linear, conv1d/2d/3d (any padding, stride, dilation), relu, leaky_relu,
 gelu, tanh, sigmoid, batchnorm (rank 2 to 5), layernorm, max/avgpool1d/2d/3d,
 upsample1d/2d/3d, add, concat, flatten; losses mean, sum, mse, cross_entropy; optimizers
-sgd, momentum, adam. Dropout and gaussian_noise need the layers' masks/noise in the dump and
-are refused. fp32 dumps only. Exit codes: 0 both replays match, 1 a mismatch (or an
+sgd, momentum, adam. dropout and gaussian_noise apply the masks and draws the dump holds
+(random.safetensors), in the original forward and in the recomputation. fp32 dumps only. Exit codes: 0 both replays match, 1 a mismatch (or an
 expected difference that is absent), 2 bad input or usage (one line on stderr).
 """
 import argparse
@@ -51,7 +51,7 @@ import safetensors_lite  # noqa: E402
 SUPPORTED = {"linear", "conv1d", "conv2d", "conv3d", "relu", "leaky_relu", "gelu", "tanh",
              "sigmoid", "batchnorm", "layernorm", "maxpool1d", "maxpool2d", "maxpool3d",
              "avgpool1d", "avgpool2d", "avgpool3d", "upsample1d", "upsample2d", "upsample3d",
-             "add", "concat", "flatten"}
+             "add", "concat", "flatten", "dropout", "gaussian_noise"}
 
 
 class ReplayError(Exception):
@@ -84,10 +84,12 @@ class Model:
                 self.params[name] = t.clone().requires_grad_(True)
         prev = "__input__"
         self.reads = {}
+        self.random = {}  # this step's random.safetensors: "<layer>.mask" / "<layer>.noise"
         for i, l in enumerate(self.layers):
             if l["op"] not in SUPPORTED:
-                raise ReplayError(f"layers[{i}] ({l['name']}): op {l['op']} is not replayed "
-                                  "(dropout and noise need their masks in the dump)")
+                raise ReplayError(f"layers[{i}] ({l['name']}): op {l['op']} is not among the "
+                                  "ops this example replays (" + ", ".join(sorted(SUPPORTED)) +
+                                  "); gen_torch_fixtures.py in tests/fixtures/torch covers more")
             self.reads[l["name"]] = list(l.get("inputs", [prev]))
             prev = l["name"]
 
@@ -155,6 +157,14 @@ class Model:
             return torch.cat(xs, dim=1)
         if op == "flatten":
             return x.flatten(1)
+        if op in ("dropout", "gaussian_noise"):
+            # the draws of the original forward, from the dump: the same in a recomputation,
+            # as the harness's counter policy makes them
+            key = f"{n}.mask" if op == "dropout" else f"{n}.noise"
+            if key not in self.random:
+                raise ReplayError(f"{n}: {op}: {key} is not in the step's random.safetensors")
+            r = torch.from_numpy(np.array(self.random[key]))
+            return x * r if op == "dropout" else x + l["stddev"] * r
         raise ReplayError(f"{n}: op {op} is not replayed")
 
     def run_layers(self, idx, vals):
@@ -246,6 +256,7 @@ def train(case, weights, data, checkpointed, reentrant):
         if reentrant and checkpointed:
             x.requires_grad_(True)  # the reentrant variant needs an input that requires grad
         target = torch.from_numpy(d["target"]) if "target" in d else None
+        model.random = d.get("__random__", {})
         opt.zero_grad(set_to_none=True)
         loss = loss_of(case, model.forward(x, segments, reentrant), target)
         loss.backward()
@@ -279,6 +290,8 @@ def load_dump(d):
         dd = safetensors_lite.load(files[("plain", s, "data")])
         if isinstance(dd["input"], tuple) or dd["input"].dtype != np.float32:
             raise ReplayError(f"{d}: the input is not fp32: replay fp32 dumps only")
+        if ("plain", s, "random") in files:  # dropout masks and noise draws
+            dd["__random__"] = safetensors_lite.load(files[("plain", s, "random")])
         data.append(dd)
         for kind, tag in (("loss", "loss"), ("grad", "grad"), ("param", "param"),
                           ("buffer", "buffer")):

@@ -27,10 +27,12 @@ def save(path, tensors):
     header, blobs, off = {}, [], 0
     for name in sorted(tensors):
         v = tensors[name]
+        # np.ascontiguousarray makes a 0-d array shape [1]: keep the shape as given, so a
+        # scalar (num_batches_tracked, a loss) stays shape [] as the harness writes it
         if isinstance(v, tuple):
-            dt, arr = v[0], np.ascontiguousarray(v[1])
+            dt, arr = v[0], np.ascontiguousarray(v[1]).reshape(np.shape(v[1]))
         else:
-            arr = np.ascontiguousarray(v)
+            arr = np.ascontiguousarray(v).reshape(np.shape(v))
             dt = _TO_ST[arr.dtype]
         raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}

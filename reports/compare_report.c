@@ -290,6 +290,9 @@ void ck_compare_print_summary(FILE *f, const ck_set_comparison *c, const ck_tens
     free(rows);
     for (int i = 0; i < c->n; i++) {
         char line[1024], shown_line[2048];
+        /* --quiet: only what fails; a mismatch --expect-mismatch asked for is not a failure */
+        if (quiet && c->p[i].kind == CK_PAIR_COMPARED && c->p[i].expected)
+            continue;
         ck_pair_describe(&c->p[i], a, ref, line, sizeof line);
         if (line[0])
             fprintf(f, "%s\n", ck_text_escape(line, shown_line, sizeof shown_line));

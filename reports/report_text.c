@@ -11,6 +11,7 @@
 #include "harness/verify/judge.h"
 
 #include "harness/verify/bisect.h"
+#include "harness/verify/precision_cause.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -349,6 +350,47 @@ void ck_report_vacuous_reason(const ck_result *r, char *buf, size_t n)
     snprintf(buf, n, "%s run: %s", vp->vacuous ? "plain" : "checkpointed", why);
 }
 
+/* "cause: ...; remedy: ..." for a low-precision run outside its bound (precision_cause.h). */
+static void lowp_cause_text(const ck_result *r, char *buf, size_t n, size_t *used)
+{
+    ck_lowp_cause c;
+    ck_lowp_cause_find(r, &c);
+    const char *dt = ck_dtype_name(r->dtype);
+    char pct[32];
+    fmt_pct(c.underflow_share, pct, sizeof pct);
+    switch (c.kind) {
+    case CK_LOWP_CAUSE_OVERFLOW:
+        append(buf, n, used,
+                 "cause: overflow (%lld values overflowed to inf in %s, the loss scaler "
+                 "skipped %d of %d steps); remedy: %s",
+                 (long long)c.overflowed, dt, c.skipped_steps, c.steps,
+                 c.loss_scaled ? "a smaller train.loss_scale_value, or bf16 (fp32's range)"
+                               : "bf16 (fp32's range), or keep the overflowing layers in fp32");
+        break;
+    case CK_LOWP_CAUSE_LOW_REDUCTION:
+        append(buf, n, used,
+                 "cause: reductions accumulate in %s (policies.reduction_dtype \"low\"); "
+                 "remedy: accumulate in fp32 (drop policies.reduction_dtype)",
+                 dt);
+        break;
+    case CK_LOWP_CAUSE_UNDERFLOW:
+        append(buf, n, used,
+                 "cause: underflow (%lld gradient values flushed to zero and %lld subnormal in "
+                 "%s, %s of %lld); remedy: %s",
+                 (long long)c.flushed, (long long)c.subnormal, dt, pct, (long long)c.elements,
+                 c.loss_scaled ? "a larger train.loss_scale_value"
+                               : "loss scaling (train.loss_scale \"dynamic\")");
+        break;
+    default:
+        append(buf, n, used,
+                 "cause: none measured (no overflow, %s of the gradient values underflowed, "
+                 "reductions in fp32): the model amplifies %s rounding; remedy: keep the worst "
+                 "tensor's layers in fp32, or measure and set tolerance.%s",
+                 pct, dt, dt);
+        break;
+    }
+}
+
 int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int max_lines)
 {
     int count = 0;
@@ -412,10 +454,13 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
         r->precision_check == CK_PRECISION_CHECK_FAIL && count < max_lines) {
         char worst[CK_REPORT_LINE_MAX / 2];
         vs_fp32_worst_clause(r, worst, sizeof worst);
-        if (r->vs_fp32_verdict == CK_VERDICT_MISMATCH)
-            snprintf(lines[count++], CK_REPORT_LINE_MAX,
-                     "vs fp32: the %s run is outside its bound of the fp32 run; worst: %s",
-                     ck_dtype_name(r->dtype), worst);
+        if (r->vs_fp32_verdict == CK_VERDICT_MISMATCH) {
+            size_t used = 0;
+            append(lines[count], CK_REPORT_LINE_MAX, &used,
+                   "vs fp32: the %s run is outside its bound of the fp32 run; worst: %s; ",
+                   ck_dtype_name(r->dtype), worst);
+            lowp_cause_text(r, lines[count++], CK_REPORT_LINE_MAX, &used);
+        }
         else
             snprintf(lines[count++], CK_REPORT_LINE_MAX,
                      "vs fp32: expected the %s run to leave its bound of the fp32 run, but it "
@@ -761,6 +806,16 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
         char worst[CK_REPORT_LINE_MAX / 2];
         vs_fp32_worst_clause(r, worst, sizeof worst);
         fprintf(f, "  vs fp32 %s: %s", ck_verdict_name(r->vs_fp32_verdict), worst);
+        ck_lowp_cause c;
+        ck_lowp_cause_find(r, &c);
+        static const char *const short_cause[] = {
+            [CK_LOWP_CAUSE_OVERFLOW] = "overflow (remedy: a smaller loss scale, or bf16)",
+            [CK_LOWP_CAUSE_LOW_REDUCTION] = "reductions in the low dtype (remedy: fp32 "
+                                            "accumulation)",
+            [CK_LOWP_CAUSE_UNDERFLOW] = "underflow (remedy: loss scaling)",
+        };
+        if (r->vs_fp32_verdict == CK_VERDICT_MISMATCH && c.kind != CK_LOWP_CAUSE_NONE)
+            fprintf(f, "; cause: %s", short_cause[c.kind]);
     } else if (!r->pass && !r->expect_met && r->first_divergence >= 0) {
         const ck_tensor_result *t = &r->tensors[r->first_divergence];
         fprintf(f, "  plain vs checkpointed: first %s %s step %d", ck_tensor_kind_name(t->kind),

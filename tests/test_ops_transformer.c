@@ -760,9 +760,11 @@ static const struct {
     {"[{\"name\": \"r\", \"op\": \"reshape\", \"shape\": [5, -1]}]",
      "reshape: input [2, 4, 6] (48 elements) cannot take shape"},
     {"[{\"name\": \"n\", \"op\": \"layernorm\", \"normalized_shape\": [4]}]",
-     "normalized_shape [4] is not the trailing dims of input [2, 4, 6] (omit it in layernorm"},
+     "normalized_shape [4] is not the trailing dims of input [2, 4, 6] (omit it to normalise "
+     "every non-batch dim)"},
     {"[{\"name\": \"n\", \"op\": \"rmsnorm\", \"normalized_shape\": [5]}]",
-     "rmsnorm: normalized_shape [5] is not the trailing dims"},
+     "rmsnorm: normalized_shape [5] is not the trailing dims of input [2, 4, 6] (omit it to "
+     "normalise the last dim)"},
     {"[{\"name\": \"g\", \"op\": \"groupnorm\", \"groups\": 3}]",
      "groupnorm: groups 3 does not divide the 4 channels"},
     {"[{\"name\": \"u\", \"op\": \"upsample1d\", \"scale\": 2, \"align_corners\": true}]",

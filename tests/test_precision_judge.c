@@ -11,6 +11,7 @@
 
 #include "harness/engine/train.h"
 #include "harness/model/case.h"
+#include "harness/verify/precision_cause.h"
 #include "harness/verify/precision_judge.h"
 #include "harness/verify/run_case.h"
 #include "harness/verify/vacuity.h"
@@ -270,12 +271,64 @@ START_TEST(a_dead_model_is_vacuous_and_fails_unless_expected)
 }
 END_TEST
 
+/* the dominant cause of a low-precision failure: overflow, then a low-dtype reduction,
+ * then underflow from 1% of the gradient values, else none */
+START_TEST(a_low_precision_failure_names_its_dominant_cause)
+{
+    ck_case cs;
+    memset(&cs, 0, sizeof cs);
+    ck_tensor_result rows[2];
+    memset(rows, 0, sizeof rows);
+    ck_scale_step scales[4];
+    memset(scales, 0, sizeof scales);
+    static const struct {
+        const char *desc;
+        int64_t overflow, flushed, subnormal;
+        int skipped;
+        bool reduction_low, scaled;
+        ck_lowp_cause_kind want;
+    } cases[] = {
+        {"nothing measured", 0, 0, 9, 0, false, false, CK_LOWP_CAUSE_NONE},
+        {"1% underflow", 0, 6, 4, 0, false, false, CK_LOWP_CAUSE_UNDERFLOW},
+        {"just under 1%", 0, 5, 4, 0, false, true, CK_LOWP_CAUSE_NONE},
+        {"a skipped step is overflow", 0, 600, 0, 1, false, true, CK_LOWP_CAUSE_OVERFLOW},
+        {"an inf is overflow", 3, 0, 0, 0, true, false, CK_LOWP_CAUSE_OVERFLOW},
+        {"a low reduction before underflow", 0, 600, 0, 0, true, false,
+         CK_LOWP_CAUSE_LOW_REDUCTION},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_result r;
+        memset(&r, 0, sizeof r);
+        cs.reduction_low = cases[i].reduction_low;
+        cs.loss_scale = cases[i].scaled ? CK_SCALE_DYNAMIC : CK_SCALE_NONE;
+        r.cs = &cs;
+        r.has_vs_fp32 = true;
+        rows[0].cast_overflow = cases[i].overflow;
+        r.vs_fp32 = rows;
+        r.n_vs_fp32 = 2;
+        scales[2].skipped = cases[i].skipped > 0;
+        r.plain.scales = scales;
+        r.plain.steps = 4;
+        r.plain.vacuity = (ck_vacuity){.elements = 1000, .flushed = cases[i].flushed,
+                                       .subnormal = cases[i].subnormal};
+        ck_lowp_cause c;
+        ck_lowp_cause_find(&r, &c);
+        ck_assert_msg(c.kind == cases[i].want, "%s: cause %d, want %d", cases[i].desc, c.kind,
+                      cases[i].want);
+        ck_assert_msg(c.overflowed == cases[i].overflow && c.skipped_steps == cases[i].skipped &&
+                          c.steps == 4 && c.loss_scaled == cases[i].scaled,
+                      "%s: counts", cases[i].desc);
+    }
+}
+END_TEST
+
 Suite *suite_precision_judge(void)
 {
     Suite *s = suite_create("precision_judge");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, calibrated_bound_is_k_times_the_spread_or_the_floor);
+    tcase_add_test(tc, a_low_precision_failure_names_its_dominant_cause);
     tcase_add_test(tc, noise_tensors_are_judged_against_the_step_gradient_norm);
     tcase_add_test(tc, unmatched_non_finite_values_fail_and_overrides_replace_the_bound);
     tcase_add_test(tc, vacuity_counts_zero_gradients_and_dead_losses);

@@ -378,6 +378,55 @@ START_TEST(out_of_range_fields_are_refused)
 }
 END_TEST
 
+/* every "run" word in an error names the run it was, not "plain" for all of them */
+static ck_status refuse_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
+{
+    (void)b;
+    *ptr = NULL;
+    return ck_fail(err, CK_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+}
+
+START_TEST(an_error_names_the_training_it_came_from)
+{
+    ck_backend *b = ref_backend();
+    tu_built_case bc;
+    tu_build_file(&bc, "mlp_dropout.json");
+    ck_status (*alloc)(ck_backend *, size_t, void **, ck_error *) = b->alloc;
+    b->alloc = refuse_alloc;
+    ck_plan plan;
+    ck_error err;
+    ck_assert_msg(ck_plan_build(&bc.g, &plan, &err) == CK_OK, "%s", err.msg);
+    static const struct {
+        ck_training_kind kind;
+        bool checkpointed;
+        ck_dtype round_to;
+        const char *want;
+    } rows[] = {
+        {CK_TRAINING_PLAIN, false, CK_F32, ": plain run: "},
+        {CK_TRAINING_CHECKPOINTED, true, CK_F32, ": checkpointed run: "},
+        {CK_TRAINING_FP32_REFERENCE, false, CK_F32, ": fp32 reference run: "},
+        {CK_TRAINING_CALIBRATION, false, CK_BF16, ": calibration (fp32 rounded to bf16) run: "},
+        {CK_TRAINING_NOISE_FLOOR, false, CK_F32, ": noise floor (plain) run: "},
+        {CK_TRAINING_BISECT, true, CK_F32, ": bisect (checkpointed) run: "},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        ck_run_hooks h = {.round_to = rows[i].round_to};
+        ck_training t = {.kind = rows[i].kind, .b = b, .g = &bc.g,
+                         .plan = rows[i].checkpointed ? &plan : NULL, .dtype = CK_F32,
+                         .hooks = &h};
+        ck_record rec;
+        ck_assert(ck_training_run(&t, &rec, &err) != CK_OK);
+        ck_record_free(&rec);
+        ck_assert_msg(strstr(err.msg, rows[i].want) != NULL, "%s: want '%s' in: %s",
+                      ck_training_kind_name(rows[i].kind), rows[i].want, err.msg);
+    }
+    b->alloc = alloc;
+    ck_plan_free(&plan);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
 Suite *suite_run_plan(void)
 {
     Suite *s = suite_create("run_plan");
@@ -386,6 +435,7 @@ Suite *suite_run_plan(void)
     tcase_add_test(tc, plan_says_which_trainings_run);
     tcase_add_test(tc, noise_floor_of_a_deterministic_case_is_one_more_plain_run);
     tcase_add_test(tc, bisect_on_mismatch_runs_only_where_the_runs_part);
+    tcase_add_test(tc, an_error_names_the_training_it_came_from);
     suite_add_tcase(s, tc);
     TCase *tw = tcase_create("wire");
     tcase_set_timeout(tw, 240);

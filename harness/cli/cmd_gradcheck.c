@@ -43,8 +43,15 @@ static void print_entry(const char *layer, const char *op, const ck_gradcheck_en
 {
     if (quiet_mode)
         return;
-    printf("  %-24s %-16s %-24s %7lld %12.3e %12.3e  %s\n", layer, op, e->name,
-           (long long)e->checked, e->max_abs_err, e->max_rel_err, e->failed ? "FAIL" : "ok");
+    /* "of tol": the largest |a - n| / (atol + rtol |n|), so 0.03 reads "used 3% of the
+     * tolerance" where a relative error of two tiny numbers would read 1 and "ok" */
+    char where[64];
+    if (layer[0] == '(') /* "(whole case)": its op is the loss, named in the tensor rows */
+        snprintf(where, sizeof where, "%s", layer);
+    else
+        snprintf(where, sizeof where, "%s (%s)", layer, op);
+    printf("  %-27s %-18s %7lld %9.3e %8.2g  %s\n", where, e->name, (long long)e->checked,
+           e->max_abs_err, e->max_of_tol, e->failed ? "FAIL" : "ok");
     if (e->failed)
         printf("    %lld of %lld elements outside tolerance; worst at flat index %lld: "
                "analytic %.9g, numeric %.9g\n",
@@ -114,13 +121,13 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
         cJSON *jentries = ck_json_add_array(&jb, jc, "entries");
         char shown_path[1024];
         if (!o->quiet)
-            printf("%s (%s): float64 central differences, eps %g, |a - n| <= %g + %g |n|, "
-                   "up to %d elements per tensor\n", g->cs->name,
+            printf("%s (%s):\n  float64 central differences (eps %g), |a - n| <= %g + %g |n|,\n"
+                   "  up to %d elements per tensor\n", g->cs->name,
                    ck_text_escape(g->cs->path, shown_path, sizeof shown_path), go.eps, go.atol,
                    go.rtol, go.max_samples);
         if (!o->quiet)
-            printf("  %-24s %-16s %-24s %7s %12s %12s\n", "layer", "op", "tensor", "checked",
-                   "max_abs_err", "max_rel_err");
+            printf("  %-27s %-18s %7s %9s %8s\n", "layer (op)", "tensor", "checked",
+                   "max_abs", "of tol");
         if (!o->ops_only) {
             ck_gradcheck_entry *entries = NULL;
             int ne = 0;

@@ -3,6 +3,7 @@
  * `run MODEL.onnx` (cmd_import.h): the ONNX model becomes a case file and a safetensors file
  * of its weights, which the case names as init.from.
  */
+#include "harness/cli/help_text.h"
 #include "harness/cli/cmd_import.h"
 
 #include <errno.h>
@@ -289,7 +290,7 @@ int ck_main_import(int argc, char **argv)
             if (!parse_lr_steps(&io, c == OPT_LR, optarg))
                 return CK_EXIT_USAGE;
             break;
-        case 'h': fputs(usage_import, stdout); return CK_EXIT_PASS;
+        case 'h': ck_cli_write_help(stdout, usage_import); return CK_EXIT_PASS;
         case ':':
             fprintf(stderr, "ckpt-harness import: %s needs a value (see 'ckpt-harness import "
                             "--help')\n", argv[optind - 1]);

@@ -3,6 +3,7 @@
  * the harness's own rules, one item per checkpointed run (mode x dtype x rank), with the
  * JSON report, summary.json, JUnit and HTML of `run`.
  */
+#include "harness/cli/help_text.h"
 #include "harness/cli/cmd_judge.h"
 
 #include <errno.h>
@@ -103,7 +104,7 @@ static int parse(int argc, char **argv, judge_opts *o)
             o->rows = (int)v;
             break;
         }
-        case 'h': fputs(usage_judge, stdout); return -1;
+        case 'h': ck_cli_write_help(stdout, usage_judge); return -1;
         case ':': return usage_fail("%s needs a value", argv[optind - 1]);
         default: return usage_fail("unknown option %s", argv[optind - 1]);
         }

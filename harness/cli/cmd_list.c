@@ -6,19 +6,32 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness/cli/case_files.h"
+#include "harness/cli/help_text.h"
 #include "harness/cli/messages.h"
 #include "harness/core/text.h"
 #include "harness/model/op_def.h"
 
 /* "a, b, c" from a name list */
-static void print_names(const char *what, const ck_name_list *l)
+static void print_names(FILE *out, const char *what, const ck_name_list *l)
 {
-    printf("%s: ", what);
+    fprintf(out, "%s: ", what);
     for (int i = 0; i < l->n; i++)
-        printf("%s%s", i ? ", " : "", l->names[i]);
-    printf("\n");
+        fprintf(out, "%s%s", i ? ", " : "", l->names[i]);
+    fprintf(out, "\n");
+}
+
+/* A case description's first sentence (up to its first ". "), for the one-line listing. */
+static const char *first_sentence(const char *d, char *buf, size_t n)
+{
+    if (!d)
+        return "";
+    const char *end = strstr(d, ". ");
+    size_t len = end ? (size_t)(end - d) + 1 : strlen(d);
+    snprintf(buf, n, "%.*s", (int)(len < n ? len : n - 1), d);
+    return buf;
 }
 
 int ck_cmd_list_markdown(void)
@@ -34,21 +47,22 @@ int ck_cmd_list_markdown(void)
     return CK_EXIT_PASS;
 }
 
-int ck_cmd_list(const char *cases_dir)
+/* The listing, unwrapped, into out. */
+static int list_to(FILE *out, const char *cases_dir)
 {
     int n_ops = 0;
     const ck_op_info *ops = ck_op_catalogue(&n_ops);
-    printf("ops (options in a case's layer objects; see cases/README.md):\n");
+    fprintf(out, "ops (options in a case's layer objects; see cases/README.md):\n");
     for (int i = 0; i < n_ops; i++) {
-        printf("  %-16s %s\n", ops[i].name, ops[i].summary);
+        fprintf(out, "  %-16s %s\n", ops[i].name, ops[i].summary);
         if (ops[i].options && ops[i].options[0])
-            printf("  %-16s options: %s\n", "", ops[i].options);
+            fprintf(out, "  %-16s options: %s\n", "", ops[i].options);
     }
-    printf("\n");
-    print_names("losses", &ck_loss_names);
-    print_names("optimizers", &ck_optimizer_names);
-    printf("rng policies: counter (default), stateful, stash\n");
-    printf("batchnorm recompute policies: skip (default), update\n");
+    fprintf(out, "\n");
+    print_names(out, "losses", &ck_loss_names);
+    print_names(out, "optimizers", &ck_optimizer_names);
+    fprintf(out, "rng policies: counter (default), stateful, stash\n");
+    fprintf(out, "batchnorm recompute policies: skip (default), update\n");
 
     const char *dir = cases_dir ? cases_dir : "cases";
     char **files = NULL;
@@ -60,16 +74,16 @@ int ck_cmd_list(const char *cases_dir)
             return CK_EXIT_USAGE;
         }
         char shown[CK_ERROR_MAX];
-        printf("\nshipped cases: none found (%s)\n", ck_text_escape(err.msg, shown, sizeof shown));
+        fprintf(out, "\nshipped cases: none found (%s)\n", ck_text_escape(err.msg, shown, sizeof shown));
         return CK_EXIT_PASS;
     }
-    char shown[2048];
-    printf("\ncases in %s:\n", ck_text_escape(dir, shown, sizeof shown));
+    char shown[2048], sentence[1024];
+    fprintf(out, "\ncases in %s:\n", ck_text_escape(dir, shown, sizeof shown));
     for (int i = 0; i < n; i++) {
         ck_case c;
         if (ck_case_load(files[i], &c, &err) != CK_OK) {
             char sf[1024];
-            printf("  %-28s (does not load: %s)\n", ck_text_escape(files[i], sf, sizeof sf),
+            fprintf(out, "  %-28s (does not load: %s)\n", ck_text_escape(files[i], sf, sizeof sf),
                    ck_text_escape(err.msg, shown, sizeof shown));
             continue;
         }
@@ -85,10 +99,32 @@ int ck_cmd_list(const char *cases_dir)
             used += (size_t)snprintf(expect + used, sizeof expect - used, "%s%s %s",
                                      k ? ", " : "", ck_dtype_name(c.precisions[k]),
                                      ck_expect_name(ck_case_expect(&c, c.precisions[k])));
-        printf("  %-28s expect %-9s %s\n", c.name, expect,
-               ck_text_escape(c.description, shown, sizeof shown));
+        fprintf(out, "  %-28s expect %-9s %s\n", c.name, expect,
+                ck_text_escape(first_sentence(c.description, sentence, sizeof sentence),
+                               shown, sizeof shown));
         ck_case_free(&c);
     }
     ck_free_case_files(files, n);
     return CK_EXIT_PASS;
+}
+
+/* The listing wrapped at 80 columns (help_text.h). */
+int ck_cmd_list(const char *cases_dir)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out) {
+        ck_cli_error("list: out of memory");
+        return CK_EXIT_USAGE;
+    }
+    int rc = list_to(out, cases_dir);
+    if (fclose(out) != 0 || !text) {
+        free(text);
+        ck_cli_error("list: out of memory");
+        return CK_EXIT_USAGE;
+    }
+    ck_cli_write_help(stdout, text);
+    free(text);
+    return rc;
 }

@@ -12,9 +12,10 @@
 #include <sys/stat.h>
 
 #include "harness/cli/case_files.h"
+#include "harness/cli/color.h"
 #include "harness/cli/messages.h"
-#include "harness/core/text.h"
 #include "harness/cli/run_outputs.h"
+#include "harness/core/text.h"
 #include "harness/io/files.h"
 #include "reports/run_set.h"
 
@@ -386,9 +387,15 @@ int ck_cmd_merge(const ck_merge_opts *o)
         static const char *const names[] = {"PASS", "FAIL", "ERROR", "SKIP"};
         char line[1024], sl[1024], sc[256], sd[64];
         ck_item_summary_line(it, line, sizeof line);
-        /* read from files: escaped, one line each */
-        printf("%s %s %s  %s\n", names[it->status], ck_text_escape(it->case_name, sc, sizeof sc),
-               ck_text_escape(it->dtype, sd, sizeof sd), ck_text_escape(line, sl, sizeof sl));
+        /* read from files: escaped, one line each; at 80 columns, the status word coloured
+         * on a terminal, as run's lines */
+        char full[1536];
+        int w = snprintf(full, sizeof full, "%s %s %s  %s\n", names[it->status],
+                         ck_text_escape(it->case_name, sc, sizeof sc),
+                         ck_text_escape(it->dtype, sd, sizeof sd),
+                         ck_text_escape(line, sl, sizeof sl));
+        ck_cli_color_write(stdout, full, w < 0 ? 0 : (size_t)w < sizeof full ? (size_t)w
+                                                                                : sizeof full - 1);
     }
     char totals[128];
     ck_run_set_totals_line(&set, totals, sizeof totals);

@@ -686,8 +686,13 @@ static int choose_report_mode(run_state *s)
     return CK_EXIT_PASS;
 }
 
+/* One note per unused setting, naming every case that sets it (a run over a folder of
+ * canaries in fp32 would otherwise repeat the same note for each). */
 static void note_unused_settings(const run_state *s)
 {
+    enum { MAX_KINDS = 8, MAX_NOTE = 1024 };
+    char what[MAX_KINDS][CK_CASE_NOTE_MAX], who[MAX_KINDS][MAX_NOTE];
+    int n_kinds = 0, n_who[MAX_KINDS] = {0};
     for (int i = 0; i < s->n; i++) {
         const ck_loaded_case *c = &s->lc[i];
         if (!c->built)
@@ -695,8 +700,36 @@ static void note_unused_settings(const run_state *s)
         char notes[4][CK_CASE_NOTE_MAX];
         int nn = ck_case_unused_settings(&c->cs, s->n_dtypes ? s->dtypes : c->cs.precisions,
                                          s->n_dtypes ? s->n_dtypes : c->cs.n_precisions, notes, 4);
-        for (int k = 0; k < nn; k++)
-            ck_cli_note(notes[k]);
+        size_t pl = strlen(c->cs.path);
+        for (int k = 0; k < nn; k++) {
+            bool prefixed = strncmp(notes[k], c->cs.path, pl) == 0 &&
+                            strncmp(notes[k] + pl, ": ", 2) == 0;
+            const char *setting = prefixed ? notes[k] + pl + 2 : notes[k];
+            int j = 0;
+            while (j < n_kinds && strcmp(what[j], setting) != 0)
+                j++;
+            if (j == n_kinds && (!prefixed || n_kinds == MAX_KINDS)) {
+                ck_cli_note(notes[k]);
+                continue;
+            }
+            if (j == n_kinds) {
+                snprintf(what[j], sizeof what[j], "%s", setting);
+                who[j][0] = '\0';
+                n_kinds++;
+            }
+            size_t used = strlen(who[j]);
+            snprintf(who[j] + used, sizeof who[j] - used, "%s%s", n_who[j] ? ", " : "",
+                     c->cs.path);
+            n_who[j]++;
+        }
+    }
+    for (int j = 0; j < n_kinds; j++) {
+        char msg[CK_CASE_NOTE_MAX + MAX_NOTE + 16];
+        if (n_who[j] == 1)
+            snprintf(msg, sizeof msg, "%s: %s", who[j], what[j]);
+        else
+            snprintf(msg, sizeof msg, "%s (%d cases: %s)", what[j], n_who[j], who[j]);
+        ck_cli_note(msg);
     }
 }
 

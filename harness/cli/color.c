@@ -32,6 +32,25 @@ bool ck_cli_color_on(FILE *f)
 
 enum { WIDTH = 80 };
 
+/* The last space at or before `room` past floor_at, preferring one outside parentheses
+ * so that "(saving 75.4%)" stays on one line; floor_at when there is none. */
+static size_t break_at(const char *s, size_t room, size_t floor_at)
+{
+    int depth = 0;
+    size_t outside = floor_at, any = floor_at;
+    for (size_t i = 0; i <= room; i++) {
+        if (s[i] == ' ' && i > floor_at) {
+            any = i;
+            if (depth <= 0)
+                outside = i;
+        }
+        depth += s[i] == '(';
+        depth -= s[i] == ')';
+    }
+    /* a break outside parentheses unless it would leave under half the room used */
+    return outside > floor_at && outside >= room / 2 ? outside : any;
+}
+
 /* One line (without its newline) in pieces of at most WIDTH columns where it has spaces;
  * its first `skip` bytes were already written (a coloured word). */
 static void put_wrapped(FILE *f, const char *s, size_t len, size_t skip)
@@ -47,9 +66,7 @@ static void put_wrapped(FILE *f, const char *s, size_t len, size_t skip)
         size_t room = WIDTH - lead, cut = len;
         if (len > room) {
             size_t floor_at = first ? indent : 0;
-            cut = room;
-            while (cut > floor_at && s[cut] != ' ')
-                cut--;
+            cut = break_at(s, room, floor_at);
             if (cut <= floor_at)
                 cut = len; /* no space to break at: leave it whole */
         }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/cli/help_text.h"
 #include "harness/cli/cmd_compare.h"
 #include "harness/cli/cmd_judge.h"
 #include "harness/cli/cmd_import.h"
@@ -543,7 +544,7 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
             continue;
         }
         switch (c) {
-        case 'h': fputs(bisect_cmd ? usage_bisect : usage_run, stdout); return CK_EXIT_PASS;
+        case 'h': ck_cli_write_help(stdout, bisect_cmd ? usage_bisect : usage_run); return CK_EXIT_PASS;
         case ':': return usage_error(cmd, "%s needs a value", argv[optind - 1]);
         default: return usage_error(cmd, "unknown option %s", argv[optind - 1]);
         }
@@ -622,7 +623,7 @@ static int main_gradcheck(int argc, char **argv)
         case OPT_REPORT: o.report = optarg; break;
         case OPT_JUNIT: o.junit = optarg; break;
         case OPT_QUIET: o.quiet = true; break;
-        case 'h': fputs(usage_gradcheck, stdout); return CK_EXIT_PASS;
+        case 'h': ck_cli_write_help(stdout, usage_gradcheck); return CK_EXIT_PASS;
         case ':': return usage_error("gradcheck", "%s needs a value", argv[optind - 1]);
         default: return usage_error("gradcheck", "unknown option %s", argv[optind - 1]);
         }
@@ -710,7 +711,7 @@ static int main_compare(int argc, char **argv)
             o.max_rows = (int)v;
             break;
         case OPT_QUIET: o.quiet = true; break;
-        case 'h': fputs(usage_compare, stdout); return CK_EXIT_PASS;
+        case 'h': ck_cli_write_help(stdout, usage_compare); return CK_EXIT_PASS;
         case ':': return usage_error("compare", "%s needs a value", argv[optind - 1]);
         default: return usage_error("compare", "unknown option %s", argv[optind - 1]);
         }
@@ -739,7 +740,7 @@ static int main_merge(int argc, char **argv)
         case OPT_HTML: o.html = optarg; break;
         case OPT_QUIET: o.quiet = true; break;
         case OPT_ALLOW_PARTIAL: o.allow_partial = true; break;
-        case 'h': fputs(usage_merge, stdout); return CK_EXIT_PASS;
+        case 'h': ck_cli_write_help(stdout, usage_merge); return CK_EXIT_PASS;
         case ':': return usage_error("merge", "%s needs a value", argv[optind - 1]);
         default: return usage_error("merge", "unknown option %s", argv[optind - 1]);
         }
@@ -754,7 +755,7 @@ static int main_merge(int argc, char **argv)
 static int main_list(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        fputs(usage_list, stdout);
+        ck_cli_write_help(stdout, usage_list);
         return CK_EXIT_PASS;
     }
     if (argc == 2 && strcmp(argv[1], "--markdown") == 0)
@@ -774,10 +775,10 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     keep_command_line(argc, argv);
     if (argc < 2)
-        return fputs(usage_main, stderr), CK_EXIT_USAGE;
+        return ck_cli_write_help(stderr, usage_main), CK_EXIT_USAGE;
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0)
-        return fputs(usage_main, stdout), CK_EXIT_PASS;
+        return ck_cli_write_help(stdout, usage_main), CK_EXIT_PASS;
     if (strcmp(cmd, "--version") == 0)
         return printf("ckpt-harness %s\n", CK_VERSION), CK_EXIT_PASS;
     if (strcmp(cmd, "run") == 0)

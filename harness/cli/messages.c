@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/cli/help_text.h"
 #include "harness/core/status.h"
 #include "harness/core/text.h"
 #include "harness/io/files.h"
@@ -35,8 +36,10 @@ void ck_cli_errorf(const char *fmt, ...)
 
 void ck_cli_note(const char *msg)
 {
-    char shown[CK_ERROR_MAX];
-    fprintf(stderr, "ckpt-harness: note: %s\n", ck_text_escape(msg, shown, sizeof shown));
+    char shown[CK_ERROR_MAX], line[CK_ERROR_MAX + 32];
+    snprintf(line, sizeof line, "ckpt-harness: note: %s\n",
+             ck_text_escape(msg, shown, sizeof shown));
+    ck_cli_write_help(stderr, line); /* at 80 columns */
 }
 
 static void on_signal(int sig)

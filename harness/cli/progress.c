@@ -55,7 +55,12 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
     if (p->quiet)
         return;
     if (!p->tty) {
-        fprintf(stderr, "[%d/%d] %s (%s, %s)\n", k, p->total, sn, sf, dtype);
+        char line[1200];
+        int w = snprintf(line, sizeof line, "[%d/%d] %s (%s, %s)", k, p->total, sn, sf, dtype);
+        if (w > 80) /* at 80 columns: the file's name without its folders */
+            snprintf(line, sizeof line, "[%d/%d] %s (%s, %s)", k, p->total, sn,
+                     strrchr(sf, '/') ? strrchr(sf, '/') + 1 : sf, dtype);
+        fprintf(stderr, "%s\n", line);
         return;
     }
     draw(p, "starting", 0.0);

@@ -62,7 +62,10 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
         host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
                   : c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
                                                     : ck_rng_uniform_f64(&s, (uint64_t)i);
-    round_host(host, n, round_to);
+    /* token ids are integers the low-precision run never casts: rounding them would
+     * calibrate on other tokens, or on ids outside the vocabulary */
+    if (!tokens)
+        round_host(host, n, round_to);
     if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
         goto fail;
 
@@ -143,6 +146,8 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
     t->dtype = dtype;
     t->rec = rec;
     t->t0 = now_s();
+    snprintf(t->run_name, sizeof t->run_name, "%s",
+             hooks && hooks->run_name ? hooks->run_name : plan ? "checkpointed" : "plain");
     t->dump = hooks ? hooks->dump : NULL;
     const ck_dump_spec *dump = t->dump;
     t->acts = (ck_act_dumper){.inner = hooks ? hooks->observer : NULL,
@@ -190,7 +195,7 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
     t->busy_s = now_s() - t->t0;
     return CK_OK;
 fail:
-    ck_error_prefix(err, "%s: %s run", c->path, plan ? "checkpointed" : "plain");
+    ck_error_prefix(err, "%s: %s run", c->path, t->run_name);
     ck_trainer_free(t);
     return st;
 }
@@ -257,7 +262,7 @@ out:
     ck_free_data(b, &input, &target);
     t->busy_s += now_s() - step_t0; /* a run's own time, also when runs take turns */
     if (st != CK_OK)
-        ck_error_prefix(err, "%s: %s run", c->path, t->plan ? "checkpointed" : "plain");
+        ck_error_prefix(err, "%s: %s run", c->path, t->run_name);
     return st;
 }
 

@@ -31,6 +31,9 @@ typedef struct {
      * skipped, so both runs take the same updates; NULL: none. */
     const ck_scale_step *skip_like;
     uint64_t perturb_seed;
+    /* What an error calls this run ("calibration", "fp32 reference", ...; the engine adds
+     * " run"); NULL: "plain" or "checkpointed" by the plan. */
+    const char *run_name;
     /* The record keeps the current step's loss, loss scale and wall time only (one entry,
      * `steps` 1): a reference run judged step by step needs no history, and long runs stay
      * within memory (32 bytes per step otherwise). */
@@ -66,6 +69,7 @@ typedef struct {
     int64_t updates;
     ck_dtype round_to;                /* calibration run: hooks->round_to (else CK_F32) */
     const ck_scale_step *skip_like;   /* hooks->skip_like */
+    char run_name[64];                /* what an error calls this run (hooks->run_name) */
     bool latest_step_only;            /* hooks->latest_step_only */
 } ck_trainer;
 

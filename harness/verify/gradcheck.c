@@ -58,6 +58,9 @@ void ck_gradcheck_entry_add(ck_gradcheck_entry *e, const ck_gradcheck_opts *o, i
         e->max_abs_err = diff;
     if (rel > e->max_rel_err || isnan(rel))
         e->max_rel_err = rel;
+    double of_tol = allowed > 0.0 ? diff / allowed : (diff > 0.0 ? INFINITY : 0.0);
+    if (of_tol > e->max_of_tol || isnan(of_tol))
+        e->max_of_tol = of_tol;
 }
 
 /* ---------------------------------------------------------------------------------------

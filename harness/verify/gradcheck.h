@@ -30,6 +30,8 @@ typedef struct {
     int64_t failed;        /* elements outside atol + rtol |numeric| */
     double max_abs_err;
     double max_rel_err;    /* |a - n| / max(|a|, |n|, 1e-12) */
+    double max_of_tol;     /* |a - n| / (atol + rtol |n|): the share of the tolerance the
+                              worst element used (above 1: outside) */
     int64_t worst_index;   /* flat index of the largest |a - n| - (atol + rtol |n|) */
     double worst_analytic, worst_numeric;
 } ck_gradcheck_entry;

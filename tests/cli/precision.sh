@@ -132,6 +132,22 @@ expect_exit 0 "rel_l2 per tensor pattern" -- "$PROG" compare "$TMP/cmp/off" "$TM
 printf '{"default": {"rel_l2": -1}}' >"$TMP/cmp/tol3.json"
 expect_exit 2 "a negative rel_l2 is bad input" -- "$PROG" compare "$TMP/cmp/off" "$TMP/cmp/ref" --tolerances "$TMP/cmp/tol3.json"
 
+# ---- a low-precision failure names its dominant measured cause and the remedy ------------
+expect_exit 1 "fp16 without loss scaling fails" -- "$PROG" run "$TMP/fp16_underflow_noscale.json" --dtype fp16 --rows 0
+joined | grep -q "cause: underflow ([0-9]* gradient values flushed to zero and [0-9]* subnormal in fp16, [0-9.]*% of [0-9]*); remedy: loss scaling (train.loss_scale \"dynamic\")" && ok || bad "the underflow is named with its counts and remedy: $(cat "$TMP/out")"
+edit "$TMP/fp16_underflow_noscale.json" "$TMP/uf_scaled.json" 'c["train"]["loss_scale"] = "dynamic"'
+expect_exit 0 "the remedy the underflow line names makes it pass" -- "$PROG" run "$TMP/uf_scaled.json" --dtype fp16 --quiet
+expect_exit 1 "a low-dtype reduction fails" -- "$PROG" run "$TMP/canary_lowp_reduction.json" --dtype fp16 --quiet
+joined | grep -q "cause: reductions in the low dtype (remedy: fp32 accumulation)" && ok || bad "the quiet line names the reduction: $(cat "$TMP/out")"
+
+# ---- token models: the calibration never rounds token ids or class labels ----------------
+# vocabulary 1000 over 1024 tokens: bf16 holds 998 and 999 as 1000, outside the vocabulary
+edit "$ROOT/cases/gpt_decoder.json" "$TMP/gpt1000.json" 'c["input"]["shape"] = [8, 128]; c["input"]["vocab"] = 1000; c["layers"][0]["vocab"] = 1000; c["layers"][-1]["units"] = 1000; c.pop("tolerance")'
+expect_exit 0 "vocabulary 1000 in bf16: the calibration draws the run's own token ids" -- "$PROG" run "$TMP/gpt1000.json" --dtype bf16 --quiet
+for dt in fp32 fp16 bf16; do
+    expect_exit 0 "vocabulary 50,257 passes in $dt by default" -- "$PROG" run "$ROOT/tests/cli/cases/gpt_vocab50257.json" --dtype $dt --quiet
+done
+
 if [ "${CK_SEED_FULL:-0}" = 1 ]; then
     for dt in fp32 fp16 bf16; do
         expect_exit 0 "seed model 64x64x32 $dt" -- "$PROG" run "$ROOT/tests/bench/cases/seed_unet_64x64x32.json" --dtype $dt --rows 0 --report "$TMP/seedfull.$dt.json"

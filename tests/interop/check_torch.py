@@ -93,8 +93,27 @@ d["input"] = d["input"] * np.float32(1.01)
 safetensors_lite.save(data, d)
 expect("replay of a corrupted dump mismatches", 1, rp, [os.path.join(dump, "conv1d_seq"),
                                                         "--harness", PROG], ["mismatch: s0."])
-expect("replay refuses dropout (no masks in the dump)", 2, rp,
-       [os.path.join(dump, "mlp_dropout"), "--harness", PROG], ["drop1"])
+expect("replay of dropout applies the dump's masks", 0, rp,
+       [os.path.join(dump, "mlp_dropout"), "--harness", PROG, "--out", os.path.join(TMP, "dr")],
+       ["PASS close"])
+# an op the example does not replay is refused as such, not blamed on missing masks
+rc = subprocess.run([PROG, "run", os.path.join(ROOT, "cases", "unet3d_groupnorm.json"),
+                     "--dtype", "fp32", "--dump", dump, "--quiet"],
+                    stdout=subprocess.DEVNULL).returncode
+expect("replay refuses an op it does not replay, naming it", 2, rp,
+       [os.path.join(dump, "unet3d_groupnorm"), "--harness", PROG],
+       ["is not among the ops this example replays"])
+# a 0-d tensor keeps shape [] through safetensors_lite, as the harness writes scalars
+scalar = os.path.join(TMP, "scalar.safetensors")
+safetensors_lite.save(scalar, {"bn.num_batches_tracked": np.array(3, np.int64),
+                               "loss": np.array(1.5, np.float64)})
+back = safetensors_lite.load(scalar)
+if back["bn.num_batches_tracked"].shape == () and back["loss"].shape == () and \
+        int(back["bn.num_batches_tracked"]) == 3:
+    passed += 1
+else:
+    failed += 1
+    print(f"FAIL: 0-d tensors come back shaped {back['bn.num_batches_tracked'].shape}")
 expect("replay of a folder that is no dump", 2, rp, [TMP, "--harness", PROG])
 print(f"interop: {passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

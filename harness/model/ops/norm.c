@@ -17,9 +17,10 @@ static ck_status check_norm_shape(const ck_op_params *op, const ck_shape *x, ck_
     if (!ok)
         return ck_fail(err, CK_ERR_INPUT,
                        "%s: normalized_shape %s is not the trailing dims of input %s (omit it "
-                       "in layernorm to normalise every non-batch dim)",
+                       "to normalise %s)",
                        ck_op_kind_name(op->kind), ck_shape_str(&want, ns, sizeof ns),
-                       ck_shape_str(x, s, sizeof s));
+                       ck_shape_str(x, s, sizeof s),
+                       op->kind == CK_OP_RMSNORM ? "the last dim" : "every non-batch dim");
     return CK_OK;
 }
 
