@@ -34,6 +34,10 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
     if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params)
         goto nomem;
+    if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
+        ck_exec_free(e);
+        return CK_ERR_NOMEM;
+    }
     for (int i = 0; i < n; i++) {
         const ck_node *nd = &cfg->g->nodes[i];
         const char *ln = nd->spec->name;
@@ -82,6 +86,7 @@ void ck_exec_free(ck_exec *e)
     free(e->args);
     free(e->master_params);
     free(e->stash);
+    ck_act_finite_free(&e->finite);
     memset(e, 0, sizeof *e);
 }
 
@@ -145,6 +150,29 @@ static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, u
     return st;
 }
 
+/* Scans layer i's freshly produced output (backward false) or its complete output gradient
+ * once for NaN/Inf (act_finite.h), through a host copy. */
+static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, bool backward,
+                              bool recompute, ck_error *err)
+{
+    if (!t->data)
+        return CK_OK;
+    ck_act_finite *f = &e->finite;
+    size_t bytes = ck_tensor_bytes(t);
+    if (bytes > f->scratch_bytes) {
+        void *p = realloc(f->scratch, bytes);
+        if (!p)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory checking %s for NaN/Inf", t->name);
+        f->scratch = p;
+        f->scratch_bytes = bytes;
+    }
+    ck_status st = e->cfg.b->download(e->cfg.b, t, f->scratch, err);
+    if (st == CK_OK)
+        ck_act_finite_add(f, i, step, backward, recompute, t->dtype, ck_shape_numel(&t->shape),
+                          f->scratch);
+    return st;
+}
+
 static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                bool recompute, ck_error *err)
 {
@@ -196,7 +224,8 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
         a->rng = draw_stream(e, i, step);
 
     if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK ||
-        (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK)
+        (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK ||
+        (st = check_finite(e, i, step, &e->out[i], false, recompute, err)) != CK_OK)
         goto fail;
     if (e->cfg.observer) {
         ck_exec_event_info ev = {.ev = CK_EVENT_FORWARD, .layer = i, .step = step,
@@ -304,7 +333,8 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     io.out = &e->out[i];
     io.saved = nd->has_saved ? &e->saved[i] : NULL;
     g.dout = &e->dout[i];
-    if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK)
+    if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK ||
+        (st = check_finite(e, i, step, &e->dout[i], true, false, err)) != CK_OK)
         goto fail;
     ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
     if ((st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
