@@ -11,7 +11,7 @@
 #   make install      the program, the CUDA module (where built) and the man page under
 #                     $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 #
-# Knobs (override on the command line): BUILD, CC, OPT, SAN.
+# Knobs (override on the command line): BUILD, CC, OPT, SAN; NVCC_CCBIN (the CUDA host compiler).
 
 CC      ?= cc
 BUILD   ?= build
@@ -115,7 +115,7 @@ ifeq ($(CUDA)$(if $(CUDA_OFF_WHY),off),1off)
 endif
 
 # the backend's plain-C parts (algorithm policy and pinning, the direct fp64 convolution's
-# geometry) are always built into the library: tests/test_cuda_cpu.c checks them on the CPU
+# geometry) are always built into the library: tests/test_cuda_algo_policy.c checks them on the CPU
 CUDA_PURE_C := $(filter-out backends/cuda/cuda_module.c,$(sort $(wildcard backends/cuda/*.c)))
 LIB_SRC += $(CUDA_PURE_C)
 LIB_OBJ += $(CUDA_PURE_C:%.c=$(BUILD)/obj/%.o)
@@ -140,6 +140,8 @@ ifeq ($(CUDA_OFF_WHY),)
                  -lcublas -lcudart -lstdc++ -ldl -Wl,-rpath,$(CUDA_LIBDIR) \
                  $(if $(filter-out $(SYS_LIBDIRS) $(CUDA_LIBDIR),$(CUDNN_LIBDIR)),-Wl$(CK_COMMA)-rpath$(CK_COMMA)$(CUDNN_LIBDIR))
   NVCCFLAGS ?=
+  # NVCC_CCBIN=clang: the CUDA host code through another host compiler (CI's second compiler)
+  NVCCFLAGS += $(if $(NVCC_CCBIN),-ccbin $(NVCC_CCBIN))
   NVCCFLAGS += -std=c++17 $(OPT) -g $(CUDA_ARCH) -fmad=false --Werror all-warnings \
                -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-Wshadow,-Wno-unused-parameter \
                -I. $(if $(filter /usr/include,$(CUDNN_INC)),,-I$(CUDNN_INC)) -MMD -MP
@@ -152,7 +154,7 @@ ifeq ($(CUDA_OFF_WHY),)
 	$(CC) -shared -Wl,--no-undefined -o $@ $^ $(CUDA_LDLIBS) -lm
 
   # the GPU test program links the backend directly (it is the backend's own test)
-  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(CUDA_OBJ) $(LIB)
+  $(GPU_TEST): $(BUILD)/obj/tests/gpu/test_gpu.o $(BUILD)/obj/tests/backend_ops.o $(CUDA_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS) $(CUDA_LDLIBS)
 
   # the GPU test program checks itself with a second CPU backend, then runs on the GPU
@@ -202,7 +204,13 @@ check-no-cuda-libs-run: $(PROG) $(TESTS)
 gpu-check:
 	bash tests/gpu/run.sh $(GPU_OUT)
 
-.PHONY: cuda-check check-cpu-only check-no-cuda-libs check-no-cuda-libs-run gpu-check
+# What tests/gpu/run.sh builds: the program, and where this build has the CUDA backend the
+# module and the GPU test program (one path a line); the reason on stderr when it has not.
+print-gpu-targets:
+	@echo $(PROG)
+	@$(if $(CUDA_MODULE),echo $(CUDA_MODULE); echo $(GPU_TEST),echo "no CUDA backend in this build: $(CUDA_OFF_WHY)" >&2)
+
+.PHONY: cuda-check check-cpu-only check-no-cuda-libs check-no-cuda-libs-run gpu-check print-gpu-targets
 -include $(CUDA_OBJ:.o=.d) $(CUDA_MODULE_OBJ:.o=.d) $(BUILD)/obj/tests/gpu/test_gpu.d
 # --------------------------------------------------------------- end of the CUDA block ---
 
@@ -305,7 +313,8 @@ check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
 	CK_PROG=$(PROG) sh tests/cli/precision.sh
-	CK_PROG=$(PROG) sh tests/cli/gpu_script.sh
+	CK_PROG=$(PROG) CK_GPU_BUILD_DIR=$(BUILD) CC='$(CC)' OPT='$(OPT)' SAN='$(SAN)' CUDA='$(CUDA)' \
+	    sh tests/cli/gpu_script.sh
 	sh tests/cli/makefile.sh
 	CK_PROG=$(PROG) sh tests/cli/onnx.sh
 	CK_PROG=$(PROG) sh tests/interop/run.sh
@@ -320,7 +329,8 @@ check-asan: deps
 	@$(MAKE) --no-print-directory check-run BUILD=build/asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
-# ThreadSanitizer: the fast cpu backend's Check suite (threaded kernels, 1/2/3 threads) and
+# ThreadSanitizer: the fast cpu backend's Check suites (threaded kernels, 1/2/3 threads;
+# whole cases; the op table on cpu) and
 # threaded runs of shipped cases through the program (--threads 2). The whole suite under
 # TSan would take far longer than check's budget; everything threaded is in these.
 check-tsan: deps
@@ -328,7 +338,10 @@ check-tsan: deps
 	    SAN="-fsanitize=thread -fno-omit-frame-pointer"
 
 check-tsan-run: $(PROG) $(TESTS)
-	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_backend CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_kernels CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_cases CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=backend_ops CK_OP_BACKEND=cpu \
+	    CK_ROOT=$(CURDIR) $(TESTS)
 	for c in mlp_dropout cnn_bn unet3d_bn conv1d_seq; do \
 	    TSAN_OPTIONS=halt_on_error=1 $(PROG) run cases/$$c.json --threads 2 --dtype fp32,bf16 \
 	        --quiet --report $(BUILD)/tsan-$$c.json || exit 1; done

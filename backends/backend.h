@@ -121,6 +121,11 @@ struct ck_backend {
      * Casts master weights to the low dtype and unscales low-precision gradients. */
     ck_status (*convert)(ck_backend *b, ck_tensor *dst, const ck_tensor *src, double scale,
                          bool accumulate, ck_error *err);
+    /* The precision judgement's calibration rounding, in place, where the tensor lives (no
+     * trip through the host): every element k of the fp32 tensor t becomes
+     * ck_calibration_round(t[k], bits, rel, rng, k) (harness/core/calibration.h). */
+    ck_status (*calibration_round)(ck_backend *b, ck_tensor *t, int bits, double rel,
+                                   const ck_rng_stream *rng, ck_error *err);
 
     void (*info)(ck_backend *b, ck_backend_info *out);
     void (*destroy)(ck_backend *b);

@@ -1,6 +1,8 @@
 /* Host memory for the CPU backends (host_memory.h). */
 #include "backends/host_memory.h"
 
+#include "harness/core/calibration.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +58,20 @@ static ck_status host_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, 
     return CK_OK;
 }
 
+static ck_status host_calibration_round(ck_backend *b, ck_tensor *t, int bits, double rel,
+                                        const ck_rng_stream *rng, ck_error *err)
+{
+    (void)b;
+    if (t->dtype != CK_F32)
+        return ck_fail(err, CK_ERR_INTERNAL, "calibration rounding of %s: fp32 tensors only",
+                       t->name ? t->name : "?");
+    float *v = t->data;
+    const int64_t n = ck_shape_numel(&t->shape);
+    for (int64_t k = 0; k < n; k++)
+        v[k] = ck_calibration_round(v[k], bits, rel, rng, (uint64_t)k);
+    return CK_OK;
+}
+
 void ck_host_memory_install(ck_backend *b)
 {
     b->alloc = host_alloc;
@@ -64,4 +80,5 @@ void ck_host_memory_install(ck_backend *b)
     b->download = host_download;
     b->zero = host_zero;
     b->copy = host_copy;
+    b->calibration_round = host_calibration_round;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/backend.h"
+#include "backends/cuda/op_support.h"
 #include "backends/ref/ref_ops.h"
 
 
@@ -139,6 +140,29 @@ static ck_status cpu_create(const ck_backend_options *o, ck_backend **out, ck_er
     return ck_backend_cpu_create_with(out, o->threads, NULL, err);
 }
 
+/* cpu-as-cuda: the fast CPU backend answering `supports` with the CUDA backend's rule
+ * (ck_cuda_supports_op), to rehearse a GPU run on a machine without one
+ * (tests/gpu/run.sh CK_BACKEND=cpu): what CUDA refuses is refused alike; the numbers are
+ * the cpu backend's. */
+static bool (*cpu_supports_fn)(ck_backend *b, const ck_op_params *op, ck_dtype dtype);
+
+static bool cpu_as_cuda_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
+{
+    return ck_cuda_supports_op(op, dtype) && cpu_supports_fn(b, op, dtype);
+}
+
+static ck_status cpu_as_cuda_create(const ck_backend_options *o, ck_backend **out,
+                                    ck_error *err)
+{
+    ck_status st = ck_backend_cpu_create_with(out, o->threads, NULL, err);
+    if (st == CK_OK) {
+        cpu_supports_fn = (*out)->supports;
+        (*out)->supports = cpu_as_cuda_supports;
+        (*out)->name = "cpu-as-cuda";
+    }
+    return st;
+}
+
 static bool always_available(char *why, size_t n)
 {
     if (why && n)
@@ -163,6 +187,9 @@ static const backend_entry registry[] = {
      false, false, ref_create, always_available},
     {"cuda", "NVIDIA GPUs: cuBLAS, cuDNN and CUDA kernels (module " CK_CUDA_MODULE_FILE ")",
      true, false, cuda_create, cuda_available},
+    {"cpu-as-cuda", "the fast CPU backend refusing what the CUDA backend refuses: a stand-in "
+                    "that rehearses a GPU run without a GPU",
+     false, true, cpu_as_cuda_create, always_available},
 };
 
 #define REGISTRY_COUNT ((int)(sizeof registry / sizeof registry[0]))
@@ -251,8 +278,11 @@ ck_status ck_backend_check_ops(ck_backend *b, int n, const ck_op_params *const *
         if (b->supports(b, ops[i], dtype))
             continue;
         return ck_fail(err, CK_ERR_UNSUPPORTED,
-                       "%s: layer `%s` (%s): the %s backend has no %s in %s", what, names[i],
-                       op_names[i], b->name, op_names[i], ck_dtype_name(dtype));
+                       "%s: layer `%s` (%s): the %s backend has no %s in %s%s", what, names[i],
+                       op_names[i], b->name, op_names[i], ck_dtype_name(dtype),
+                       ops[i]->low_precision_reduction
+                           ? " with low-precision reductions (policies.reduction_dtype \"low\")"
+                           : "");
     }
     return CK_OK;
 }

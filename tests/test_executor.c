@@ -12,6 +12,7 @@
 #include "harness/verify/judge.h"
 #include "harness/verify/run_case.h"
 #include "backends/backend.h"
+#include "backends/registry.h"
 #include "harness/verify/gradcheck.h"
 #include "harness/model/plan.h"
 #include "harness/engine/train.h"
@@ -621,6 +622,54 @@ START_TEST(gradcheck_passes_for_every_shipped_case)
 }
 END_TEST
 
+/* The precision judgement's calibration runs round every activation and activation gradient
+ * on the backend (backend.h's calibration_round): no byte more moves through the host than
+ * in the same fp32 run without calibration. */
+static ck_status (*real_download)(ck_backend *, const ck_tensor *, void *, ck_error *);
+static ck_status (*real_upload)(ck_backend *, ck_tensor *, const void *, ck_error *);
+static int64_t host_bytes;
+
+static ck_status counting_download(ck_backend *b, const ck_tensor *t, void *h, ck_error *e)
+{
+    host_bytes += (int64_t)ck_tensor_bytes(t);
+    return real_download(b, t, h, e);
+}
+
+static ck_status counting_upload(ck_backend *b, ck_tensor *t, const void *h, ck_error *e)
+{
+    host_bytes += (int64_t)ck_tensor_bytes(t);
+    return real_upload(b, t, h, e);
+}
+
+START_TEST(calibration_rounding_moves_no_tensor_through_the_host)
+{
+    tu_built_case bc;
+    tu_build_file(&bc, "cnn_bn.json");
+    ck_backend *b = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &b, &err) == CK_OK);
+    real_download = b->download;
+    real_upload = b->upload;
+    b->download = counting_download;
+    b->upload = counting_upload;
+    int64_t bytes[2];
+    for (int cal = 0; cal < 2; cal++) {
+        ck_run_hooks h = {.round_to = cal ? CK_F16 : CK_F32, .perturb_rel = cal ? 1e-3 : 0.0,
+                          .perturb_seed = 5};
+        ck_record rec;
+        host_bytes = 0;
+        ck_assert_msg(ck_train(b, &bc.g, NULL, CK_F32, &h, &rec, &err) == CK_OK, "%s", err.msg);
+        bytes[cal] = host_bytes;
+        ck_record_free(&rec);
+    }
+    ck_assert_msg(bytes[1] == bytes[0],
+                  "a calibration run moved %lld bytes through the host, the plain fp32 run %lld",
+                  (long long)bytes[1], (long long)bytes[0]);
+    b->destroy(b);
+    tu_free_built(&bc);
+}
+END_TEST
+
 Suite *suite_executor(void)
 {
     Suite *s = suite_create("executor");
@@ -647,6 +696,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, no_saving_canary_fails_on_memory_alone);
     tcase_add_test(tc, same_case_twice_gives_byte_identical_reports);
     tcase_add_test(tc, gradcheck_passes_for_every_shipped_case);
+    tcase_add_test(tc, calibration_rounding_moves_no_tensor_through_the_host);
     suite_add_tcase(s, tc);
     return s;
 }

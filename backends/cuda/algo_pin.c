@@ -270,3 +270,23 @@ ck_status ck_cuda_fail_unsupported_call(const ck_cuda_conv_site *s, const char *
                        ? "; run the case in fp32, or on --backend cpu"
                        : "");
 }
+
+bool ck_cuda_falls_back(ck_status st, bool pinned)
+{
+    return st == CK_ERR_UNSUPPORTED && !pinned;
+}
+
+bool ck_cuda_fallback_find(ck_cuda_pin_table *t, const ck_cuda_conv_key *key)
+{
+    return ck_cuda_pin_find(t, key) != NULL;
+}
+
+ck_status ck_cuda_fallback_add(ck_cuda_pin_table *t, const ck_cuda_conv_key *key,
+                               ck_error *err)
+{
+    if (ck_cuda_pin_find(t, key))
+        return CK_OK;
+    ck_cuda_conv_choice *ch = NULL;
+    const ck_cuda_algo_candidate none = {0};
+    return ck_cuda_pin_add(t, key, &none, 0, false, &ch, err);
+}

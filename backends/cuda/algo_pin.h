@@ -1,7 +1,7 @@
 /*
  * How the CUDA backend decides which convolution engine and which cuDNN algorithm runs a
  * call, and what happens when that algorithm cannot run: plain C with no CUDA headers, so
- * that tests/test_cuda_cpu.c checks every rule on machines without a GPU. conv.cu
+ * that tests/test_cuda_algo_policy.c checks every rule on machines without a GPU. conv.cu
  * feeds it cuDNN's answers and follows its decisions.
  *
  *  - Engine: fp32, fp16 and bf16 calls whose tensors share one dtype go to cuDNN; fp64 calls
@@ -15,6 +15,8 @@
  *  - Failure: ck_cuda_after_failure says whether to try the next candidate or fail; under
  *    `deterministic` an algorithm is never switched because memory ran short (one line naming
  *    the layer and the bytes instead).
+ *  - Fallback: a pass cuDNN refuses on its first call runs on the direct kernels from then on
+ *    (ck_cuda_falls_back).
  */
 #ifndef CK_CUDA_ALGO_PIN_H
 #define CK_CUDA_ALGO_PIN_H
@@ -120,6 +122,22 @@ ck_cuda_next_step ck_cuda_after_failure(ck_cuda_algo_policy policy, bool pinned,
                                         ck_cuda_failure why);
 /* Gives the current candidate up (after CK_CUDA_TRY_NEXT). */
 void ck_cuda_choice_skip(ck_cuda_conv_choice *ch);
+
+/* ---- the fallback onto the direct kernels ---- */
+
+/* A cuDNN pass whose first call fails with CK_ERR_UNSUPPORTED (no algorithm the policy,
+ * math rule and cap allow, NOT_SUPPORTED from every candidate, or a descriptor cuDNN does
+ * not take: fp16/bf16 NCDHW through the legacy API, or no deterministic backward-filter
+ * algorithm for a 3-D shape) runs on the backend's own direct kernels instead, through fp64
+ * copies rounded once into its tensors (the mixed-dtype path), and keeps doing so for every
+ * later call of its key, so the plain and the checkpointed run take the same engine. Never
+ * for a pass whose algorithm was pinned (it ran before: its failure is an error), nor for
+ * any other status (memory, a CUDA error). */
+bool ck_cuda_falls_back(ck_status st, bool pinned);
+/* The keys that fell back (a pin table whose entries carry no candidates). */
+bool ck_cuda_fallback_find(ck_cuda_pin_table *t, const ck_cuda_conv_key *key);
+ck_status ck_cuda_fallback_add(ck_cuda_pin_table *t, const ck_cuda_conv_key *key,
+                               ck_error *err);
 
 /* ---- one-line failures, each naming the layer ---- */
 

@@ -10,7 +10,8 @@
  * error is reported by the op (and layer) that caused it, not by a later one.
  */
 #include "backends/cuda/cuda_common.cuh"
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/op_support.h"
+#include "harness/core/calibration.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -398,9 +399,7 @@ static ck_status cuda_copy(ck_backend *b, ck_tensor *dst, const ck_tensor *src, 
 static bool cuda_supports(ck_backend *b, const ck_op_params *op, ck_dtype dtype)
 {
     (void)b;
-    /* policies.reduction_dtype "low" is a reference-backend canary */
-    return (unsigned)op->kind < CK_OP_KIND_COUNT && ck_cuda_float_dtype(dtype) &&
-           !op->low_precision_reduction;
+    return ck_cuda_supports_op(op, dtype);
 }
 
 /* every op family's entry points (cuda_common.cuh); a family's file picks the kernel */
@@ -507,6 +506,31 @@ static ck_status cuda_conv_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor 
     ck_cuda *cu = impl(b);
     CK_TRY(enter(cu, err));
     return finish(cu, cuda_convert(cu, dst, src, scale, accumulate, err), err);
+}
+
+/* The calibration rounding in place on the device (harness/core/calibration.h): the
+ * executor's calibration runs move no activation through the host. */
+static __global__ void calibration_round_kernel(float *v, int bits, double rel, ck_rng_stream s,
+                                                int64_t n)
+{
+    CK_GRID_STRIDE(i, n)
+    v[i] = ck_calibration_round(v[i], bits, rel, &s, (uint64_t)i);
+}
+
+static ck_status cuda_calibration_round(ck_backend *b, ck_tensor *t, int bits, double rel,
+                                        const ck_rng_stream *rng, ck_error *err)
+{
+    ck_cuda *cu = impl(b);
+    CK_TRY(enter(cu, err));
+    if (t->dtype != CK_F32)
+        return ck_fail(err, CK_ERR_INTERNAL, "calibration rounding of %s: fp32 tensors only",
+                       ck_cuda_tname(t));
+    const int64_t n = ck_shape_numel(&t->shape);
+    if (n > 0)
+        calibration_round_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+            static_cast<float *>(t->data), bits, rel, *rng, n);
+    CK_LAUNCH_CHECK();
+    return finish(cu, CK_OK, err);
 }
 
 // ----------------------------------------------------------------------------
@@ -815,6 +839,7 @@ extern "C" ck_status ck_backend_cuda_create(ck_backend **out, int device,
     b->optimizer_step = cuda_optim;
     b->supports_optimizer = cuda_supports_optimizer;
     b->convert = cuda_conv_dtype;
+    b->calibration_round = cuda_calibration_round;
     b->info = cuda_info;
     *out = b;
     return CK_OK;

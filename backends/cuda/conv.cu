@@ -174,6 +174,7 @@ struct conv_descs {
 
 struct ck_cuda_conv_cache {
     ck_cuda_pin_table pins;
+    ck_cuda_pin_table fallbacks; /* keys cuDNN refused: the direct kernels (algo_pin.h) */
 };
 
 void cuda_conv_release(ck_cuda *cu)
@@ -183,6 +184,7 @@ void cuda_conv_release(ck_cuda *cu)
     cu->cudnn = nullptr;
     if (cu->conv_cache) {
         ck_cuda_pin_free(&cu->conv_cache->pins);
+        ck_cuda_pin_free(&cu->conv_cache->fallbacks);
         free(cu->conv_cache);
     }
     cu->conv_cache = nullptr;
@@ -698,23 +700,61 @@ static ck_status conv_direct_backward(ck_cuda *cu, const ck_op_params *op, const
 }
 
 // ----------------------------------------------------------------------------
+// the fallback for passes cuDNN refuses (algo_pin.h, ck_cuda_falls_back)
+
+static ck_status conv_cache(ck_cuda *cu, ck_error *err)
+{
+    if (!cu->conv_cache) {
+        cu->conv_cache = static_cast<ck_cuda_conv_cache *>(calloc(1, sizeof *cu->conv_cache));
+        if (!cu->conv_cache)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory caching convolution algorithms");
+    }
+    return CK_OK;
+}
+
+/* Whether this pass of this shape fell back before. */
+static bool conv_fell_back(ck_cuda *cu, const conv_geom *g, ck_dtype dt, ck_cuda_pass pass)
+{
+    const ck_cuda_conv_key key = make_key(g, dt, pass);
+    return cu->conv_cache && ck_cuda_fallback_find(&cu->conv_cache->fallbacks, &key);
+}
+
+/* Whether an algorithm has run (is pinned) for this pass of this shape. */
+static bool conv_pinned(ck_cuda *cu, const conv_geom *g, ck_dtype dt, ck_cuda_pass pass)
+{
+    const ck_cuda_conv_key key = make_key(g, dt, pass);
+    const ck_cuda_conv_choice *ch =
+        cu->conv_cache ? ck_cuda_pin_find(&cu->conv_cache->pins, &key) : nullptr;
+    return ch && ch->pinned;
+}
+
+/* After cuDNN's status st for a pass that was not pinned before: true (and remembered) when
+ * the pass moves onto the direct kernels, whose call the caller then makes. */
+static bool conv_take_fallback(ck_cuda *cu, const conv_geom *g, ck_dtype dt, ck_cuda_pass pass,
+                               ck_status st, bool was_pinned, ck_error *err)
+{
+    if (!ck_cuda_falls_back(st, was_pinned))
+        return false;
+    const ck_cuda_conv_key key = make_key(g, dt, pass);
+    ck_error keep = *err;
+    if (conv_cache(cu, err) != CK_OK ||
+        ck_cuda_fallback_add(&cu->conv_cache->fallbacks, &key, err) != CK_OK) {
+        *err = keep;
+        return false;
+    }
+    (void)cudaGetLastError();
+    return true;
+}
+
+// ----------------------------------------------------------------------------
 // entry points (cuda_common.cuh)
 
-static ck_status conv_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
-                            ck_op_io *io, ck_error *err)
+/* The forward through cuDNN (one dtype among fp32, fp16, bf16). */
+static ck_status conv_forward_cudnn(ck_cuda *cu, ck_op_io *io, const ck_tensor *b,
+                                    const conv_geom *gp, ck_dtype dt, ck_error *err)
 {
+    const conv_geom &g = *gp;
     const ck_tensor *x = io->in[0];
-    const ck_tensor *b = op->bias ? io->bias : NULL;
-    const ck_tensor *all[] = {x, io->weight, b, io->out};
-    CK_TRY(ck_cuda_check_float_dtypes("conv", all, 4, err));
-    const ck_dtype dt = ck_common_dtype(all, 4);
-    switch (ck_cuda_conv_engine_for(dt)) {
-    case CK_CUDA_CONV_WIDE: return cuda_forward_wide(cu, conv_op_forward, op, args, io, err);
-    case CK_CUDA_CONV_DIRECT: return conv_direct_forward(cu, op, io, b, err);
-    case CK_CUDA_CONV_CUDNN: break;
-    }
-    conv_geom g;
-    CK_TRY(conv_setup(op, x, io->weight, b, io->out, &g, err));
     const conv_site_buf site(cu, io->weight, &g, dt, CK_CUDA_PASS_FORWARD);
     CK_TRY(ensure_cudnn(cu, err));
     conv_descs d;
@@ -747,6 +787,85 @@ static ck_status conv_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_f
                     err);
 }
 
+static ck_status conv_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                            ck_op_io *io, ck_error *err)
+{
+    const ck_tensor *x = io->in[0];
+    const ck_tensor *b = op->bias ? io->bias : NULL;
+    const ck_tensor *all[] = {x, io->weight, b, io->out};
+    CK_TRY(ck_cuda_check_float_dtypes("conv", all, 4, err));
+    const ck_dtype dt = ck_common_dtype(all, 4);
+    switch (ck_cuda_conv_engine_for(dt)) {
+    case CK_CUDA_CONV_WIDE: return cuda_forward_wide(cu, conv_op_forward, op, args, io, err);
+    case CK_CUDA_CONV_DIRECT: return conv_direct_forward(cu, op, io, b, err);
+    case CK_CUDA_CONV_CUDNN: break;
+    }
+    conv_geom g;
+    CK_TRY(conv_setup(op, x, io->weight, b, io->out, &g, err));
+    if (conv_fell_back(cu, &g, dt, CK_CUDA_PASS_FORWARD))
+        return cuda_forward_wide(cu, conv_op_forward, op, args, io, err);
+    const bool was_pinned = conv_pinned(cu, &g, dt, CK_CUDA_PASS_FORWARD);
+    const ck_status st = conv_forward_cudnn(cu, io, b, &g, dt, err);
+    if (st != CK_OK && conv_take_fallback(cu, &g, dt, CK_CUDA_PASS_FORWARD, st, was_pinned, err))
+        return cuda_forward_wide(cu, conv_op_forward, op, args, io, err);
+    return st;
+}
+
+/* One backward pass (data or filter) through cuDNN (one dtype among fp32, fp16, bf16);
+ * both accumulate. */
+static ck_status conv_backward_cudnn(ck_cuda *cu, const ck_op_io *io, ck_op_grads *gr,
+                                     const conv_geom *gp, ck_dtype dt, ck_cuda_pass pass,
+                                     ck_error *err)
+{
+    const conv_geom &g = *gp;
+    const ck_tensor *x = io->in[0];
+    const conv_scalars s(true); /* backward accumulates */
+    const void *dy = gr->dout->data;
+    CK_TRY(ensure_cudnn(cu, err));
+    const conv_site_buf site(cu, io->weight, &g, dt, pass);
+    conv_descs d;
+    CK_TRY(make_descs(&g, &site.s, &d, err));
+    ck_cuda_conv_choice *ch;
+    if (pass == CK_CUDA_PASS_BACKWARD_DATA) {
+        /* asymmetric padding: accumulate through a padded copy of dx */
+        ck_dev_buf dxpad;
+        void *dx = gr->din[0]->data;
+        if (g.padded) {
+            CK_TRY(pad_input(cu, &g, dt, dx, &dxpad, "the padded input gradient", err));
+            dx = dxpad.p;
+        }
+        CK_TRY(conv_choice_for(cu, &g, &d, &site.s, &ch, err));
+        const void *w = io->weight->data;
+        CK_TRY(conv_run(cu, ch, &d, &g, &site.s, io->weight,
+                        [&](int algo, void *ws, size_t bytes) {
+                            return cudnnConvolutionBackwardData(
+                                cu->cudnn, s.alpha(), d.w, w, d.y, dy, d.conv,
+                                static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes,
+                                s.beta(), d.x, dx);
+                        },
+                        err));
+        if (g.padded)
+            CK_TRY(crop_into(cu, &g, dt, &dxpad, gr->din[0]->data, err));
+        return CK_OK;
+    }
+    ck_dev_buf xpad;
+    const void *xin = x->data;
+    if (g.padded) {
+        CK_TRY(pad_input(cu, &g, dt, x->data, &xpad, "the padded convolution input", err));
+        xin = xpad.p;
+    }
+    CK_TRY(conv_choice_for(cu, &g, &d, &site.s, &ch, err));
+    void *dw = gr->dweight->data;
+    return conv_run(cu, ch, &d, &g, &site.s, io->weight,
+                    [&](int algo, void *ws, size_t bytes) {
+                        return cudnnConvolutionBackwardFilter(
+                            cu->cudnn, s.alpha(), d.x, xin, d.y, dy, d.conv,
+                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes,
+                            s.beta(), d.w, dw);
+                    },
+                    err);
+}
+
 static ck_status conv_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
                              const ck_op_io *io, ck_op_grads *gr, ck_error *err)
 {
@@ -765,57 +884,30 @@ static ck_status conv_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_
     case CK_CUDA_CONV_DIRECT: return conv_direct_backward(cu, op, io, gr, db, err);
     case CK_CUDA_CONV_CUDNN: break;
     }
-    const conv_scalars s(true); /* backward accumulates */
-    const void *dy = gr->dout->data;
-
-    if (gr->din[0] || gr->dweight) {
-        CK_TRY(ensure_cudnn(cu, err));
-        const conv_site_buf data_site(cu, io->weight, &g, dt, CK_CUDA_PASS_BACKWARD_DATA);
-        const conv_site_buf filter_site(cu, io->weight, &g, dt, CK_CUDA_PASS_BACKWARD_FILTER);
-        conv_descs d;
-        CK_TRY(make_descs(&g, gr->din[0] ? &data_site.s : &filter_site.s, &d, err));
-        if (gr->din[0]) {
-            /* asymmetric padding: accumulate through a padded copy of dx */
-            ck_dev_buf dxpad;
-            void *dx = gr->din[0]->data;
-            if (g.padded) {
-                CK_TRY(pad_input(cu, &g, dt, dx, &dxpad, "the padded input gradient", err));
-                dx = dxpad.p;
-            }
-            ck_cuda_conv_choice *ch;
-            CK_TRY(conv_choice_for(cu, &g, &d, &data_site.s, &ch, err));
-            const void *w = io->weight->data;
-            CK_TRY(conv_run(cu, ch, &d, &g, &data_site.s, io->weight,
-                            [&](int algo, void *ws, size_t bytes) {
-                                return cudnnConvolutionBackwardData(
-                                    cu->cudnn, s.alpha(), d.w, w, d.y, dy, d.conv,
-                                    static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes,
-                                    s.beta(), d.x, dx);
-                            },
-                            err));
-            if (g.padded)
-                CK_TRY(crop_into(cu, &g, dt, &dxpad, gr->din[0]->data, err));
+    const ck_cuda_pass passes[2] = {CK_CUDA_PASS_BACKWARD_DATA, CK_CUDA_PASS_BACKWARD_FILTER};
+    for (int k = 0; k < 2; k++) {
+        const ck_cuda_pass pass = passes[k];
+        if (!(k == 0 ? gr->din[0] : gr->dweight))
+            continue;
+        /* a pass cuDNN refused runs on the direct kernels (algo_pin.h): this pass's
+         * gradient alone, through fp64 copies */
+        ck_op_grads one;
+        memset(&one, 0, sizeof one);
+        one.dout = gr->dout;
+        if (k == 0)
+            one.din[0] = gr->din[0];
+        else
+            one.dweight = gr->dweight;
+        if (conv_fell_back(cu, &g, dt, pass)) {
+            CK_TRY(cuda_backward_wide(cu, conv_op_backward, op, args, io, &one, err));
+            continue;
         }
-        if (gr->dweight) {
-            ck_dev_buf xpad;
-            const void *xin = x->data;
-            if (g.padded) {
-                CK_TRY(pad_input(cu, &g, dt, x->data, &xpad, "the padded convolution input",
-                                 err));
-                xin = xpad.p;
-            }
-            ck_cuda_conv_choice *ch;
-            CK_TRY(conv_choice_for(cu, &g, &d, &filter_site.s, &ch, err));
-            void *dw = gr->dweight->data;
-            CK_TRY(conv_run(cu, ch, &d, &g, &filter_site.s, io->weight,
-                            [&](int algo, void *ws, size_t bytes) {
-                                return cudnnConvolutionBackwardFilter(
-                                    cu->cudnn, s.alpha(), d.x, xin, d.y, dy, d.conv,
-                                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws,
-                                    bytes, s.beta(), d.w, dw);
-                            },
-                            err));
-        }
+        const bool was_pinned = conv_pinned(cu, &g, dt, pass);
+        const ck_status st = conv_backward_cudnn(cu, io, gr, &g, dt, pass, err);
+        if (st != CK_OK && conv_take_fallback(cu, &g, dt, pass, st, was_pinned, err))
+            CK_TRY(cuda_backward_wide(cu, conv_op_backward, op, args, io, &one, err));
+        else if (st != CK_OK)
+            return st;
     }
     if (db) {
         const int64_t S = prod(g.out, g.ncd);

@@ -102,7 +102,7 @@ typedef struct {
     ck_dtype dtype;
     int index;       /* position in the whole (filtered) matrix */
     bool several;    /* the case runs in several dtypes */
-    bool skip;       /* an unsupported combination under --keep-going */
+    bool skip;       /* a case/dtype the backend does not run (skip_unsupported) */
     char skip_msg[CK_ERROR_MAX];
 } work_item;
 
@@ -454,6 +454,38 @@ static const char *case_label(const ck_loaded_case *lc)
 /* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
  * the noise floor and --verify-recompute still hold every step's tensors, so they are
  * refused beyond CK_FULL_RECORD_STEPS steps before anything runs. */
+/* Asks the backends (b, and ref when given) before anything runs whether they run every
+ * layer of each item's case in its dtype: an item they do not is skipped, with the reason
+ * on stderr and in its result, and the rest run. When that leaves nothing to run (every
+ * item that loaded is skipped) the request as a whole cannot run: CK_EXIT_USAGE. */
+static int skip_unsupported(ck_backend *b, ck_backend *ref, ck_loaded_case *lc,
+                            work_item *work, int total)
+{
+    int runnable = 0, skipped = 0;
+    ck_error err;
+    for (int k = 0; k < total; k++) {
+        ck_loaded_case *c = &lc[work[k].li];
+        if (!c->built)
+            continue;
+        if (!ck_cli_supported(b, &c->g, work[k].dtype, &err) ||
+            (ref && !ck_cli_supported(ref, &c->g, work[k].dtype, &err))) {
+            fprintf(stderr, "ckpt-harness: %s (skipped)\n", err.msg);
+            work[k].skip = true;
+            snprintf(work[k].skip_msg, sizeof work[k].skip_msg, "%s", err.msg);
+            skipped++;
+        } else {
+            runnable++;
+        }
+    }
+    if (skipped && !runnable) {
+        fprintf(stderr, "ckpt-harness: nothing to run: the %s backend does not run any of "
+                        "the requested case/dtype combinations (skipped above)\n",
+                b->name);
+        return CK_EXIT_USAGE;
+    }
+    return CK_EXIT_PASS;
+}
+
 static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
                                const work_item *work, int total)
 {
@@ -663,31 +695,17 @@ static void note_unused_settings(const run_state *s)
     }
 }
 
-/* The backends, and every layer supported in every dtype before anything runs;
- * --keep-going skips the combinations that are not. */
+/* The backends, and every layer supported in every dtype before anything runs: the
+ * combinations that are not are skipped (skip_unsupported). */
 static int open_backends(run_state *s)
 {
     const ck_run_opts *o = s->o;
-    ck_error err;
     if (!ck_cli_create_backend(o->backend, o->device, o->algo, o->threads, &s->b) ||
         (o->against &&
          !ck_cli_create_backend(o->against, o->device, NULL,
                                 ck_backend_has_threads(o->against) ? o->threads : 0, &s->ref)))
         return CK_EXIT_USAGE;
-    for (int k = 0; k < s->total; k++) {
-        ck_loaded_case *c = &s->lc[s->work[k].li];
-        if (!c->built)
-            continue;
-        if (!ck_cli_supported(s->b, &c->g, s->work[k].dtype, &err) ||
-            (s->ref && !ck_cli_supported(s->ref, &c->g, s->work[k].dtype, &err))) {
-            fprintf(stderr, "ckpt-harness: %s%s\n", err.msg, o->keep_going ? " (skipped)" : "");
-            if (!o->keep_going)
-                return CK_EXIT_USAGE;
-            s->work[k].skip = true;
-            snprintf(s->work[k].skip_msg, sizeof s->work[k].skip_msg, "%s", err.msg);
-        }
-    }
-    return CK_EXIT_PASS;
+    return skip_unsupported(s->b, s->ref, s->lc, s->work, s->total);
 }
 
 /* Result slots, the job folder, and the items that need no run: load errors and skips. */
@@ -767,7 +785,8 @@ static void emit_item(run_state *s, ck_progress *prog, int k)
     else if (!c->built)
         printf("ERROR %s: did not load (see above)\n", sl);
     else if (s->work[k].skip)
-        printf("SKIP %s %s: not supported by the backend\n", sl, ck_dtype_name(s->work[k].dtype));
+        printf("SKIP %s %s: %s\n", sl, ck_dtype_name(s->work[k].dtype),
+               ck_text_escape(s->work[k].skip_msg, sm, sizeof sm));
 }
 
 /* Starts workers up to --jobs. */

@@ -114,40 +114,17 @@ static ck_rng_stream draw_stream(ck_exec *e, int layer, int step)
     return s;
 }
 
-/* x rounded to `bits` significant bits, ties to even, with no exponent limits. */
-static double round_significand(double x, int bits)
-{
-    if (x == 0.0 || !isfinite(x))
-        return x;
-    int ex;
-    double m = frexp(x, &ex); /* |m| in [0.5, 1) */
-    return ldexp(nearbyint(ldexp(m, bits)), ex - bits);
-}
-
-/* The calibration run's rounding of one tensor (executor.h: round_bits, perturb_rel). */
+/* The calibration run's rounding of one tensor (executor.h: round_bits, perturb_rel), done
+ * by the backend where the tensor lives (backend.h's calibration_round). */
 static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, uint32_t which,
                                 ck_error *err)
 {
     if (e->cfg.round_bits <= 0 || t->dtype != CK_F32 || !t->data)
         return CK_OK;
-    int64_t n = ck_shape_numel(&t->shape);
-    float *host = malloc((size_t)n * sizeof *host + 1);
-    if (!host)
-        return ck_fail(err, CK_ERR_NOMEM, "out of memory perturbing %s", t->name ? t->name : "?");
-    ck_status st = e->cfg.b->download(e->cfg.b, t, host, err);
-    if (st == CK_OK) {
-        ck_rng_stream s = ck_rng_keyed(e->cfg.perturb_seed, (uint32_t)layer,
-                                       CK_PURPOSE_CALIBRATION, ((uint32_t)step << 1) | which);
-        for (int64_t k = 0; k < n; k++) {
-            double r = e->cfg.perturb_rel > 0.0 ? 2.0 * ck_rng_uniform_f64(&s, (uint64_t)k) - 1.0
-                                                : 0.0;
-            host[k] = (float)round_significand((double)host[k] * (1.0 + e->cfg.perturb_rel * r),
-                                               e->cfg.round_bits);
-        }
-        st = e->cfg.b->upload(e->cfg.b, t, host, err);
-    }
-    free(host);
-    return st;
+    ck_rng_stream s = ck_rng_keyed(e->cfg.perturb_seed, (uint32_t)layer, CK_PURPOSE_CALIBRATION,
+                                   ((uint32_t)step << 1) | which);
+    return e->cfg.b->calibration_round(e->cfg.b, t, e->cfg.round_bits, e->cfg.perturb_rel, &s,
+                                       err);
 }
 
 /* Scans layer i's freshly produced output (backward false) or its complete output gradient

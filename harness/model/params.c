@@ -330,6 +330,9 @@ ck_status ck_model_cast_params(ck_model *m, ck_error *err)
 
 ck_status ck_model_round_cast_params(ck_model *m, ck_dtype low, ck_error *err)
 {
+    /* on the backend, through a low-dtype copy: fp32 -> low -> fp32 with the backend's
+     * convert (one rounding to nearest even each way, the second exact), so no weight
+     * moves through the host */
     for (int i = 0; i < m->g->n; i++) {
         const ck_node *nd = &m->g->nodes[i];
         if (nd->op.kind != CK_OP_LINEAR && nd->op.kind != CK_OP_CONV)
@@ -338,23 +341,18 @@ ck_status ck_model_round_cast_params(ck_model *m, ck_dtype low, ck_error *err)
             ck_tensor *t = &m->layers[i].param[p];
             if (t->dtype != CK_F32)
                 continue;
-            int64_t n = ck_shape_numel(&t->shape);
-            float *host = malloc((size_t)n * sizeof *host + 1);
-            double *wide = malloc((size_t)n * sizeof *wide + 1);
-            ck_status st = host && wide ? CK_OK
-                                        : ck_fail(err, CK_ERR_NOMEM, "out of memory rounding %s",
-                                                  t->name);
+            ck_tensor tmp = {t->name, low, t->shape, NULL};
+            ck_status st = m->b->alloc(m->b, ck_tensor_bytes(&tmp), &tmp.data, err);
             if (st == CK_OK)
-                st = m->b->download(m->b, t, host, err);
-            if (st == CK_OK) {
-                for (int64_t k = 0; k < n; k++)
-                    wide[k] = ck_round_to_dtype((double)host[k], low);
-                st = ck_upload_f64(m->b, t, wide, err);
-            }
-            free(host);
-            free(wide);
-            if (st != CK_OK)
+                st = m->b->convert(m->b, &tmp, t, 1.0, false, err);
+            if (st == CK_OK)
+                st = m->b->convert(m->b, t, &tmp, 1.0, false, err);
+            if (tmp.data)
+                m->b->free(m->b, tmp.data);
+            if (st != CK_OK) {
+                ck_error_prefix(err, "rounding %s to %s", t->name, ck_dtype_name(low));
                 return st;
+            }
         }
     }
     return CK_OK;

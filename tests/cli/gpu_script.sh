@@ -1,10 +1,16 @@
 #!/bin/sh
-# tests/gpu/run.sh end to end with the CPU backend standing in for CUDA (CK_BACKEND=cpu),
-# on tiny cases: its table and exit status in every branch — all required stages pass; the
-# seed run writes no report; a run whose verdict is identical but whose CLI exit is 1 (a
-# memory expectation); a build that fails (everything after it SKIPPED); a budget that
-# kills a stage (BUDGET) and leaves the rest unstarted (BUDGET); usage errors.
-# Usage: CK_PROG=build/ckpt-harness sh tests/cli/gpu_script.sh
+# tests/gpu/run.sh end to end with the CPU standing in for CUDA (CK_BACKEND=cpu):
+#  1-6. on tiny cases with a prebuilt program: its table and exit status in every branch —
+#     all required stages pass; the seed run writes no report; a run whose verdict is
+#     identical but whose CLI exit is 1 (a memory expectation); a build that fails
+#     (everything after it SKIPPED); a budget that kills a stage (BUDGET) and leaves the
+#     rest unstarted (BUDGET); usage errors;
+#  7. the rehearsal of the GPU run: the same make targets in make's own build folder (the
+#     CUDA module and test_gpu included where this build has them, checked to exist), the
+#     op table with the CPU standing in, the whole cases/ folder (cases CUDA does not run
+#     skipped and named), the stage list and budget arithmetic of the GPU run, the seed
+#     model's full-size peak predicted; every required stage must pass.
+# Usage: CK_PROG=build/ckpt-harness [CK_GPU_BUILD_DIR=build] sh tests/cli/gpu_script.sh
 set -u
 PROG=${CK_PROG:-build/ckpt-harness}
 case "$PROG" in /*) ;; *) PROG="$(pwd)/$PROG" ;; esac
@@ -32,7 +38,7 @@ run_script() {
     name=$1
     shift
     out="$TMP/$name"
-    env CK_BACKEND=cpu CK_GPU_PROG="$PROG" CK_CASES_DIR="$TMP/cases" CK_SEED_CASE="$SEED" \
+    env -u CK_GPU_BUILD_DIR CK_BACKEND=cpu CK_GPU_PROG="$PROG" CK_CASES_DIR="$TMP/cases" CK_SEED_CASE="$SEED" \
         CK_DEBS_DIR="$TMP/no-debs" "$@" bash "$SCRIPT" "$out" >"$TMP/$name.stdout" 2>&1
     rc=$?
 }
@@ -58,9 +64,11 @@ exit_is 0
 summary_printed PASSED
 row PASS "build dependencies"
 row SKIPPED "build"
-row SKIPPED "GPU op suite \(test_gpu\)"
-row PASS "shipped cases on cpu"
-for dt in fp32 fp16 bf16; do row PASS "cpu vs cpu, every dumped tensor, $dt"; done
+row SKIPPED "op table \(test_gpu\)"
+row PASS "shipped cases on cpu-as-cuda"
+row PASS "cpu-as-cuda vs cpu, every dumped tensor, fp32"
+for dt in fp16 bf16; do row PASS "cpu-as-cuda vs cpu, harness judgement, $dt"; done
+row PASS "seed model predicted peak \(full size\)"
 row PASS "seed model via the CLI, fp32"
 row PASS "seed model via the CLI, fp16"
 row SKIPPED "seed model step timing, fp32"
@@ -77,8 +85,8 @@ run_script noreport CK_SEED_CASE="$TMP/broken.json" CK_CASES_DIR="$TMP/empty"
 exit_is 1
 summary_printed FAILED
 row FAIL "seed model via the CLI, fp32"
-row FAIL "shipped cases on cpu"
-row FAIL "cpu vs cpu, every dumped tensor, fp32"
+row FAIL "shipped cases on cpu-as-cuda"
+row FAIL "cpu-as-cuda vs cpu, every dumped tensor, fp32"
 grep -E '^seed model via the CLI, fp32 +FAIL .*no report' "$out/summary.txt" >/dev/null && ok ||
     bad "noreport: the row does not say 'no report'"
 
@@ -92,7 +100,7 @@ exit_is 1
 summary_printed FAILED
 grep -E '^seed model via the CLI, fp32 +FAIL .*exit 1.*verdict .identical.' "$out/summary.txt" >/dev/null && ok ||
     bad "memexit: the seed row should FAIL with exit 1 and verdict identical"
-grep -E '^shipped cases on cpu +FAIL .*0/1 reports pass' "$out/summary.txt" >/dev/null && ok ||
+grep -E '^shipped cases on cpu-as-cuda +FAIL .*0/1 reports pass' "$out/summary.txt" >/dev/null && ok ||
     bad "memexit: the cases row should FAIL with 0/1 reports passing"
 
 # 4. the build fails: FAIL, everything needing the program SKIPPED, exit 1
@@ -100,7 +108,7 @@ run_script nobuild CK_GPU_PROG= CK_MAKE=false
 exit_is 1
 summary_printed FAILED
 row FAIL "build"
-row SKIPPED "shipped cases on cpu"
+row SKIPPED "shipped cases on cpu-as-cuda"
 row SKIPPED "seed model via the CLI, fp16"
 [ "$(grep -cE ' PASS ' "$out/summary.txt")" -eq 1 ] && ok || bad "nobuild: only the dependencies should pass"
 
@@ -113,7 +121,7 @@ chmod +x "$TMP/slowprog"
 run_script budget CK_GPU_PROG="$TMP/slowprog" CK_GPU_BUDGET_S=3 CK_GPU_STAGE_NEED_S=1
 exit_is 1
 summary_printed FAILED
-grep -E '^shipped cases on cpu +BUDGET .*killed at the time limit' "$out/summary.txt" >/dev/null && ok ||
+grep -E '^shipped cases on cpu-as-cuda +BUDGET .*killed at the time limit' "$out/summary.txt" >/dev/null && ok ||
     bad "budget: the cases stage should be killed (BUDGET)"
 grep -E '^seed model via the CLI, fp16 +BUDGET .*not started' "$out/summary.txt" >/dev/null && ok ||
     bad "budget: the last seed stage should not start (BUDGET)"
@@ -125,6 +133,47 @@ CK_BACKEND=tpu bash "$SCRIPT" "$TMP/x" >/dev/null 2>&1
 [ $? -eq 2 ] && ok || bad "CK_BACKEND=tpu: want exit 2"
 CK_GPU_BUDGET_S=soon bash "$SCRIPT" "$TMP/x" >/dev/null 2>&1
 [ $? -eq 2 ] && ok || bad "CK_GPU_BUDGET_S=soon: want exit 2"
+
+# 7. the rehearsal of the GPU run (make check passes its build folder)
+BUILD_DIR=${CK_GPU_BUILD_DIR:-$(dirname "$PROG")}
+name=rehearsal
+out="$TMP/$name"
+env -u CK_GPU_PROG -u CK_CASES_DIR -u CK_GPU_STAGE_NEED_S -u CK_GPU_BUDGET_S CK_BACKEND=cpu \
+    CK_GPU_BUILD_DIR="$BUILD_DIR" CK_SEED_CASE="$SEED" CK_DEBS_DIR="$TMP/no-debs" \
+    bash "$SCRIPT" "$out" >"$TMP/$name.stdout" 2>&1
+rc=$?
+exit_is 0
+summary_printed PASSED
+row PASS "build"
+TARGETS=$(cd "$ROOT" && env -u MAKEFLAGS make -s print-gpu-targets BUILD="${BUILD_DIR#"$ROOT"/}" 2>/dev/null)
+if printf '%s\n' "$TARGETS" | grep -q 'ckpt-harness-cuda.so$'; then
+    # a build with the CUDA backend: the module is one of the rehearsal's targets, built and
+    # there, and the op table ran with the CPU standing in
+    grep -E '^build +PASS .*ckpt-harness-cuda\.so' "$out/summary.txt" >/dev/null && ok ||
+        bad "rehearsal: the build stage did not build the CUDA module: $(grep '^build ' "$out/summary.txt")"
+    row PASS "op table \(test_gpu\)"
+    grep -E '^op table \(test_gpu\) +PASS .*op table on cpu-as-cuda: [0-9]+ passed, 0 failed' "$out/summary.txt" >/dev/null && ok ||
+        bad "rehearsal: the op table did not run on the stand-in"
+else
+    row SKIPPED "op table \(test_gpu\)"
+fi
+row PASS "shipped cases on cpu-as-cuda"
+grep -E '^shipped cases on cpu-as-cuda +PASS .*skipped: canary_lowp_reduction fp16' "$out/summary.txt" >/dev/null && ok ||
+    bad "rehearsal: the case CUDA does not run is not named as skipped"
+[ "$(ls "$out"/reports/cases/*.json | wc -l)" -gt "$(ls "$ROOT"/cases/*.json | wc -l)" ] && ok ||
+    bad "rehearsal: not every shipped case ran"
+row PASS "cpu-as-cuda vs cpu, every dumped tensor, fp32"
+for dt in fp16 bf16; do row PASS "cpu-as-cuda vs cpu, harness judgement, $dt"; done
+row PASS "seed model predicted peak \(full size\)"
+grep -E '^seed model predicted peak \(full size\) +PASS .*fp32 plain [0-9.]+ GiB, checkpointed [0-9.]+ GiB' "$out/summary.txt" >/dev/null && ok ||
+    bad "rehearsal: no predicted peak"
+row PASS "seed model via the CLI, fp32"
+row PASS "seed model via the CLI, fp16"
+grep -q 'stage plan: 12 stages, estimates summing to [0-9]* s of the 330 s budget' "$out/run.log" && ok ||
+    bad "rehearsal: the stage plan is not the GPU run's"
+[ "$(grep -cE ' (PASS|FAIL|SKIPPED|BUDGET) +(yes|no) ' "$out/summary.txt")" -eq 12 ] && ok ||
+    bad "rehearsal: the table does not have the plan's 12 stages"
+grep -q ' BUDGET ' "$out/summary.txt" && bad "rehearsal: a stage ran out of budget" || ok
 
 echo "gpu_script.sh: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -225,5 +225,20 @@ D=$(dirname "${M:-$TMP/dtr/none}")
 grep -q '"config"' "$M" && grep -q '"segments"' "$M" && grep -q '"adamw"' "$M" && grep -q '"ignore_index":[[:space:]]*3' "$M" && ok || bad "the manifest carries the config"
 expect_exit 2 "--dump-optimizer without --dump" -- "$PROG" run --dump-optimizer "$ROOT/cases/mlp_dropout.json"
 
+# A case the backend does not run is skipped with the reason, the rest run, and the exit code
+# comes from what ran (cpu-as-cuda refuses what the CUDA backend refuses: low-precision
+# reductions); when nothing is left to run, exit 2.
+mkdir -p "$TMP/mixed"
+cp "$ROOT/cases/canary_lowp_reduction.json" "$ROOT/cases/conv1d_seq.json" "$TMP/mixed/"
+expect_exit 0 "an unsupported case is skipped, the rest run" -- "$PROG" run "$TMP/mixed" --backend cpu-as-cuda \
+    --quiet --report "$TMP/mixed_rep/"
+grep -q '^PASS conv1d_seq fp32' "$TMP/out" && ok || bad "the supported case ran: $(cat "$TMP/out")"
+grep -q '^SKIP canary_lowp_reduction fp16: .*low-precision reductions' "$TMP/out" && ok ||
+    bad "the skip names its reason: $(cat "$TMP/out")"
+grep -q '2 skipped' "$TMP/out" && ok || bad "the skips are counted: $(cat "$TMP/out")"
+grep -q '"skipped":	2' "$TMP/mixed_rep/summary.json" && ok || bad "the summary counts the skips"
+expect_exit 2 "nothing left to run" -- "$PROG" run "$ROOT/cases/canary_lowp_reduction.json" --backend cpu-as-cuda --quiet
+grep -q 'nothing to run' "$TMP/err" && ok || bad "nothing to run is said: $(cat "$TMP/err")"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,15 +1,16 @@
 /*
- * The fast CPU backend (backends/cpu, docs/cpu-backend.md):
- *  - its kernels' determinism rules, bit for bit: the SGEMM and the convolutions give the
- *    same bits for 1, 2 and 3 threads, on the portable path and the machine's SIMD path,
- *    and on the direct and implicit-GEMM convolution paths; each GEMM / convolution
- *    output equals one sequential fmaf chain in the documented order;
- *  - their accuracy against double-precision loops;
- *  - fp16/bf16 conversions identical to harness/core/half.h;
- *  - linear and conv forward/backward against the reference backend in fp32/fp16/bf16;
- *  - whole shipped cases: 1 thread vs 2 threads and portable vs SIMD bitwise identical,
- *    plain vs checkpointed meeting every expectation, within the cross-backend tolerance
- *    of `ref` (ck_compare_backends), and gradient checks.
+ * The fast CPU backend's kernels (backends/cpu, docs/cpu-backend.md), bit for bit:
+ *  - the SGEMM and the convolutions give the same bits for 1, 2 and 3 threads, on the
+ *    portable path and the machine's SIMD path, and on the direct and implicit-GEMM
+ *    convolution paths; each GEMM / convolution output equals one sequential fmaf chain in
+ *    the documented order; and their accuracy against double-precision loops;
+ *  - fp16/bf16 conversions identical to harness/core/half.h; an accumulation rounds once;
+ *  - fp16/bf16 linear/conv: the fp32 accumulator rounded once (rule 5), which ref's float64
+ *    sums do not give (the op table's low-precision rule allows either);
+ *  - relu bitwise the reference's over every 16-bit pattern;
+ *  - the backend's configuration (threads, ISA) and its refusals.
+ * Linear, conv and every other op against the reference backend, with gradchecks, are rows
+ * of the op table (tests/backend_ops.c); whole cases are tests/test_cpu_cases.c.
  * No timing is asserted anywhere.
  */
 #include <check.h>
@@ -460,235 +461,6 @@ START_TEST(test_accumulate_rounds_once)
 }
 END_TEST
 
-// ----------------------------------------------------------------------------
-// ops: the fast backend against the reference backend
-
-typedef struct {
-    ck_op_params op;
-    ck_shape in;
-} op_case;
-
-#define CONV_OP(n, f, b, ...)                                                              \
-    {.kind = CK_OP_CONV, .nsp = n, .filters = f, .bias = b, .pad_mode = CK_PAD_EXPLICIT,   \
-     __VA_ARGS__}
-
-static const op_case op_cases[] = {
-    {{.kind = CK_OP_LINEAR, .units = 19, .bias = true}, SHAPE_INIT(7, 33)},
-    {{.kind = CK_OP_LINEAR, .units = 40, .bias = false}, SHAPE_INIT(2, 3, 70)},
-    {CONV_OP(1, 5, true, .kernel = {3}, .stride = {2}, .dilation = {1}, .pad_lo = {1},
-             .pad_hi = {1}),
-     SHAPE_INIT(2, 3, 21)},
-    {CONV_OP(1, 4, false, .kernel = {3}, .stride = {1}, .dilation = {2}, .pad_lo = {2},
-             .pad_hi = {2}),
-     SHAPE_INIT(3, 2, 17)},
-    {CONV_OP(2, 6, true, .kernel = {3, 3}, .stride = {1, 1}, .dilation = {1, 1},
-             .pad_lo = {1, 1}, .pad_hi = {1, 1}),
-     SHAPE_INIT(2, 3, 9, 11)},
-    {CONV_OP(2, 18, true, .kernel = {3, 3}, .stride = {1, 1}, .dilation = {1, 1},
-             .pad_lo = {1, 1}, .pad_hi = {1, 1}),
-     SHAPE_INIT(1, 17, 8, 10)},
-    {CONV_OP(3, 4, false, .kernel = {3, 3, 3}, .stride = {1, 1, 1}, .dilation = {1, 1, 1},
-             .pad_lo = {1, 1, 1}, .pad_hi = {1, 1, 1}),
-     SHAPE_INIT(1, 4, 6, 7, 12)},
-    {CONV_OP(3, 3, true, .kernel = {2, 3, 1}, .stride = {2, 1, 1}, .dilation = {1, 1, 1},
-             .pad_lo = {0, 1, 0}, .pad_hi = {0, 1, 0}),
-     SHAPE_INIT(2, 2, 5, 6, 7)},
-};
-
-static ck_shape out_shape(const op_case *oc, ck_shape *w, ck_shape *b)
-{
-    const ck_op_params *op = &oc->op;
-    ck_shape out = oc->in;
-    if (op->kind == CK_OP_LINEAR) {
-        out.dim[out.ndim - 1] = op->units;
-        *w = SHAPE(op->units, oc->in.dim[oc->in.ndim - 1]);
-        *b = SHAPE(op->units);
-        return out;
-    }
-    out.dim[1] = op->filters;
-    w->ndim = oc->in.ndim;
-    w->dim[0] = op->filters;
-    w->dim[1] = oc->in.dim[1];
-    *b = SHAPE(op->filters);
-    for (int a = 0; a < op->nsp; a++) {
-        const int64_t extent = (int64_t)op->dilation[a] * (op->kernel[a] - 1) + 1;
-        out.dim[2 + a] =
-            (oc->in.dim[2 + a] + op->pad_lo[a] + op->pad_hi[a] - extent) / op->stride[a] + 1;
-        w->dim[2 + a] = op->kernel[a];
-    }
-    return out;
-}
-
-/* |a - r| <= rtol |r| + atol max|r| for every element */
-static void assert_close(const char *what, const ck_tensor *a, const ck_tensor *r, double rtol,
-                         double atol)
-{
-    const int64_t n = ck_shape_numel(&r->shape);
-    double mx = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        mx = fmax(mx, fabs(tu_tget(r, i)));
-    for (int64_t i = 0; i < n; i++) {
-        const double x = tu_tget(a, i), y = tu_tget(r, i);
-        REQUIRE(fabs(x - y) <= rtol * fabs(y) + atol * mx, "%s[%lld]: cpu %.9g, ref %.9g", what,
-                (long long)i, x, y);
-    }
-}
-
-typedef struct {
-    ck_tensor *x, *w, *b, *y, *dy, *dx, *dw, *db;
-} op_tensors;
-
-static void op_tensors_make(const op_case *oc, ck_dtype dt, op_tensors *t)
-{
-    ck_shape ws = {0}, bs = {0};
-    const ck_shape ys = out_shape(oc, &ws, &bs);
-    t->x = tu_tensor_rand("x", dt, oc->in, 11, 0, true);
-    t->w = tu_tensor_rand("w", dt, ws, 11, 1, false);
-    t->b = oc->op.bias ? tu_tensor_rand("b", dt, bs, 11, 2, false) : NULL;
-    t->y = tu_tensor_new("y", dt, ys);
-    t->dy = tu_tensor_rand("dy", dt, ys, 11, 3, true);
-    /* gradients start non-zero: backward accumulates */
-    t->dx = tu_tensor_rand("dx", dt, oc->in, 11, 4, false);
-    t->dw = tu_tensor_rand("dw", dt, ws, 11, 5, false);
-    t->db = oc->op.bias ? tu_tensor_rand("db", dt, bs, 11, 6, false) : NULL;
-}
-
-static void op_tensors_free(op_tensors *t)
-{
-    ck_tensor *all[] = {t->x, t->w, t->b, t->y, t->dy, t->dx, t->dw, t->db};
-    for (int i = 0; i < COUNT(all); i++)
-        if (all[i])
-            tu_tensor_free(all[i]);
-}
-
-static void run_op(ck_backend *be, const op_case *oc, op_tensors *t)
-{
-    ck_fwd_args args;
-    memset(&args, 0, sizeof args);
-    ck_op_io io;
-    memset(&io, 0, sizeof io);
-    io.n_in = 1;
-    io.in[0] = t->x;
-    io.out = t->y;
-    io.weight = t->w;
-    io.bias = t->b;
-    ck_error err = {{0}};
-    ck_assert_msg(be->forward(be, &oc->op, &args, &io, &err) == CK_OK, "%s forward: %s",
-                  be->name, err.msg);
-    ck_op_grads g;
-    memset(&g, 0, sizeof g);
-    g.dout = t->dy;
-    g.din[0] = t->dx;
-    g.dweight = t->dw;
-    g.dbias = t->db;
-    ck_assert_msg(be->backward(be, &oc->op, &args, &io, &g, &err) == CK_OK, "%s backward: %s",
-                  be->name, err.msg);
-}
-
-START_TEST(test_ops_vs_ref)
-{
-    const op_case *oc = &op_cases[_i];
-    ck_backend *ref = NULL;
-    ck_error err = {{0}};
-    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
-    ck_backend *cpu = make_cpu(2, NULL);
-    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
-    for (int d = 0; d < COUNT(dts); d++) {
-        op_tensors a, r;
-        op_tensors_make(oc, dts[d], &a);
-        op_tensors_make(oc, dts[d], &r);
-        run_op(cpu, oc, &a);
-        run_op(ref, oc, &r);
-        /* fp32: 1e-5 of the tensor's scale; fp16/bf16: one rounding apart (2 ulp) */
-        const double rtol = dts[d] == CK_F16 ? 2e-3 : dts[d] == CK_BF16 ? 1.6e-2 : 1e-5;
-        const double atol = dts[d] == CK_F32 ? 1e-5 : dts[d] == CK_F64 ? 0.0 : 1e-3;
-        char what[96];
-        const char *dn = ck_dtype_name(dts[d]);
-        snprintf(what, sizeof what, "op %d %s y", _i, dn);
-        assert_close(what, a.y, r.y, rtol, atol);
-        snprintf(what, sizeof what, "op %d %s dx", _i, dn);
-        assert_close(what, a.dx, r.dx, rtol, atol);
-        snprintf(what, sizeof what, "op %d %s dw", _i, dn);
-        assert_close(what, a.dw, r.dw, rtol, atol);
-        if (a.db) {
-            snprintf(what, sizeof what, "op %d %s db", _i, dn);
-            assert_close(what, a.db, r.db, rtol, atol);
-        }
-        op_tensors_free(&a);
-        op_tensors_free(&r);
-    }
-    cpu->destroy(cpu);
-    ref->destroy(ref);
-}
-END_TEST
-
-/* The fast fp32 kernels' gradients against float64 central differences of the reference
- * forward: L = sum(y * r). (fp64 calls on the cpu backend run the reference kernels, so a
- * float64 gradcheck alone would not reach the fast kernels.) */
-START_TEST(test_fp32_kernels_gradcheck)
-{
-    const op_case *oc = &op_cases[_i];
-    ck_backend *ref = NULL;
-    ck_error err = {{0}};
-    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
-    ck_backend *cpu = make_cpu(2, NULL);
-    op_tensors a;
-    op_tensors_make(oc, CK_F32, &a);
-    const int64_t ny = ck_shape_numel(&a.y->shape);
-    /* analytic: dy = r, gradients from zero */
-    memset(a.dx->data, 0, ck_tensor_bytes(a.dx));
-    memset(a.dw->data, 0, ck_tensor_bytes(a.dw));
-    if (a.db)
-        memset(a.db->data, 0, ck_tensor_bytes(a.db));
-    run_op(cpu, oc, &a);
-    /* numeric, in fp64 on the reference */
-    op_tensors n;
-    op_tensors_make(oc, CK_F64, &n);
-    ck_tensor *targets[] = {n.x, n.w, n.b};
-    ck_tensor *analytic[] = {a.dx, a.dw, a.db};
-    ck_fwd_args args;
-    memset(&args, 0, sizeof args);
-    for (int k = 0; k < 3; k++) {
-        if (!targets[k])
-            continue;
-        const int64_t numel = ck_shape_numel(&targets[k]->shape);
-        for (int64_t s = 0; s < 24 && s < numel; s++) {
-            const int64_t i = s * 7919 % numel;
-            double *v = (double *)targets[k]->data + i;
-            const double keep = *v, eps = 1e-6;
-            double L[2];
-            for (int side = 0; side < 2; side++) {
-                *v = keep + (side ? -eps : eps);
-                ck_op_io io;
-                memset(&io, 0, sizeof io);
-                io.n_in = 1;
-                io.in[0] = n.x;
-                io.out = n.y;
-                io.weight = n.w;
-                io.bias = n.b;
-                ck_assert(ref->forward(ref, &oc->op, &args, &io, &err) == CK_OK);
-                L[side] = 0.0;
-                for (int64_t j = 0; j < ny; j++)
-                    L[side] += ((double *)n.y->data)[j] * ((double *)n.dy->data)[j];
-            }
-            *v = keep;
-            const double num = (L[0] - L[1]) / (2 * eps), an = tu_tget(analytic[k], i);
-            REQUIRE(fabs(an - num) <= 1e-5 + 1e-3 * fabs(num),
-                    "op %d tensor %d [%lld]: analytic %.9g, numeric %.9g", _i, k, (long long)i,
-                    an, num);
-        }
-    }
-    op_tensors_free(&a);
-    op_tensors_free(&n);
-    cpu->destroy(cpu);
-    ref->destroy(ref);
-}
-END_TEST
-
-/* fp16/bf16 linear/conv: the fp32 accumulator rounded once (docs/cpu-backend.md rule 5).
- * 1 + h + 2^-24 (h half an fp16/bf16 ulp at 1): the fp32 chain lands on the tie 1 + h
- * and the one rounding to the low dtype goes to even, 1.0; ref, summing in double, gives
- * 1 + 2h (tests/test_ops_lowp.c). */
 START_TEST(test_lowp_is_the_fp32_sum_rounded_once)
 {
     const ck_dtype dt = _i % 2 ? CK_BF16 : CK_F16;
@@ -793,123 +565,6 @@ START_TEST(test_relu_bitwise_ref)
 }
 END_TEST
 
-// ----------------------------------------------------------------------------
-// whole cases
-
-static const char *const shipped[] = {
-    "canary_autocast_drop.json", "canary_bn_update.json",   "canary_dropout_stateful.json",
-    "canary_no_saving.json",     "cnn_bn.json",             "conv1d_seq.json",
-    "fp16_underflow_dynamic.json", "fp16_underflow_noscale.json", "mlp_dropout.json",
-    "resnet_concat.json",        "unet3d_bn.json",              "gpt_decoder.json",
-    "llama_blocks.json",         "canary_gpt_stateful.json",    "unet3d_groupnorm.json",
-};
-
-static const ck_dtype run_dtypes[] = {CK_F32, CK_F16, CK_BF16};
-
-static void assert_records_identical(const char *what, const ck_record *a, const ck_record *b)
-{
-    ck_assert_int_eq(a->n, b->n);
-    for (int s = 0; s < a->steps; s++)
-        ck_assert_msg(memcmp(&a->losses[s], &b->losses[s], sizeof(double)) == 0,
-                      "%s: loss of step %d differs", what, s);
-    for (int k = 0; k < a->n; k++) {
-        ck_assert_str_eq(a->e[k].name, b->e[k].name);
-        const size_t bytes =
-            (size_t)ck_shape_numel(&a->e[k].shape) * ck_dtype_size(a->e[k].dtype);
-        ck_assert_msg(memcmp(a->e[k].data, b->e[k].data, bytes) == 0,
-                      "%s: %s (step %d) differs bitwise", what, a->e[k].name, a->e[k].step);
-    }
-}
-
-/* 1 vs 2 threads, and the portable path vs this machine's SIMD path: the same bits */
-START_TEST(test_case_thread_and_isa_invariance)
-{
-    tu_built_case bc;
-    tu_build_file(&bc, shipped[_i]);
-    ck_backend *one = make_cpu(1, NULL), *two = make_cpu(2, NULL),
-               *portable = make_cpu(2, "portable");
-    for (int d = 0; d < COUNT(run_dtypes); d++) {
-        ck_record r1, r2, rp;
-        ck_error err = {{0}};
-        ck_assert_msg(ck_train(one, &bc.g, NULL, run_dtypes[d], NULL, &r1, &err) == CK_OK,
-                      "%s", err.msg);
-        ck_assert_msg(ck_train(two, &bc.g, NULL, run_dtypes[d], NULL, &r2, &err) == CK_OK,
-                      "%s", err.msg);
-        ck_assert_msg(ck_train(portable, &bc.g, NULL, run_dtypes[d], NULL, &rp, &err) == CK_OK,
-                      "%s", err.msg);
-        char what[160];
-        snprintf(what, sizeof what, "%s %s: 1 vs 2 threads", shipped[_i],
-                 ck_dtype_name(run_dtypes[d]));
-        assert_records_identical(what, &r1, &r2);
-        snprintf(what, sizeof what, "%s %s: portable vs SIMD", shipped[_i],
-                 ck_dtype_name(run_dtypes[d]));
-        assert_records_identical(what, &rp, &r2);
-        ck_record_free(&r1);
-        ck_record_free(&r2);
-        ck_record_free(&rp);
-    }
-    one->destroy(one);
-    two->destroy(two);
-    portable->destroy(portable);
-    tu_free_built(&bc);
-}
-END_TEST
-
-/* every expectation met on cpu (plain vs checkpointed bitwise identical where the case
- * expects it), and within the cross-backend tolerance of ref */
-START_TEST(test_case_expectations_and_vs_ref)
-{
-    tu_built_case bc;
-    tu_build_file(&bc, shipped[_i]);
-    ck_backend *cpu = make_cpu(2, NULL);
-    ck_backend *ref = NULL;
-    ck_error err = {{0}};
-    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
-    for (int d = 0; d < COUNT(run_dtypes); d++) {
-        ck_result res;
-        memset(&res, 0, sizeof res);
-        ck_assert_msg(ck_run_case(cpu, &bc.g, run_dtypes[d], &res, &err) == CK_OK, "%s",
-                      err.msg);
-        ck_assert_msg(ck_compare_backends(cpu, ref, &bc.g, run_dtypes[d], &res, &err) == CK_OK,
-                      "%s", err.msg);
-        ck_assert_msg(res.expect_met, "%s %s on cpu: verdict %d does not meet the expectation",
-                      shipped[_i], ck_dtype_name(run_dtypes[d]), (int)res.verdict);
-        ck_assert_msg(res.vs_backend_verdict != CK_VERDICT_MISMATCH,
-                      "%s %s: cpu vs ref outside the cross-backend tolerance at %s",
-                      shipped[_i], ck_dtype_name(run_dtypes[d]),
-                      res.vs_backend_first >= 0 ? res.vs_backend[res.vs_backend_first].name
-                                                : "?");
-        ck_result_free(&res);
-    }
-    cpu->destroy(cpu);
-    ref->destroy(ref);
-    tu_free_built(&bc);
-}
-END_TEST
-
-/* the whole-case float64 gradient check through the cpu backend */
-START_TEST(test_case_gradcheck)
-{
-    const char *names[] = {"mlp_dropout.json", "conv1d_seq.json", "unet3d_bn.json"};
-    tu_built_case bc;
-    tu_build_file(&bc, names[_i]);
-    ck_backend *cpu = make_cpu(2, NULL);
-    ck_gradcheck_opts o;
-    ck_gradcheck_opts_default(&o);
-    o.max_samples = 8;
-    ck_gradcheck_entry *e = NULL;
-    int n = 0;
-    ck_error err = {{0}};
-    ck_assert_msg(ck_gradcheck_case(cpu, &bc.g, &o, &e, &n, &err) == CK_OK, "%s", err.msg);
-    for (int i = 0; i < n; i++)
-        ck_assert_msg(e[i].failed == 0, "%s: %s: %lld elements outside tolerance", names[_i],
-                      e[i].name, (long long)e[i].failed);
-    free(e);
-    cpu->destroy(cpu);
-    tu_free_built(&bc);
-}
-END_TEST
-
 START_TEST(test_backend_config)
 {
     ck_backend *b = make_cpu(3, "portable");
@@ -941,9 +596,9 @@ START_TEST(test_backend_config)
 }
 END_TEST
 
-Suite *suite_cpu_backend(void)
+Suite *suite_cpu_kernels(void)
 {
-    Suite *s = suite_create("cpu_backend");
+    Suite *s = suite_create("cpu_kernels");
     TCase *k = tcase_create("kernels");
     tcase_set_timeout(k, 300);
     tcase_add_loop_test(k, test_gemm_bits_and_chain, 0, COUNT(gemm_shapes));
@@ -951,19 +606,8 @@ Suite *suite_cpu_backend(void)
     tcase_add_test(k, test_half_conversions);
     tcase_add_test(k, test_accumulate_rounds_once);
     tcase_add_test(k, test_backend_config);
+    tcase_add_loop_test(k, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
+    tcase_add_loop_test(k, test_relu_bitwise_ref, 0, 3);
     suite_add_tcase(s, k);
-    TCase *o = tcase_create("ops");
-    tcase_set_timeout(o, 300);
-    tcase_add_loop_test(o, test_ops_vs_ref, 0, COUNT(op_cases));
-    tcase_add_loop_test(o, test_fp32_kernels_gradcheck, 0, COUNT(op_cases));
-    tcase_add_loop_test(o, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
-    tcase_add_loop_test(o, test_relu_bitwise_ref, 0, 3);
-    suite_add_tcase(s, o);
-    TCase *c = tcase_create("cases");
-    tcase_set_timeout(c, 600);
-    tcase_add_loop_test(c, test_case_thread_and_isa_invariance, 0, COUNT(shipped));
-    tcase_add_loop_test(c, test_case_expectations_and_vs_ref, 0, COUNT(shipped));
-    tcase_add_loop_test(c, test_case_gradcheck, 0, 3);
-    suite_add_tcase(s, c);
     return s;
 }

@@ -1,0 +1,1354 @@
+/* The op table and its runner (backend_ops.h). */
+#include "tests/backend_ops.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/algo_pin.h"
+#include "harness/core/calibration.h"
+#include "harness/core/half.h"
+#include "harness/core/rng.h"
+#include "harness/model/graph.h"
+#include "harness/model/params.h"
+#include "harness/verify/gradcheck.h"
+
+#define BO_SHAPE(...)                                                                      \
+    ((ck_shape){.ndim = (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),         \
+                .dim = {__VA_ARGS__}})
+
+// ----------------------------------------------------------------------------
+// results
+
+static void result(bo_ctx *c, int status, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    static const char *const word[] = {"PASS", "FAIL", "SKIP"};
+    if (status == 0)
+        c->pass++;
+    else if (status == 1)
+        c->fail++;
+    else
+        c->skip++;
+    if (status == 1 && !c->first_failure[0])
+        snprintf(c->first_failure, sizeof c->first_failure, "%s [%s]", line, c->b->name);
+    if (c->out && (status != 0 || c->print_passes))
+        fprintf(c->out, "%s  %s\n", word[status], line);
+}
+
+void bo_ctx_init(bo_ctx *c, ck_backend *ref, ck_backend *b, FILE *out)
+{
+    memset(c, 0, sizeof *c);
+    c->ref = ref;
+    c->b = b;
+    c->out = out;
+    c->cpu_tolerances = strcmp(b->name, "cpu") == 0 || strcmp(b->name, "cpu-as-cuda") == 0;
+}
+
+// ----------------------------------------------------------------------------
+// host values
+
+/* n doubles drawn from a test stream (bo_vals), each rounded to dt so that a wider copy
+ * holds the same values */
+static double *draw(int64_t n, uint64_t seed, bo_vals kind, ck_dtype dt)
+{
+    double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    ck_rng_stream s = ck_rng_keyed(seed, CK_RNG_NO_LAYER, CK_PURPOSE_TEST, 0);
+    for (int64_t i = 0; i < n; i++) {
+        switch (kind) {
+        case BO_VALS_TIES: v[i] = (double)((int)ck_rng_below(&s, (uint64_t)i, 9) - 4) / 4.0; break;
+        case BO_VALS_POSITIVE: v[i] = 0.5 + ck_rng_uniform_f64(&s, (uint64_t)i); break;
+        case BO_VALS_UNIT: v[i] = 2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0; break;
+        case BO_VALS_ZERO: v[i] = 0.0; break;
+        default: v[i] = ck_rng_normal_f64(&s, (uint64_t)i); break;
+        }
+        if (dt == CK_F32)
+            v[i] = (double)(float)v[i];
+        else if (dt == CK_F16 || dt == CK_BF16)
+            v[i] = ck_round_to_dtype(v[i], dt);
+    }
+    return v;
+}
+
+static double elem(ck_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case CK_F32: return ((const float *)p)[i];
+    case CK_F64: return ((const double *)p)[i];
+    case CK_F16: return ck_f16_to_f32(((const uint16_t *)p)[i]);
+    case CK_BF16: return ck_bf16_to_f32(((const uint16_t *)p)[i]);
+    case CK_I32: return ((const int32_t *)p)[i];
+    case CK_I64: return (double)((const int64_t *)p)[i];
+    default: return 0.0;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// a tensor on both backends (each in its own dtype, the same values)
+
+typedef struct {
+    char name[96];
+    ck_tensor r, t; /* on ref, on the backend under test */
+    ck_backend *rb, *tb;
+    bool live;
+} pair;
+
+static bool pair_make(bo_ctx *c, pair *p, const char *name, ck_dtype rdt, ck_dtype tdt,
+                      ck_shape s, const double *vals)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->rb = c->ref;
+    p->tb = c->b;
+    p->r = (ck_tensor){p->name, rdt, s, NULL};
+    p->t = (ck_tensor){p->name, tdt, s, NULL};
+    const int64_t n = ck_shape_numel(&s);
+    ck_tensor *both[2] = {&p->r, &p->t};
+    ck_backend *be[2] = {c->ref, c->b};
+    bool ok = true;
+    ck_error err = {{0}};
+    for (int k = 0; k < 2 && ok; k++) {
+        const size_t bytes = (size_t)n * ck_dtype_size(both[k]->dtype);
+        void *host = calloc(1, bytes ? bytes : 1);
+        ok = host != NULL;
+        if (ok && vals)
+            ck_convert_from_f64(both[k]->dtype, host, vals, n);
+        if (ok && (be[k]->alloc(be[k], bytes, &both[k]->data, &err) != CK_OK ||
+                   be[k]->upload(be[k], both[k], host, &err) != CK_OK)) {
+            result(c, 1, "%s: %s", name, err.msg);
+            ok = false;
+        }
+        free(host);
+    }
+    p->live = ok;
+    return ok;
+}
+
+static void pair_free(pair *p)
+{
+    if (p->r.data)
+        p->rb->free(p->rb, p->r.data);
+    if (p->t.data)
+        p->tb->free(p->tb, p->t.data);
+    memset(p, 0, sizeof *p);
+}
+
+static void *fetch(ck_backend *b, const ck_tensor *t)
+{
+    size_t bytes = ck_tensor_bytes(t);
+    void *host = malloc(bytes ? bytes : 1);
+    ck_error err = {{0}};
+    if (host && b->download(b, t, host, &err) != CK_OK) {
+        free(host);
+        return NULL;
+    }
+    return host;
+}
+
+// ----------------------------------------------------------------------------
+// comparisons
+
+bo_tolerance bo_tolerance_for(bo_class cl, ck_dtype dt, bool cpu)
+{
+    bo_tolerance t = {0.0, 0.0, cl == BO_EXACT};
+    const bool lib = cl == BO_LIB;
+    switch (dt) {
+    case CK_F64: t.rtol = t.atol_frac = lib ? 1e-10 : 1e-14; break;
+    case CK_F32: t.rtol = t.atol_frac = lib ? (cpu ? 1e-5 : 1e-4) : 1e-6; break;
+    case CK_F16:
+        t.rtol = lib ? (cpu ? 2e-3 : 4e-3) : 1e-3;
+        t.atol_frac = lib ? (cpu ? 1e-3 : 4e-3) : 1e-3;
+        break;
+    case CK_BF16:
+        t.rtol = lib ? (cpu ? 1.6e-2 : 3e-2) : 8e-3;
+        t.atol_frac = lib ? (cpu ? 1e-3 : 3e-2) : 8e-3;
+        break;
+    default: break;
+    }
+    return t;
+}
+
+static const char *class_name(bo_class cl)
+{
+    return cl == BO_EXACT ? "exact" : cl == BO_TRANS ? "trans" : "lib";
+}
+
+/* The tested tensor of p against ref's, same dtype, within the class. */
+static void compare_class(bo_ctx *c, const char *what, const pair *p, bo_class cl)
+{
+    const ck_dtype dt = p->t.dtype;
+    const int64_t n = ck_shape_numel(&p->t.shape);
+    const size_t es = ck_dtype_size(dt);
+    unsigned char *a = fetch(c->b, &p->t), *b = fetch(c->ref, &p->r);
+    if (!a || !b) {
+        result(c, 1, "%s: download failed", what);
+        free(a);
+        free(b);
+        return;
+    }
+    const bo_tolerance tol = bo_tolerance_for(cl, dt, c->cpu_tolerances);
+    double maxref = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = fabs(elem(dt, b, i));
+        if (isfinite(v) && v > maxref)
+            maxref = v;
+    }
+    int64_t same = 0, bad = 0, worst = -1;
+    double worst_err = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(a + i * es, b + i * es, es) == 0) {
+            same++;
+            continue;
+        }
+        double x = elem(dt, a, i), y = elem(dt, b, i);
+        double e = fabs(x - y);
+        bool ok = !tol.bitwise && (isnan(x) == isnan(y)) &&
+                  (isnan(x) || x == y || e <= tol.rtol * fabs(y) + tol.atol_frac * maxref);
+        if (isnan(x) != isnan(y))
+            e = INFINITY;
+        bad += !ok;
+        if (e >= worst_err) {
+            worst_err = e;
+            worst = i;
+        }
+    }
+    if (bad)
+        result(c, 1, "%-60s %-5s %-5s n=%lld: %lld outside (worst at %lld: %.9g vs ref %.9g)",
+               what, ck_dtype_name(dt), class_name(cl), (long long)n, (long long)bad,
+               (long long)worst, elem(dt, a, worst), elem(dt, b, worst));
+    else
+        result(c, 0, "%-60s %-5s %-5s n=%lld bitwise %.1f%% max|err| %.3g (max|ref| %.3g)", what,
+               ck_dtype_name(dt), class_name(cl), (long long)n,
+               n ? 100.0 * (double)same / (double)n : 100.0, worst_err, maxref);
+    free(a);
+    free(b);
+}
+
+/* ordered position of a 16-bit float pattern (fp16 and bf16 both keep the sign on top) */
+static int32_t order16(uint16_t bits)
+{
+    return bits & 0x8000u ? -(int32_t)(bits & 0x7FFFu) : (int32_t)bits;
+}
+
+/* The low-precision rule: the tested low-dtype tensor within one unit of the last place
+ * of ref's float64 result rounded once, or, where that result cancels, within the row's
+ * fp32 class tolerance of it (an fp32 accumulator's own error, which an fp32 run has
+ * too). Returns the number of elements outside. */
+static int64_t lowp_outside(bo_ctx *c, const pair *p, bo_class cl, int64_t *n_out,
+                            int32_t *worst_ulps)
+{
+    const ck_dtype dt = p->t.dtype;
+    const int64_t n = ck_shape_numel(&p->t.shape);
+    const bo_tolerance tol = bo_tolerance_for(cl, CK_F32, c->cpu_tolerances);
+    uint16_t *a = fetch(c->b, &p->t);
+    double *r = fetch(c->ref, &p->r);
+    double maxref = 0.0;
+    for (int64_t i = 0; r && i < n; i++)
+        if (isfinite(r[i]) && fabs(r[i]) > maxref)
+            maxref = fabs(r[i]);
+    int64_t bad = 0;
+    *worst_ulps = 0;
+    for (int64_t i = 0; a && r && i < n; i++) {
+        uint16_t want;
+        ck_convert_from_f64(dt, &want, &r[i], 1);
+        const double x = elem(dt, a, i), y = elem(dt, &want, 0);
+        if (isnan(x) || isnan(y)) {
+            bad += isnan(x) != isnan(y);
+            continue;
+        }
+        int32_t d = abs(order16(a[i]) - order16(want));
+        if (d > *worst_ulps)
+            *worst_ulps = d;
+        const bool fp32_close = !tol.bitwise &&
+                                fabs(x - r[i]) <= tol.rtol * fabs(r[i]) + tol.atol_frac * maxref;
+        bad += d > 1 && !fp32_close;
+    }
+    if (!a || !r)
+        bad = n ? n : 1;
+    free(a);
+    free(r);
+    *n_out = n;
+    return bad;
+}
+
+// ----------------------------------------------------------------------------
+// the record ledger: the key the CUDA backend files an algorithm choice under
+
+static void ledger_note(bo_ctx *c, const char *weight_name, ck_dtype dt, const char *owner)
+{
+    char layer[64];
+    ck_cuda_layer_name(weight_name, layer, sizeof layer);
+    bo_ledger *l = &c->ledger;
+    for (int i = 0; i < l->n; i++) {
+        if (l->e[i].dtype != dt || strcmp(l->e[i].layer, layer) != 0)
+            continue;
+        if (strcmp(l->e[i].owner, owner) != 0)
+            result(c, 1, "record key (%s, %s) of \"%s\" is also \"%s\"'s: the CUDA backend "
+                         "would pin one algorithm for both shapes",
+                   layer, ck_dtype_name(dt), owner, l->e[i].owner);
+        return;
+    }
+    if (l->n < BO_LEDGER_MAX) {
+        snprintf(l->e[l->n].layer, sizeof l->e[l->n].layer, "%s", layer);
+        l->e[l->n].dtype = dt;
+        snprintf(l->e[l->n].owner, sizeof l->e[l->n].owner, "%s", owner);
+        l->n++;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// one row, forward and backward, on both backends
+
+bo_dtypes bo_dtypes_of(ck_dtype dt)
+{
+    ck_dtype wide = dt == CK_F64 ? CK_F64 : CK_F32;
+    return (bo_dtypes){dt, dt, dt, dt, dt, wide};
+}
+
+static bool is_norm(ck_op_kind k)
+{
+    return k == CK_OP_BATCHNORM || k == CK_OP_LAYERNORM || k == CK_OP_RMSNORM ||
+           k == CK_OP_GROUPNORM;
+}
+
+static bool node_of(bo_ctx *c, const bo_row *r, ck_node *node)
+{
+    ck_error err = {{0}};
+    memset(node, 0, sizeof *node);
+    node->op = r->op;
+    node->n_in = r->n_in;
+    if (ck_op_infer(&node->op, r->n_in, r->in, &node->out_shape, &err) != CK_OK) {
+        result(c, 1, "%s: %s", r->desc, err.msg);
+        return false;
+    }
+    ck_op_state_specs(node, &r->in[0]);
+    return true;
+}
+
+/* Every tensor of one call, on both backends. */
+typedef struct {
+    pair in[3], out, w, b, rm, rv, nbt, saved, dout, din[3], dw, db;
+    ck_op_io io_r, io_t;
+    ck_op_grads g_r, g_t;
+    ck_fwd_args args;
+} call;
+
+static pair *call_pairs(call *k, int *n)
+{
+    *n = (int)(sizeof k->in / sizeof k->in[0]) * 2 + 10;
+    return k->in; /* the pairs are contiguous at the head of the struct */
+}
+
+static void call_free(call *k)
+{
+    int n;
+    pair *p = call_pairs(k, &n);
+    for (int i = 0; i < n; i++)
+        pair_free(&p[i]);
+}
+
+/* The op's inputs, parameters, buffers and saved scratch; dr: ref's dtypes, dt: the tested
+ * backend's (the values are rounded to dt's). */
+static bool call_inputs(bo_ctx *c, const bo_row *r, const ck_node *nd, bo_dtypes dr,
+                        bo_dtypes dt, const char *prefix, uint64_t seed, call *k)
+{
+    const bool norm = is_norm(nd->op.kind);
+    char name[128];
+    bool ok = true;
+    k->io_r.n_in = k->io_t.n_in = r->n_in;
+    /* an embedding reads i32 token ids in [0, vocab) */
+    const bool ids = nd->op.kind == CK_OP_EMBEDDING;
+    for (int i = 0; i < r->n_in && ok; i++) {
+        const int src = r->alias ? 0 : i;
+        if (src == i) {
+            const int64_t n = ck_shape_numel(&r->in[i]);
+            double *v = draw(n, seed + 10 + (uint64_t)i, r->vals, dt.in);
+            ck_rng_stream s = ck_rng_keyed(seed, CK_RNG_NO_LAYER, CK_PURPOSE_TEST, 1);
+            for (int64_t e = 0; ids && v && e < n; e++)
+                v[e] = (double)ck_rng_below(&s, (uint64_t)e, (uint32_t)nd->op.vocab);
+            snprintf(name, sizeof name, "%s.in%d", prefix, i);
+            ok = v && pair_make(c, &k->in[i], name, ids ? CK_I32 : dr.in, ids ? CK_I32 : dt.in,
+                                r->in[i], v);
+            free(v);
+        }
+        k->io_r.in[i] = &k->in[src].r;
+        k->io_t.in[i] = &k->in[src].t;
+    }
+    snprintf(name, sizeof name, "%s.out", prefix);
+    ok = ok && pair_make(c, &k->out, name, dr.out, dt.out, nd->out_shape, NULL);
+    k->io_r.out = &k->out.r;
+    k->io_t.out = &k->out.t;
+    for (int p = 0; p < nd->n_params && ok; p++) {
+        const ck_param_spec *ps = &nd->params[p];
+        const bool is_bias = strcmp(ps->suffix, "bias") == 0;
+        const ck_dtype pr = norm ? dr.wide : dr.param, pt = norm ? dt.wide : dt.param;
+        double *v = draw(ck_shape_numel(&ps->shape), seed + 20 + (uint64_t)p,
+                         norm && !is_bias ? BO_VALS_POSITIVE : BO_VALS_UNIT, pt);
+        pair *dst = is_bias ? &k->b : &k->w;
+        snprintf(name, sizeof name, "%s.%s", prefix, ps->suffix);
+        ok = v && pair_make(c, dst, name, pr, pt, ps->shape, v);
+        free(v);
+        *(is_bias ? &k->io_r.bias : &k->io_r.weight) = &dst->r;
+        *(is_bias ? &k->io_t.bias : &k->io_t.weight) = &dst->t;
+    }
+    for (int i = 0; i < nd->n_buffers && ok; i++) {
+        const ck_param_spec *bs = &nd->buffers[i];
+        snprintf(name, sizeof name, "%s.%s", prefix, bs->suffix);
+        if (strcmp(bs->suffix, "num_batches_tracked") == 0) {
+            const double three = 3.0;
+            ok = pair_make(c, &k->nbt, name, CK_I64, CK_I64, bs->shape, &three);
+            k->io_r.num_batches_tracked = &k->nbt.r;
+            k->io_t.num_batches_tracked = &k->nbt.t;
+            continue;
+        }
+        const bool var = strcmp(bs->suffix, "running_var") == 0;
+        double *v = draw(ck_shape_numel(&bs->shape), seed + 30 + (uint64_t)i,
+                         var ? BO_VALS_POSITIVE : BO_VALS_UNIT, dt.wide);
+        pair *dst = var ? &k->rv : &k->rm;
+        ok = v && pair_make(c, dst, name, dr.wide, dt.wide, bs->shape, v);
+        free(v);
+        *(var ? &k->io_r.running_var : &k->io_r.running_mean) = &dst->r;
+        *(var ? &k->io_t.running_var : &k->io_t.running_mean) = &dst->t;
+    }
+    if (ok && nd->has_saved) {
+        snprintf(name, sizeof name, "%s.saved", prefix);
+        ok = pair_make(c, &k->saved, name, dr.wide, dt.wide, nd->saved_shape, NULL);
+        k->io_r.saved = &k->saved.r;
+        k->io_t.saved = &k->saved.t;
+    }
+    memset(&k->args, 0, sizeof k->args);
+    k->args.update_running_stats = !nd->op.eval;
+    k->args.rng = ck_rng_keyed(seed, 3, nd->op.kind == CK_OP_DROPOUT ? CK_PURPOSE_DROPOUT
+                                                                     : CK_PURPOSE_NOISE, 1);
+    k->args.rng.offset = r->rng_offset;
+    return ok;
+}
+
+/* The gradients, starting from random values so accumulation is checked too. */
+static bool call_grads(bo_ctx *c, const bo_row *r, const ck_node *nd, bo_dtypes dr,
+                       bo_dtypes dt, const char *prefix, uint64_t seed, call *k)
+{
+    const bool norm = is_norm(nd->op.kind);
+    char name[128];
+    snprintf(name, sizeof name, "%s.dout", prefix);
+    double *v = draw(ck_shape_numel(&nd->out_shape), seed + 40, BO_VALS_NORMAL, dt.dout);
+    bool ok = v && pair_make(c, &k->dout, name, dr.dout, dt.dout, nd->out_shape, v);
+    free(v);
+    k->g_r.dout = &k->dout.r;
+    k->g_t.dout = &k->dout.t;
+    for (int i = 0; i < r->n_in && ok && nd->op.kind != CK_OP_EMBEDDING; i++) {
+        if (r->alias && i > 0) {
+            k->g_r.din[i] = &k->din[0].r;
+            k->g_t.din[i] = &k->din[0].t;
+            continue;
+        }
+        v = draw(ck_shape_numel(&r->in[i]), seed + 50 + (uint64_t)i, BO_VALS_NORMAL, dt.din);
+        snprintf(name, sizeof name, "%s.din%d", prefix, i);
+        ok = v && pair_make(c, &k->din[i], name, dr.din, dt.din, r->in[i], v);
+        free(v);
+        k->g_r.din[i] = &k->din[i].r;
+        k->g_t.din[i] = &k->din[i].t;
+    }
+    const ck_dtype pr = norm ? dr.wide : dr.param, pt = norm ? dt.wide : dt.param;
+    if (ok && k->w.live) {
+        v = draw(ck_shape_numel(&k->w.t.shape), seed + 60, BO_VALS_NORMAL, pt);
+        snprintf(name, sizeof name, "%s.dweight", prefix);
+        ok = v && pair_make(c, &k->dw, name, pr, pt, k->w.t.shape, v);
+        free(v);
+        k->g_r.dweight = &k->dw.r;
+        k->g_t.dweight = &k->dw.t;
+    }
+    if (ok && k->b.live) {
+        v = draw(ck_shape_numel(&k->b.t.shape), seed + 61, BO_VALS_NORMAL, pt);
+        snprintf(name, sizeof name, "%s.dbias", prefix);
+        ok = v && pair_make(c, &k->db, name, pr, pt, k->b.t.shape, v);
+        free(v);
+        k->g_r.dbias = &k->db.r;
+        k->g_t.dbias = &k->db.t;
+    }
+    return ok;
+}
+
+static bool call_run(bo_ctx *c, const bo_row *r, const ck_node *nd, call *k, bool backward)
+{
+    ck_error err = {{0}};
+    ck_backend *be[2] = {c->ref, c->b};
+    for (int s = 0; s < 2; s++) {
+        ck_status st = backward ? be[s]->backward(be[s], &nd->op, &k->args, s ? &k->io_t : &k->io_r,
+                                                  s ? &k->g_t : &k->g_r, &err)
+                                : be[s]->forward(be[s], &nd->op, &k->args, s ? &k->io_t : &k->io_r,
+                                                 &err);
+        if (st != CK_OK) {
+            result(c, 1, "%s %s on %s: %s", r->desc, backward ? "backward" : "forward",
+                   be[s]->name, err.msg);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether the tested backend runs this row in dtype dt; a SKIP line when not. */
+static bool supported(bo_ctx *c, const bo_row *r, const char *variant, ck_dtype dt)
+{
+    if (c->b->supports(c->b, &r->op, dt))
+        return true;
+    result(c, 2, "%s [%s]: the %s backend does not run it (supports)", r->desc, variant,
+           c->b->name);
+    return false;
+}
+
+void bo_run_variant(bo_ctx *c, int index, bo_dtypes d, const char *variant, int cls)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    if (!supported(c, r, variant, d.out) || !node_of(c, r, &nd))
+        return;
+    char prefix[48], what[192];
+    snprintf(prefix, sizeof prefix, "op%02d.%s", index, variant);
+    call k;
+    memset(&k, 0, sizeof k);
+    const uint64_t seed = 1000 + 97 * (uint64_t)index;
+    const bo_class fwd = cls >= 0 ? (bo_class)cls : r->fwd, bwd = cls >= 0 ? (bo_class)cls : r->bwd;
+    if (call_inputs(c, r, &nd, d, d, prefix, seed, &k) && call_run(c, r, &nd, &k, false)) {
+        if (k.w.live) {
+            char owner[128];
+            snprintf(owner, sizeof owner, "%s [%s]", r->desc, variant);
+            ledger_note(c, k.w.t.name, d.out, owner);
+        }
+        snprintf(what, sizeof what, "%s [%s] forward out", r->desc, variant);
+        compare_class(c, what, &k.out, fwd);
+        if (k.saved.live) {
+            snprintf(what, sizeof what, "%s [%s] forward saved", r->desc, variant);
+            compare_class(c, what, &k.saved, BO_TRANS);
+        }
+        if (k.rm.live) {
+            snprintf(what, sizeof what, "%s [%s] running_mean", r->desc, variant);
+            compare_class(c, what, &k.rm, BO_TRANS);
+            snprintf(what, sizeof what, "%s [%s] running_var", r->desc, variant);
+            compare_class(c, what, &k.rv, BO_TRANS);
+        }
+        if (k.nbt.live) {
+            snprintf(what, sizeof what, "%s [%s] num_batches_tracked", r->desc, variant);
+            compare_class(c, what, &k.nbt, BO_EXACT);
+        }
+        if (call_grads(c, r, &nd, d, d, prefix, seed, &k) && call_run(c, r, &nd, &k, true)) {
+            for (int i = 0; i < r->n_in; i++) {
+                if (!k.din[i].live)
+                    continue;
+                snprintf(what, sizeof what, "%s [%s] backward din%d", r->desc, variant, i);
+                compare_class(c, what, &k.din[i], bwd);
+            }
+            if (k.dw.live) {
+                snprintf(what, sizeof what, "%s [%s] backward dweight", r->desc, variant);
+                compare_class(c, what, &k.dw, bwd);
+            }
+            if (k.db.live) {
+                snprintf(what, sizeof what, "%s [%s] backward dbias", r->desc, variant);
+                compare_class(c, what, &k.db, is_norm(nd.op.kind) ? bwd : BO_TRANS);
+            }
+        }
+    }
+    call_free(&k);
+}
+
+/* The low-precision rule for one row in dtype low: the tested backend in low, ref in
+ * float64 on the same values. */
+static void run_lowp_rule(bo_ctx *c, int index, ck_dtype low)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    const char *variant = ck_dtype_name(low);
+    if (!supported(c, r, variant, low) || !node_of(c, r, &nd))
+        return;
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "op%02d.rule-%s", index, variant);
+    call k;
+    memset(&k, 0, sizeof k);
+    const uint64_t seed = 1000 + 97 * (uint64_t)index;
+    const bo_dtypes dt = bo_dtypes_of(low), dr = bo_dtypes_of(CK_F64);
+    /* the reduction canary keeps its low-precision sums on ref too */
+    int64_t outside = 0, total = 0;
+    int32_t worst = 0;
+    if (call_inputs(c, r, &nd, dr, dt, prefix, seed, &k) && call_run(c, r, &nd, &k, false) &&
+        call_grads(c, r, &nd, dr, dt, prefix, seed, &k) && call_run(c, r, &nd, &k, true)) {
+        /* (one tensor feeding every input gets one rounding per input: not once) */
+        pair *low_outputs[] = {&k.out, r->alias ? NULL : &k.din[0], &k.din[1], &k.din[2],
+                               is_norm(nd.op.kind) ? NULL : &k.dw,
+                               is_norm(nd.op.kind) ? NULL : &k.db};
+        const bo_class cls[] = {r->fwd, r->bwd, r->bwd, r->bwd, r->bwd, r->bwd};
+        for (size_t i = 0; i < sizeof low_outputs / sizeof low_outputs[0]; i++) {
+            if (!low_outputs[i] || !low_outputs[i]->live || low_outputs[i]->t.dtype != low)
+                continue;
+            int64_t m;
+            int32_t w;
+            outside += lowp_outside(c, low_outputs[i], cls[i], &m, &w);
+            total += m;
+            worst = w > worst ? w : worst;
+        }
+        const bool want_break = r->breaks_lowp_rule;
+        if ((outside > 0) == want_break)
+            result(c, 0, "%-60s %-5s rounded once: %lld of %lld outside 1 ulp (worst %d ulp)%s",
+                   r->desc, variant, (long long)outside, (long long)total, (int)worst,
+                   want_break ? ", caught as it must be" : "");
+        else
+            result(c, 1, "%-60s %-5s %s: %lld of %lld elements more than 1 ulp from ref's "
+                         "float64 result rounded once (worst %d ulp)",
+                   r->desc, variant, want_break ? "the low-precision reduction went unnoticed"
+                                                : "not computed wide and rounded once",
+                   (long long)outside, (long long)total, (int)worst);
+    }
+    call_free(&k);
+}
+
+/* The fp32 backward of the tested backend against float64 central differences of ref's
+ * forward (L = sum(y * dout)), on up to 24 elements of every input and parameter. */
+static void run_fp32_gradcheck(bo_ctx *c, int index)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    if (r->alias || !supported(c, r, "fp32 gradcheck", CK_F32) || !node_of(c, r, &nd))
+        return;
+    bo_row normal = *r;
+    normal.vals = BO_VALS_NORMAL; /* no ties: every element has a derivative */
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "op%02d.grad32", index);
+    call k;
+    memset(&k, 0, sizeof k);
+    const uint64_t seed = 3000 + 97 * (uint64_t)index;
+    const bo_dtypes d64 = bo_dtypes_of(CK_F64), d32 = bo_dtypes_of(CK_F32);
+    if (!call_inputs(c, &normal, &nd, d64, d32, prefix, seed, &k)) {
+        call_free(&k);
+        return;
+    }
+    k.args.update_running_stats = false;
+    ck_error err = {{0}};
+    bool ok = c->b->forward(c->b, &nd.op, &k.args, &k.io_t, &err) == CK_OK &&
+              call_grads(c, &normal, &nd, d64, d32, prefix, seed, &k);
+    /* analytic gradients from zero */
+    pair *grads[] = {&k.din[0], &k.din[1], &k.din[2], &k.dw, &k.db};
+    for (size_t i = 0; ok && i < sizeof grads / sizeof grads[0]; i++)
+        if (grads[i]->live)
+            ok = c->b->zero(c->b, &grads[i]->t, &err) == CK_OK;
+    ok = ok && c->b->backward(c->b, &nd.op, &k.args, &k.io_t, &k.g_t, &err) == CK_OK;
+    if (!ok) {
+        result(c, 1, "%s fp32 gradcheck on %s: %s", r->desc, c->b->name, err.msg);
+        call_free(&k);
+        return;
+    }
+    const int64_t ny = ck_shape_numel(&nd.out_shape);
+    const double *dy = k.dout.r.data;
+    pair *targets[] = {&k.in[0], &k.in[1], &k.in[2], &k.w, &k.b};
+    int64_t checked = 0, bad = 0;
+    double worst = 0.0;
+    char worst_text[256] = "";
+    for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+        if (!targets[t]->live || !grads[t]->live)
+            continue;
+        float *an = fetch(c->b, &grads[t]->t);
+        const int64_t numel = ck_shape_numel(&targets[t]->r.shape);
+        for (int64_t s = 0; an && s < 24 && s < numel; s++) {
+            const int64_t i = s * 7919 % numel;
+            double *v = (double *)targets[t]->r.data + i;
+            const double keep = *v, eps = 1e-6;
+            double L[2];
+            for (int side = 0; side < 2; side++) {
+                *v = keep + (side ? -eps : eps);
+                if (c->ref->forward(c->ref, &nd.op, &k.args, &k.io_r, &err) != CK_OK) {
+                    result(c, 1, "%s fp32 gradcheck: ref forward: %s", r->desc, err.msg);
+                    free(an);
+                    call_free(&k);
+                    return;
+                }
+                L[side] = 0.0;
+                const double *y = k.out.r.data;
+                for (int64_t j = 0; j < ny; j++)
+                    L[side] += y[j] * dy[j];
+            }
+            *v = keep;
+            const double num = (L[0] - L[1]) / (2 * eps), a = an[i];
+            const double excess = fabs(a - num) - (1e-5 + 1e-3 * fabs(num));
+            checked++;
+            if (excess > 0) {
+                bad++;
+                if (excess > worst) {
+                    worst = excess;
+                    snprintf(worst_text, sizeof worst_text, "%s[%lld]: analytic %.9g, numeric %.9g",
+                             targets[t]->name, (long long)i, a, num);
+                }
+            }
+        }
+        free(an);
+    }
+    if (bad)
+        result(c, 1, "%-60s fp32 backward vs float64 differences: %lld of %lld outside "
+                     "1e-5 + 1e-3|n| (%s)",
+               r->desc, (long long)bad, (long long)checked, worst_text);
+    else
+        result(c, 0, "%-60s fp32 backward vs float64 differences: %lld elements", r->desc,
+               (long long)checked);
+    call_free(&k);
+}
+
+/* The tested backend's float64 backward against its own float64 forward's differences. */
+static void run_fp64_gradcheck(bo_ctx *c, int index)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    if (r->alias || !supported(c, r, "fp64 gradcheck", CK_F64) || !node_of(c, r, &nd))
+        return;
+    ck_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.rng = ck_rng_keyed(5, 2, CK_PURPOSE_DROPOUT, 0);
+    ck_gradcheck_opts o;
+    ck_gradcheck_opts_default(&o);
+    ck_gradcheck_result *res = calloc(1, sizeof *res);
+    ck_error err = {{0}};
+    if (!res || ck_gradcheck_op(c->b, &nd, r->in, &a, 11, &o, res, &err) != CK_OK) {
+        result(c, 1, "%s fp64 gradcheck: %s", r->desc, res ? err.msg : "out of memory");
+        free(res);
+        return;
+    }
+    double worst = 0.0;
+    for (int e = 0; e < res->n; e++)
+        worst = fmax(worst, res->e[e].max_rel_err);
+    result(c, res->ok ? 0 : 1, "%-60s fp64 gradcheck: max rel err %.3g", r->desc, worst);
+    free(res);
+}
+
+void bo_run_row(bo_ctx *c, int index, unsigned what)
+{
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
+    const bool self = c->b == c->ref;
+    for (size_t d = 0; (what & BO_RUN_CLASSES) && !self && d < 4; d++)
+        bo_run_variant(c, index, bo_dtypes_of(dts[d]), ck_dtype_name(dts[d]), -1);
+    for (size_t d = 1; (what & BO_RUN_LOWP) && d < 3; d++)
+        run_lowp_rule(c, index, dts[d]);
+    if (what & BO_RUN_GRADCHECK) {
+        run_fp64_gradcheck(c, index);
+        if (!self)
+            run_fp32_gradcheck(c, index);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the table
+
+static bo_row g_rows[96];
+static int g_n_rows;
+
+static ck_op_params mkop(ck_op_kind k, int nsp)
+{
+    ck_op_params p;
+    memset(&p, 0, sizeof p);
+    ck_op_params_default(&p, k, nsp);
+    return p;
+}
+
+/* Appends a row; its description is `text` and the input shapes. */
+static void add(const char *text, ck_op_params p, int n_in, const ck_shape *in, bo_vals vals,
+                bo_class fwd, bo_class bwd)
+{
+    if (g_n_rows >= (int)(sizeof g_rows / sizeof g_rows[0]))
+        return;
+    bo_row *r = &g_rows[g_n_rows++];
+    memset(r, 0, sizeof *r);
+    r->op = p;
+    r->n_in = n_in;
+    r->vals = vals;
+    r->fwd = fwd;
+    r->bwd = bwd;
+    size_t used = (size_t)snprintf(r->desc, sizeof r->desc, "%s,", text);
+    for (int i = 0; i < n_in; i++) {
+        r->in[i] = in[i];
+        for (int d = 0; d < in[i].ndim && used < sizeof r->desc; d++)
+            used += (size_t)snprintf(r->desc + used, sizeof r->desc - used, "%s%lld",
+                                     d ? "x" : " ", (long long)in[i].dim[d]);
+    }
+}
+
+#define ADD1(text, p, s, vals, f, b) add(text, p, 1, (ck_shape[]){s}, vals, f, b)
+
+static void build_linear_conv(void)
+{
+    ck_op_params p = mkop(CK_OP_LINEAR, 0);
+    p.units = 9;
+    ADD1("linear 17->9 bias", p, BO_SHAPE(4, 3, 17), BO_VALS_NORMAL, BO_LIB, BO_LIB);
+    p.bias = false;
+    p.units = 7;
+    ADD1("linear 33->7 no bias", p, BO_SHAPE(5, 33), BO_VALS_NORMAL, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_LINEAR, 0);
+    p.units = 19;
+    ADD1("linear 33->19 bias", p, BO_SHAPE(7, 33), BO_VALS_UNIT, BO_LIB, BO_LIB);
+    p.units = 40;
+    p.bias = false;
+    ADD1("linear 70->40 no bias", p, BO_SHAPE(2, 3, 70), BO_VALS_UNIT, BO_LIB, BO_LIB);
+
+    p = mkop(CK_OP_CONV, 1);
+    p.filters = 4;
+    p.kernel[0] = 3;
+    p.stride[0] = 2;
+    p.pad_mode = CK_PAD_SAME;
+    ADD1("conv1d k3 s2 same (asymmetric) bias", p, BO_SHAPE(2, 3, 20), BO_VALS_NORMAL, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 1);
+    p.filters = 5;
+    p.kernel[0] = 3;
+    p.stride[0] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = 1;
+    ADD1("conv1d k3 s2 pad 1 bias", p, BO_SHAPE(2, 3, 21), BO_VALS_UNIT, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 1);
+    p.filters = 4;
+    p.kernel[0] = 3;
+    p.dilation[0] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = 2;
+    p.bias = false;
+    ADD1("conv1d k3 d2 pad 2 no bias", p, BO_SHAPE(3, 2, 17), BO_VALS_UNIT, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 2);
+    p.filters = 5;
+    p.kernel[0] = 3;
+    p.kernel[1] = 2;
+    p.stride[1] = 2;
+    p.dilation[0] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = 1;
+    ADD1("conv2d k3x2 s1x2 d2x1 pad 1x0 bias", p, BO_SHAPE(2, 3, 9, 11), BO_VALS_NORMAL, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 2);
+    p.filters = 3;
+    p.kernel[0] = p.kernel[1] = 2;
+    p.pad_mode = CK_PAD_SAME;
+    p.bias = false;
+    ADD1("conv2d k2 same (pads 0/1) no bias", p, BO_SHAPE(1, 2, 7, 6), BO_VALS_NORMAL, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 2);
+    p.filters = 6;
+    p.kernel[0] = p.kernel[1] = 3;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = p.pad[1] = 1;
+    ADD1("conv2d 3->6 k3 pad 1 bias", p, BO_SHAPE(2, 3, 9, 11), BO_VALS_UNIT, BO_LIB, BO_LIB);
+    p.filters = 18;
+    ADD1("conv2d 17->18 k3 pad 1 bias", p, BO_SHAPE(1, 17, 8, 10), BO_VALS_UNIT, BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 3);
+    p.filters = 4;
+    p.kernel[0] = p.kernel[1] = p.kernel[2] = 3;
+    p.pad_mode = CK_PAD_SAME;
+    p.bias = false;
+    ADD1("conv3d 4 filters k3 same no bias (the seed's layer)", p, BO_SHAPE(1, 4, 6, 7, 5),
+         BO_VALS_NORMAL, BO_LIB, BO_LIB);
+    ADD1("conv3d 4 filters k3 same no bias, wider", p, BO_SHAPE(1, 4, 6, 7, 12), BO_VALS_UNIT,
+         BO_LIB, BO_LIB);
+    p = mkop(CK_OP_CONV, 3);
+    p.filters = 3;
+    p.kernel[0] = 2;
+    p.kernel[1] = 3;
+    p.kernel[2] = 1;
+    p.stride[0] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[1] = 1;
+    ADD1("conv3d k2x3x1 s2x1x1 pad 0x1x0 bias", p, BO_SHAPE(2, 2, 5, 6, 7), BO_VALS_UNIT, BO_LIB,
+         BO_LIB);
+}
+
+static void build_pointwise(void)
+{
+    static const struct {
+        ck_op_kind k;
+        const char *name;
+        bo_class cls;
+    } acts[] = {{CK_OP_RELU, "relu", BO_EXACT},   {CK_OP_LEAKY_RELU, "leaky_relu", BO_EXACT},
+                {CK_OP_GELU, "gelu", BO_TRANS},   {CK_OP_TANH, "tanh", BO_TRANS},
+                {CK_OP_SIGMOID, "sigmoid", BO_TRANS}};
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++)
+        ADD1(acts[a].name, mkop(acts[a].k, 0), BO_SHAPE(3, 5, 7), BO_VALS_TIES, acts[a].cls,
+             acts[a].cls);
+    ck_op_params p = mkop(CK_OP_SILU, 0);
+    ADD1("silu", p, BO_SHAPE(3, 5, 7), BO_VALS_TIES, BO_TRANS, BO_TRANS);
+    /* ops defined on x > 0 only: inputs in [0.5, 1.5) */
+    ADD1("sqrt", mkop(CK_OP_SQRT, 0), BO_SHAPE(3, 5, 7), BO_VALS_POSITIVE, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_GELU, 0);
+    p.gelu_tanh = true;
+    ADD1("gelu tanh", p, BO_SHAPE(3, 5, 7), BO_VALS_TIES, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_ADD, 0);
+    add("add of 3", p, 3, (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5)},
+        BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    add("add x + x (one tensor, both inputs)", p, 2,
+        (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5)}, BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    g_rows[g_n_rows - 1].alias = true;
+    p = mkop(CK_OP_MUL, 0);
+    add("mul", p, 2, (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5)}, BO_VALS_NORMAL, BO_EXACT,
+        BO_TRANS);
+    add("mul x * x (one tensor, both inputs)", p, 2,
+        (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5)}, BO_VALS_NORMAL, BO_EXACT, BO_TRANS);
+    g_rows[g_n_rows - 1].alias = true;
+    p = mkop(CK_OP_POSITIONAL, 0);
+    ADD1("positional", p, BO_SHAPE(3, 4, 5), BO_VALS_NORMAL, BO_EXACT, BO_TRANS);
+    p = mkop(CK_OP_DROPOUT, 0);
+    p.rate = 0.3;
+    ADD1("dropout 0.3", p, BO_SHAPE(4, 37), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    ADD1("dropout 0.3, stream offset 5", p, BO_SHAPE(4, 37), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    g_rows[g_n_rows - 1].rng_offset = 5;
+    p = mkop(CK_OP_GAUSSIAN_NOISE, 0);
+    p.stddev = 0.5;
+    ADD1("gaussian_noise 0.5, stream offset 8", p, BO_SHAPE(4, 37), BO_VALS_NORMAL, BO_TRANS,
+         BO_EXACT);
+    g_rows[g_n_rows - 1].rng_offset = 8;
+}
+
+static void build_norm(void)
+{
+    ck_op_params p = mkop(CK_OP_BATCHNORM, 2);
+    ADD1("batchnorm train", p, BO_SHAPE(2, 3, 4, 5), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p.eval = true;
+    ADD1("batchnorm eval", p, BO_SHAPE(2, 3, 4, 5), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_BATCHNORM, 2);
+    p.low_precision_reduction = true;
+    ADD1("batchnorm train, low-precision reduction (canary)", p, BO_SHAPE(4, 2, 16, 16),
+         BO_VALS_POSITIVE, BO_TRANS, BO_TRANS);
+    g_rows[g_n_rows - 1].breaks_lowp_rule = true;
+    p = mkop(CK_OP_LAYERNORM, 0);
+    ADD1("layernorm", p, BO_SHAPE(3, 4, 5), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p.n_norm = 1;
+    p.norm_shape[0] = 5;
+    ADD1("layernorm over the last dim", p, BO_SHAPE(3, 4, 5), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_RMSNORM, 0);
+    ADD1("rmsnorm", p, BO_SHAPE(3, 4, 5), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_GROUPNORM, 2);
+    p.groups = 2;
+    ADD1("groupnorm 2 groups", p, BO_SHAPE(2, 4, 3, 3), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+}
+
+static void build_pool_upsample(void)
+{
+    ck_op_params p = mkop(CK_OP_MAXPOOL, 2);
+    p.kernel[0] = p.kernel[1] = 3;
+    p.stride[0] = p.stride[1] = 2;
+    ADD1("maxpool2d k3 s2 (overlapping, ties)", p, BO_SHAPE(2, 3, 7, 8), BO_VALS_TIES, BO_EXACT,
+         BO_EXACT);
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = p.pad[1] = 1;
+    ADD1("maxpool2d k3 s2 padded (ties)", p, BO_SHAPE(2, 2, 6, 5), BO_VALS_TIES, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_MAXPOOL, 3);
+    p.kernel[0] = p.kernel[1] = p.kernel[2] = 2;
+    p.stride[0] = p.stride[1] = p.stride[2] = 2;
+    ADD1("maxpool3d k2 s2", p, BO_SHAPE(1, 2, 4, 6, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_AVGPOOL, 1);
+    p.kernel[0] = 3;
+    p.stride[0] = 1;
+    ADD1("avgpool1d k3 s1 (overlapping)", p, BO_SHAPE(2, 3, 10), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_AVGPOOL, 3);
+    p.kernel[0] = p.kernel[1] = p.kernel[2] = 2;
+    p.stride[0] = p.stride[1] = p.stride[2] = 2;
+    ADD1("avgpool3d k2 s2", p, BO_SHAPE(1, 2, 4, 6, 4), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_AVGPOOL, 2);
+    p.kernel[0] = p.kernel[1] = 3;
+    p.stride[0] = p.stride[1] = 1;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = p.pad[1] = 1;
+    p.count_include_pad = false;
+    ADD1("avgpool2d k3 padded, count_include_pad false", p, BO_SHAPE(2, 2, 5, 4), BO_VALS_NORMAL,
+         BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_UPSAMPLE, 1);
+    p.scale[0] = 3;
+    ADD1("upsample1d x3", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_UPSAMPLE, 3);
+    p.scale[0] = 2;
+    p.scale[1] = 1;
+    p.scale[2] = 3;
+    ADD1("upsample3d x(2,1,3)", p, BO_SHAPE(1, 2, 3, 4, 2), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_UPSAMPLE, 2);
+    p.mode = CK_UPSAMPLE_LINEAR;
+    p.scale[0] = 2;
+    p.scale[1] = 3;
+    ADD1("upsample2d bilinear x(2,3)", p, BO_SHAPE(1, 2, 3, 4), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_UPSAMPLE, 3);
+    p.mode = CK_UPSAMPLE_LINEAR;
+    p.align_corners = true;
+    p.scale[0] = p.scale[1] = p.scale[2] = 2;
+    ADD1("upsample3d trilinear align_corners x2", p, BO_SHAPE(1, 1, 2, 3, 2), BO_VALS_NORMAL,
+         BO_TRANS, BO_TRANS);
+}
+
+static void build_shape_attention(void)
+{
+    ck_op_params p = mkop(CK_OP_CONCAT, 0);
+    add("concat of 3 along channels", p, 3,
+        (ck_shape[]){BO_SHAPE(2, 1, 4, 3), BO_SHAPE(2, 3, 4, 3), BO_SHAPE(2, 2, 4, 3)},
+        BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    ADD1("flatten", mkop(CK_OP_FLATTEN, 0), BO_SHAPE(3, 2, 4, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_RESHAPE, 0);
+    p.n_shape = 2;
+    p.shape[0] = 6;
+    p.shape[1] = -1;
+    ADD1("reshape (6, -1)", p, BO_SHAPE(2, 3, 4), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_PERMUTE, 0);
+    p.n_perm = 3;
+    p.perm[0] = 2;
+    p.perm[1] = 0;
+    p.perm[2] = 1;
+    ADD1("permute (2, 0, 1)", p, BO_SHAPE(2, 3, 4), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    /* the CUDA kernels gather what the reference scatters, so most gradients are summed
+     * in another order (close, not bitwise) */
+    p = mkop(CK_OP_MATMUL, 0);
+    add("matmul", p, 2, (ck_shape[]){BO_SHAPE(2, 3, 4), BO_SHAPE(2, 4, 5)}, BO_VALS_NORMAL,
+        BO_TRANS, BO_TRANS);
+    p.trans_a = p.trans_b = true;
+    add("matmul transposed by a 2-D B", p, 2, (ck_shape[]){BO_SHAPE(2, 4, 3), BO_SHAPE(5, 4)},
+        BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_EMBEDDING, 0);
+    p.vocab = 11;
+    p.units = 6;
+    ADD1("embedding vocab 11, dim 6 (repeated ids)", p, BO_SHAPE(3, 7), BO_VALS_NORMAL, BO_EXACT,
+         BO_TRANS);
+    p = mkop(CK_OP_MATMUL, 0);
+    p.units = 6;
+    ADD1("matmul by a weight", p, BO_SHAPE(2, 3, 4), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_SOFTMAX, 0);
+    p.dim = 1;
+    ADD1("softmax dim 1", p, BO_SHAPE(2, 5, 3), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    ADD1("log_softmax dim -1", mkop(CK_OP_LOG_SOFTMAX, 0), BO_SHAPE(2, 3, 7), BO_VALS_NORMAL,
+         BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_ATTENTION, 0);
+    p.heads = 2;
+    p.causal = true;
+    p.rate = 0.2;
+    add("attention causal, 2 heads, dropout 0.2", p, 3,
+        (ck_shape[]){BO_SHAPE(2, 5, 6), BO_SHAPE(2, 5, 6), BO_SHAPE(2, 5, 4)}, BO_VALS_NORMAL,
+        BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_ATTENTION, 0);
+    p.rate = 0.1;
+    ADD1("self-attention q = k = v, dropout 0.1", p, BO_SHAPE(2, 4, 6), BO_VALS_NORMAL, BO_TRANS,
+         BO_TRANS);
+    g_rows[g_n_rows - 1].rng_offset = 3;
+    p = mkop(CK_OP_CONV_TRANSPOSE, 2);
+    p.filters = 3;
+    p.kernel[0] = 3;
+    p.kernel[1] = 2;
+    p.stride[0] = 2;
+    p.dilation[1] = 2;
+    p.pad_mode = CK_PAD_EXPLICIT;
+    p.pad[0] = 1;
+    p.out_pad[0] = 1;
+    ADD1("conv_transpose2d k3x2 s2x1 d1x2 pad 1x0 out_pad 1x0", p, BO_SHAPE(2, 2, 4, 3),
+         BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_CONV_TRANSPOSE, 3);
+    p.filters = 2;
+    for (int d = 0; d < 3; d++)
+        p.kernel[d] = p.stride[d] = 2;
+    ADD1("conv_transpose3d k2 s2", p, BO_SHAPE(1, 2, 2, 3, 2), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+}
+
+const bo_row *bo_rows(int *n)
+{
+    if (!g_n_rows) {
+        build_linear_conv();
+        build_pointwise();
+        build_norm();
+        build_pool_upsample();
+        build_shape_attention();
+    }
+    *n = g_n_rows;
+    return g_rows;
+}
+
+bool bo_row_matches(const bo_row *r, const char *filter)
+{
+    return !filter || !filter[0] || strstr(r->desc, filter) != NULL;
+}
+
+// ----------------------------------------------------------------------------
+// beyond the ops
+
+void bo_run_dropout_masks(bo_ctx *c)
+{
+    const double rates[] = {0.1, 0.5, 0.9};
+    const uint64_t offsets[] = {0, 1, 2, 3, 7, 1000001};
+    const int64_t n = 4099;
+    double *ones = malloc((size_t)n * sizeof *ones);
+    for (int64_t i = 0; ones && i < n; i++)
+        ones[i] = 1.0;
+    for (size_t r = 0; ones && r < sizeof rates / sizeof rates[0]; r++)
+        for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; o++) {
+            ck_op_params op = mkop(CK_OP_DROPOUT, 0);
+            op.rate = rates[r];
+            pair x, y;
+            memset(&y, 0, sizeof y);
+            if (pair_make(c, &x, "mask.x", CK_F32, CK_F32, BO_SHAPE(1, n), ones) &&
+                pair_make(c, &y, "mask.y", CK_F32, CK_F32, BO_SHAPE(1, n), NULL)) {
+                ck_fwd_args a;
+                memset(&a, 0, sizeof a);
+                a.rng = ck_rng_keyed(77, CK_RNG_NO_LAYER, CK_PURPOSE_GLOBAL, 0);
+                a.rng.offset = offsets[o];
+                ck_op_io ir = {.n_in = 1, .in = {&x.r}, .out = &y.r};
+                ck_op_io it = {.n_in = 1, .in = {&x.t}, .out = &y.t};
+                ck_error err = {{0}};
+                char what[96];
+                snprintf(what, sizeof what, "dropout mask rate %.1f offset %llu", rates[r],
+                         (unsigned long long)offsets[o]);
+                if (c->ref->forward(c->ref, &op, &a, &ir, &err) != CK_OK ||
+                    c->b->forward(c->b, &op, &a, &it, &err) != CK_OK)
+                    result(c, 1, "%s: %s", what, err.msg);
+                else
+                    compare_class(c, what, &y, BO_EXACT);
+            }
+            pair_free(&x);
+            pair_free(&y);
+        }
+    free(ones);
+}
+
+void bo_run_losses(bo_ctx *c)
+{
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    const uint64_t seed = 300;
+    for (size_t d = 0; d < 3; d++) {
+        const ck_dtype dt = dts[d];
+        for (int kind = 0; kind < CK_LOSS_KIND_COUNT; kind++) {
+            const ck_shape ys = BO_SHAPE(3, 5, 4, 2), ts = BO_SHAPE(3, 4, 2);
+            double *vy = draw(ck_shape_numel(&ys), seed + (uint64_t)kind, BO_VALS_NORMAL, dt);
+            double *vt = draw(ck_shape_numel(&ys), seed + 9, BO_VALS_UNIT, dt);
+            const int64_t nt = ck_shape_numel(&ts);
+            ck_rng_stream s = ck_rng_keyed(seed, CK_RNG_NO_LAYER, CK_PURPOSE_TEST, 9);
+            double *cls = draw(nt, seed, BO_VALS_ZERO, CK_F64);
+            for (int64_t i = 0; cls && i < nt; i++)
+                cls[i] = (double)ck_rng_below(&s, (uint64_t)i, 5);
+            pair y, t, dy;
+            memset(&t, 0, sizeof t);
+            memset(&dy, 0, sizeof dy);
+            bool ok = vy && vt && cls && pair_make(c, &y, "loss.y", dt, dt, ys, vy) &&
+                      pair_make(c, &dy, "loss.dy", dt, dt, ys, NULL);
+            if (ok && kind == CK_LOSS_MSE)
+                ok = pair_make(c, &t, "loss.target", dt, dt, ys, vt);
+            if (ok && kind == CK_LOSS_CROSS_ENTROPY)
+                ok = pair_make(c, &t, "loss.target", CK_I32, CK_I32, ts, cls);
+            free(vy);
+            free(vt);
+            free(cls);
+            ck_error err = {{0}};
+            double lr = 0, lt = 0;
+            const ck_tensor *tr = t.live ? &t.r : NULL, *tt = t.live ? &t.t : NULL;
+            char what[96];
+            snprintf(what, sizeof what, "loss %s (%s)", ck_loss_kind_name(kind), ck_dtype_name(dt));
+            if (ok && (c->ref->loss_forward(c->ref, kind, &y.r, tr, &lr, &err) != CK_OK ||
+                       c->b->loss_forward(c->b, kind, &y.t, tt, &lt, &err) != CK_OK)) {
+                result(c, 1, "%s: %s", what, err.msg);
+                ok = false;
+            }
+            if (ok) {
+                result(c, fabs(lr - lt) <= 1e-12 * fmax(1.0, fabs(lr)) ? 0 : 1,
+                       "%-60s forward %.17g, ref %.17g", what, lt, lr);
+                if (c->ref->loss_backward(c->ref, kind, &y.r, tr, 1024.0, &dy.r, &err) != CK_OK ||
+                    c->b->loss_backward(c->b, kind, &y.t, tt, 1024.0, &dy.t, &err) != CK_OK) {
+                    result(c, 1, "%s backward: %s", what, err.msg);
+                } else {
+                    snprintf(what, sizeof what, "loss %s backward, scale 2^10",
+                             ck_loss_kind_name(kind));
+                    compare_class(c, what, &dy, kind == CK_LOSS_CROSS_ENTROPY ? BO_TRANS : BO_EXACT);
+                }
+            }
+            pair_free(&y);
+            pair_free(&t);
+            pair_free(&dy);
+        }
+    }
+}
+
+void bo_run_optimizers(bo_ctx *c)
+{
+    const ck_shape s = BO_SHAPE(7, 13);
+    const int64_t n = ck_shape_numel(&s);
+    const uint64_t seed = 400;
+    for (int kind = 0; kind < CK_OPT_KIND_COUNT; kind++)
+        for (int64_t step = 1; step <= 3; step += 2) {
+            ck_optimizer opt = {.kind = kind, .lr = 0.01, .momentum = 0.9, .beta1 = 0.9,
+                                .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01};
+            double *vp = draw(n, seed, BO_VALS_UNIT, CK_F32),
+                   *vg = draw(n, seed + 1, BO_VALS_NORMAL, CK_F16),
+                   *v0 = draw(n, seed + 2, BO_VALS_NORMAL, CK_F32),
+                   *v1 = draw(n, seed + 3, BO_VALS_POSITIVE, CK_F32);
+            pair p, g, s0, s1;
+            memset(&g, 0, sizeof g);
+            memset(&s0, 0, sizeof s0);
+            memset(&s1, 0, sizeof s1);
+            /* master param and state fp32; the gradient fp16 (a low-dtype gradient is read) */
+            bool ok = vp && vg && v0 && v1 &&
+                      pair_make(c, &p, "opt.param", CK_F32, CK_F32, s, vp) &&
+                      pair_make(c, &g, "opt.grad", CK_F16, CK_F16, s, vg) &&
+                      pair_make(c, &s0, "opt.state0", CK_F32, CK_F32, s, v0) &&
+                      pair_make(c, &s1, "opt.state1", CK_F32, CK_F32, s, v1);
+            free(vp);
+            free(vg);
+            free(v0);
+            free(v1);
+            ck_error err = {{0}};
+            char what[96];
+            snprintf(what, sizeof what, "optimizer %s step %lld", ck_optimizer_kind_name(kind),
+                     (long long)step);
+            if (ok && (c->ref->optimizer_step(c->ref, &opt, step, 1.0 / 1024, &p.r, &g.r, &s0.r,
+                                              &s1.r, &err) != CK_OK ||
+                       c->b->optimizer_step(c->b, &opt, step, 1.0 / 1024, &p.t, &g.t, &s0.t,
+                                            &s1.t, &err) != CK_OK)) {
+                result(c, 1, "%s: %s", what, err.msg);
+                ok = false;
+            }
+            if (ok) {
+                pair *outs[] = {&p, &s0, &s1};
+                const char *names[] = {"param", "state0", "state1"};
+                for (int k = 0; k < 3; k++) {
+                    char w2[128];
+                    snprintf(w2, sizeof w2, "%s %s", what, names[k]);
+                    compare_class(c, w2, outs[k], BO_EXACT);
+                }
+            }
+            pair_free(&p);
+            pair_free(&g);
+            pair_free(&s0);
+            pair_free(&s1);
+        }
+}
+
+/* master -> low casts and low -> master unscaling (backend.h's convert) */
+void bo_run_convert(bo_ctx *c)
+{
+    const ck_shape s = BO_SHAPE(5, 41);
+    double *v = draw(ck_shape_numel(&s), 500, BO_VALS_NORMAL, CK_F64);
+    if (!v)
+        return;
+    for (int i = 0; i < 5; i++)
+        v[i] *= 1e5 * (i + 1); /* overflow to inf in fp16 */
+    v[5] = 1e-9;               /* flush to zero in fp16 */
+    const ck_dtype dts[][2] = {{CK_F16, CK_F32}, {CK_BF16, CK_F32}, {CK_F32, CK_F16},
+                               {CK_F32, CK_BF16}, {CK_F32, CK_F32}};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        for (int accumulate = 0; accumulate <= 1; accumulate++) {
+            pair dst, src;
+            memset(&src, 0, sizeof src);
+            if (pair_make(c, &dst, "convert.dst", dts[k][0], dts[k][0], s, v) &&
+                pair_make(c, &src, "convert.src", dts[k][1], dts[k][1], s, v)) {
+                ck_error err = {{0}};
+                const double scale = accumulate ? 1.0 / 65536.0 : 1.0;
+                char what[96];
+                snprintf(what, sizeof what, "convert %s -> %s%s", ck_dtype_name(dts[k][1]),
+                         ck_dtype_name(dts[k][0]), accumulate ? " scaled, accumulated" : "");
+                if (c->ref->convert(c->ref, &dst.r, &src.r, scale, accumulate, &err) != CK_OK ||
+                    c->b->convert(c->b, &dst.t, &src.t, scale, accumulate, &err) != CK_OK)
+                    result(c, 1, "%s: %s", what, err.msg);
+                else
+                    compare_class(c, what, &dst, BO_EXACT);
+            }
+            pair_free(&dst);
+            pair_free(&src);
+        }
+    free(v);
+}
+
+/* backend.h's calibration_round: bitwise ref's, with and without the dither, for fp16's
+ * and bf16's significands; and ref's own known answers (ties to even, no exponent limit) */
+void bo_run_calibration_round(bo_ctx *c)
+{
+    const ck_shape s = BO_SHAPE(3, 1001);
+    double *v = draw(ck_shape_numel(&s), 550, BO_VALS_NORMAL, CK_F32);
+    if (!v)
+        return;
+    v[0] = 1.0 + 0x1p-11; /* a tie at 11 bits: to even, 1.0 */
+    v[1] = 1.0 + 0x1p-10; /* exact at 11 bits */
+    v[2] = 1e-30;         /* far below fp16's range: kept, rounded */
+    v[3] = 0.0;
+    const int bits[] = {11, 8};
+    const double rels[] = {0.0, 1e-3};
+    for (int bi = 0; bi < 2; bi++)
+        for (int ri = 0; ri < 2; ri++) {
+            pair t;
+            if (pair_make(c, &t, "calibration.t", CK_F32, CK_F32, s, v)) {
+                ck_rng_stream st = ck_rng_keyed(9, 4, CK_PURPOSE_CALIBRATION, 3);
+                ck_error err = {{0}};
+                char what[96];
+                snprintf(what, sizeof what, "calibration_round %d bits, dither %g", bits[bi],
+                         rels[ri]);
+                if (c->ref->calibration_round(c->ref, &t.r, bits[bi], rels[ri], &st, &err) != CK_OK ||
+                    c->b->calibration_round(c->b, &t.t, bits[bi], rels[ri], &st, &err) != CK_OK) {
+                    result(c, 1, "%s: %s", what, err.msg);
+                } else {
+                    compare_class(c, what, &t, BO_EXACT);
+                    float *h = fetch(c->ref, &t.r);
+                    if (h && bits[bi] == 11 && rels[ri] == 0.0) {
+                        const bool known = h[0] == 1.0f && h[1] == (float)(1.0 + 0x1p-10) &&
+                                           h[3] == 0.0f && h[2] != 0.0f &&
+                                           fabs((double)h[2] - v[2]) <= 0x1p-11 * v[2];
+                        result(c, known ? 0 : 1, "calibration_round known answers on ref: "
+                                                 "%a %a %a %a", h[0], h[1], h[2], h[3]);
+                    }
+                    free(h);
+                }
+            }
+            pair_free(&t);
+        }
+    free(v);
+}
+
+/* conv3d, linear and batchnorm backward run twice on the tested backend: the same bits */
+void bo_run_determinism(bo_ctx *c)
+{
+    static const char *what[] = {"conv3d", "linear", "batchnorm"};
+    for (int which = 0; which < 3; which++) {
+        bo_row r;
+        memset(&r, 0, sizeof r);
+        r.n_in = 1;
+        if (which == 0) {
+            r.op = mkop(CK_OP_CONV, 3);
+            r.op.filters = 4;
+            r.op.kernel[0] = r.op.kernel[1] = r.op.kernel[2] = 3;
+            r.op.pad_mode = CK_PAD_SAME;
+            r.in[0] = BO_SHAPE(2, 4, 9, 10, 11);
+        } else if (which == 1) {
+            r.op = mkop(CK_OP_LINEAR, 0);
+            r.op.units = 64;
+            r.in[0] = BO_SHAPE(256, 96);
+        } else {
+            r.op = mkop(CK_OP_BATCHNORM, 2);
+            r.in[0] = BO_SHAPE(8, 3, 33, 35);
+        }
+        snprintf(r.desc, sizeof r.desc, "determinism: %s backward twice", what[which]);
+        ck_node nd;
+        if (!c->b->supports(c->b, &r.op, CK_F32) || !node_of(c, &r, &nd))
+            continue;
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "determinism.%s", what[which]);
+        call k[2];
+        memset(k, 0, sizeof k);
+        const bo_dtypes d = bo_dtypes_of(CK_F32);
+        bool ok = true;
+        /* two calls on b from the same values; the second's "ref" side unused */
+        for (int run = 0; run < 2 && ok; run++) {
+            ok = call_inputs(c, &r, &nd, d, d, prefix, 600, &k[run]) &&
+                 call_grads(c, &r, &nd, d, d, prefix, 600, &k[run]);
+            ck_error err = {{0}};
+            ok = ok && c->b->forward(c->b, &nd.op, &k[run].args, &k[run].io_t, &err) == CK_OK &&
+                 c->b->backward(c->b, &nd.op, &k[run].args, &k[run].io_t, &k[run].g_t, &err) == CK_OK;
+            if (!ok)
+                result(c, 1, "%s: %s", r.desc, err.msg);
+        }
+        if (ok) {
+            pair *a[] = {&k[0].din[0], &k[0].dw}, *b2[] = {&k[1].din[0], &k[1].dw};
+            for (int t = 0; t < 2; t++) {
+                void *x = fetch(c->b, &a[t]->t), *y = fetch(c->b, &b2[t]->t);
+                bool same = x && y && memcmp(x, y, ck_tensor_bytes(&a[t]->t)) == 0;
+                result(c, same ? 0 : 1, "%s, %s: %s", r.desc, t ? "dweight" : "dinput",
+                       same ? "the same bits" : "the bits differ");
+                free(x);
+                free(y);
+            }
+        }
+        call_free(&k[0]);
+        call_free(&k[1]);
+    }
+}
