@@ -155,6 +155,10 @@ static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_r
             ck_json_add_real(b, losses, NULL, run->losses[i]);
     add_listed_steps(b, o, "loss_steps", run);
     ck_json_add_int(b, o, "peak_activation_bytes", run->peak_activation_bytes);
+    if (run->predicted) {
+        ck_json_add_int(b, o, "predicted_peak_activation_bytes", run->predicted_peak_bytes);
+        ck_json_add_int(b, o, "held_for_backward_bytes", run->held_for_backward_bytes);
+    }
     ck_json_add_int(b, o, "recomputed_layers", run->recomputed_layers);
     if (meta && meta->include_wall_time) {
         ck_json_add_real(b, o, "wall_time_s", run->wall_time_s);
@@ -227,6 +231,11 @@ static void add_memory(ck_json_builder *b, cJSON *root, const ck_result *r)
     cJSON *mem = ck_json_add_object(b, root, "memory");
     ck_json_add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
     ck_json_add_int(b, mem, "checkpointed_peak_bytes", r->ckpt.peak_activation_bytes);
+    if (r->plain.predicted && r->ckpt.predicted) {
+        ck_json_add_int(b, mem, "plain_predicted_peak_bytes", r->plain.predicted_peak_bytes);
+        ck_json_add_int(b, mem, "checkpointed_predicted_peak_bytes",
+                        r->ckpt.predicted_peak_bytes);
+    }
     ck_json_add_real(b, mem, "saving", r->memory_saving);
     if (r->cs && r->cs->has_min_memory_saving)
         ck_json_add_real(b, mem, "min_saving", r->cs->min_memory_saving);

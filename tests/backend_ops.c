@@ -875,6 +875,15 @@ static void build_pointwise(void)
     ADD1("silu", p, BO_SHAPE(3, 5, 7), BO_VALS_TIES, BO_TRANS, BO_TRANS);
     /* ops defined on x > 0 only: inputs in [0.5, 1.5) */
     ADD1("sqrt", mkop(CK_OP_SQRT, 0), BO_SHAPE(3, 5, 7), BO_VALS_POSITIVE, BO_TRANS, BO_TRANS);
+    ADD1("rsqrt", mkop(CK_OP_RSQRT, 0), BO_SHAPE(3, 5, 7), BO_VALS_POSITIVE, BO_TRANS, BO_TRANS);
+    ADD1("reciprocal", mkop(CK_OP_RECIPROCAL, 0), BO_SHAPE(3, 5, 7), BO_VALS_POSITIVE, BO_TRANS,
+         BO_TRANS);
+    ADD1("log", mkop(CK_OP_LOG, 0), BO_SHAPE(3, 5, 7), BO_VALS_POSITIVE, BO_TRANS, BO_TRANS);
+    /* the others on U(-1, 1): no input sits exactly on abs's kink at 0 */
+    ADD1("exp", mkop(CK_OP_EXP, 0), BO_SHAPE(3, 5, 7), BO_VALS_UNIT, BO_TRANS, BO_TRANS);
+    ADD1("erf", mkop(CK_OP_ERF, 0), BO_SHAPE(3, 5, 7), BO_VALS_UNIT, BO_TRANS, BO_TRANS);
+    ADD1("neg", mkop(CK_OP_NEG, 0), BO_SHAPE(3, 5, 7), BO_VALS_UNIT, BO_EXACT, BO_EXACT);
+    ADD1("abs", mkop(CK_OP_ABS, 0), BO_SHAPE(3, 5, 7), BO_VALS_UNIT, BO_EXACT, BO_EXACT);
     p = mkop(CK_OP_GELU, 0);
     p.gelu_tanh = true;
     ADD1("gelu tanh", p, BO_SHAPE(3, 5, 7), BO_VALS_TIES, BO_TRANS, BO_TRANS);
@@ -985,6 +994,16 @@ static void build_shape_attention(void)
         (ck_shape[]){BO_SHAPE(2, 1, 4, 3), BO_SHAPE(2, 3, 4, 3), BO_SHAPE(2, 2, 4, 3)},
         BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
     ADD1("flatten", mkop(CK_OP_FLATTEN, 0), BO_SHAPE(3, 2, 4, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_SLICE, 0);
+    p.dim = 1;
+    p.n_slice = 2;
+    p.slice_range[0] = 1;
+    p.slice_range[1] = 3;
+    ADD1("slice dim 1 [1:3]", p, BO_SHAPE(2, 4, 3), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.dim = -1;
+    p.slice_range[0] = 2;
+    p.slice_range[1] = 5;
+    ADD1("slice last dim [2:5]", p, BO_SHAPE(3, 2, 6), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
     p = mkop(CK_OP_RESHAPE, 0);
     p.n_shape = 2;
     p.shape[0] = 6;

@@ -768,7 +768,9 @@ START_TEST(catalogue_lists_every_op_once)
         "avgpool3d", "upsample1d", "upsample2d", "upsample3d", "add",       "concat",
         "flatten",   "matmul",    "softmax",    "log_softmax", "attention", "embedding",
         "reshape",   "permute",   "transpose",  "rmsnorm",    "groupnorm",  "mul",
-        "silu",      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "positional"};
+        "silu",      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "positional",
+        "sqrt",      "rsqrt",     "reciprocal", "exp",        "log",        "neg",
+        "erf",       "abs",       "slice"};
     int n = 0;
     const ck_op_info *cat = ck_op_catalogue(&n);
     /* every spelling a case could use before is still there (new ops may join) */

@@ -3,6 +3,7 @@
  * bitwise identity for every shipped case, every canary caught with the tensor that shows
  * it, RNG and batchnorm policies, and determinism of the report numbers.
  */
+#include "harness/engine/memory_plan.h"
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -143,13 +144,16 @@ END_TEST
 START_TEST(peak_activation_bytes_match_a_hand_count)
 {
     /* input (4, 8) -> l0 linear 16 -> r0 relu -> l1 linear 16 -> r1 relu -> l2 linear 2, fp32:
-     * every hidden output and its gradient is 256 B, l2's output and gradient 32 B.
-     * plain: forward 4 x 256 + 32 = 1056; loss gradient 1088; backward l2 + dr1 = 1344,
-     *   frees 64 -> 1280; backward r1 + dl1 = 1536 (peak), frees 512 -> 1024; ... -> 0.
-     * checkpointed, segment [l0, l1]: l0 and r0 dropped after the segment's forward
-     *   (forward peak 768, then 544 live); loss gradient 576; backward l2 + dr1 = 832, frees
-     *   64 -> 768; backward r1 + dl1 = 1024, frees 512 -> 512; recompute l0, r0 (l1 is
-     *   overwritten in place) -> 1024; backward l1 + dr0 = 1280 (peak); ... -> 0. */
+     * every hidden output and its gradient is 256 B, l2's output and gradient 32 B. Kept for
+     * backward: what a backward reads (liveness.h): linear reads its input, relu its output,
+     * so each relu runs in place in its linear's buffer and l0, l1 are never stored twice.
+     * plain: forward r0 (in l0's buffer) 256, r1 (in l1's) 512, l2 544; loss gradient 576,
+     *   l2 freed (nothing reads it) 544; backward l2 + dr1 = 800, frees dl2 -> 768;
+     *   backward r1 + dl1 = 1024 (peak), frees r1, dr1 -> 512; ... -> 0.
+     * checkpointed, segment [l0, l1]: r0 freed after l1's forward (recomputed), forward
+     *   288 (r1, l2); loss gradient, l2 freed -> 288; backward l2 + dr1 = 544 -> 512;
+     *   backward r1 + dl1 = 768 (peak) -> 256; recompute l0/r0 512, l1 768 and freed (no
+     *   backward reads it) -> 512; backward l1 + dr0 = 768; ... -> 0. */
     static const char *text =
         "{\"name\": \"tiny\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r0\", \"op\": \"relu\"},"
@@ -160,8 +164,8 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 1536);
-    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1280);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 1024);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 768);
     ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert_int_eq(r.plain.recomputed_layers, 0);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
@@ -179,13 +183,15 @@ START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
      * 2 x 4 floats = 32 B). Outputs and gradients: l0, ln, l1 256 B; wide, act 1024 B;
      * head 32 B. The peak comes after the segment, before its recomputation, so statistics
      * kept alive by mistake would raise it.
-     * checkpointed: forward l0 256, ln 256 + 32 -> 544, l1 -> 800, drop 544 -> 256, wide
-     *   1280, act 2304, head 2336; loss gradient 2368; backward head + dact = 3392, frees
-     *   64 -> 3328; backward act + dwide = 4352 (peak), frees 2048 -> 2304; backward wide
-     *   + dl1 = 2560, frees 2048 -> 512; recompute l0, ln -> 1056; backward l1 + dln 1312
-     *   -> 800; backward ln + dl0 1056 -> 512; backward l0 -> 0.
-     * plain: forward 2880, loss gradient 2912, backward head 3936 -> 3872, backward act
-     *   + dwide = 4896 (peak). */
+     * Relu runs in place in wide's buffer (linear reads its input, relu its output).
+     * checkpointed: forward l0 256, ln 256 + 32 -> 544, l0 freed (recomputed) 288, l1 544,
+     *   ln and its statistics freed -> 256, wide 1280 (act in place), head 1312; loss
+     *   gradient, head freed -> 1312; backward head + dact = 2336 -> 2304; backward act +
+     *   dwide = 3328 (peak) -> 1280; backward wide + dl1 1536 -> 256 (l1 freed: its first
+     *   consumer's backward ran); recompute l0, ln + statistics -> 800 (l1 recomputed and
+     *   freed); backward l1 + dln 1056 -> 544; backward ln + dl0 800; ... -> 0.
+     * plain: forward 1856 (ln's statistics kept: its backward reads them), loss gradient,
+     *   head freed; backward head + dact 2880 -> 2848; backward act + dwide = 3872 (peak). */
     static const char *text =
         "{\"name\": \"norm_peak\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"ln\", \"op\": \"layernorm\"},"
@@ -196,8 +202,8 @@ START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 4896);
-    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 4352);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 3872);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 3328);
     ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);
@@ -230,7 +236,7 @@ static void trace_tiny(bool checkpointed, ck_alloc_event *ev, int cap, ck_alloc_
     ck_record rec;
     ck_status st = ck_train(b, &bc.g, checkpointed ? &plan : NULL, CK_F32, &hooks, &rec, &err);
     ck_assert_msg(st == CK_OK, "%s", err.msg);
-    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 1280 : 1536);
+    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 768 : 1024);
     ck_record_free(&rec);
     b->destroy(b);
     ck_plan_free(&plan);
@@ -268,32 +274,34 @@ START_TEST(live_bytes_trace_shows_the_forward_peak_and_the_recomputation)
     int end = find_mark(&t, CK_MARK_STEP_END, 0);
     ck_assert_msg(fwd > 0 && rec > fwd && end > rec, "marks at %d, %d, %d", fwd, rec, end);
     ck_assert_int_eq(find_mark(&t, CK_MARK_RECOMPUTE_END, 1), -1); /* one segment */
-    /* forward: l0 256, r0 512, l1 768 (the forward peak), l0 and r0 dropped -> 256, r1, l2 */
+    /* forward: l0 256 (r0 runs in its buffer), l1 512 (the forward peak), r0 freed after
+     * its last consumer (the segment recomputes it) -> 256, r1 in l1's buffer, l2 288 */
     ck_assert_str_eq(t.events[0].tag, "l0:out");
     ck_assert_int_eq(t.events[0].kind, CK_ALLOC_EV_ALLOC);
     ck_assert_int_eq(t.events[0].bytes, 256);
-    ck_assert_int_eq(max_live(&t, 0, fwd), 768);
-    ck_assert_int_eq(t.events[2].live_bytes, 768);
-    ck_assert_str_eq(t.events[3].tag, "l0:out");
-    ck_assert_int_eq(t.events[3].kind, CK_ALLOC_EV_FREE);
-    ck_assert_int_eq(t.events[4].live_bytes, 256);
-    ck_assert_int_eq(t.events[fwd].live_bytes, 544);
-    /* before the recomputation memory never went above 1024 (backward r1 + dl1); after
-     * it l0 and r0 are live again beside l1 and dl1: 1024 */
-    ck_assert_int_eq(max_live(&t, fwd, rec), 1024);
-    ck_assert_int_eq(t.events[rec].live_bytes, 1024);
-    ck_assert_str_eq(t.events[rec - 1].tag, "r0:out");
-    ck_assert_int_eq(t.events[rec - 1].kind, CK_ALLOC_EV_ALLOC);
-    ck_assert_int_eq(max_live(&t, rec, end), 1280);
+    ck_assert_int_eq(max_live(&t, 0, fwd), 512);
+    ck_assert_int_eq(t.events[1].live_bytes, 512);
+    ck_assert_str_eq(t.events[2].tag, "r0:out");
+    ck_assert_int_eq(t.events[2].kind, CK_ALLOC_EV_FREE);
+    ck_assert_int_eq(t.events[2].live_bytes, 256);
+    ck_assert_int_eq(t.events[fwd].live_bytes, 288);
+    /* before the recomputation memory never went above 768 (backward r1 + dl1); the
+     * recomputation makes l0/r0 and l1 again and frees l1 (no backward reads it): r0 and
+     * dl1 are live, 512 */
+    ck_assert_int_eq(max_live(&t, fwd, rec), 768);
+    ck_assert_int_eq(t.events[rec].live_bytes, 512);
+    ck_assert_str_eq(t.events[rec - 1].tag, "l1:out");
+    ck_assert_int_eq(t.events[rec - 1].kind, CK_ALLOC_EV_FREE);
+    ck_assert_int_eq(max_live(&t, rec, end), 768);
     ck_assert_int_eq(t.events[end].live_bytes, 0);
     for (int i = 0; i < t.n; i++)
         ck_assert_int_eq(t.events[i].index, i);
 
-    /* plain: nothing dropped, no recomputation; forward 1056 */
+    /* plain: no recomputation; forward r0, r1 (each in its linear's buffer) and l2: 544 */
     trace_tiny(false, ev, 256, &t);
     fwd = find_mark(&t, CK_MARK_FORWARD_END, 0);
-    ck_assert_int_eq(t.events[fwd].live_bytes, 1056);
-    ck_assert_int_eq(max_live(&t, 0, fwd), 1056);
+    ck_assert_int_eq(t.events[fwd].live_bytes, 544);
+    ck_assert_int_eq(max_live(&t, 0, fwd), 544);
     ck_assert_int_eq(find_mark(&t, CK_MARK_RECOMPUTE_END, 0), -1);
 }
 END_TEST
@@ -306,7 +314,8 @@ START_TEST(live_bytes_trace_keeps_the_first_events_and_counts_the_rest)
     ck_assert_int_eq(t.n, 4);
     ck_assert_int_gt(t.lost, 10);
     ck_assert_str_eq(ev[0].tag, "l0:out");
-    ck_assert_str_eq(ev[3].tag, "l0:out"); /* dropped after the segment's forward */
+    ck_assert_str_eq(ev[2].tag, "r0:out"); /* freed after its last consumer (recomputed) */
+    ck_assert_int_eq(ev[2].kind, CK_ALLOC_EV_FREE);
     ck_assert_int_eq(ev[3].index, 3);
     ck_alloc_trace_init(&t, NULL, 8); /* no buffer: everything is counted as lost */
     ck_assert_int_eq(t.capacity, 0);
@@ -586,6 +595,46 @@ START_TEST(same_case_twice_gives_byte_identical_reports)
 }
 END_TEST
 
+/* `plan` (memory_plan.h) predicts the measured peak exactly: every shipped case, plain and
+ * checkpointed, in every dtype, against the peak its full training measures. */
+START_TEST(predicted_peak_equals_the_measured_peak_on_every_shipped_case)
+{
+    char names[64][256];
+    int n = list_cases(names, 64);
+    ck_assert_int_gt(n, 10);
+    ck_backend *b = tu_cpu_backend();
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    ck_error err;
+    for (int i = 0; i < n; i++) {
+        tu_built_case bc;
+        tu_build_file(&bc, names[i]);
+        ck_plan plan;
+        ck_assert_msg(ck_plan_build(&bc.g, &plan, &err) == CK_OK, "%s", err.msg);
+        for (int d = 0; d < 3; d++) {
+            for (int ck = 0; ck < 2; ck++) {
+                const ck_plan *pl = ck ? &plan : NULL;
+                ck_memory_prediction pred;
+                ck_assert_msg(ck_predict_memory(&bc.g, pl, dts[d], &pred, &err) == CK_OK,
+                              "%s: %s", names[i], err.msg);
+                ck_record rec;
+                ck_status st = ck_train(b, &bc.g, pl, dts[d], NULL, &rec, &err);
+                ck_assert_msg(st == CK_OK, "%s: %s", names[i], err.msg);
+                ck_assert_msg(pred.peak_bytes == rec.peak_activation_bytes && pred.peak_bytes > 0,
+                              "%s %s %s: predicted %lld bytes, measured %lld", names[i],
+                              ck_dtype_name(dts[d]), ck ? "checkpointed" : "plain",
+                              (long long)pred.peak_bytes, (long long)rec.peak_activation_bytes);
+                ck_assert_int_eq(pred.n_segments, ck ? plan.n_segments : 0);
+                ck_record_free(&rec);
+                ck_memory_prediction_free(&pred);
+            }
+        }
+        ck_plan_free(&plan);
+        tu_free_built(&bc);
+    }
+    b->destroy(b);
+}
+END_TEST
+
 START_TEST(gradcheck_passes_for_every_shipped_case)
 {
     char names[64][256];
@@ -742,6 +791,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, same_case_twice_gives_byte_identical_reports);
     tcase_add_test(tc, gradcheck_passes_for_every_shipped_case);
     tcase_add_test(tc, calibration_rounding_moves_no_tensor_through_the_host);
+    tcase_add_test(tc, predicted_peak_equals_the_measured_peak_on_every_shipped_case);
     suite_add_tcase(s, tc);
     return s;
 }

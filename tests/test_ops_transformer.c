@@ -164,6 +164,22 @@ static void set_pool_pad_even(ck_op_params *op)
     op->pad_mode = CK_PAD_EXPLICIT;
 }
 
+static void set_slice_last(ck_op_params *op)
+{
+    op->dim = -1;
+    op->n_slice = 2;
+    op->slice_range[0] = 2;
+    op->slice_range[1] = 5;
+}
+
+static void set_slice_mid(ck_op_params *op)
+{
+    op->dim = 1;
+    op->n_slice = 2;
+    op->slice_range[0] = 0;
+    op->slice_range[1] = 2;
+}
+
 static const op_row rows[] = {
     {"matmul of two inputs", CK_OP_MATMUL, 0, 2, {SHAPE_INIT(2, 3, 4), SHAPE_INIT(2, 4, 5)}, NULL},
     {"matmul transposed", CK_OP_MATMUL, 0, 2, {SHAPE_INIT(2, 4, 3), SHAPE_INIT(2, 5, 4)},
@@ -209,6 +225,8 @@ static const op_row rows[] = {
     {"avgpool3d padded, count_include_pad false", CK_OP_AVGPOOL, 3, 1,
      {SHAPE_INIT(1, 1, 3, 4, 3)}, set_pool_pad_excl},
     {"positional", CK_OP_POSITIONAL, 0, 1, {SHAPE_INIT(3, 4, 2)}, NULL},
+    {"slice of the last dim", CK_OP_SLICE, 0, 1, {SHAPE_INIT(2, 3, 6)}, set_slice_last},
+    {"slice of dim 1", CK_OP_SLICE, 0, 1, {SHAPE_INIT(2, 5, 3)}, set_slice_mid},
 };
 
 /* The row's node as ck_graph_build makes it: options resolved, shapes, params, draws. */

@@ -80,6 +80,10 @@ ck_status ck_opc_add_bwd(const char *be, const ck_op_io *io, const ck_op_grads *
 /* Every input is (N, C_k, S...) with the same N and S; out (dout) is (N, sum C_k, S...).
  * Writes each input's C_k * S block size to block[0..n_in), the output's to *out_block,
  * and the batch size to *N. */
+/* slice along op->dim: x viewed as (outer, D, inner), y as (outer, end - start, inner) */
+ck_status ck_opc_slice(const char *be, const ck_op_params *op, const ck_op_io *io,
+                       const ck_op_grads *g, int64_t *outer, int64_t *D, int64_t *inner,
+                       ck_error *err);
 ck_status ck_opc_concat_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *block,
                             int64_t *out_block, ck_error *err);
 ck_status ck_opc_concat_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,

@@ -48,6 +48,40 @@ static ck_status concat_dims(const char *be, const char *fn, const ck_op_io *io,
     return CK_OK;
 }
 
+ck_status ck_opc_slice(const char *be, const ck_op_params *op, const ck_op_io *io,
+                       const ck_op_grads *g, int64_t *outer, int64_t *D, int64_t *inner,
+                       ck_error *err)
+{
+    const char *fn = g ? "slice backward" : "slice";
+    if (io->n_in != 1 || !io->in[0])
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: needs one input", fn);
+    const ck_tensor *x = io->in[0], *y = g ? g->dout : io->out;
+    if (!y)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: no %s", fn, g ? "dout" : "output tensor");
+    CK_TRY(ck_opc_like(be, fn, x, y, false, err));
+    int d = op->dim;
+    int64_t a = op->slice_range[0], b = op->slice_range[1];
+    bool ok = d >= 0 && d < x->shape.ndim && y->shape.ndim == x->shape.ndim && 0 <= a && a < b &&
+              b <= x->shape.dim[d] && y->shape.dim[d] == b - a;
+    for (int k = 0; ok && k < x->shape.ndim; k++)
+        ok = k == d || y->shape.dim[k] == x->shape.dim[k];
+    if (!ok) {
+        char s1[128], s2[128];
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s %s is not %s sliced [%lld, %lld) along "
+                       "dim %d", fn, ck_opc_tname(y), SH(y, s1), SH(x, s2), (long long)a,
+                       (long long)b, d);
+    }
+    if (g)
+        CK_TRY(ck_opc_like(be, fn, x, g->din[0], true, err));
+    *outer = *inner = 1;
+    for (int k = 0; k < d; k++)
+        *outer *= x->shape.dim[k];
+    for (int k = d + 1; k < x->shape.ndim; k++)
+        *inner *= x->shape.dim[k];
+    *D = x->shape.dim[d];
+    return CK_OK;
+}
+
 ck_status ck_opc_concat_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *block,
                             int64_t *out_block, ck_error *err)
 {

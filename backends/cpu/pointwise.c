@@ -101,12 +101,15 @@ ck_status cpu_pointwise_backward(const cpu_ctx *c, const ck_op_params *op,
     CK_TRY(ck_opc_activation_bwd(CPU_BE, op, io, g, err));
     if (!g->din[0])
         return CK_OK;
-    const ck_tensor *all[] = {io->in[0], g->dout, g->din[0]};
-    const ck_dtype dt = shared_dtype(all, 3);
-    if (op->kind != CK_OP_RELU || dt == CK_DTYPE_COUNT)
+    if (op->kind != CK_OP_RELU)
         return ref_op_backward(op, args, io, g, err);
-    relu_job j = {.x = io->in[0]->data, .dy = g->dout->data, .dx = g->din[0]->data,
-                  .n = ck_shape_numel(&io->in[0]->shape), .dt = dt, .hx = io->in[0]->data,
+    /* relu's backward reads its output y (y > 0 exactly when x > 0: the same bits) */
+    const ck_tensor *all[] = {io->out, g->dout, g->din[0]};
+    const ck_dtype dt = shared_dtype(all, 3);
+    if (dt == CK_DTYPE_COUNT)
+        return ref_op_backward(op, args, io, g, err);
+    relu_job j = {.x = io->out->data, .dy = g->dout->data, .dx = g->din[0]->data,
+                  .n = ck_shape_numel(&io->in[0]->shape), .dt = dt, .hx = io->out->data,
                   .hdy = g->dout->data, .hdx = g->din[0]->data};
     cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_bwd_task, &j);
     return CK_OK;

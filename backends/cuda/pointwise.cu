@@ -35,7 +35,14 @@ static __device__ __forceinline__ double ck_act(int kind, double slope, double x
     case CK_OP_GELU: return 0.5 * x * (1.0 + erf(x * CK_SQRT1_2));
     case CK_OP_TANH: return tanh(x);
     case CK_OP_SIGMOID: return ck_sigmoid(x);
-    case CK_OP_SQRT: return sqrt(x); /* correctly rounded, as glibc's */
+    case CK_OP_SQRT: return sqrt(x);
+    case CK_OP_RSQRT: return 1.0 / sqrt(x);
+    case CK_OP_RECIPROCAL: return 1.0 / x;
+    case CK_OP_EXP: return exp(x);
+    case CK_OP_LOG: return log(x);
+    case CK_OP_NEG: return -x;
+    case CK_OP_ERF: return erf(x);
+    case CK_OP_ABS: return fabs(x);
     default: return __longlong_as_double(0x7ff8000000000000LL); /* NaN */
     }
 }
@@ -61,6 +68,13 @@ static __device__ __forceinline__ double ck_dact(int kind, double slope, double 
         return s * (1.0 - s);
     }
     case CK_OP_SQRT: return 0.5 / sqrt(x);
+    case CK_OP_RSQRT: return -0.5 / (x * sqrt(x));
+    case CK_OP_RECIPROCAL: return -1.0 / (x * x);
+    case CK_OP_EXP: return exp(x);
+    case CK_OP_LOG: return 1.0 / x;
+    case CK_OP_NEG: return -1.0;
+    case CK_OP_ERF: return CK_2_SQRTPI * exp(-x * x);
+    case CK_OP_ABS: return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : 0.0;
     default: return __longlong_as_double(0x7ff8000000000000LL);
     }
 }
@@ -108,7 +122,9 @@ static ck_status activation_op_backward(ck_cuda *cu, const ck_op_params *op, con
         return CK_OK;
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     activation_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-        ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), (int)op->kind, op->slope, n);
+        ck_view(g->din[0]), ck_view(g->dout),
+        ck_view(op->kind == CK_OP_RELU ? io->out : io->in[0]), /* relu: y > 0 iff x > 0 */
+        (int)op->kind, op->slope, n);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -372,7 +388,14 @@ static cuda_op_fns pick(const ck_op_params *op)
     case CK_OP_LEAKY_RELU:
     case CK_OP_TANH:
     case CK_OP_SIGMOID:
-    case CK_OP_SQRT: return cuda_op_fns{activation_op_forward, activation_op_backward};
+    case CK_OP_SQRT:
+    case CK_OP_RSQRT:
+    case CK_OP_RECIPROCAL:
+    case CK_OP_EXP:
+    case CK_OP_LOG:
+    case CK_OP_NEG:
+    case CK_OP_ERF:
+    case CK_OP_ABS: return cuda_op_fns{activation_op_forward, activation_op_backward};
     case CK_OP_MUL:
     case CK_OP_SILU: return cuda_op_fns{wide_op_forward, wide_op_backward};
     case CK_OP_ADD: return cuda_op_fns{add_op_forward, add_op_backward};

@@ -37,6 +37,28 @@ static __global__ void concat_backward_kernel(ck_dv din, ck_dv dout, int64_t N, 
     ck_acc(din, i, ck_ld(dout, (i / block) * out_block + off + i % block));
 }
 
+/* y[o, j, i] = x[o, a + j, i]; x (outer, D, inner), y (outer, len, inner) */
+static __global__ void slice_forward_kernel(ck_dv y, ck_dv x, int64_t outer, int64_t D,
+                                            int64_t inner, int64_t a, int64_t len)
+{
+    CK_GRID_STRIDE(i, outer * len * inner)
+    {
+        int64_t o = i / (len * inner), r = i % (len * inner);
+        ck_st(y, i, ck_ld(x, (o * D + a) * inner + r));
+    }
+}
+
+/* dx[o, a + j, i] += dy[o, j, i] */
+static __global__ void slice_backward_kernel(ck_dv dx, ck_dv dy, int64_t outer, int64_t D,
+                                             int64_t inner, int64_t a, int64_t len)
+{
+    CK_GRID_STRIDE(i, outer * len * inner)
+    {
+        int64_t o = i / (len * inner), r = i % (len * inner);
+        ck_acc(dx, (o * D + a) * inner + r, ck_ld(dy, i));
+    }
+}
+
 /* out = x, one rounding when the dtypes differ */
 static __global__ void copy_kernel(ck_dv out, ck_dv x, int64_t numel)
 {
@@ -49,6 +71,37 @@ static ck_status accumulate(ck_cuda *cu, ck_tensor *dx, const ck_tensor *dy, int
 {
     accumulate_kernel<<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(ck_view(dx), ck_view(dy),
                                                                        numel);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// slice
+
+static ck_status slice_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                  ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    int64_t outer, D, inner;
+    CK_TRY(ck_opc_slice(CUDA_BE, op, io, NULL, &outer, &D, &inner, err));
+    int64_t a = op->slice_range[0], len = op->slice_range[1] - a, n = outer * len * inner;
+    slice_forward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+        ck_view(io->out), ck_view(io->in[0]), outer, D, inner, a, len);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status slice_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    int64_t outer, D, inner;
+    CK_TRY(ck_opc_slice(CUDA_BE, op, io, g, &outer, &D, &inner, err));
+    if (!g->din[0])
+        return CK_OK;
+    int64_t a = op->slice_range[0], len = op->slice_range[1] - a, n = outer * len * inner;
+    slice_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
+        ck_view(g->din[0]), ck_view(g->dout), outer, D, inner, a, len);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -224,6 +277,7 @@ static cuda_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_CONCAT: return cuda_op_fns{concat_op_forward, concat_op_backward};
+    case CK_OP_SLICE: return cuda_op_fns{slice_op_forward, slice_op_backward};
     case CK_OP_FLATTEN: return cuda_op_fns{flatten_op_forward, flatten_op_backward};
     case CK_OP_RESHAPE:
     case CK_OP_PERMUTE: return cuda_op_fns{permute_op_forward, permute_op_backward};

@@ -1,12 +1,14 @@
 /*
- * The reference pointwise family: the activations relu, leaky_relu, gelu (exact, erf form),
- * tanh, sigmoid and sqrt; then mul, silu and gelu tanh in double; add; positional.
+ * CPU pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid, and
+ * the unary functions sqrt, rsqrt, reciprocal, exp, log, neg, erf, abs.
  *
  * Every kernel loads each tensor in its own dtype (fp32, fp64, fp16 or bf16; x, y, dy and
  * dx need not share one), computes in double and rounds once on store; the backward adds
  * its double contribution to dx with one rounding (ref_elem.h, harness/precision.md).
  * The backward pass differentiates at the input x (io->in[0]), so relu'(0) = 0 and
- * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do.
+ * leaky_relu'(0) = slope, as PyTorch's threshold_backward / leaky_relu_backward do; relu
+ * reads its output y instead (y > 0 exactly when x > 0, so the result is the same bits), as
+ * PyTorch saves relu's result: the executor then keeps one tensor where a conv feeds a relu.
  */
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
@@ -33,6 +35,13 @@ static double act(ck_op_kind kind, double slope, double x)
     case CK_OP_TANH: return tanh(x);
     case CK_OP_SIGMOID: return sigmoid(x);
     case CK_OP_SQRT: return sqrt(x);
+    case CK_OP_RSQRT: return 1.0 / sqrt(x);
+    case CK_OP_RECIPROCAL: return 1.0 / x;
+    case CK_OP_EXP: return exp(x);
+    case CK_OP_LOG: return log(x);
+    case CK_OP_NEG: return -x;
+    case CK_OP_ERF: return erf(x);
+    case CK_OP_ABS: return fabs(x);
     default: return NAN;
     }
 }
@@ -57,7 +66,14 @@ static double dact(ck_op_kind kind, double slope, double x)
         double s = sigmoid(x);
         return s * (1.0 - s);
     }
-    case CK_OP_SQRT: return 0.5 / sqrt(x); /* inf at 0, NaN below, as PyTorch */
+    case CK_OP_SQRT: return 0.5 / sqrt(x);
+    case CK_OP_RSQRT: return -0.5 / (x * sqrt(x));
+    case CK_OP_RECIPROCAL: return -1.0 / (x * x);
+    case CK_OP_EXP: return exp(x);
+    case CK_OP_LOG: return 1.0 / x;
+    case CK_OP_NEG: return -1.0;
+    case CK_OP_ERF: return M_2_SQRTPI * exp(-x * x);
+    case CK_OP_ABS: return x > 0.0 ? 1.0 : x < 0.0 ? -1.0 : 0.0;
     default: return NAN;
     }
 }
@@ -99,7 +115,9 @@ static ck_status activation_op_backward(const ck_op_params *op, const ck_fwd_arg
     ck_status rc = ck_opc_activation_bwd(REF_BE, op, io, g, err);
     if (rc != CK_OK || !g->din[0])
         return rc;
-    activation_backward(g->din[0], g->dout, io->in[0], op->kind, op->slope,
+    /* relu: from its output (the file's comment) */
+    const ck_tensor *at = op->kind == CK_OP_RELU ? io->out : io->in[0];
+    activation_backward(g->din[0], g->dout, at, op->kind, op->slope,
                         ck_shape_numel(&io->in[0]->shape));
     return CK_OK;
 }
@@ -315,6 +333,13 @@ static ref_op_fns pick(const ck_op_params *op)
     case CK_OP_TANH:
     case CK_OP_SIGMOID:
     case CK_OP_SQRT:
+    case CK_OP_RSQRT:
+    case CK_OP_RECIPROCAL:
+    case CK_OP_EXP:
+    case CK_OP_LOG:
+    case CK_OP_NEG:
+    case CK_OP_ERF:
+    case CK_OP_ABS:
         return (ref_op_fns){activation_op_forward, activation_op_backward};
     case CK_OP_MUL:
     case CK_OP_SILU: return (ref_op_fns){wide_op_forward, wide_op_backward};

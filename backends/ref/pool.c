@@ -190,7 +190,8 @@ static ck_status pool_op_backward(const ck_op_params *op, const ck_fwd_args *arg
     }
     /* low or mixed dtypes: dx computed from zero in double, then added with one rounding */
     ref_wide wx = {NULL, NULL}, wdy = {NULL, NULL}, wdx = {NULL, NULL};
-    if ((st = ref_wide_in(what, x, &wx, err)) == CK_OK &&
+    /* avgpool's backward reads no value of x (its row: backward reads nothing) */
+    if ((!is_max || (st = ref_wide_in(what, x, &wx, err)) == CK_OK) &&
         (st = ref_wide_in(what, g->dout, &wdy, err)) == CK_OK &&
         (st = ref_wide_out(what, g->din[0], true, &wdx, err)) == CK_OK) {
         pool_backward_f64(wdx.data, wdy.data, wx.data, is_max, &geom);
@@ -336,7 +337,9 @@ static ck_status pool_pad_op_backward(const ck_op_params *op, const ck_fwd_args 
         return CK_OK;
     ref_scope s;
     ref_scope_begin(&s, geo.is_max ? "maxpool backward" : "avgpool backward", err);
-    const double *x = ref_scope_in(&s, io->in[0]), *dy = ref_scope_in(&s, g->dout);
+    /* avgpool's backward reads no value of x (its row: backward reads nothing) */
+    const double *x = geo.is_max ? ref_scope_in(&s, io->in[0]) : NULL;
+    const double *dy = ref_scope_in(&s, g->dout);
     double *dx = ref_scope_grad(&s, g->din[0]);
     if (s.st == CK_OK)
         f64_pool_bwd(dx, dy, x, &geo);

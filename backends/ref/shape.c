@@ -11,6 +11,36 @@
 #include "backends/ref/ref_ops.h"
 #include "backends/ref/ref_elem.h"
 
+/* ================================= slice ================================== */
+
+/* y[o, j, i] = x[o, start + j, i]; x (outer, D, inner), y (outer, len, inner) */
+static ck_status slice_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                  ck_error *err)
+{
+    int64_t outer, D, inner;
+    CK_TRY(ck_opc_slice(REF_BE, op, io, NULL, &outer, &D, &inner, err));
+    int64_t a = op->slice_range[0], len = op->slice_range[1] - a;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < len * inner; j++)
+            ref_st(io->out, o * len * inner + j, ref_ld(io->in[0], (o * D + a) * inner + j));
+    return CK_OK;
+}
+
+/* dx[o, start + j, i] += dy[o, j, i]; the rest of dx is unchanged */
+static ck_status slice_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                   const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    int64_t outer, D, inner;
+    CK_TRY(ck_opc_slice(REF_BE, op, io, g, &outer, &D, &inner, err));
+    if (!g->din[0])
+        return CK_OK;
+    int64_t a = op->slice_range[0], len = op->slice_range[1] - a;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < len * inner; j++)
+            ref_acc(g->din[0], (o * D + a) * inner + j, ref_ld(g->dout, o * len * inner + j));
+    return CK_OK;
+}
+
 /* ================================= concat ================================= */
 
 /* out[n, off_k + c, s] = in[k][n, c, s]; out (N, sum C_k, S), in[k] (N, C_k, S) */
@@ -193,6 +223,7 @@ static ref_op_fns pick(const ck_op_params *op)
 {
     switch (op->kind) {
     case CK_OP_CONCAT: return (ref_op_fns){concat_op_forward, concat_op_backward};
+    case CK_OP_SLICE: return (ref_op_fns){slice_op_forward, slice_op_backward};
     case CK_OP_FLATTEN: return (ref_op_fns){flatten_op_forward, flatten_op_backward};
     case CK_OP_RESHAPE:
     case CK_OP_PERMUTE: return (ref_op_fns){permute_op_forward, permute_op_backward};

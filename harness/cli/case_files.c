@@ -204,6 +204,12 @@ int ck_cli_load_cases_ex(const char **paths, int n_paths, const ck_run_opts *ov,
             ck_onnx_import_opts io = {.checkpoint = ov ? ov->onnx_checkpoint : NULL,
                                       .loss = ov ? ov->onnx_loss : NULL,
                                       .optimizer = ov ? ov->onnx_optimizer : NULL};
+            if (ov) {
+                io.has_class_dim = ov->onnx_has_class_dim;
+                io.class_dim = ov->onnx_class_dim;
+                io.has_ignore_index = ov->onnx_has_ignore_index;
+                io.ignore_index = ov->onnx_ignore_index;
+            }
             ls = ck_cli_import_case(lc[i].file, &io, &lc[i].cs, &lc[i].tmp_weights,
                                     &lc[i].tmp_slot, &err);
             if (ls == CK_OK)

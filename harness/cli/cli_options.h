@@ -52,6 +52,9 @@ typedef struct {
     const char *filter;    /* --filter PATTERN: case names (fnmatch) */
     int shard_i, shard_n;  /* --shard I/N (1-based); shard_n 0: no sharding */
     int jobs;              /* --jobs N: cases in N processes at once */
+    bool has_memory_limit; /* --memory-limit BYTES|auto */
+    bool memory_limit_auto; /* auto: MemAvailable of /proc/meminfo */
+    int64_t memory_limit;   /* BYTES */
     bool keep_going;       /* --keep-going: bad cases and unsupported combinations do not stop the rest */
     bool reproducible;     /* --reproducible: no host, clock or wall times in any output file */
     bool rows_given;       /* --rows was given: print rows for passing cases too */
@@ -60,6 +63,9 @@ typedef struct {
     const char *onnx_checkpoint; /* --checkpoint sqrt|every:K|segments:A..B,... */
     const char *onnx_loss;       /* --loss */
     const char *onnx_optimizer;  /* --optimizer */
+    bool onnx_has_class_dim, onnx_has_ignore_index; /* --class-dim, --ignore-index */
+    int onnx_class_dim;
+    long long onnx_ignore_index;
 } ck_run_opts;
 
 typedef struct {

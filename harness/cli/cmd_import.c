@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness/cli/cli_options.h"
+#include "harness/cli/import_check.h"
 #include "harness/cli/messages.h"
 #include "harness/core/text.h"
 #include "harness/io/files.h"
@@ -37,12 +38,19 @@ static const char *usage_import =
     "  --weights FILE         the weights file (default: the case file with .safetensors)\n"
     "  --name NAME            the case's name (default: the model file's stem)\n"
     "  --loss L               mean (default), sum, mse, cross_entropy\n"
-    "  --optimizer O          sgd (default), momentum, adam\n"
+    "  --class-dim D          cross_entropy: the dim of the classes (default: -1 for token\n"
+    "                         inputs and (N, L, V) outputs, else 1)\n"
+    "  --ignore-index I       cross_entropy: targets equal to I count for nothing\n"
+    "  --optimizer O          sgd (default), momentum, adam, adamw\n"
     "  --lr X                 learning rate (default 0.01)\n"
     "  --steps N              training steps (default 1)\n"
     "  --checkpoint SPEC      sqrt (default), every:K, or segments:FIRST..LAST,... (layer\n"
     "                         names as imported)\n"
     "  --precision P          fp32 (default), fp16, bf16\n"
+    "  --check-against REF    REF.npz (or .safetensors) from the framework: its input, its\n"
+    "                         train-mode output and optionally loss and grad.<param>; the\n"
+    "                         import is refused unless the case reproduces them (relative\n"
+    "                         L2 <= 1e-4, fp32; docs/onnx.md)\n"
     "\n"
     "`ckpt-harness run MODEL.onnx` imports in memory with the same defaults (--checkpoint,\n"
     "--loss and --optimizer apply there too).\n";
@@ -186,7 +194,55 @@ out:
 }
 
 enum { OPT_WEIGHTS = 300, OPT_NAME, OPT_LOSS, OPT_OPTIMIZER, OPT_LR, OPT_STEPS, OPT_CHECKPOINT,
-       OPT_PRECISION };
+       OPT_PRECISION, OPT_CLASS_DIM, OPT_IGNORE_INDEX, OPT_CHECK_AGAINST };
+
+bool ck_cli_parse_class_dim(const char *arg, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < -CK_MAX_DIMS || v >= CK_MAX_DIMS)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+bool ck_cli_parse_ignore_index(const char *arg, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || end == arg || *end || v < INT32_MIN || v > INT32_MAX)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* --lr X (lr true) or --steps N into io; false (the message printed) on a bad value. */
+static bool parse_lr_steps(ck_onnx_import_opts *io, bool lr, const char *arg)
+{
+    char *end;
+    errno = 0;
+    if (lr) {
+        io->lr = strtod(arg, &end);
+        if (errno || end == arg || *end || !(io->lr > 0) || io->lr > 1e300) {
+            fprintf(stderr, "ckpt-harness import: --lr %s: expected a positive number\n", arg);
+            return false;
+        }
+        return true;
+    }
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < 1 || v > 1000000) {
+        fprintf(stderr, "ckpt-harness import: --steps %s: expected an integer from 1 to "
+                        "1000000\n", arg);
+        return false;
+    }
+    io->steps = (int)v;
+    return true;
+}
+
+static int import_model(const char *model, const char *output, const char *weights,
+                        const char *check_against, ck_onnx_import_opts *opts);
 
 int ck_main_import(int argc, char **argv)
 {
@@ -196,12 +252,14 @@ int ck_main_import(int argc, char **argv)
         {"optimizer", required_argument, 0, OPT_OPTIMIZER}, {"lr", required_argument, 0, OPT_LR},
         {"steps", required_argument, 0, OPT_STEPS},     {"checkpoint", required_argument, 0, OPT_CHECKPOINT},
         {"precision", required_argument, 0, OPT_PRECISION}, {"help", no_argument, 0, 'h'},
+        {"class-dim", required_argument, 0, OPT_CLASS_DIM},
+        {"ignore-index", required_argument, 0, OPT_IGNORE_INDEX},
+        {"check-against", required_argument, 0, OPT_CHECK_AGAINST},
         {0, 0, 0, 0}};
-    const char *output = NULL, *weights = NULL;
+    const char *output = NULL, *weights = NULL, *check_against = NULL;
     ck_onnx_import_opts io;
     memset(&io, 0, sizeof io);
     int c;
-    char *end;
     while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
@@ -211,25 +269,26 @@ int ck_main_import(int argc, char **argv)
         case OPT_OPTIMIZER: io.optimizer = optarg; break;
         case OPT_CHECKPOINT: io.checkpoint = optarg; break;
         case OPT_PRECISION: io.precision = optarg; break;
+        case OPT_CHECK_AGAINST: check_against = optarg; break;
+        case OPT_CLASS_DIM:
+            if (!(io.has_class_dim = ck_cli_parse_class_dim(optarg, &io.class_dim))) {
+                fprintf(stderr, "ckpt-harness import: --class-dim %s: expected an integer from "
+                                "%d to %d\n", optarg, -CK_MAX_DIMS, CK_MAX_DIMS - 1);
+                return CK_EXIT_USAGE;
+            }
+            break;
+        case OPT_IGNORE_INDEX:
+            if (!(io.has_ignore_index = ck_cli_parse_ignore_index(optarg, &io.ignore_index))) {
+                fprintf(stderr, "ckpt-harness import: --ignore-index %s: expected a 32-bit "
+                                "integer\n", optarg);
+                return CK_EXIT_USAGE;
+            }
+            break;
         case OPT_LR:
-            errno = 0;
-            io.lr = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(io.lr > 0) || io.lr > 1e300) {
-                fprintf(stderr, "ckpt-harness import: --lr %s: expected a positive number\n", optarg);
+        case OPT_STEPS:
+            if (!parse_lr_steps(&io, c == OPT_LR, optarg))
                 return CK_EXIT_USAGE;
-            }
             break;
-        case OPT_STEPS: {
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < 1 || v > 1000000) {
-                fprintf(stderr, "ckpt-harness import: --steps %s: expected an integer from 1 to "
-                                "1000000\n", optarg);
-                return CK_EXIT_USAGE;
-            }
-            io.steps = (int)v;
-            break;
-        }
         case 'h': fputs(usage_import, stdout); return CK_EXIT_PASS;
         case ':':
             fprintf(stderr, "ckpt-harness import: %s needs a value (see 'ckpt-harness import "
@@ -250,7 +309,16 @@ int ck_main_import(int argc, char **argv)
         fprintf(stderr, "ckpt-harness import: -o CASE.json is required (a .json file)\n");
         return CK_EXIT_USAGE;
     }
-    const char *model = argv[optind];
+    return import_model(argv[optind], output, weights, check_against, &io);
+}
+
+/* Imports MODEL into OUTPUT and its weights (WEIGHTS, or OUTPUT's stem + .safetensors):
+ * everything is checked (the outputs, the graph with the weights' shapes, the reference
+ * of --check-against) before the first byte is written. */
+static int import_model(const char *model, const char *output, const char *weights,
+                        const char *check_against, ck_onnx_import_opts *opts)
+{
+    ck_onnx_import_opts io = *opts;
     char name[64];
     /* the weights' path as given (never cut), and as the case names it: relative to the
      * case file's folder when they sit beside it, else absolute */
@@ -290,6 +358,9 @@ int ck_main_import(int argc, char **argv)
     char *text = NULL;
     ck_case check;
     memset(&check, 0, sizeof check);
+    ck_onnx_origins origins = {0};
+    char *summary = NULL;
+    io.origins = check_against ? &origins : NULL;
     bool loaded = false;
     /* the model is read first (an input no output may replace), then both outputs are
      * checked: writable, no input, not one file under two names */
@@ -307,6 +378,9 @@ int ck_main_import(int argc, char **argv)
     if (ck_onnx_import(&m, model, &io, &root, &w, &err) != CK_OK ||
         check_imported(root, &w, model, &check, &text, &err) != CK_OK)
         goto out;
+    if (check_against &&
+        ck_cli_import_check(root, &w, &origins, model, check_against, &summary, &err) != CK_OK)
+        goto out;
     if (write_weights(&w, wpath, &err) != CK_OK)
         goto out;
     if (ck_json_write_file(root, output, "case", &err) != CK_OK) {
@@ -318,8 +392,12 @@ int ck_main_import(int argc, char **argv)
            ck_text_escape(model, sm, sizeof sm), m.n_nodes,
            cJSON_GetArraySize(cJSON_GetObjectItem(root, "layers")), w.n,
            ck_text_escape(output, so, sizeof so), ck_text_escape(wpath, sw, sizeof sw));
+    if (summary)
+        printf("%s\n", summary);
     rc = CK_EXIT_PASS;
 out:
+    free(summary);
+    ck_onnx_origins_free(&origins);
     if (rc != CK_EXIT_PASS)
         ck_cli_error(err.msg);
     ck_case_free(&check);

@@ -22,6 +22,7 @@
 #include "harness/cli/case_files.h"
 #include "backends/registry.h"
 #include "harness/cli/color.h"
+#include "harness/cli/memory_limit.h"
 #include "harness/cli/messages.h"
 #include "harness/cli/progress.h"
 #include "harness/cli/run_outputs.h"
@@ -451,9 +452,6 @@ static const char *case_label(const ck_loaded_case *lc)
     return base_name(lc->file ? lc->file : "?");
 }
 
-/* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
- * the noise floor and --verify-recompute still hold every step's tensors, so they are
- * refused beyond CK_FULL_RECORD_STEPS steps before anything runs. */
 /* Asks the backends (b, and ref when given) before anything runs whether they run every
  * layer of each item's case in its dtype: an item they do not is skipped, with the reason
  * on stderr and in its result, and the rest run. When that leaves nothing to run (every
@@ -486,6 +484,10 @@ static int skip_unsupported(ck_backend *b, ck_backend *ref, ck_loaded_case *lc,
     return CK_EXIT_PASS;
 }
 
+/* The main judgement keeps memory bounded however long a run is (judge.h); bisection,
+ * the noise floor and --verify-recompute still hold every step's tensors, so they are
+ * refused beyond CK_FULL_RECORD_STEPS steps before anything runs; so is a case x dtype
+ * predicted not to fit --memory-limit (memory_limit.h). */
 static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
                                const work_item *work, int total)
 {
@@ -496,6 +498,9 @@ static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
         ck_run_request rq = request_of(o, work[k].dtype, NULL);
         ck_run_plan p;
         ck_run_plan_make(&c->cs, work[k].dtype, &rq, o->against != NULL, &p);
+        int mrc = ck_cli_check_memory_limit(o, c, work[k].dtype, p.stage[CK_STAGE_VS_FP32]);
+        if (mrc != CK_EXIT_PASS)
+            return mrc;
         if (!p.too_long)
             continue;
         const char *what = p.keeps == CK_KEEPS_BISECT ? "bisect"

@@ -12,6 +12,7 @@
 #include "harness/cli/cmd_compare.h"
 #include "harness/cli/cmd_judge.h"
 #include "harness/cli/cmd_import.h"
+#include "harness/cli/cmd_plan.h"
 #include "harness/cli/color.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/messages.h"
@@ -29,6 +30,7 @@ static const char *usage_main =
     "  bisect CASE|DIR...     run, then find the segment, layer and cause where they part\n"
     "  gradcheck CASE|DIR...  check every backward against float64 finite differences\n"
     "  list [DIR]             list ops, their options, and the cases in DIR (cases/)\n"
+    "  plan CASE              predicted peak activation bytes of each run, per segment\n"
     "  compare A REF          compare tensor files (safetensors, .npy, .npz, directories)\n"
     "  merge DIR...           one summary of the report folders of several shards\n"
     "  judge DIR              judge a framework driver's runs (python/ckpt_harness)\n"
@@ -95,7 +97,10 @@ static const char *usage_run =
     "  --checkpoint SPEC  for an ONNX model given as a case (run MODEL.onnx): sqrt\n"
     "                     (default), every:K or segments:FIRST..LAST,...\n"
     "  --loss L           for an ONNX model: mean (default), sum, mse, cross_entropy\n"
-    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam\n"
+    "  --optimizer O      for an ONNX model: sgd (default), momentum, adam, adamw\n"
+    "  --class-dim D, --ignore-index I\n"
+    "                     for an ONNX model with --loss cross_entropy (default class dim:\n"
+    "                     -1 for token inputs and (N, L, V) outputs, else 1)\n"
     "\n"
     "CI (docs/ci.md):\n"
     "  --junit FILE       JUnit XML: one testcase per case and dtype\n"
@@ -104,6 +109,10 @@ static const char *usage_run =
     "  --shard I/N        run part I of N of the case x dtype matrix (a stable split;\n"
     "                     the N parts together are the whole run; see merge)\n"
     "  --jobs N           run N cases at once in separate processes (same output)\n"
+    "  --memory-limit BYTES|auto\n"
+    "                     refuse, before anything runs, a case whose plain or checkpointed\n"
+    "                     run is predicted (`plan`) to need more activation bytes (auto:\n"
+    "                     the machine's available memory, cpu and ref backends)\n"
     "  --keep-going       a case file that does not load is counted (error) and the\n"
     "                     other cases still run (a case/dtype the backend does not run\n"
     "                     is always skipped, with the reason)\n"
@@ -302,6 +311,8 @@ static bool path_ok(const char *s)
 enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_THREADS = 240, OPT_RNG = 256, OPT_BN, OPT_STEPS, OPT_SEED, OPT_REPORT, OPT_DTYPE, OPT_BACKEND,
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_DUMP_AGRAD, OPT_DUMP_OPT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
        OPT_JUNIT = 300, OPT_HTML, OPT_FILTER, OPT_SHARD, OPT_JOBS, OPT_KEEP_GOING, OPT_REPRODUCIBLE, OPT_COLOR };
+/* the activation-memory limit (run) */
+enum { OPT_MEMORY_LIMIT = 370 };
 /* the precision judgement (run) and compare's cross-dtype mode */
 enum { OPT_PRECISION_CHECK = 350, OPT_REL_L2, OPT_CROSS_DTYPE };
 
@@ -338,7 +349,8 @@ static bool parse_shard(const char *s, int *i, int *n)
 }
 
 /* run MODEL.onnx: the import's settings */
-enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER };
+enum { OPT_ONNX_CHECKPOINT = 400, OPT_ONNX_LOSS, OPT_ONNX_OPTIMIZER, OPT_ONNX_CLASS_DIM,
+       OPT_ONNX_IGNORE_INDEX };
 
 /* Whether --device means something for backend name (NULL: the default, cpu). */
 static bool backend_has_devices(const char *name)
@@ -361,6 +373,17 @@ static int parse_run_option(const char *cmd, int c, ck_run_opts *o, bool *has_de
         if (!ck_bn_policy_parse(optarg, &o->bn))
             return usage_error(cmd, "--bn-recompute %s: expected skip or update", optarg);
         o->has_bn = true;
+        return -1;
+    case OPT_MEMORY_LIMIT:
+        if (strcmp(optarg, "auto") == 0) {
+            o->memory_limit_auto = true;
+        } else if (!parse_int(optarg, 1, INT64_MAX, &v)) {
+            return usage_error(cmd, "--memory-limit %s: expected a number of bytes or auto",
+                               optarg);
+        } else {
+            o->memory_limit = (int64_t)v;
+        }
+        o->has_memory_limit = true;
         return -1;
     case OPT_STEPS:
         if (!parse_int(optarg, 1, 1000000, &v))
@@ -463,6 +486,14 @@ static int parse_run_option(const char *cmd, int c, ck_run_opts *o, bool *has_de
     case OPT_ONNX_CHECKPOINT: o->onnx_checkpoint = optarg; return -1;
     case OPT_ONNX_LOSS: o->onnx_loss = optarg; return -1;
     case OPT_ONNX_OPTIMIZER: o->onnx_optimizer = optarg; return -1;
+    case OPT_ONNX_CLASS_DIM:
+        if (!(o->onnx_has_class_dim = ck_cli_parse_class_dim(optarg, &o->onnx_class_dim)))
+            return usage_error(cmd, "--class-dim %s: expected an integer from -8 to 7", optarg);
+        return -1;
+    case OPT_ONNX_IGNORE_INDEX:
+        if (!(o->onnx_has_ignore_index = ck_cli_parse_ignore_index(optarg, &o->onnx_ignore_index)))
+            return usage_error(cmd, "--ignore-index %s: expected a 32-bit integer", optarg);
+        return -1;
     default: return -2;
     }
 }
@@ -490,11 +521,14 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"junit", required_argument, 0, OPT_JUNIT}, {"html", required_argument, 0, OPT_HTML},
         {"filter", required_argument, 0, OPT_FILTER}, {"shard", required_argument, 0, OPT_SHARD},
         {"jobs", required_argument, 0, OPT_JOBS}, {"keep-going", no_argument, 0, OPT_KEEP_GOING},
+        {"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
         {"reproducible", no_argument, 0, OPT_REPRODUCIBLE},
         {"color", required_argument, 0, OPT_COLOR},
         {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},
         {"loss", required_argument, 0, OPT_ONNX_LOSS},
-        {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER}, {0, 0, 0, 0}};
+        {"optimizer", required_argument, 0, OPT_ONNX_OPTIMIZER},
+        {"class-dim", required_argument, 0, OPT_ONNX_CLASS_DIM},
+        {"ignore-index", required_argument, 0, OPT_ONNX_IGNORE_INDEX}, {0, 0, 0, 0}};
     ck_run_opts o;
     memset(&o, 0, sizeof o);
     o.max_rows = 10;
@@ -756,6 +790,8 @@ int main(int argc, char **argv)
         return main_compare(argc - 1, argv + 1);
     if (strcmp(cmd, "import") == 0)
         return ck_main_import(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0)
+        return ck_main_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "list") == 0)
         return main_list(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0)

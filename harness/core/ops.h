@@ -63,8 +63,16 @@ typedef enum {
     X(MUL, "mul", POINTWISE)                /* element-wise product of 2 inputs */            \
     X(SILU, "silu", POINTWISE)                                                                \
     X(CONV_TRANSPOSE, "conv_transpose", CONV)                                                 \
-    X(POSITIONAL, "positional", POINTWISE)  /* learned positions: y = x + W */           \
-    X(SQRT, "sqrt", POINTWISE)
+    X(POSITIONAL, "positional", POINTWISE)  /* learned positions: y = x + W */              \
+    X(SQRT, "sqrt", POINTWISE)                                                                \
+    X(RSQRT, "rsqrt", POINTWISE)            /* 1 / sqrt(x) */                                 \
+    X(RECIPROCAL, "reciprocal", POINTWISE)                                                    \
+    X(EXP, "exp", POINTWISE)                                                                  \
+    X(LOG, "log", POINTWISE)                /* natural logarithm */                           \
+    X(NEG, "neg", POINTWISE)                                                                  \
+    X(ERF, "erf", POINTWISE)                                                                  \
+    X(ABS, "abs", POINTWISE)                                                                  \
+    X(SLICE, "slice", SHAPE)                /* x[..., start:end, ...] along one dim */
 
 #define CK_OP_KIND_ENUM_(e, name, fam) CK_OP_##e,
 typedef enum { CK_OP_KINDS(CK_OP_KIND_ENUM_) CK_OP_KIND_COUNT } ck_op_kind;
@@ -138,6 +146,8 @@ typedef struct {
                                 normalises every non-batch dim) */
     int64_t norm_shape[CK_OP_MAX_DIMS];
     int64_t groups;          /* groupnorm */
+    int n_slice;             /* slice: `range` as written ([start, end], 2 values) */
+    int64_t slice_range[CK_OP_MAX_DIMS]; /* slice: start, end along `dim` */
     int out_pad[CK_MAX_SPATIAL]; /* conv_transpose: output_padding */
     ck_upsample_mode mode;   /* upsample, default nearest */
     bool align_corners;      /* upsample (linear modes) */

@@ -33,6 +33,7 @@ void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b)
     a->b = b;
     a->live_bytes = 0;
     a->peak_bytes = 0;
+    a->window_peak = 0;
     a->n_allocs = 0;
     a->trace.n = 0;
     a->trace.stride = 1;
@@ -46,7 +47,12 @@ ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
     if (!ck_shape_numel_checked(&t->shape, ck_dtype_size(t->dtype), &n))
         return ck_fail(err, CK_ERR_INPUT, "tensor %s: shape too large", t->name ? t->name : "?");
     size_t bytes = (size_t)n * ck_dtype_size(t->dtype);
-    ck_status st = a->b->alloc(a->b, bytes, &t->data, err);
+    static char dry_storage; /* what a tensor of a run without a backend points at */
+    ck_status st = CK_OK;
+    if (a->b)
+        st = a->b->alloc(a->b, bytes, &t->data, err);
+    else
+        t->data = &dry_storage;
     if (st != CK_OK) {
         ck_error_prefix(err, "allocating %zu bytes for %s (%lld bytes of activations live)",
                         bytes, t->name ? t->name : "?", (long long)a->live_bytes);
@@ -57,6 +63,8 @@ ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err)
     a->n_allocs++;
     if (a->live_bytes > a->peak_bytes)
         a->peak_bytes = a->live_bytes;
+    if (a->live_bytes > a->window_peak)
+        a->window_peak = a->live_bytes;
     ck_mem_trace_add(&a->trace, a->live_bytes);
     log_event(a, CK_ALLOC_EV_ALLOC, (int64_t)bytes, t->name);
     return CK_OK;
@@ -66,7 +74,8 @@ void ck_act_free_tensor(ck_act_alloc *a, ck_tensor *t)
 {
     if (!t->data)
         return;
-    a->b->free(a->b, t->data);
+    if (a->b)
+        a->b->free(a->b, t->data);
     int64_t bytes = (int64_t)ck_tensor_bytes(t);
     a->live_bytes -= bytes;
     t->data = NULL;

@@ -64,11 +64,14 @@ typedef struct {
     ck_backend *b;
     int64_t live_bytes;
     int64_t peak_bytes;
+    int64_t window_peak; /* highest live bytes since the owner last set it (to live_bytes) */
     int64_t n_allocs;
     ck_mem_trace trace;        /* always on */
     ck_alloc_trace *event_log; /* NULL: no event log */
 } ck_act_alloc;
 
+/* b NULL: a dry run (the memory prediction) that counts bytes without allocating; every
+ * tensor's data then points at one shared byte that must never be read or written. */
 void ck_act_alloc_init(ck_act_alloc *a, ck_backend *b);
 /* Allocates t->data for t's dtype and shape; `what` names the tensor in the OOM message. */
 ck_status ck_act_alloc_tensor(ck_act_alloc *a, ck_tensor *t, ck_error *err);

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include "backends/registry.h"
+#include "harness/model/op_def.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +24,24 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->cfg = *cfg;
     e->dtype = cfg->model->dtype;
     e->first_other_dtype_layer = -1;
-    ck_act_alloc_init(&e->act, cfg->b);
+    ck_act_alloc_init(&e->act, cfg->dry_run ? NULL : cfg->b);
     e->act.event_log = cfg->event_log;
     int n = cfg->g->n;
+    ck_status st = ck_liveness_build(cfg->g, cfg->plan, &e->live, err);
+    if (st != CK_OK) {
+        ck_exec_free(e);
+        return st;
+    }
     e->out = calloc((size_t)n, sizeof *e->out);
     e->dout = calloc((size_t)n, sizeof *e->dout);
     e->saved = calloc((size_t)n, sizeof *e->saved);
     e->args = calloc((size_t)n, sizeof *e->args);
     e->master_params = calloc((size_t)n, sizeof *e->master_params);
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
-    if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params)
+    e->segment_peak =
+        calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->segment_peak);
+    if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params ||
+        !e->segment_peak)
         goto nomem;
     if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
         ck_exec_free(e);
@@ -87,6 +96,8 @@ void ck_exec_free(ck_exec *e)
     free(e->master_params);
     free(e->stash);
     ck_act_finite_free(&e->finite);
+    free(e->segment_peak);
+    ck_liveness_free(&e->live);
     memset(e, 0, sizeof *e);
 }
 
@@ -119,7 +130,7 @@ static ck_rng_stream draw_stream(ck_exec *e, int layer, int step)
 static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, uint32_t which,
                                 ck_error *err)
 {
-    if (e->cfg.round_bits <= 0 || t->dtype != CK_F32 || !t->data)
+    if (e->cfg.round_bits <= 0 || t->dtype != CK_F32 || !t->data || e->cfg.dry_run)
         return CK_OK;
     ck_rng_stream s = ck_rng_keyed(e->cfg.perturb_seed, (uint32_t)layer, CK_PURPOSE_CALIBRATION,
                                    ((uint32_t)step << 1) | which);
@@ -132,7 +143,7 @@ static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, u
 static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, bool backward,
                               bool recompute, ck_error *err)
 {
-    if (!t->data)
+    if (!t->data || e->cfg.dry_run) /* a dry run (plan) computes nothing */
         return CK_OK;
     ck_act_finite *f = &e->finite;
     size_t bytes = ck_tensor_bytes(t);
@@ -150,6 +161,45 @@ static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, b
     return st;
 }
 
+/* Element-wise ops whose kernels (ref, cpu, cuda) read element k of every input before
+ * writing element k of the output, so the output may take over an input's buffer. */
+static bool runs_in_place(ck_op_kind kind)
+{
+    return kind == CK_OP_RELU || kind == CK_OP_ADD || kind == CK_OP_DROPOUT ||
+           kind == CK_OP_GAUSSIAN_NOISE;
+}
+
+/* The input whose buffer layer i's output takes over, or -1: an input of the output's dtype
+ * and shape, named once, that would be freed right after this forward anyway (liveness.h),
+ * so the op is not stored twice (a relu after a conv, a dropout, a residual add). */
+static int in_place_source(const ck_exec *e, int i, bool recompute, ck_dtype want)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    const ck_liveness *lv = &e->live;
+    if (!runs_in_place(nd->op.kind) || e->out[i].data)
+        return -1;
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        bool once = src >= 0;
+        for (int k = 0; once && k < nd->n_in; k++)
+            once = k == j || nd->in[k] != src;
+        if (!once || !e->out[src].data || e->out[src].dtype != want ||
+            !ck_shape_equal(&e->out[src].shape, &nd->out_shape))
+            continue;
+        bool last_use;
+        if (!recompute) {
+            last_use = e->cfg.g->nodes[src].last_consumer == i && !lv->kept_after_forward[src];
+        } else {
+            const ck_plan *plan = e->cfg.plan;
+            last_use = plan->segment_of[src] == plan->segment_of[i] &&
+                       lv->last_segment_consumer[src] == i && !lv->needed_in_recompute[src];
+        }
+        if (last_use)
+            return src;
+    }
+    return -1;
+}
+
 static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                bool recompute, ck_error *err)
 {
@@ -163,6 +213,13 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (e->out[i].data && e->out[i].dtype != want)
         ck_act_free_tensor(&e->act, &e->out[i]);
     e->out[i].dtype = want;
+    int shared = in_place_source(e, i, recompute, want);
+    ck_tensor shared_in; /* the input as the kernel sees it, its buffer now the output's */
+    if (shared >= 0) {
+        shared_in = e->out[shared];
+        e->out[i].data = shared_in.data; /* ownership moves: no allocation, no free */
+        e->out[shared].data = NULL;
+    }
     if (!e->out[i].data && (st = ck_act_alloc_tensor(&e->act, &e->out[i], err)) != CK_OK)
         goto fail;
     if (nd->has_saved && !e->saved[i].data &&
@@ -174,7 +231,7 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
-        io.in[j] = src < 0 ? input : &e->out[src];
+        io.in[j] = src < 0 ? input : src == shared ? &shared_in : &e->out[src];
         if (!io.in[j]->data) {
             st = ck_fail(err, CK_ERR_INTERNAL, "input %s of layer %s is not live",
                          src < 0 ? "(the model input)" : e->cfg.g->nodes[src].spec->name,
@@ -190,7 +247,8 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
         if (e->first_other_dtype_layer < 0)
             e->first_other_dtype_layer = i;
     }
-    ck_model_bind(e->cfg.model, i, drop, &io, NULL);
+    if (!e->cfg.dry_run)
+        ck_model_bind(e->cfg.model, i, drop, &io, NULL);
 
     ck_fwd_args *a = &e->args[i];
     memset(a, 0, sizeof *a);
@@ -200,6 +258,8 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (op_draws_random(nd))
         a->rng = draw_stream(e, i, step);
 
+    if (e->cfg.dry_run)
+        return CK_OK;
     if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK ||
         (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK ||
         (st = check_finite(e, i, step, &e->out[i], false, recompute, err)) != CK_OK)
@@ -218,16 +278,66 @@ fail:
     return st;
 }
 
-/* Frees the outputs a segment does not keep, right after its forward. */
+/* Frees what a segment does not keep, right after its forward: the outputs used only inside
+ * it (freed already after their last consumer) and every saved tensor (the recomputation
+ * makes them again). */
 static void drop_segment_internals(ck_exec *e, const ck_segment *seg)
 {
     for (int k = seg->first; k <= seg->last; k++) {
-        if (e->cfg.plan->dropped[k]) {
+        if (e->cfg.plan->dropped[k])
             ck_act_free_tensor(&e->act, &e->out[k]);
-            ck_act_free_tensor(&e->act, &e->saved[k]);
-        }
+        ck_act_free_tensor(&e->act, &e->saved[k]);
     }
 }
+
+/* Whether input j of node nd is the first occurrence of its producer in the input list
+ * (add(x, x) names x twice; it is freed once). */
+static bool first_mention(const ck_node *nd, int j)
+{
+    for (int k = 0; k < j; k++)
+        if (nd->in[k] == nd->in[j])
+            return false;
+    return true;
+}
+
+/* After layer i's forward (not a recomputation): frees every input whose last forward
+ * consumer i is and that nothing later reads (liveness.h), its own output when nobody
+ * consumes it and nothing reads it, and its saved tensor when its backward does not read it. */
+static void free_after_forward(ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    const ck_liveness *lv = &e->live;
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        if (src >= 0 && first_mention(nd, j) && e->cfg.g->nodes[src].last_consumer == i &&
+            !lv->kept_after_forward[src])
+            ck_act_free_tensor(&e->act, &e->out[src]);
+    }
+    if (nd->n_consumers == 0 && !lv->kept_after_forward[i])
+        ck_act_free_tensor(&e->act, &e->out[i]);
+    if (!(lv->reads[i] & CK_BWD_READS_SAVED))
+        ck_act_free_tensor(&e->act, &e->saved[i]);
+}
+
+/* The same inside the recomputation of segment s: only the segment's own consumers count
+ * (the consumers after it have run their backward). */
+static void free_after_recompute(ck_exec *e, int i, int s)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    const ck_liveness *lv = &e->live;
+    const ck_plan *plan = e->cfg.plan;
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        if (src >= 0 && first_mention(nd, j) && plan->segment_of[src] == s &&
+            lv->last_segment_consumer[src] == i && !lv->needed_in_recompute[src])
+            ck_act_free_tensor(&e->act, &e->out[src]);
+    }
+    if (lv->last_segment_consumer[i] < 0 && !lv->needed_in_recompute[i])
+        ck_act_free_tensor(&e->act, &e->out[i]);
+    if (!(lv->reads[i] & CK_BWD_READS_SAVED))
+        ck_act_free_tensor(&e->act, &e->saved[i]);
+}
+
 
 /* Runs a segment forward again from its kept inputs, before its backward. */
 static ck_status recompute_segment(ck_exec *e, int s, int step, const ck_tensor *input,
@@ -241,6 +351,7 @@ static ck_status recompute_segment(ck_exec *e, int s, int step, const ck_tensor 
         ck_status st = forward_layer(e, k, step, input, true, err);
         if (st != CK_OK)
             return st;
+        free_after_recompute(e, k, s);
         e->recomputed_layers++;
     }
     if (e->cfg.rng == CK_RNG_STASH)
@@ -258,7 +369,7 @@ static ck_status ensure_grad(ck_exec *e, int i, ck_error *err)
     if (e->dout[i].data)
         return CK_OK;
     ck_status st = ck_act_alloc_tensor(&e->act, &e->dout[i], err);
-    if (st == CK_OK)
+    if (st == CK_OK && !e->cfg.dry_run)
         st = e->cfg.b->zero(e->cfg.b, &e->dout[i], err);
     return st;
 }
@@ -279,6 +390,43 @@ static bool filtered_input(const ck_exec *e, int i, int src)
     return true;
 }
 
+/* Replaces, in io, every tensor the op's backward does not read by a copy without data
+ * (into the caller's hidden_* storage); fails when a tensor it reads is not live. */
+static ck_status hide_unread(ck_op_io *io, unsigned reads, ck_tensor *hidden_in,
+                             ck_tensor *hidden_out, ck_tensor *hidden_saved, ck_error *err)
+{
+    for (int j = 0; j < io->n_in; j++) {
+        if (reads & CK_BWD_READS_INPUTS) {
+            if (!io->in[j]->data)
+                return ck_fail(err, CK_ERR_INTERNAL, "input %s is not live for backward",
+                               io->in[j]->name ? io->in[j]->name : "(the model input)");
+            continue;
+        }
+        hidden_in[j] = *io->in[j];
+        hidden_in[j].data = NULL;
+        io->in[j] = &hidden_in[j];
+    }
+    if (reads & CK_BWD_READS_OUTPUT) {
+        if (!io->out->data)
+            return ck_fail(err, CK_ERR_INTERNAL, "output %s is not live for backward",
+                           io->out->name);
+    } else {
+        *hidden_out = *io->out;
+        hidden_out->data = NULL;
+        io->out = hidden_out;
+    }
+    if (io->saved && (reads & CK_BWD_READS_SAVED)) {
+        if (!io->saved->data)
+            return ck_fail(err, CK_ERR_INTERNAL, "saved tensor %s is not live for backward",
+                           io->saved->name);
+    } else if (io->saved) {
+        *hidden_saved = *io->saved;
+        hidden_saved->data = NULL;
+        io->saved = hidden_saved;
+    }
+    return CK_OK;
+}
+
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                 ck_error *err)
 {
@@ -295,8 +443,10 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
 
     ck_op_io io;
     ck_op_grads g;
+    ck_tensor hidden_in[CK_MAX_INPUTS], hidden_out, hidden_saved;
     memset(&io, 0, sizeof io);
     memset(&g, 0, sizeof g);
+    unsigned reads = e->live.reads[i];
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
@@ -309,18 +459,31 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     }
     io.out = &e->out[i];
     io.saved = nd->has_saved ? &e->saved[i] : NULL;
+    /* the kernel sees only what the op's row says its backward reads (liveness.h) */
+    if ((st = hide_unread(&io, reads, hidden_in, &hidden_out, &hidden_saved, err)) != CK_OK)
+        goto fail;
     g.dout = &e->dout[i];
     if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK ||
         (st = check_finite(e, i, step, &e->dout[i], true, false, err)) != CK_OK)
         goto fail;
-    ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
-    if ((st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
+    if (!e->cfg.dry_run)
+        ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
+    if (!e->cfg.dry_run &&
+        (st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
         goto fail;
 done:
     /* every consumer's backward has run (they come later in topological order) */
     ck_act_free_tensor(&e->act, &e->out[i]);
     ck_act_free_tensor(&e->act, &e->saved[i]);
     ck_act_free_tensor(&e->act, &e->dout[i]);
+    /* an input whose first consumer this is: every consumer's backward has run now, and
+       only its own backward could still read it */
+    for (int j = 0; j < nd->n_in; j++) {
+        int src = nd->in[j];
+        if (src >= 0 && first_mention(nd, j) && e->live.first_consumer[src] == i &&
+            !(e->live.reads[src] & CK_BWD_READS_OUTPUT))
+            ck_act_free_tensor(&e->act, &e->out[src]);
+    }
     return CK_OK;
 fail:
     ck_error_prefix(err, "backward of layer %s (%s)", nd->spec->name, nd->spec->op_name);
@@ -372,12 +535,16 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
             e->stash[s] = e->global_offset;
         if ((st = forward_layer(e, i, step, input, false, err)) != CK_OK)
             goto out;
+        free_after_forward(e, i);
         if (s >= 0 && plan->segments[s].last == i)
             drop_segment_internals(e, &plan->segments[s]);
     }
     ck_act_alloc_mark(&e->act, CK_MARK_FORWARD_END);
+    e->forward_end_bytes = e->act.live_bytes;
 
-    if ((st = loss_fwd(b, g, loss_kind, &e->out[n - 1], target, loss, err)) != CK_OK) {
+    if (e->cfg.dry_run)
+        *loss = 0.0;
+    else if ((st = loss_fwd(b, g, loss_kind, &e->out[n - 1], target, loss, err)) != CK_OK) {
         ck_error_prefix(err, "loss (%s)", ck_loss_kind_name(loss_kind));
         goto out;
     }
@@ -386,18 +553,25 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
 
     if ((st = ck_act_alloc_tensor(&e->act, &e->dout[n - 1], err)) != CK_OK)
         goto out;
-    if ((st = loss_bwd(b, g, loss_kind, &e->out[n - 1], target, loss_scale, &e->dout[n - 1],
+    if (!e->cfg.dry_run &&
+        (st = loss_bwd(b, g, loss_kind, &e->out[n - 1], target, loss_scale, &e->dout[n - 1],
                        err)) != CK_OK) {
         ck_error_prefix(err, "loss backward (%s)", ck_loss_kind_name(loss_kind));
         goto out;
     }
+    if (!(e->live.reads[n - 1] & CK_BWD_READS_OUTPUT)) /* the loss was its last reader */
+        ck_act_free_tensor(&e->act, &e->out[n - 1]);
     for (int i = n - 1; i >= 0; i--) {
         int s = plan ? plan->segment_of[i] : -1;
-        if (s >= 0 && plan->segments[s].last == i &&
-            (st = recompute_segment(e, s, step, input, err)) != CK_OK)
-            goto out;
+        if (s >= 0 && plan->segments[s].last == i) {
+            e->act.window_peak = e->act.live_bytes;
+            if ((st = recompute_segment(e, s, step, input, err)) != CK_OK)
+                goto out;
+        }
         if ((st = backward_layer(e, i, step, input, err)) != CK_OK)
             goto out;
+        if (s >= 0 && plan->segments[s].first == i && e->act.window_peak > e->segment_peak[s])
+            e->segment_peak[s] = e->act.window_peak;
     }
 out:
     release_all(e);

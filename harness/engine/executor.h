@@ -16,6 +16,7 @@
 
 #include "harness/engine/act_finite.h"
 #include "harness/engine/alloc.h"
+#include "harness/engine/liveness.h"
 #include "harness/model/case.h"
 #include "harness/model/params.h"
 #include "harness/model/plan.h"
@@ -52,6 +53,11 @@ typedef struct {
     ck_exec_observer observer;
     void *observer_user;
     ck_alloc_trace *event_log; /* the allocator's exact event log (alloc.h); may be NULL */
+    /* The memory prediction (`ckpt-harness plan`): the step runs its whole schedule of
+     * allocations and frees through the accounting allocator without a backend (b may be
+     * NULL; no kernel runs, no memory is allocated), so the peak it counts is the peak a
+     * real run of the same graph and plan measures. */
+    bool dry_run;
     /* The precision judgement's calibration run (fp32 only; round_bits 0: off): every layer
      * output and every output gradient is multiplied by (1 + perturb_rel * r), r uniform in
      * [-1, 1) from a stream keyed by (perturb_seed, layer, step), then rounded to round_bits
@@ -75,6 +81,11 @@ struct ck_exec {
     ck_exec_config cfg;
     ck_dtype dtype;
     ck_act_alloc act;
+    ck_liveness live;              /* which tensors are kept and for how long (liveness.h) */
+    int64_t forward_end_bytes;     /* live bytes after the latest step's forward: what the
+                                      run holds for backward (PyTorch's saved tensors) */
+    int64_t *segment_peak;         /* per segment: highest live bytes from its recomputation
+                                      to the end of its backward, over the steps so far */
     ck_tensor *out, *dout, *saved; /* per layer; data NULL when not live */
     ck_fwd_args *args;             /* per layer: the args of its latest forward */
     bool *master_params;           /* per layer: its latest forward ran on fp32 masters */

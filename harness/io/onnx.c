@@ -283,7 +283,145 @@ static void tensor_free(ck_onnx_tensor *t)
         return;
     free(t->name);
     free(t->data);
+    free(t->ext_location);
     memset(t, 0, sizeof *t);
+}
+
+/* TensorProto.external_data: key/value entries (StringStringEntryProto: key 1, value 2). */
+typedef struct {
+    char *location;
+    bool has_offset, has_length, any;
+    uint64_t offset, length;
+} ext_entries;
+
+/* A decimal offset or length: digits only, no sign, fits 64 bits. */
+static ck_status ext_number(pb *r, const ck_onnx_tensor *t, const char *key, const char *text,
+                            uint64_t *out)
+{
+    uint64_t x = 0;
+    if (!text[0])
+        return bad(r, "tensor `%s`: external data %s is empty", t->name, key);
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return bad(r, "tensor `%s`: external data %s `%s` is not a decimal number", t->name,
+                       key, text);
+        if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+            return bad(r, "tensor `%s`: external data %s `%s` overflows 64 bits", t->name, key,
+                       text);
+        x = x * 10 + (uint64_t)(*p - '0');
+    }
+    *out = x;
+    return CK_OK;
+}
+
+static ck_status rd_external_entry(pb *r, const ck_onnx_tensor *t, ext_entries *e)
+{
+    pb s;
+    char *key = NULL, *value = NULL;
+    ck_status st = rd_len(r, &s);
+    while (st == CK_OK && s.p < s.end) {
+        uint32_t f;
+        int wt;
+        if ((st = rd_tag(&s, &f, &wt)) != CK_OK)
+            break;
+        if (f == 1 || f == 2) {
+            if ((st = want(&s, "StringStringEntryProto", f, wt, WT_LEN)) == CK_OK)
+                st = rd_string(&s, f == 1 ? "an external data key" : "an external data value",
+                               f == 1 ? &key : &value);
+        } else {
+            st = skip_field(&s, wt);
+        }
+    }
+    if (st == CK_OK) {
+        const char *k = key ? key : "", *v = value ? value : "";
+        e->any = true;
+        if (strcmp(k, "location") == 0) {
+            if (e->location)
+                st = bad(r, "tensor `%s`: external data gives two locations", t->name);
+            else if (!(e->location = strdup(v)))
+                st = oom(r);
+        } else if (strcmp(k, "offset") == 0 || strcmp(k, "length") == 0) {
+            bool off = k[0] == 'o';
+            if (off ? e->has_offset : e->has_length)
+                st = bad(r, "tensor `%s`: external data gives two %ss", t->name, k);
+            else if ((st = ext_number(r, t, k, v, off ? &e->offset : &e->length)) == CK_OK)
+                *(off ? &e->has_offset : &e->has_length) = true;
+        } else if (strcmp(k, "checksum") != 0) { /* checksum: an optional SHA-1, not checked */
+            st = bad(r, "tensor `%s`: external data key `%s` is not one of location, offset, "
+                     "length, checksum", t->name, k);
+        }
+    }
+    free(key);
+    free(value);
+    return st;
+}
+
+/* After a tensor's fields: an external one (data_location 1) names a safe location, has
+ * no data inside the file, and a length (when given) equal to its dims' size. */
+static ck_status check_external(pb *r, ck_onnx_tensor *t, ext_entries *e, uint64_t data_location,
+                                bool has_data)
+{
+    if (data_location > 1)
+        return bad(r, "tensor `%s`: data_location %llu is not DEFAULT (0) or EXTERNAL (1)",
+                   t->name, (unsigned long long)data_location);
+    if (data_location == 0) {
+        if (e->any)
+            return bad(r, "tensor `%s`: external_data entries without data_location EXTERNAL",
+                       t->name);
+        return CK_OK;
+    }
+    if (has_data)
+        return bad(r, "tensor `%s`: data_location is EXTERNAL but data is inside the file too",
+                   t->name);
+    const char *why = NULL;
+    if (!e->location)
+        return bad(r, "tensor `%s`: external data without a location", t->name);
+    if (!ck_onnx_location_ok(e->location, &why))
+        return bad(r, "tensor `%s`: external data location `%s` %s", t->name, e->location, why);
+    if (e->has_length && e->length != (uint64_t)t->nbytes)
+        return bad(r, "tensor `%s`: external data length %llu, its dims and type need %zu",
+                   t->name, (unsigned long long)e->length, t->nbytes);
+    if (e->offset > UINT64_MAX - (uint64_t)t->nbytes)
+        return bad(r, "tensor `%s`: external data offset %llu + %zu bytes overflows", t->name,
+                   (unsigned long long)e->offset, t->nbytes);
+    t->ext_location = e->location;
+    e->location = NULL;
+    t->ext_offset = e->offset;
+    return CK_OK;
+}
+
+/* The tensor's data (allocated) from raw_data, or from float/double or integer values. */
+static ck_status copy_values(pb *r, ck_onnx_tensor *t, const uint8_t *raw, size_t raw_len,
+                             const double *fl, const int64_t *ints)
+{
+    ck_status st = CK_OK;
+    bool has_raw = raw != NULL, has_fl = fl != NULL, has_ints = ints != NULL;
+    int64_t numel = t->numel;
+    if (has_raw) {
+        if (raw_len)
+            memcpy(t->data, raw, raw_len);
+    } else if (has_fl || has_ints) {
+        bool fl_ok = has_fl && (t->data_type == CK_ONNX_FLOAT || t->data_type == CK_ONNX_DOUBLE);
+        bool int_ok = has_ints && t->data_type != CK_ONNX_FLOAT && t->data_type != CK_ONNX_DOUBLE;
+        if (!fl_ok && !int_ok) {
+            st = bad(r, "tensor `%s`: values stored in a field that does not match type %s",
+                     t->name, ck_onnx_type_name(t->data_type));
+            return st;
+        }
+        unsigned char *d = t->data;
+        for (int64_t i = 0; i < numel; i++) {
+            switch (t->data_type) {
+            case CK_ONNX_FLOAT: { float x = (float)fl[i]; memcpy(d + 4 * i, &x, 4); break; }
+            case CK_ONNX_DOUBLE: memcpy(d + 8 * i, &fl[i], 8); break;
+            case CK_ONNX_INT64: memcpy(d + 8 * i, &ints[i], 8); break;
+            case CK_ONNX_INT32: { int32_t x = (int32_t)ints[i]; memcpy(d + 4 * i, &x, 4); break; }
+            case CK_ONNX_FLOAT16:
+            case CK_ONNX_BFLOAT16: { uint16_t x = (uint16_t)ints[i]; memcpy(d + 2 * i, &x, 2); break; }
+            default: d[i] = (unsigned char)ints[i]; break;
+            }
+        }
+    }
+    return st;
 }
 
 static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
@@ -295,7 +433,8 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
     bool has_raw = false, has_ints = false, has_fl = false;
     const uint8_t *raw = NULL;
     size_t raw_len = 0;
-    uint64_t v = 0;
+    uint64_t v = 0, data_location = 0;
+    ext_entries ext = {0};
     memset(t, 0, sizeof *t);
     t->name = calloc(1, 1);
     if (!t->name)
@@ -334,8 +473,12 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
         }
         case 3: st = bad(r, "tensor `%s`: segmented tensors are not supported", t->name); break;
         case 6: st = bad(r, "tensor `%s`: string tensors are not supported", t->name); break;
-        case 13:
-        case 14: st = bad(r, "tensor `%s`: external data is not supported (save the model with its weights inside the file)", t->name); break;
+        case 13: st = want(r, "TensorProto", f, wt, WT_LEN); if (st == CK_OK) st = rd_external_entry(r, t, &ext); break;
+        case 14:
+            if ((st = want(r, "TensorProto", f, wt, WT_VARINT)) == CK_OK &&
+                (st = rd_varint(r, &v)) == CK_OK)
+                data_location = v;
+            break;
         default: st = skip_field(r, wt); break;
         }
     }
@@ -371,6 +514,9 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
     }
     t->numel = numel;
     t->nbytes = (size_t)numel * es;
+    if ((st = check_external(r, t, &ext, data_location, has_raw || has_ints || has_fl)) != CK_OK ||
+        t->ext_location)
+        goto out; /* external: the data is attached from its file after parsing */
     if ((int)has_raw + (int)has_ints + (int)has_fl > 1) {
         st = bad(r, "tensor `%s`: data given in more than one field", t->name);
         goto out;
@@ -397,34 +543,12 @@ static ck_status rd_tensor(pb *r, ck_onnx_tensor *t)
             goto out;
         }
     }
-    if (has_raw) {
-        if (raw_len)
-            memcpy(t->data, raw, raw_len);
-    } else if (has_fl || has_ints) {
-        bool fl_ok = has_fl && (t->data_type == CK_ONNX_FLOAT || t->data_type == CK_ONNX_DOUBLE);
-        bool int_ok = has_ints && t->data_type != CK_ONNX_FLOAT && t->data_type != CK_ONNX_DOUBLE;
-        if (!fl_ok && !int_ok) {
-            st = bad(r, "tensor `%s`: values stored in a field that does not match type %s",
-                     t->name, ck_onnx_type_name(t->data_type));
-            goto out;
-        }
-        unsigned char *d = t->data;
-        for (int64_t i = 0; i < numel; i++) {
-            switch (t->data_type) {
-            case CK_ONNX_FLOAT: { float x = (float)fl[i]; memcpy(d + 4 * i, &x, 4); break; }
-            case CK_ONNX_DOUBLE: memcpy(d + 8 * i, &fl[i], 8); break;
-            case CK_ONNX_INT64: memcpy(d + 8 * i, &ints[i], 8); break;
-            case CK_ONNX_INT32: { int32_t x = (int32_t)ints[i]; memcpy(d + 4 * i, &x, 4); break; }
-            case CK_ONNX_FLOAT16:
-            case CK_ONNX_BFLOAT16: { uint16_t x = (uint16_t)ints[i]; memcpy(d + 2 * i, &x, 2); break; }
-            default: d[i] = (unsigned char)ints[i]; break;
-            }
-        }
-    }
+    st = copy_values(r, t, has_raw ? raw : NULL, raw_len, has_fl ? fl : NULL, has_ints ? ints : NULL);
 out:
     free(dims);
     free(ints);
     free(fl);
+    free(ext.location);
     if (st != CK_OK)
         tensor_free(t);
     return st;
@@ -857,7 +981,10 @@ static ck_status parse_mapped(void *obj, const char *text, size_t len, const cha
 ck_status ck_onnx_load(const char *path, ck_onnx_model *out, ck_error *err)
 {
     memset(out, 0, sizeof *out);
-    return ck_parse_file(path, parse_mapped, out, err);
+    ck_status st = ck_parse_file(path, parse_mapped, out, err);
+    if (st == CK_OK && (st = ck_onnx_load_external(out, path, err)) != CK_OK)
+        ck_onnx_free(out);
+    return st;
 }
 
 void ck_onnx_free(ck_onnx_model *m)

@@ -6,9 +6,12 @@
  * Strict like the other readers: every varint is at most 10 bytes and fits 64 bits, every
  * length-delimited field lies inside its parent, a known field with the wrong wire type is
  * an error, names are valid UTF-8 without NUL, counts are capped, a tensor's data size must
- * equal the product of its dims times its element size (overflow-checked), and external
- * data, sparse initializers, subgraphs (If, Loop, Scan attributes) and strings as tensor
- * data are refused. Unknown fields are skipped as protobuf allows, after checking that they
+ * equal the product of its dims times its element size (overflow-checked), and sparse
+ * initializers, subgraphs (If, Loop, Scan attributes) and strings as tensor data are
+ * refused. External data (torch 2.x writes MODEL.onnx.data beside MODEL.onnx) is read from
+ * files inside the model's folder only: the location must be a relative path without `..`,
+ * the file (symbolic links resolved) must lie inside that folder, and offset + length must
+ * lie inside the file and equal the tensor's size (onnx_external.c). Unknown fields are skipped as protobuf allows, after checking that they
  * are well formed. Every failure is CK_ERR_INPUT with one line "<file>: onnx: <what>".
  *
  * Field numbers follow onnx.proto (ModelProto.graph = 7, GraphProto.node = 1, ...); the
@@ -60,8 +63,14 @@ typedef struct {
     int ndim;
     int64_t dims[CK_MAX_DIMS];
     int64_t numel;
-    void *data;     /* numel * element size bytes; NULL when numel is 0 */
+    void *data;     /* numel * element size bytes; NULL when numel is 0 or the data is
+                     * external and not attached yet */
     size_t nbytes;
+    /* External data (data_location EXTERNAL): the file named by `location`, relative to the
+     * model's folder, holds the nbytes bytes at `offset`. NULL location: the data is inside
+     * the model file. */
+    char *ext_location;
+    uint64_t ext_offset;
 } ck_onnx_tensor;
 
 typedef struct {
@@ -110,8 +119,24 @@ typedef struct {
  * left empty. */
 ck_status ck_onnx_parse(const void *buf, size_t len, const char *path, ck_onnx_model *out,
                         ck_error *err);
-/* Maps and parses path. */
+/* Maps and parses path, then attaches every external data file the tensors name
+ * (ck_onnx_attach_external), each confined to the model's folder. */
 ck_status ck_onnx_load(const char *path, ck_onnx_model *out, ck_error *err);
+
+/* External data (onnx_external.c). The first tensor (initializer or a node's tensor
+ * attribute) whose external data is not attached yet, or NULL. */
+const ck_onnx_tensor *ck_onnx_external_pending(const ck_onnx_model *m);
+/* Copies the data of every pending tensor whose location is `location` out of buf (the
+ * file's len bytes; data_path names it in messages): offset + nbytes must lie inside it. */
+ck_status ck_onnx_attach_external(ck_onnx_model *m, const char *location, const void *buf,
+                                  size_t len, const char *data_path, ck_error *err);
+/* Attaches every pending tensor's data from the files its locations name, relative to
+ * model_path's folder; a file outside that folder (through a symbolic link too), missing,
+ * not regular or too short is one line naming the tensor and the file. */
+ck_status ck_onnx_load_external(ck_onnx_model *m, const char *model_path, ck_error *err);
+/* Whether a location is one the reader opens: not empty, relative, no `..` component, no
+ * backslash, no empty component; *why says what is wrong otherwise. */
+bool ck_onnx_location_ok(const char *location, const char **why);
 void ck_onnx_free(ck_onnx_model *m);
 
 /* Element size of an accepted data type, 0 for others; its name ("float", "int64", ...). */

@@ -100,7 +100,9 @@ static ck_status parse_int_list(const ck_jctx *cx, const ck_option_def *def, con
     int *count = (int *)((char *)op + def->count_offset);
     void *field = (char *)op + def->offset;
     const bool dims = def->type == CK_OPTION_DIMLIST;
-    const int64_t lo = dims ? -CK_OP_MAX_DIMS : def->type == CK_OPTION_SHAPE && def->range.lo < 0 ? -1 : 1;
+    const int64_t lo = dims ? -CK_OP_MAX_DIMS
+                       : def->type == CK_OPTION_SHAPE && def->range.lo < 0 ? -1
+                       : def->type == CK_OPTION_SHAPE && def->range.lo == 0 ? 0 : 1;
     const int64_t hi = dims ? CK_OP_MAX_DIMS - 1 : CK_SIZE_CAP;
     char item_path[CK_JPATH_MAX];
     int64_t x;

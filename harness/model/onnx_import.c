@@ -14,6 +14,8 @@
 #include "harness/core/half.h"
 #include "harness/io/json_get.h"
 #include "harness/model/catalogue.h"
+#include "harness/model/onnx_fold.h"
+#include "harness/model/onnx_shapes.h"
 
 typedef struct {
     const ck_onnx_model *m;
@@ -34,22 +36,67 @@ typedef struct {
     /* values inside an attention pattern being matched (see the attention section) */
     int n_pend;
     struct pend *pend;
+    ck_onnx_origins *origins; /* NULL: not recorded */
+    bool made_up;             /* the weight being added has no initializer behind it */
+    const cJSON *input_json;  /* the case's input object (layer shapes) */
+    ck_onnx_shape_cache shapes;
+    /* folded constants that are a whole initializer in another form (a Gather of every row
+     * in order: nn.Embedding(arange)): constant name -> initializer name */
+    int n_alias;
+    char **alias_of, **alias_src;
 } imp;
 
 static ck_status fail_node(imp *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 struct pend;
 static struct pend *pend_of(const imp *im, const char *value);
+static ck_status value_shape(imp *im, const char *value, ck_shape *out);
+static const char *alias_source(const imp *im, const char *value);
+static ck_status const_ahead(imp *im, const char *value, int depth, const ck_onnx_tensor **out);
+static ck_status map_gather(imp *im, const ck_onnx_node *n);
+static ck_status map_repeat_chain(imp *im, int idx);
+static int sole_reader(const imp *im, const char *value);
+static ck_status one_input_layer(imp *im, const char *name, const char *op,
+                                 const char *src_value, const char *out_value, cJSON **Lout);
+
+/* The framework module a node belongs to, from the scope PyTorch's exporter writes into
+ * node names: "/blocks.0/attn/Split" -> "blocks.0.attn"; "/layer1/layer1.0/conv1/Conv" ->
+ * "layer1.0.conv1" (a scope repeating its parent's path replaces it). "" when the name
+ * carries no scope (a top-level node, another exporter's names). */
+void ck_onnx_module_of(const char *node_name, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    if (node_name[0] != '/' || n == 0)
+        return;
+    const char *last = strrchr(node_name, '/');
+    for (const char *p = node_name + 1; p < last;) {
+        const char *slash = strchr(p, '/');
+        size_t len = (size_t)(slash - p);
+        if (len && k && len > k && strncmp(p, out, k) == 0 && p[k] == '.') {
+            k = 0; /* "layer1.0" under "layer1": the full path again */
+        } else if (len && k && k + 1 < n) {
+            out[k++] = '.';
+        }
+        for (size_t i = 0; i < len && k + 1 < n; i++)
+            out[k++] = p[i];
+        out[k] = '\0';
+        p = slash + 1;
+    }
+}
 
 static ck_status fail_node(imp *im, const char *fmt, ...)
 {
-    char why[512];
+    char why[512], module[256] = "";
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     const ck_onnx_node *n = im->node;
+    if (n)
+        ck_onnx_module_of(n->name, module, sizeof module);
     return ck_error_one_line(
-        im->err, ck_fail(im->err, CK_ERR_INPUT, "%s: node `%s` (%s): %s", im->path,
+        im->err, ck_fail(im->err, CK_ERR_INPUT, "%s: %s%s%snode `%s` (%s): %s", im->path,
+                         module[0] ? "module " : "", module, module[0] ? ": " : "",
                          n && n->name[0] ? n->name : "(unnamed)", n ? n->op_type : "?", why));
 }
 
@@ -150,6 +197,9 @@ static ck_status name_for(imp *im, const ck_onnx_node *n, const char *weight_val
                           char out[CK_NAME_MAX + 1])
 {
     char from[512];
+    for (int i = 0; weight_value && i < im->n_alias; i++)
+        if (strcmp(im->alias_of[i], weight_value) == 0)
+            weight_value = im->alias_src[i];
     for (int i = 0; weight_value && i < im->m->n_nodes; i++) {
         const ck_onnx_node *t = &im->m->nodes[i];
         if (strcmp(t->op_type, "Transpose") == 0 && t->n_in == 1 && t->n_out == 1 &&
@@ -217,10 +267,74 @@ static double elem_f64(const ck_onnx_tensor *t, int64_t i)
     }
 }
 
+/* An element as an integer without undefined behaviour (NaN 0, clamped to +-2^62); the
+ * callers check the range they need. */
+static int64_t elem_i64(const ck_onnx_tensor *t, int64_t i)
+{
+    double v = elem_f64(t, i);
+    const double lim = 4611686018427387904.0;
+    return v != v ? 0 : v > lim ? (int64_t)lim : v < -lim ? -(int64_t)lim : (int64_t)v;
+}
+
 static bool is_float_type(int t)
 {
     return t == CK_ONNX_FLOAT || t == CK_ONNX_DOUBLE || t == CK_ONNX_FLOAT16 ||
            t == CK_ONNX_BFLOAT16;
+}
+
+void ck_onnx_origins_free(ck_onnx_origins *os)
+{
+    if (!os)
+        return;
+    for (int i = 0; i < os->n; i++) {
+        free(os->o[i].param);
+        free(os->o[i].source);
+    }
+    free(os->o);
+    memset(os, 0, sizeof *os);
+}
+
+/* Records that case tensor `param` holds t (transposed or not). A constant folded from a
+ * Transpose of an initializer (nn.Linear at opset 17) comes from that initializer, with
+ * the transposition flipped. */
+static ck_status record_origin(imp *im, const char *param, const ck_onnx_tensor *t,
+                               bool transposed)
+{
+    if (!im->origins)
+        return CK_OK;
+    const char *source = im->made_up ? "" : t->name;
+    for (int i = 0; !im->made_up && i < im->n_alias; i++)
+        if (strcmp(im->alias_of[i], t->name) == 0)
+            source = im->alias_src[i];
+    for (int i = 0; !im->made_up && i < im->m->n_nodes; i++) {
+        const ck_onnx_node *n = &im->m->nodes[i];
+        if (strcmp(n->op_type, "Transpose") == 0 && n->n_in == 1 && n->n_out == 1 &&
+            strcmp(n->out[0], t->name) == 0 && ck_onnx_init_find(im->m, n->in[0])) {
+            source = n->in[0];
+            transposed = !transposed;
+            break;
+        }
+    }
+    ck_onnx_origins *os = im->origins;
+    if (os->n == os->cap) {
+        int nc = os->cap ? os->cap * 2 : 32;
+        ck_onnx_origin *g = realloc(os->o, (size_t)nc * sizeof *g);
+        if (!g)
+            return oom(im);
+        os->o = g;
+        os->cap = nc;
+    }
+    ck_onnx_origin *o = &os->o[os->n];
+    o->param = strdup(param);
+    o->source = strdup(source);
+    o->transposed = transposed;
+    if (!o->param || !o->source) {
+        free(o->param);
+        free(o->source);
+        return oom(im);
+    }
+    os->n++;
+    return CK_OK;
 }
 
 /* Adds a parameter or buffer: fp32 data from t (transposed when transpose and 2-D). */
@@ -251,6 +365,8 @@ static ck_status add_weight(imp *im, const char *layer, const char *what, const 
     ck_status st = ck_tensorset_keep(im->w, buf, bytes ? bytes : 1, false, im->err);
     if (st == CK_OK)
         st = ck_tensorset_add(im->w, name, CK_FT_F32, &sh, bytes ? buf : NULL, im->file, im->err);
+    if (st == CK_OK)
+        st = record_origin(im, name, t, transpose && t->ndim == 2);
     return st;
 }
 
@@ -582,9 +698,16 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
     CK_TRY(attr_ints(im, n, "strides", nsp, 1, stride));
     CK_TRY(attr_ints(im, n, "pads", 2 * nsp, 0, pads));
     CK_TRY(attr_ints(im, n, "dilations", nsp, 1, dil));
-    for (int i = 0; i < 2 * nsp; i++)
-        if (pads[i])
-            return fail_node(im, "padded pooling is not supported");
+    int64_t pad[3];
+    if (!symmetric_pads(pads, nsp, pad))
+        return fail_node(im, "asymmetric pooling padding is not supported");
+    bool padded = false;
+    for (int i = 0; i < nsp; i++) {
+        padded = padded || pad[i] != 0;
+        if (2 * pad[i] > ks->ints[i])
+            return fail_node(im, "padding %lld is more than half the window %lld",
+                             (long long)pad[i], (long long)ks->ints[i]);
+    }
     for (int i = 0; i < nsp; i++)
         if (dil[i] != 1)
             return fail_node(im, "dilated pooling is not supported");
@@ -602,9 +725,267 @@ static ck_status map_pool(imp *im, const ck_onnx_node *n, bool is_max)
         return oom(im);
     int in0 = 0;
     CK_TRY(set_inputs(im, L, n, &in0, 1));
-    if (!add_ints(L, "pool", ks->ints, nsp) || !add_ints(L, "stride", stride, nsp))
+    if (!add_ints(L, "pool", ks->ints, nsp) || !add_ints(L, "stride", stride, nsp) ||
+        (padded && !add_ints(L, "padding", pad, nsp)) ||
+        (padded && !is_max &&
+         !cJSON_AddBoolToObject(L, "count_include_pad", attr_int(n, "count_include_pad", 0))))
         return oom(im);
     return bind(im, n->out[0], name);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Slices of activations: Split, Slice, Gather of one index                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* A slice layer of `src_value` along dim [a, b), named from the node (suffix k when the
+ * node makes several), bound to out_value. */
+static ck_status add_slice(imp *im, const ck_onnx_node *n, const char *src_value, int k,
+                           int dim, int64_t a, int64_t b, const char *out_value)
+{
+    char name[CK_NAME_MAX + 1], from[600];
+    snprintf(from, sizeof from, "%s%s%d", n->name[0] ? n->name : n->op_type, k ? "_" : "",
+             k);
+    if (!k)
+        snprintf(from, sizeof from, "%s", n->name[0] ? n->name : n->op_type);
+    CK_TRY(make_name(im, from, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "slice", src_value, out_value, &L));
+    int64_t r[2] = {a, b};
+    if (!cJSON_AddNumberToObject(L, "dim", dim) || !add_ints(L, "range", r, 2))
+        return oom(im);
+    return CK_OK;
+}
+
+static ck_status map_split(imp *im, const ck_onnx_node *n)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int64_t axis = attr_int(n, "axis", 0);
+    axis = axis < 0 ? axis + xs.ndim : axis;
+    if (axis < 0 || axis >= xs.ndim)
+        return fail_node(im, "axis %lld is out of range", (long long)attr_int(n, "axis", 0));
+    int64_t sizes[CK_ONNX_MAX_IO], D = xs.dim[axis], total = 0;
+    const ck_onnx_attr *sa = ck_onnx_attr_find(n, "split");
+    const ck_onnx_tensor *st = n->n_in > 1 && n->in[1][0] ? const_of(im, n->in[1]) : NULL;
+    if (n->n_in > 1 && n->in[1][0] && !st)
+        return fail_node(im, "the split sizes must be constants");
+    for (int k = 0; k < n->n_out; k++) {
+        sizes[k] = sa && k < sa->n_ints ? sa->ints[k]
+                   : st && k < st->numel ? elem_i64(st, k)
+                                         : (D + n->n_out - 1) / n->n_out;
+        if (!sa && !st && k == n->n_out - 1)
+            sizes[k] = D - total; /* equal parts, the last one smaller */
+        if (sizes[k] < 1 || sizes[k] > D)
+            return fail_node(im, "output %d has size %lld, outside [1, %lld]", k,
+                             (long long)sizes[k], (long long)D);
+        total += sizes[k];
+    }
+    if (total != D)
+        return fail_node(im, "splits %lld along axis %lld into parts of %lld in all",
+                         (long long)D, (long long)axis, (long long)total);
+    int64_t off = 0;
+    for (int k = 0; k < n->n_out; k++) {
+        if (n->out[k][0])
+            CK_TRY(add_slice(im, n, n->in[0], k + 1, (int)axis, off, off + sizes[k], n->out[k]));
+        off += sizes[k];
+    }
+    return CK_OK;
+}
+
+/* Slice with constant starts/ends (steps 1): one slice layer per sliced axis. */
+static ck_status map_slice(imp *im, const ck_onnx_node *n)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    const ck_onnx_tensor *c[4] = {NULL};
+    for (int k = 1; k < n->n_in && k < 5; k++)
+        if (n->in[k][0] && !(c[k - 1] = const_of(im, n->in[k])))
+            return fail_node(im, "starts, ends, axes and steps must be constants");
+    if (!c[0] || !c[1] || c[0]->numel != c[1]->numel || c[0]->numel > CK_MAX_DIMS)
+        return fail_node(im, "starts and ends must be constants of one length (opset >= 10)");
+    const char *src = n->in[0];
+    int made = 0, m = (int)c[0]->numel;
+    for (int i = 0; i < m; i++) {
+        int64_t ax = c[2] ? elem_i64(c[2], i) : i;
+        ax = ax < 0 ? ax + xs.ndim : ax;
+        if (ax < 0 || ax >= xs.ndim || (c[3] && elem_f64(c[3], i) != 1.0))
+            return fail_node(im, "axis out of range or a step other than 1");
+        double D = (double)xs.dim[ax], s = elem_f64(c[0], i), e = elem_f64(c[1], i);
+        s = s < 0 ? s + D : s;
+        e = e < 0 ? e + D : e;
+        s = s < 0 ? 0 : s > D ? D : s;
+        e = e < 0 ? 0 : e > D ? D : e;
+        if (!(s < e))
+            return fail_node(im, "an empty slice along axis %lld", (long long)ax);
+        if (s == 0 && e == D)
+            continue; /* the whole axis */
+        bool last = true;
+        for (int j = i + 1; j < m; j++) {
+            int64_t axj = c[2] ? elem_i64(c[2], j) : j;
+            double Dj = (double)xs.dim[axj < 0 ? axj + xs.ndim : axj];
+            double sj = elem_f64(c[0], j), ej = elem_f64(c[1], j);
+            if (!((sj == 0 || sj == -Dj) && ej >= Dj))
+                last = false;
+        }
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s#%d", n->out[0], made);
+        const char *out = last ? n->out[0] : tmp;
+        CK_TRY(add_slice(im, n, src, made ? made + 1 : 0, (int)ax, (int64_t)s, (int64_t)e, out));
+        src = out;
+        made++;
+        if (last)
+            break;
+    }
+    if (!made) { /* every axis whole: the identity */
+        const char *l = layer_of(im, n->in[0]);
+        return bind(im, n->out[0], l);
+    }
+    return CK_OK;
+}
+
+/* Gather(activation, one constant index, axis): a slice of one and, for a scalar index, a
+ * reshape dropping the axis. */
+static ck_status map_gather_one(imp *im, const ck_onnx_node *n, const ck_onnx_tensor *ix)
+{
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int64_t axis = attr_int(n, "axis", 0);
+    axis = axis < 0 ? axis + xs.ndim : axis;
+    if (axis < 0 || axis >= xs.ndim || ix->numel != 1 || ix->ndim > 1)
+        return fail_node(im, "only a Gather of one constant index of an activation is supported");
+    int64_t i = elem_i64(ix, 0);
+    i = i < 0 ? i + xs.dim[axis] : i;
+    if (i < 0 || i >= xs.dim[axis])
+        return fail_node(im, "index %lld is outside [0, %lld)", (long long)elem_f64(ix, 0),
+                         (long long)xs.dim[axis]);
+    if (ix->ndim == 1)
+        return add_slice(im, n, n->in[0], 0, (int)axis, i, i + 1, n->out[0]);
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s#slice", n->out[0]);
+    CK_TRY(add_slice(im, n, n->in[0], 1, (int)axis, i, i + 1, tmp));
+    int64_t dims[CK_MAX_DIMS];
+    int m = 0;
+    for (int d = 0; d < xs.ndim; d++)
+        if (d != axis)
+            dims[m++] = xs.dim[d];
+    if (m < 1)
+        return fail_node(im, "gathers a scalar");
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "reshape", tmp, n->out[0], &L));
+    return add_ints(L, "shape", dims, m) ? CK_OK : oom(im);
+}
+
+/* Gather (an embedding, or one index of an activation), Split, Slice. */
+static ck_status map_slicing(imp *im, const ck_onnx_node *n)
+{
+    const char *op = n->op_type;
+    bool act = n->n_in >= 1 && layer_of(im, n->in[0]);
+    if (op[0] == 'G' && n->n_in == 2 && act && const_of(im, n->in[1]))
+        return map_gather_one(im, n, const_of(im, n->in[1]));
+    if (op[0] == 'G')
+        return map_gather(im, n);
+    if (!act)
+        return fail_node(im, "its input is produced by no supported node");
+    if (strcmp(op, "Split") == 0)
+        return map_split(im, n);
+    if (n->n_in < 3)
+        return fail_node(im, "starts and ends must be inputs (opset >= 10)");
+    return map_slice(im, n);
+}
+
+/* A Pad of zeros (AvgPool2d's export) is the identity; any other is refused. */
+static ck_status map_pad(imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *pads = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
+    const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
+    bool zero = pads != NULL;
+    for (int64_t k = 0; pads && k < pads->numel; k++)
+        zero = zero && elem_f64(pads, k) == 0.0;
+    if (!zero || !src)
+        return fail_node(im, "padding by a non-zero amount is not supported (a case pads only "
+                             "inside conv)");
+    return bind(im, n->out[0], src);
+}
+
+/* The case op of an ONNX unary function node, or NULL. */
+static const char *unary_op(const char *op_type)
+{
+    static const char *const unary[][2] = {{"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"},
+                                           {"Exp", "exp"},   {"Log", "log"},
+                                           {"Neg", "neg"},   {"Erf", "erf"},
+                                           {"Abs", "abs"}};
+    for (size_t k = 0; k < sizeof unary / sizeof unary[0]; k++)
+        if (strcmp(op_type, unary[k][0]) == 0)
+            return unary[k][1];
+    return NULL;
+}
+
+/* Unsqueeze / Squeeze of an activation: a reshape to the shape they give (the input's
+ * static shape with dims of size 1 inserted or removed). */
+static ck_status map_squeeze(imp *im, int idx, const ck_onnx_node *n)
+{
+    int t = sole_reader(im, n->out[0]);
+    if (n->op_type[0] == 'U' && t >= 0 && strcmp(im->m->nodes[t].op_type, "Tile") == 0)
+        return map_repeat_chain(im, idx); /* tf2onnx's UpSampling chain */
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    const ck_onnx_attr *aa = ck_onnx_attr_find(n, "axes");
+    const ck_onnx_tensor *ac = n->n_in > 1 && n->in[1][0] ? const_of(im, n->in[1]) : NULL;
+    if (n->n_in > 1 && n->in[1][0] && !ac)
+        return fail_node(im, "the axes must be a constant");
+    int64_t axes[CK_MAX_DIMS];
+    int k = 0;
+    for (; aa && k < aa->n_ints && k < CK_MAX_DIMS; k++)
+        axes[k] = aa->ints[k];
+    for (; !aa && ac && k < ac->numel && k < CK_MAX_DIMS; k++)
+        axes[k] = elem_i64(ac, k);
+    bool unsq = n->op_type[0] == 'U';
+    int r = unsq ? xs.ndim + k : xs.ndim;
+    if (r > CK_MAX_DIMS || (unsq && !k))
+        return fail_node(im, "axes give a shape of %d dims", r);
+    bool mark[CK_MAX_DIMS] = {false};
+    for (int i = 0; i < k; i++) {
+        int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+        if (a < 0 || a >= r || mark[a] || (!unsq && xs.dim[a] != 1))
+            return fail_node(im, "axis %lld is out of range%s", (long long)axes[i],
+                             unsq ? " or repeated" : " or not a dim of size 1");
+        mark[a] = true;
+    }
+    int64_t dims[CK_MAX_DIMS];
+    int m = 0;
+    for (int d = 0, src = 0; d < r; d++) {
+        if (unsq)
+            dims[m++] = mark[d] ? 1 : xs.dim[src++];
+        else if (!(k ? mark[d] : xs.dim[d] == 1))
+            dims[m++] = xs.dim[d];
+    }
+    if (m < 1)
+        return fail_node(im, "squeezes every dim (a scalar activation is not supported)");
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "reshape", n->in[0], n->out[0], &L));
+    return add_ints(L, "shape", dims, m) ? CK_OK : oom(im);
+}
+
+/* GlobalAveragePool / GlobalMaxPool: a pool whose window is the input's spatial dims. */
+static ck_status map_global_pool(imp *im, const ck_onnx_node *n, bool is_max)
+{
+    if (n->n_in != 1)
+        return fail_node(im, "expected 1 input, got %d", n->n_in);
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int nsp = xs.ndim - 2;
+    if (nsp < 1 || nsp > 3)
+        return fail_node(im, "an input of rank %d: only 1 to 3 spatial dims", xs.ndim);
+    char name[CK_NAME_MAX + 1], op[16];
+    CK_TRY(name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, nd_op(is_max ? "maxpool" : "avgpool", nsp, op, sizeof op),
+                           n->in[0], n->out[0], &L));
+    return add_ints(L, "pool", xs.dim + 2, nsp) ? CK_OK : oom(im);
 }
 
 static ck_status map_resize(imp *im, const ck_onnx_node *n)
@@ -1131,7 +1512,9 @@ static ck_status map_layernorm(imp *im, const ck_onnx_node *n)
         z.data = calloc((size_t)S->numel + 1, 4);
         if (!z.data)
             return oom(im);
+        im->made_up = true;
         ck_status st = add_weight(im, name, "bias", &z, false);
+        im->made_up = false;
         free(z.data);
         CK_TRY(st);
     }
@@ -1404,6 +1787,30 @@ static ck_status attn_step(imp *im, int idx, const ck_onnx_node *n, struct pend 
     return attn_broken(im, p->value);
 }
 
+/* masked_fill of attention scores: Where(mask, -inf, scores) with a constant mask true
+ * exactly above the diagonal (nanoGPT's `bias[:, :, :T, :T] == 0`) is the causal mask. */
+static ck_status attn_where(imp *im, const ck_onnx_node *n, struct pend *p)
+{
+    const ck_onnx_tensor *c = NULL, *v = NULL;
+    CK_TRY(const_ahead(im, n->in[0], 0, &c));
+    CK_TRY(const_ahead(im, n->in[1], 0, &v));
+    c = const_of(im, n->in[0]); /* folding v may have moved c */
+    bool causal = p->kind == P_SCORES && !p->masked && c && v && v->numel == 1 &&
+                  is_float_type(v->data_type) && isinf(elem_f64(v, 0)) && elem_f64(v, 0) < 0 &&
+                  c->ndim >= 2 && c->dims[c->ndim - 1] == p->l && c->dims[c->ndim - 2] == p->l &&
+                  c->numel == p->l * p->l;
+    for (int64_t i = 0; causal && i < p->l; i++)
+        for (int64_t j = 0; causal && j < p->l; j++)
+            causal = (elem_f64(c, i * p->l + j) != 0.0) == (j > i);
+    if (!causal)
+        return fail_node(im, "fills attention scores where `%s` holds: only a constant causal "
+                         "mask (%lld x %lld, true above the diagonal) filled with -inf is "
+                         "supported", n->in[0], (long long)p->l, (long long)p->l);
+    struct pend q = *p;
+    q.masked = q.causal = true;
+    return pend_next(im, &q, n->out[0], P_SCORES);
+}
+
 /* Reshape to (N, -1) or (0, -1) is a flatten; to [B, L, H, d] before a head-splitting
  * Transpose, the start of an attention pattern; any other constant shape a reshape. */
 static ck_status map_reshape(imp *im, const ck_onnx_node *n)
@@ -1424,8 +1831,19 @@ static ck_status map_reshape(imp *im, const ck_onnx_node *n)
         return fail_node(im, "the target shape is %s, not integers",
                          ck_onnx_type_name(s->data_type));
     int64_t dims[CK_MAX_DIMS];
+    ck_shape in_shape = {0};
+    bool have_shape = false;
     for (int64_t k = 0; k < s->numel; k++) {
         double v = elem_f64(s, k);
+        if (v == 0.0 && !attr_int(n, "allowzero", 0)) { /* 0: the input's dim k */
+            if (!have_shape)
+                CK_TRY(value_shape(im, n->in[0], &in_shape));
+            have_shape = true;
+            if (k >= in_shape.ndim)
+                return fail_node(im, "target dim %lld is 0 (copy the input's dim) but the input "
+                                 "has %d dims", (long long)k, in_shape.ndim);
+            v = (double)in_shape.dim[k];
+        }
         if (!(v == -1.0 || (v >= 1.0 && v <= (double)CK_SIZE_CAP)))
             return fail_node(im, "target dim %lld is %.0f; only sizes and one -1 are supported "
                              "(0, copy the input's dim, is not)", (long long)k, v);
@@ -1552,6 +1970,216 @@ static ck_status validate_nodes(imp *im)
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* Normalisation patterns: RMSNorm and GroupNorm as exporters spell them               */
+/* ---------------------------------------------------------------------------------- */
+
+static ck_status fold_more(imp *im, int idx, bool *done);
+static struct pend *pend_of(const imp *im, const char *value);
+
+/* A constant, folding the nodes that compute it now when they come later in the file (a
+ * pattern reads a weight's Unsqueeze, a Shape, before the loop reaches them). *out NULL:
+ * not a constant. */
+static ck_status const_ahead(imp *im, const char *value, int depth, const ck_onnx_tensor **out)
+{
+    *out = const_of(im, value);
+    if (*out || depth > 16 || !value[0])
+        return CK_OK;
+    for (int i = 0; i < im->m->n_nodes; i++) {
+        const ck_onnx_node *p = &im->m->nodes[i];
+        if (im->folded[i] || p->n_out < 1 || strcmp(p->out[0], value) != 0)
+            continue;
+        for (int k = 0; k < p->n_in; k++) {
+            const ck_onnx_tensor *c;
+            if (p->in[k][0] && !layer_of(im, p->in[k]) &&
+                (const_ahead(im, p->in[k], depth + 1, &c) != CK_OK || !c))
+                return CK_OK;
+        }
+        const ck_onnx_node *saved = im->node;
+        bool done = false;
+        im->node = p;
+        ck_status st = fold_more(im, i, &done);
+        im->node = saved;
+        CK_TRY(st);
+        if (done)
+            im->folded[i] = true;
+        *out = const_of(im, value);
+        return CK_OK;
+    }
+    return CK_OK;
+}
+
+/* A float constant whose every element equals want. */
+static bool const_all(const imp *im, const char *value, double want)
+{
+    const ck_onnx_tensor *c = const_of(im, value);
+    if (!c || !is_float_type(c->data_type) || c->numel < 1)
+        return false;
+    for (int64_t i = 0; i < c->numel; i++)
+        if (elem_f64(c, i) != want)
+            return false;
+    return true;
+}
+
+/* The input of binary node idx that is not `a` (which it must read), or NULL. */
+static const char *other_input(const imp *im, int idx, const char *op_type, const char *a)
+{
+    if (idx < 0)
+        return NULL;
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    if (strcmp(n->op_type, op_type) != 0 || n->n_in != 2 || n->n_out < 1)
+        return NULL;
+    return strcmp(n->in[0], a) == 0 ? n->in[1] : strcmp(n->in[1], a) == 0 ? n->in[0] : NULL;
+}
+
+/* RMSNorm written out (Llama's): Pow(x, 2) → ReduceMean(last axis, keepdims) → Add(eps) →
+ * Sqrt → Reciprocal or Div(1, ·) → Mul(x, ·) → Mul(·, weight of the last dim), every value
+ * in between read by the next node only. */
+static ck_status match_rmsnorm(imp *im, int idx, bool *matched)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    *matched = false;
+    if (n->n_in != 2 || !scalar_is(im, n->in[1], 2.0) || !layer_of(im, n->in[0]))
+        return CK_OK;
+    const char *x = n->in[0];
+    int chain[7], len = 0;
+    chain[len++] = idx;
+    int rm = sole_reader(im, n->out[0]);
+    if (rm < 0 || strcmp(im->m->nodes[rm].op_type, "ReduceMean") != 0 ||
+        attr_int(&im->m->nodes[rm], "keepdims", 1) != 1)
+        return CK_OK;
+    const ck_onnx_node *r = &im->m->nodes[rm];
+    const ck_onnx_attr *axes = ck_onnx_attr_find(r, "axes");
+    const ck_onnx_tensor *axes_c = r->n_in > 1 ? const_of(im, r->in[1]) : NULL;
+    int64_t axis = axes && axes->n_ints == 1 ? axes->ints[0]
+                   : axes_c && axes_c->numel == 1 ? elem_i64(axes_c, 0) : 99;
+    ck_shape xs;
+    CK_TRY(value_shape(im, x, &xs));
+    if (axis != -1 && axis != xs.ndim - 1)
+        return CK_OK;
+    chain[len++] = rm;
+    int ad = sole_reader(im, r->out[0]);
+    const char *eps_v = other_input(im, ad, "Add", r->out[0]);
+    const ck_onnx_tensor *eps = eps_v ? const_of(im, eps_v) : NULL;
+    if (!eps || eps->numel != 1 || !is_float_type(eps->data_type) || !(elem_f64(eps, 0) > 0))
+        return CK_OK;
+    chain[len++] = ad;
+    int sq = sole_reader(im, im->m->nodes[ad].out[0]);
+    if (sq < 0 || strcmp(im->m->nodes[sq].op_type, "Sqrt") != 0)
+        return CK_OK;
+    chain[len++] = sq;
+    const char *cur = im->m->nodes[sq].out[0];
+    int rc = sole_reader(im, cur);
+    if (rc < 0)
+        return CK_OK;
+    const ck_onnx_node *rn = &im->m->nodes[rc];
+    bool recip = strcmp(rn->op_type, "Reciprocal") == 0 ||
+                 (strcmp(rn->op_type, "Div") == 0 && rn->n_in == 2 &&
+                  strcmp(rn->in[1], cur) == 0 && scalar_is(im, rn->in[0], 1.0));
+    if (!recip)
+        return CK_OK;
+    chain[len++] = rc;
+    int m1 = sole_reader(im, rn->out[0]);
+    if (!binary_of(im, m1, "Mul", x, rn->out[0]))
+        return CK_OK;
+    chain[len++] = m1;
+    int m2 = sole_reader(im, im->m->nodes[m1].out[0]);
+    const char *w_v = other_input(im, m2, "Mul", im->m->nodes[m1].out[0]);
+    const ck_onnx_tensor *W = w_v ? const_of(im, w_v) : NULL;
+    if (!W || W->ndim != 1 || W->dims[0] != xs.dim[xs.ndim - 1] || !is_float_type(W->data_type))
+        return CK_OK;
+    chain[len++] = m2;
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, w_v, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "rmsnorm", x, im->m->nodes[m2].out[0], &L));
+    if (!add_ints(L, "normalized_shape", W->dims, 1) ||
+        !cJSON_AddNumberToObject(L, "eps", float_decimal(elem_f64(eps, 0))))
+        return oom(im);
+    CK_TRY(add_weight(im, name, "weight", W, false));
+    for (int i = 1; i < len; i++)
+        im->folded[chain[i]] = true;
+    *matched = true;
+    return CK_OK;
+}
+
+/* GroupNorm as PyTorch exports it: Reshape(x, [N or 0, G, -1]) → InstanceNormalization
+ * (scale 1, bias 0 over the G groups) → Reshape back to x's shape → Mul(·, weight (C, 1..))
+ * → Add(·, bias (C, 1..)), every value in between read by the next node only. */
+static ck_status match_groupnorm(imp *im, int idx, bool *matched)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    *matched = false;
+    const ck_onnx_tensor *t = n->n_in == 2 ? const_of(im, n->in[1]) : NULL;
+    if (!t || t->numel != 3 || elem_f64(t, 2) != -1.0 || !layer_of(im, n->in[0]))
+        return CK_OK;
+    ck_shape xs;
+    CK_TRY(value_shape(im, n->in[0], &xs));
+    int64_t G = elem_i64(t, 1), C = xs.ndim >= 2 ? xs.dim[1] : 0;
+    if (xs.ndim < 3 || G < 1 || C % G != 0 ||
+        (elem_f64(t, 0) != 0.0 && elem_f64(t, 0) != (double)xs.dim[0]))
+        return CK_OK;
+    int in_ = sole_reader(im, n->out[0]);
+    if (in_ < 0 || strcmp(im->m->nodes[in_].op_type, "InstanceNormalization") != 0)
+        return CK_OK;
+    const ck_onnx_node *inn = &im->m->nodes[in_];
+    if (inn->n_in != 3 || !const_all(im, inn->in[1], 1.0) || !const_all(im, inn->in[2], 0.0) ||
+        const_of(im, inn->in[1])->numel != G)
+        return CK_OK;
+    int rb = sole_reader(im, inn->out[0]);
+    if (rb < 0 || strcmp(im->m->nodes[rb].op_type, "Reshape") != 0)
+        return CK_OK;
+    const ck_onnx_tensor *back = NULL;
+    if (im->m->nodes[rb].n_in == 2)
+        CK_TRY(const_ahead(im, im->m->nodes[rb].in[1], 0, &back));
+    if (!back || back->numel != xs.ndim)
+        return CK_OK;
+    for (int d = 0; back && d < xs.ndim; d++)
+        if (elem_f64(back, d) != (double)xs.dim[d] && !(d == 0 && elem_f64(back, d) == 0.0))
+            return CK_OK;
+    int mu = sole_reader(im, im->m->nodes[rb].out[0]);
+    const char *w_v = other_input(im, mu, "Mul", im->m->nodes[rb].out[0]);
+    int ad = mu >= 0 ? sole_reader(im, im->m->nodes[mu].out[0]) : -1;
+    const char *b_v = ad >= 0 ? other_input(im, ad, "Add", im->m->nodes[mu].out[0]) : NULL;
+    const ck_onnx_tensor *W = NULL, *B = NULL;
+    if (w_v && b_v) { /* folding may move the constants: look both up afterwards */
+        CK_TRY(const_ahead(im, w_v, 0, &W));
+        CK_TRY(const_ahead(im, b_v, 0, &B));
+        W = const_of(im, w_v);
+        B = const_of(im, b_v);
+    }
+    if (!W || !B || W->numel != C || B->numel != C || W->ndim != xs.ndim - 1 ||
+        B->ndim != xs.ndim - 1 || !is_float_type(W->data_type) || !is_float_type(B->data_type))
+        return CK_OK;
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(name_for(im, n, alias_source(im, w_v) ? w_v : NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(one_input_layer(im, name, "groupnorm", n->in[0], im->m->nodes[ad].out[0], &L));
+    if (!cJSON_AddNumberToObject(L, "groups", (double)G) ||
+        !cJSON_AddNumberToObject(L, "eps", float_decimal(attr_float(inn, "epsilon", 1e-5))))
+        return oom(im);
+    ck_onnx_tensor w1 = *W, b1 = *B; /* (C, 1, ..) as the case's (C) */
+    w1.ndim = b1.ndim = 1;
+    w1.dims[0] = b1.dims[0] = C;
+    CK_TRY(add_weight(im, name, "weight", &w1, false));
+    CK_TRY(add_weight(im, name, "bias", &b1, false));
+    im->folded[in_] = im->folded[rb] = im->folded[mu] = im->folded[ad] = true;
+    *matched = true;
+    return CK_OK;
+}
+
+/* The normalisation patterns starting at node i (Pow: RMSNorm, Reshape: GroupNorm). */
+static ck_status match_norm(imp *im, int i, bool *matched)
+{
+    const char *op = im->m->nodes[i].op_type;
+    *matched = false;
+    if (strcmp(op, "Pow") == 0)
+        return match_rmsnorm(im, i, matched);
+    if (strcmp(op, "Reshape") == 0)
+        return match_groupnorm(im, i, matched);
+    return CK_OK;
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* Constant folding                                                                    */
 /* ---------------------------------------------------------------------------------- */
 
@@ -1658,6 +2286,126 @@ static ck_status fold_node(imp *im, int idx, bool *done)
     return CK_OK;
 }
 
+/* Shape arithmetic on constants and on static shapes (onnx_fold.h): a node whose inputs
+ * are all constants is evaluated; Shape of an activation reads the shape the case gives
+ * the layer producing it (onnx_shapes.h). The result joins the folded constants. */
+static ck_status push_const(imp *im, ck_onnx_tensor *t)
+{
+    ck_onnx_tensor *g = realloc(im->consts, (size_t)(im->n_consts + 1) * sizeof *g);
+    if (!g) {
+        ck_onnx_tensor_release(t);
+        return oom(im);
+    }
+    im->consts = g;
+    g[im->n_consts++] = *t;
+    return CK_OK;
+}
+
+static ck_status add_alias(imp *im, const char *value, const char *source)
+{
+    char **a = realloc(im->alias_of, (size_t)(im->n_alias + 1) * sizeof *a);
+    if (!a)
+        return oom(im);
+    im->alias_of = a;
+    char **b = realloc(im->alias_src, (size_t)(im->n_alias + 1) * sizeof *b);
+    if (!b)
+        return oom(im);
+    im->alias_src = b;
+    a[im->n_alias] = strdup(value);
+    b[im->n_alias] = strdup(source);
+    if (!a[im->n_alias] || !b[im->n_alias]) {
+        free(a[im->n_alias]);
+        free(b[im->n_alias]);
+        return oom(im);
+    }
+    im->n_alias++;
+    return CK_OK;
+}
+
+/* The initializer a constant is (itself, or the one it was folded from without changing
+ * its data), or NULL. */
+static const char *alias_source(const imp *im, const char *value)
+{
+    if (ck_onnx_init_find(im->m, value))
+        return value;
+    for (int i = 0; i < im->n_alias; i++)
+        if (strcmp(im->alias_of[i], value) == 0)
+            return im->alias_src[i];
+    return NULL;
+}
+
+/* The shape the case gives the layer producing `value`. */
+static ck_status value_shape(imp *im, const char *value, ck_shape *out)
+{
+    const char *layer = layer_of(im, value);
+    if (!layer)
+        return fail_node(im, "input `%s` is produced by no supported node", value);
+    return ck_onnx_layer_shape(&im->shapes, im->input_json, im->layers, layer, im->path, out,
+                               im->err);
+}
+
+/* Gather(initializer W, indices 0, 1, ..., rows - 1) along axis 0 is W itself. */
+static bool gathers_every_row(const imp *im, const ck_onnx_node *n)
+{
+    const ck_onnx_tensor *W = ck_onnx_init_find(im->m, n->in[0]);
+    const ck_onnx_tensor *ix = const_of(im, n->in[1]);
+    if (!W || !ix || W->ndim < 1 || ix->numel != W->dims[0] || ix->ndim != 1 ||
+        attr_int(n, "axis", 0) != 0)
+        return false;
+    for (int64_t i = 0; i < ix->numel; i++)
+        if (elem_f64(ix, i) != (double)i)
+            return false;
+    return true;
+}
+
+static ck_status fold_more(imp *im, int idx, bool *done)
+{
+    const ck_onnx_node *n = &im->m->nodes[idx];
+    *done = false;
+    if (n->n_out < 1 || !n->out[0][0] || n->n_in < 1 || n->n_in > 8 || n->domain[0])
+        return CK_OK;
+    ck_onnx_tensor out, shape_of;
+    float stand_in_value = 0.0f; /* outlives the fold below */
+    const ck_onnx_tensor *in[8] = {NULL};
+    bool handled = false;
+    char why[256] = "";
+    memset(&shape_of, 0, sizeof shape_of);
+    if (strcmp(n->op_type, "Shape") == 0 && layer_of(im, n->in[0])) {
+        ck_shape sh;
+        CK_TRY(value_shape(im, n->in[0], &sh));
+        /* a stand-in constant with the activation's dims (no data: only dims are read) */
+        shape_of.name = n->in[0];
+        shape_of.data_type = CK_ONNX_FLOAT;
+        shape_of.ndim = sh.ndim;
+        memcpy(shape_of.dims, sh.dim, sizeof sh.dim);
+        shape_of.numel = 1; /* the fold reads no value of it */
+        shape_of.data = &stand_in_value;
+        in[0] = &shape_of;
+    } else {
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k][0] && !(in[k] = const_of(im, n->in[k])))
+                return CK_OK; /* reads an activation: mapped as a layer, if it can be */
+    }
+    ck_status st = ck_onnx_fold_eval(n, im->m->opset, in, n->n_in, &out, &handled, why,
+                                     sizeof why);
+    if (st == CK_ERR_INPUT)
+        return fail_node(im, "folding constants: %s", why);
+    if (st != CK_OK)
+        return oom(im);
+    if (!handled)
+        return CK_OK;
+    const char *src = alias_source(im, n->in[0]);
+    bool same_data = strcmp(n->op_type, "Unsqueeze") == 0 || strcmp(n->op_type, "Squeeze") == 0 ||
+                     strcmp(n->op_type, "Reshape") == 0 || strcmp(n->op_type, "Identity") == 0;
+    if (strcmp(n->op_type, "Gather") == 0 && gathers_every_row(im, n))
+        CK_TRY(add_alias(im, n->out[0], n->in[0]));
+    else if (src && same_data)
+        CK_TRY(add_alias(im, n->out[0], src));
+    CK_TRY(push_const(im, &out));
+    *done = true;
+    return CK_OK;
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* The graph                                                                           */
 /* ---------------------------------------------------------------------------------- */
@@ -1673,12 +2421,17 @@ static ck_status map_node(imp *im, int i)
         return fail_node(im, "has no output");
     if (strcmp(op, "Constant") == 0)
         return CK_OK; /* read through const_of */
+    if (strcmp(op, "Where") == 0 && n->n_in == 3 && pend_of(im, n->in[2]))
+        return attn_where(im, n, pend_of(im, n->in[2]));
     struct pend *p0 = n->n_in > 0 ? pend_of(im, n->in[0]) : NULL;
     struct pend *p1 = n->n_in > 1 ? pend_of(im, n->in[1]) : NULL;
     if (p0 || p1)
         return attn_step(im, i, n, p0, p1);
+    bool matched;
+    CK_TRY(match_norm(im, i, &matched));
+    if (matched)
+        return CK_OK;
     if (strcmp(op, "Mul") == 0 || strcmp(op, "Div") == 0) {
-        bool matched;
         CK_TRY(match_gelu(im, i, &matched));
         if (matched)
             return CK_OK;
@@ -1700,10 +2453,8 @@ static ck_status map_node(imp *im, int i)
     }
     if (strcmp(op, "MatMul") == 0 && n->n_in == 2 && !const_of(im, n->in[1]))
         return map_simple(im, n, "matmul", 2);
-    if (strcmp(op, "Gather") == 0)
-        return map_gather(im, n);
-    if (strcmp(op, "Unsqueeze") == 0)
-        return map_repeat_chain(im, i);
+    if (strcmp(op, "Gather") == 0 || strcmp(op, "Split") == 0 || strcmp(op, "Slice") == 0)
+        return map_slicing(im, n);
     if (strcmp(op, "LayerNormalization") == 0)
         return map_layernorm(im, n);
     if (strcmp(op, "ConvTranspose") == 0)
@@ -1747,6 +2498,13 @@ static ck_status map_node(imp *im, int i)
         return map_batchnorm(im, n);
     if (strcmp(op, "Relu") == 0)
         return map_simple(im, n, "relu", 1);
+    const char *fn = unary_op(op);
+    if (fn)
+        return n->n_in == 1 ? map_simple(im, n, fn, 1)
+                            : fail_node(im, "expected 1 input, got %d", n->n_in);
+    if ((strcmp(op, "Unsqueeze") == 0 || strcmp(op, "Squeeze") == 0) && n->n_in >= 1 &&
+        layer_of(im, n->in[0]))
+        return map_squeeze(im, i, n);
     if (strcmp(op, "LeakyRelu") == 0)
         return map_simple(im, n, "leaky_relu", 1);
     if (strcmp(op, "Tanh") == 0)
@@ -1761,6 +2519,8 @@ static ck_status map_node(imp *im, int i)
     }
     if (strcmp(op, "MaxPool") == 0 || strcmp(op, "AveragePool") == 0)
         return map_pool(im, n, op[0] == 'M');
+    if (strcmp(op, "GlobalAveragePool") == 0 || strcmp(op, "GlobalMaxPool") == 0)
+        return map_global_pool(im, n, op[6] == 'M');
     if (strcmp(op, "Resize") == 0 || strcmp(op, "Upsample") == 0)
         return map_resize(im, n);
     if (strcmp(op, "Dropout") == 0)
@@ -1773,17 +2533,8 @@ static ck_status map_node(imp *im, int i)
     }
     if (strcmp(op, "Reshape") == 0)
         return map_reshape(im, n);
-    if (strcmp(op, "Pad") == 0) { /* a Pad of zeros (AvgPool2d's export) is the identity */
-        const ck_onnx_tensor *pads = n->n_in > 1 ? const_of(im, n->in[1]) : NULL;
-        const char *src = n->n_in ? layer_of(im, n->in[0]) : NULL;
-        bool zero = pads != NULL;
-        for (int64_t k = 0; pads && k < pads->numel; k++)
-            zero = zero && elem_f64(pads, k) == 0.0;
-        if (!zero || !src)
-            return fail_node(im, "padding by a non-zero amount is not supported (a case pads "
-                                 "only inside conv)");
-        return bind(im, n->out[0], src);
-    }
+    if (strcmp(op, "Pad") == 0)
+        return map_pad(im, n);
     if (strcmp(op, "Add") == 0 || strcmp(op, "Sum") == 0) {
         if (n->n_in < 2 || n->n_in > 8)
             return fail_node(im, "adds %d inputs; 2 to 8 are supported", n->n_in);
@@ -1858,11 +2609,43 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
     return CK_OK;
 }
 
-static ck_status add_settings(imp *im, cJSON *root, const ck_onnx_import_opts *o)
+/* cross_entropy's class dim when --class-dim is not given (onnx_import.h). */
+static int infer_class_dim(const imp *im, const ck_onnx_value *in, bool tokens)
 {
+    if (tokens)
+        return -1;
+    const ck_onnx_value *out = &im->m->outputs[0];
+    if (out->ndim == 3 && in->ndim >= 2 && out->dims[0] == in->dims[0] &&
+        out->dims[1] == in->dims[1] && out->dims[1] > 0)
+        return -1;
+    return 1;
+}
+
+static ck_status add_loss(imp *im, cJSON *root, const ck_onnx_import_opts *o,
+                          const ck_onnx_value *in, bool tokens)
+{
+    const char *kind = o->loss ? o->loss : "mean";
     cJSON *loss = cJSON_AddObjectToObject(root, "loss");
-    if (!loss || !cJSON_AddStringToObject(loss, "op", o->loss ? o->loss : "mean"))
+    if (!loss || !cJSON_AddStringToObject(loss, "op", kind))
         return oom(im);
+    bool ce = strcmp(kind, "cross_entropy") == 0;
+    if (!ce && (o->has_class_dim || o->has_ignore_index))
+        return ck_fail(im->err, CK_ERR_INPUT, "--%s applies to --loss cross_entropy only",
+                       o->has_class_dim ? "class-dim" : "ignore-index");
+    if (!ce)
+        return CK_OK;
+    int cd = o->has_class_dim ? o->class_dim : infer_class_dim(im, in, tokens);
+    if (!cJSON_AddNumberToObject(loss, "class_dim", cd) ||
+        (o->has_ignore_index && !cJSON_AddNumberToObject(loss, "ignore_index",
+                                                          (double)o->ignore_index)))
+        return oom(im);
+    return CK_OK;
+}
+
+static ck_status add_settings(imp *im, cJSON *root, const ck_onnx_import_opts *o,
+                              const ck_onnx_value *in, bool tokens)
+{
+    CK_TRY(add_loss(im, root, o, in, tokens));
     if (o->optimizer || o->lr > 0 || o->steps > 0) {
         cJSON *tr = cJSON_AddObjectToObject(root, "train");
         if (!tr || (o->optimizer && !cJSON_AddStringToObject(tr, "optimizer", o->optimizer)) ||
@@ -1922,10 +2705,18 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
 {
     static const ck_onnx_import_opts none = {0};
     o = o ? o : &none;
-    imp im = {.m = m, .path = path, .err = err, .w = weights};
+    imp im = {.m = m, .path = path, .err = err, .w = weights, .origins = o->origins};
+    ck_onnx_shape_cache_init(&im.shapes);
     *case_json = NULL;
     ck_tensorset_init(weights);
+    if (o->origins)
+        memset(o->origins, 0, sizeof *o->origins);
     ck_status st = CK_OK;
+    const ck_onnx_tensor *pending = ck_onnx_external_pending(m);
+    if (pending)
+        return ck_error_one_line(
+            err, ck_fail(err, CK_ERR_INPUT, "%s: tensor `%s`: its external data (`%s`) was not "
+                         "loaded", path, pending->name, pending->ext_location));
     cJSON *root = cJSON_CreateObject();
     im.folded = calloc((size_t)m->n_nodes + 1, sizeof *im.folded);
     im.file = ck_tensorset_keep_string(weights, path);
@@ -1957,6 +2748,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         st = oom(&im);
         goto out;
     }
+    im.input_json = input;
     if ((st = validate_nodes(&im)) != CK_OK || (st = bind(&im, in->name, "input")) != CK_OK)
         goto out;
     for (int i = 0; i < m->n_nodes && st == CK_OK; i++) {
@@ -1964,7 +2756,8 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
             continue;
         bool done = false;
         im.node = &m->nodes[i];
-        if ((st = fold_node(&im, i, &done)) == CK_OK && !done)
+        if ((st = fold_more(&im, i, &done)) == CK_OK && !done &&
+            (st = fold_node(&im, i, &done)) == CK_OK && !done)
             st = map_node(&im, i);
     }
     if (st != CK_OK)
@@ -1985,7 +2778,7 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
                      m->outputs[0].name, last, tail_name);
         goto out;
     }
-    st = add_settings(&im, root, o);
+    st = add_settings(&im, root, o, in, vocab != 0);
 out:
     for (int i = 0; i < im.n_vals; i++) {
         free(im.val_name[i]);
@@ -2002,11 +2795,19 @@ out:
         free(im.consts[i].data);
     }
     free(im.consts);
+    for (int i = 0; i < im.n_alias; i++) {
+        free(im.alias_of[i]);
+        free(im.alias_src[i]);
+    }
+    free(im.alias_of);
+    free(im.alias_src);
+    ck_onnx_shape_cache_free(&im.shapes);
     for (int i = 0; i < im.n_pend; i++)
         free(im.pend[i].value);
     free(im.pend);
     if (st != CK_OK) {
         ck_error_one_line(err, st); /* names from the file may hold control characters */
+        ck_onnx_origins_free(o->origins);
         cJSON_Delete(root);
         ck_tensorset_free(weights);
         ck_tensorset_init(weights);

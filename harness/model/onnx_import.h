@@ -17,11 +17,30 @@
 #define CK_ONNX_IMPORT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <cjson/cJSON.h>
 
 #include "harness/io/onnx.h"
 #include "harness/io/tensorset.h"
+
+/* Where each weight tensor of an import came from: the ONNX initializer (the framework's
+ * parameter or buffer name, e.g. "blocks.0.attn.c_attn.weight") and whether the case holds
+ * it transposed. A tensor the importer made up (a zero LayerNorm bias) has source "". Two
+ * case tensors may share a source: a weight the framework ties (a GPT's embedding and
+ * head). */
+typedef struct {
+    char *param;  /* "<layer>.<suffix>" as in the case */
+    char *source;
+    bool transposed;
+} ck_onnx_origin;
+
+typedef struct {
+    int n, cap;
+    ck_onnx_origin *o;
+} ck_onnx_origins;
+
+void ck_onnx_origins_free(ck_onnx_origins *os);
 
 typedef struct {
     const char *name;         /* the case's name; NULL: "onnx_model" */
@@ -32,7 +51,22 @@ typedef struct {
     const char *checkpoint;   /* "sqrt" (default), "every:K", "segments:A..B,C..D" */
     const char *weights_path; /* written as init.from; NULL: none */
     const char *precision;    /* NULL: fp32 */
+    int class_dim;            /* cross_entropy's class dim; 0: inferred (below) */
+    bool has_class_dim;
+    bool has_ignore_index;    /* cross_entropy: positions whose target is ignore_index */
+    long long ignore_index;
+    ck_onnx_origins *origins; /* NULL: not wanted; else filled (initialised here) */
 } ck_onnx_import_opts;
+
+/* The framework module of an ONNX node, from the scope in its name ("/blocks.0/attn/Split"
+ * -> "blocks.0.attn"); "" when the name has none. Every refusal names it first:
+ * "model.onnx: module blocks.0.attn: node `/blocks.0/attn/Split` (Split): ...". */
+void ck_onnx_module_of(const char *node_name, char *out, size_t n);
+
+/* The class dim written for --loss cross_entropy without --class-dim: -1 when the input is
+ * token ids (a GPT's (N, L, vocab) logits with (N, L) targets; for (N, classes) logits -1
+ * is 1) or when the output is (N, L, V) with the input's first two dims (a sequence model
+ * on float features); else 1, PyTorch's (N, C, ...) layout. The case always names it. */
 
 /* Maps m (read from path, for messages) into a case tree and its weights (the set is
  * initialised here; tensors named as the case's parameters and buffers, fp32, except

@@ -79,7 +79,7 @@ void ck_op_input_range(ck_op_kind kind, int *lo, int *hi);
 typedef enum {
     CK_BWD_READS_NOTHING = 0,      /* shapes only (add, concat, reshape, avgpool, ...) */
     CK_BWD_READS_INPUTS = 1u << 0, /* the values of every input (x for relu'(x), dW = dy x) */
-    CK_BWD_READS_OUTPUT = 1u << 1, /* the values of its output (no op reads it today) */
+    CK_BWD_READS_OUTPUT = 1u << 1, /* the values of its output (relu: [y > 0] = [x > 0]) */
     CK_BWD_READS_SAVED = 1u << 2,  /* the node's saved tensor (saved_shape: statistics) */
     CK_BWD_REDRAWS_MASK = 1u << 3  /* its random mask, drawn again from the same stream
                                       (args->rng): nothing is kept for it */

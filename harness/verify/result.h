@@ -20,6 +20,9 @@ typedef struct {
     int steps;
     double *losses;        /* steps entries */
     int64_t peak_activation_bytes;
+    bool predicted;            /* the two below hold the plan's prediction (memory_plan.h) */
+    int64_t predicted_peak_bytes;      /* equal to peak_activation_bytes (tested) */
+    int64_t held_for_backward_bytes;   /* live after the forward: what backward will read */
     int64_t recomputed_layers; /* layer forwards run as recomputation, over all steps */
     double wall_time_s;    /* excluded from determinism checks */
     double *step_wall_s;   /* steps entries; excluded from determinism checks */

@@ -238,6 +238,9 @@ static void io_summary(wio *x, ck_run_summary *s, const char *label)
         return;
     io_step_doubles(x, &s->losses, s->steps, "run.losses");
     io_i64(x, &s->peak_activation_bytes, "run.peak_activation_bytes");
+    io_bool(x, &s->predicted, "run.predicted");
+    io_i64(x, &s->predicted_peak_bytes, "run.predicted_peak_bytes");
+    io_i64(x, &s->held_for_backward_bytes, "run.held_for_backward_bytes");
     io_i64(x, &s->recomputed_layers, "run.recomputed_layers");
     io_f64(x, &s->wall_time_s, "run.wall_time_s");
     io_step_doubles(x, &s->step_wall_s, s->steps, "run.step_wall_s");

@@ -19,7 +19,7 @@
 #include "harness/verify/result.h"
 
 #define CK_RESULT_WIRE_MAGIC "CKRESULT"
-#define CK_RESULT_WIRE_VERSION 1
+#define CK_RESULT_WIRE_VERSION 2 /* 2: each run's predicted peak and held bytes */
 
 /* Appends r's encoding to w (w->failed when out of memory). */
 void ck_result_encode(const ck_result *r, ck_wire_out *w);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "harness/engine/dump.h"
+#include "harness/engine/memory_plan.h"
 #include "harness/io/files.h"
 #include "harness/verify/judge.h"
 #include "harness/verify/training.h"
@@ -241,6 +242,24 @@ steps_done:
     return st;
 }
 
+/* The plan's prediction of both runs' memory (memory_plan.h), for the report's top. */
+static ck_status predict_runs(const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
+                              ck_result *res, ck_error *err)
+{
+    for (int k = 0; k < 2; k++) {
+        ck_memory_prediction p;
+        ck_status st = ck_predict_memory(g, k ? plan : NULL, dtype, &p, err);
+        if (st != CK_OK)
+            return st;
+        ck_run_summary *s = k ? &res->ckpt : &res->plain;
+        s->predicted = true;
+        s->predicted_peak_bytes = p.peak_bytes;
+        s->held_for_backward_bytes = p.forward_end_bytes;
+        ck_memory_prediction_free(&p);
+    }
+    return CK_OK;
+}
+
 /* Run summaries, loss-scaler agreement, memory saving and the verdicts. */
 static void finish_result(const ck_case *c, ck_record *plain, ck_record *ckpt, ck_result *res)
 {
@@ -301,6 +320,8 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_vacuity_finish(&plain, &res->plain.vacuity);
     ck_vacuity_finish(&ckpt, &res->ckpt.vacuity);
     finish_result(c, &plain, &ckpt, res);
+    if ((st = predict_runs(g, &plan, dtype, res, err)) != CK_OK)
+        goto out;
 out:
     lowp_refs_free(&refs);
     if (hooks.dumping)

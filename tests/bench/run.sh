@@ -1,5 +1,5 @@
 #!/bin/sh
-# Benchmarks, three tables; asserts nothing (timings on shared machines are noisy: the load
+# Benchmarks, four tables; asserts nothing (timings on shared machines are noisy: the load
 # average is printed with the tables, and every figure is a best-of or a median).
 #  1. wall time and measured peak activation memory of the plain and checkpointed runs of
 #     every shipped case and of the bench models (tests/bench/cases/), default backend;
@@ -11,6 +11,8 @@
 #     checkpointed: the checkpoint overhead) and in PyTorch (tests/bench/torch_bench.py:
 #     the same models, same threads), the ratios, and GFLOP/s against the peak.
 # Each Python anchor's BLAS is printed (tests/bench/anchor_info.py).
+#  4. activation memory, predicted and measured, next to PyTorch's saved-for-backward bytes
+#     for the seed model, a GPT block and a 2-D U-Net (tests/bench/memory.sh).
 # Usage: sh tests/bench/run.sh [build/ckpt-harness [build/sgemm_peak]]
 # CK_BENCH_THREADS (default: every core) sets the threads of cpu, numpy and PyTorch.
 # CK_BENCH_PYTHON: the Python to try first for numpy and PyTorch (then python3 and
@@ -171,4 +173,8 @@ model mlp_4x1024 mlp 5.905580032
 model seed_unet_64x64x32 seed 20.10120192
 model unet2d_128 unet2d 36.477861888
 model gpt_block gpt 5.7378
+
+# ---- 4. activation memory against PyTorch's saved-for-backward bytes ----------------------
+echo
+sh "$ROOT/tests/bench/memory.sh" "$PROG" /usr/bin/python3
 echo "load average at end:$(uptime | sed 's/.*load average://')"

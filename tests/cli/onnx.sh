@@ -84,6 +84,29 @@ for spec in "bad_weight_shape:\`conv.weight\` has shape [4, 3, 3, 3], the case n
     refused "run $m" "$frag" -- env TMPDIR="$TMP/bad" "$PROG" run "$FIX/$m.onnx" --quiet
     [ -z "$(ls -A "$TMP/bad")" ] && ok || bad "run $m left $(ls -A "$TMP/bad")"
 done
+# external data (.onnx.data beside the model) and --check-against the framework's reference
+C="$ROOT/tests/fixtures/onnx/corpus"
+"$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/ok.json" --check-against "$C/unet3d.ref.npz" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "check-against .*unet3d.ref.npz: the import matches the framework in training mode" "$TMP/out" && grep -q "11 gradients" "$TMP/out" && [ -s "$TMP/ok.json" ] && ok || bad "--check-against a faithful export: exit $rc $(cat "$TMP/out" "$TMP/err")"
+refused "folded BatchNorm (dynamo, external data)" "the exporter folded BatchNorm into the convolutions" -- "$PROG" import "$C/unet3d_dynamo.onnx" -o "$TMP/fold.json" --check-against "$C/unet3d.ref.npz"
+[ ! -e "$TMP/fold.json" ] && ok || bad "nothing written for a folded import"
+"$PROG" import "$C/unet3d_dynamo.onnx" -o "$TMP/ext.json" >"$TMP/out" 2>"$TMP/err" && grep -q '"op":[[:space:]]*"conv3d"' "$TMP/ext.json" && ok || bad "a model with external data imports: $(cat "$TMP/err")"
+refused "reference of another model" "\`output\` is [6, 10], the imported model's output is" -- "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/o.json" --check-against "$C/resnet18.ref.npz"
+refused "missing reference" "nope.npz" -- "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/o.json" --check-against "$TMP/nope.npz"
+cp "$C/unet3d_dynamo.onnx" "$TMP/lonely.onnx"
+refused "external data file missing" "tensor \`" -- "$PROG" import "$TMP/lonely.onnx" -o "$TMP/o.json"
+refused "refusal names the module" "module attn: node \`/attn/Div_1\` (Div)" -- "$PROG" import "$C/mha_block_ts13_opset17.onnx" -o "$TMP/o.json"
+# cross_entropy: the class axis of (N, L, V) logits, and the options
+"$PROG" import "$FIX/gpt_block.onnx" -o "$TMP/ce.json" --loss cross_entropy --ignore-index 3 >"$TMP/out" 2>"$TMP/err"
+grep -q '"class_dim":[[:space:]]*-1' "$TMP/ce.json" && grep -q '"ignore_index":[[:space:]]*3' "$TMP/ce.json" && ok || bad "cross_entropy on token logits: class_dim -1: $(cat "$TMP/err")"
+"$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/ce2.json" --loss cross_entropy >"$TMP/out" 2>"$TMP/err"
+grep -q '"class_dim":[[:space:]]*1' "$TMP/ce2.json" && ok || bad "cross_entropy on image logits: class_dim 1"
+refused "--class-dim without cross_entropy" "--class-dim applies to --loss cross_entropy only" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --class-dim 1
+refused "bad --class-dim" "--class-dim 9" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --loss cross_entropy --class-dim 9
+"$PROG" run "$FIX/gpt_block.onnx" --dtype fp32 --quiet --loss cross_entropy --optimizer adamw >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "PASS gpt_block fp32  identical" "$TMP/out" && ok || bad "run gpt_block.onnx with cross_entropy and adamw: exit $rc $(cat "$TMP/out" "$TMP/err")"
 
 echo "onnx: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

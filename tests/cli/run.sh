@@ -239,6 +239,21 @@ grep -q '2 skipped' "$TMP/out" && ok || bad "the skips are counted: $(cat "$TMP/
 grep -q '"skipped":	2' "$TMP/mixed_rep/summary.json" && ok || bad "the summary counts the skips"
 expect_exit 2 "nothing left to run" -- "$PROG" run "$ROOT/cases/canary_lowp_reduction.json" --backend cpu-as-cuda --quiet
 grep -q 'nothing to run' "$TMP/err" && ok || bad "nothing to run is said: $(cat "$TMP/err")"
+# plan: predicted peaks equal the report's measured ones; --memory-limit refuses up front
+expect_exit 0 "plan a case" -- "$PROG" plan "$ROOT/cases/unet3d_bn.json" --dtype fp32
+PP=$(awk '/^  plain peak / {print $3}' "$TMP/out"); CP=$(awk '/^  checkpointed peak / {print $3}' "$TMP/out")
+grep -q "segment 1 \[mid .. skip\] peak" "$TMP/out" && ok || bad "plan prints each segment's peak"
+expect_exit 0 "run the planned case" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/plan.json"
+tr -d ' \t\n' <"$TMP/plan.json" | grep -q "\"plain\":{[^}]*\"peak_activation_bytes\":$PP," && ok || bad "plan's plain peak $PP is the measured one"
+tr -d ' \t\n' <"$TMP/plan.json" | grep -q "\"checkpointed\":{[^}]*\"peak_activation_bytes\":$CP," && ok || bad "plan's checkpointed peak $CP is the measured one"
+expect_exit 2 "plan without a case" -- "$PROG" plan
+expect_exit 2 "plan with a bad dtype" -- "$PROG" plan "$ROOT/cases/unet3d_bn.json" --dtype fp8
+expect_exit 2 "a memory limit below the plain peak" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --memory-limit $((PP - 1)) --report "$TMP/lim.json"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "plain run is predicted to need $PP bytes of activations, the --memory-limit is $((PP - 1)) bytes" "$TMP/err" && ok || bad "one line with predicted and available bytes: $(cat "$TMP/err")"
+[ ! -f "$TMP/lim.json" ] && ok || bad "nothing ran under a memory limit that does not fit"
+expect_exit 0 "a memory limit at the plain peak" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --memory-limit "$PP" --quiet
+expect_exit 2 "a memory limit that is not a number" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --memory-limit lots
+expect_exit 0 "--memory-limit auto" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --dtype fp32 --memory-limit auto --quiet
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 /*
  * The pointwise family's definitions (op_def.h): relu, leaky_relu, gelu, tanh, sigmoid,
- * silu, sqrt, add, mul, positional. Element-wise: the output has the first input's shape.
+ * silu, add, mul, positional, and the unary functions sqrt, rsqrt, reciprocal, exp, log,
+ * neg, erf, abs. Element-wise: the output has the first input's shape.
  */
 #include "harness/model/op_rules.h"
 
@@ -49,7 +50,8 @@ static void positional_state(ck_node *node, const ck_shape *in0)
      .options = opts, .backward_reads = CK_BWD_READS_INPUTS}
 
 const ck_op_def ck_op_defs_pointwise[] = {
-    UNARY(CK_OP_RELU, "relu", "max(x, 0)", NULL),
+    {.kind = CK_OP_RELU, .spellings = {{"relu", 0, "max(x, 0)"}}, .min_inputs = 1,
+     .max_inputs = 1, .backward_reads = CK_BWD_READS_OUTPUT}, /* relu'(x) = [y > 0], as PyTorch */
     UNARY(CK_OP_LEAKY_RELU, "leaky_relu", "x if x > 0 else slope * x", leaky_relu_options),
     UNARY(CK_OP_GELU, "gelu", "GELU: exact 0.5 x (1 + erf(x / sqrt 2)), or tanh-approximated",
           gelu_options),
@@ -80,5 +82,26 @@ const ck_op_def ck_op_defs_pointwise[] = {
      .state = positional_state,
      .backward_reads = CK_BWD_READS_NOTHING, /* dx = dy, dW = sum over the batch of dy */
      .casts_params = true},
+    /* the unary functions exporters emit (torch.sqrt, torch.rsqrt, ...), as PyTorch's:
+     * outside their domain they give NaN or +-inf, as PyTorch does */
+    {.kind = CK_OP_RSQRT,
+     .spellings = {{"rsqrt", 0, "1 / sqrt(x), NaN below 0 (as torch.rsqrt)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = -dy / (2 x sqrt(x)) */
+     .input_domain = CK_DOMAIN_POSITIVE},
+    {.kind = CK_OP_RECIPROCAL,
+     .spellings = {{"reciprocal", 0, "1 / x (as torch.reciprocal)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = -dy / x^2 */
+     .input_domain = CK_DOMAIN_POSITIVE},
+    UNARY(CK_OP_EXP, "exp", "exp(x)", NULL),
+    {.kind = CK_OP_LOG,
+     .spellings = {{"log", 0, "natural logarithm of x, NaN below 0 (as torch.log)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .backward_reads = CK_BWD_READS_INPUTS, /* dx = dy / x */
+     .input_domain = CK_DOMAIN_POSITIVE},
+    UNARY(CK_OP_NEG, "neg", "-x", NULL),
+    UNARY(CK_OP_ERF, "erf", "the error function erf(x)", NULL),
+    UNARY(CK_OP_ABS, "abs", "|x| (gradient sign(x), 0 at 0, as PyTorch)", NULL),
 };
 CK_OP_ROWS_COUNT(ck_op_defs_pointwise);

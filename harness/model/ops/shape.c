@@ -1,5 +1,5 @@
 /*
- * The shape family's definitions (op_def.h): concat, flatten, reshape, permute and
+ * The shape family's definitions (op_def.h): slice, concat, flatten, reshape, permute and
  * transpose. They move values without computing; backward reads nothing but shapes.
  */
 #include "harness/model/op_rules.h"
@@ -20,6 +20,34 @@ static const ck_option_def permute_options[] = {
     CK_OPT("dim1", DIM, dim1, .default_text = "required by transpose"),
     CK_OPTIONS_END,
 };
+
+static const ck_option_def slice_options[] = {
+    CK_OPT("dim", DIM, dim, .required = true),
+    CK_OPT("range", SHAPE, slice_range, .required = true, .range = {0.0, INFINITY, false, false},
+           .count_offset = CK_OPT_FIELD(n_slice), .type_text = "[start, end], 0 <= start < end",
+           .default_text = "required"),
+    CK_OPTIONS_END,
+};
+
+/* y = x[..., start:end, ...] along dim (resolved to >= 0 here) */
+static ck_status slice_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
+                             ck_error *err)
+{
+    char s[128];
+    CK_TRY(ck_op_resolve_dim("slice", "dim", op->dim, in[0].ndim, &op->dim, err));
+    if (op->n_slice != 2)
+        return ck_fail(err, CK_ERR_INPUT, "slice: range needs 2 values [start, end], got %d",
+                       op->n_slice);
+    int64_t a = op->slice_range[0], b = op->slice_range[1];
+    if (!(a < b) || b > in[0].dim[op->dim])
+        return ck_fail(err, CK_ERR_INPUT, "slice: range [%lld, %lld] is not inside dim %d of "
+                       "the input %s (0 <= start < end <= %lld)", (long long)a, (long long)b,
+                       op->dim, ck_shape_str(&in[0], s, sizeof s),
+                       (long long)in[0].dim[op->dim]);
+    *y = in[0];
+    y->dim[op->dim] = b - a;
+    return CK_OK;
+}
 
 static ck_status concat_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
                               ck_error *err)
@@ -116,6 +144,12 @@ static ck_status permute_infer(ck_op_params *op, int n_in, const ck_shape *in, c
 }
 
 const ck_op_def ck_op_defs_shape[] = {
+    {.kind = CK_OP_SLICE,
+     .spellings = {{"slice", 0, "x[..., start:end, ...] along one dim (torch.split, x[:, a:b])"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .options = slice_options,
+     .infer = slice_infer,
+     .backward_reads = CK_BWD_READS_NOTHING}, /* dx[.., start:end, ..] += dy */
     {.kind = CK_OP_CONCAT,
      .spellings = {{"concat", 0, "join 2 to 8 inputs along dim 1 (channels)"}},
      .min_inputs = 2, .max_inputs = CK_MAX_INPUTS,

@@ -1,0 +1,91 @@
+/* Which forward tensors a run keeps and for how long (see liveness.h). */
+#include "harness/engine/liveness.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/model/op_def.h"
+
+static int segment_of(const ck_plan *plan, int i)
+{
+    return plan ? plan->segment_of[i] : -1;
+}
+
+/* Whether consumer c of src recomputes src itself: both lie in the same segment. */
+static bool recomputed_together(const ck_plan *plan, int src, int c)
+{
+    return segment_of(plan, src) >= 0 && segment_of(plan, src) == segment_of(plan, c);
+}
+
+static void mark_consumers(const ck_graph *g, const ck_plan *plan, ck_liveness *lv)
+{
+    for (int c = 0; c < g->n; c++) {
+        const ck_node *nd = &g->nodes[c];
+        bool reads_inputs = (lv->reads[c] & CK_BWD_READS_INPUTS) != 0;
+        for (int j = 0; j < nd->n_in; j++) {
+            int src = nd->in[j];
+            if (src < 0)
+                continue;
+            if (lv->first_consumer[src] < 0 || c < lv->first_consumer[src])
+                lv->first_consumer[src] = c;
+            if (recomputed_together(plan, src, c)) {
+                /* recomputed with its consumer: kept past the segment's forward only when
+                   the consumer's backward reads it, during the recomputation */
+                if (c > lv->last_segment_consumer[src])
+                    lv->last_segment_consumer[src] = c;
+                if (reads_inputs)
+                    lv->needed_in_recompute[src] = true;
+            } else if (reads_inputs || segment_of(plan, c) >= 0) {
+                /* read by the consumer's backward, or an input its segment recomputes from */
+                lv->kept_after_forward[src] = true;
+            }
+        }
+    }
+}
+
+ck_status ck_liveness_build(const ck_graph *g, const ck_plan *plan, ck_liveness *lv,
+                            ck_error *err)
+{
+    memset(lv, 0, sizeof *lv);
+    int n = g->n;
+    size_t m = (size_t)(n > 0 ? n : 1);
+    lv->n = n;
+    lv->reads = calloc(m, sizeof *lv->reads);
+    lv->kept_after_forward = calloc(m, sizeof *lv->kept_after_forward);
+    lv->needed_in_recompute = calloc(m, sizeof *lv->needed_in_recompute);
+    lv->last_segment_consumer = malloc(m * sizeof *lv->last_segment_consumer);
+    lv->first_consumer = malloc(m * sizeof *lv->first_consumer);
+    if (!lv->reads || !lv->kept_after_forward || !lv->needed_in_recompute ||
+        !lv->last_segment_consumer || !lv->first_consumer) {
+        ck_liveness_free(lv);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory planning activation lifetimes");
+    }
+    for (int i = 0; i < n; i++) {
+        const ck_op_def *def = ck_op_def_of(g->nodes[i].op.kind);
+        if (!def) {
+            ck_liveness_free(lv);
+            return ck_fail(err, CK_ERR_INTERNAL, "layer %s: op kind %d has no definition",
+                           g->nodes[i].spec->name, (int)g->nodes[i].op.kind);
+        }
+        lv->reads[i] = def->backward_reads;
+        lv->last_segment_consumer[i] = -1;
+        lv->first_consumer[i] = -1;
+        bool reads_output = (def->backward_reads & CK_BWD_READS_OUTPUT) != 0;
+        /* the loss reads the model output; a layer whose backward reads its own output
+           keeps it unless its segment recomputes it */
+        lv->kept_after_forward[i] = i == n - 1 || (reads_output && segment_of(plan, i) < 0);
+        lv->needed_in_recompute[i] = reads_output;
+    }
+    mark_consumers(g, plan, lv);
+    return CK_OK;
+}
+
+void ck_liveness_free(ck_liveness *lv)
+{
+    free(lv->reads);
+    free(lv->kept_after_forward);
+    free(lv->needed_in_recompute);
+    free(lv->last_segment_consumer);
+    free(lv->first_consumer);
+    memset(lv, 0, sizeof *lv);
+}
