@@ -105,9 +105,11 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
  * 1.20 MiB); the case requires at least 30.0%". */
 void ck_report_memory_message(const ck_result *r, char *buf, size_t n);
 /* What one run's NaN/Inf counts say, on one line ("plain run: loss NaN at every step (3 of
- * 3), gradients: 12 of 12 values NaN (NaN 12, Inf 0) ..."); empty when the run has none. */
-void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c, char *buf,
-                                 size_t n);
+ * 3), gradients: 12 of 12 values NaN (NaN 12, Inf 0) ..."), with the first non-finite
+ * activation by layer and tensor name (g may be NULL: layer numbers instead); empty when
+ * the run has none. */
+void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c,
+                                 const ck_graph *g, char *buf, size_t n);
 
 /* "recomputation: 3 of 12 recomputed layer outputs differ from their originals; first:
  * `noise` (gaussian_noise) at step 0, max_abs 0.12". */

@@ -296,6 +296,36 @@ static void add_tensors(ck_json_builder *b, cJSON *root, const ck_result *r)
     }
 }
 
+
+/* "activations" (present only when a layer output or output gradient held NaN/Inf, so
+ * reports of finite runs keep their shape): counts and where the first one appeared. */
+static void add_act_nonfinite(ck_json_builder *b, cJSON *parent, const ck_result *r,
+                              const ck_act_nonfinite *a)
+{
+    if (a->nan + a->inf + a->excused == 0)
+        return;
+    cJSON *o = ck_json_add_object(b, parent, "activations");
+    ck_json_add_int(b, o, "nan", a->nan);
+    ck_json_add_int(b, o, "inf", a->inf);
+    ck_json_add_int(b, o, "excused", a->excused);
+    ck_json_add_int(b, o, "layers", a->layers);
+    if (a->first.layer < 0) {
+        ck_json_add_null(b, o, "first");
+        return;
+    }
+    cJSON *f = ck_json_add_object(b, o, "first");
+    const char *ln = layer_name(r, a->first.layer);
+    if (ln)
+        ck_json_add_string(b, f, "layer", ln);
+    else
+        ck_json_add_null(b, f, "layer");
+    ck_json_add_string(b, f, "tensor", a->first.backward ? "grad" : "out");
+    ck_json_add_bool(b, f, "recompute", a->first.recompute);
+    ck_json_add_int(b, f, "step", a->first.step);
+    ck_json_add_int(b, f, "index", a->first.index);
+    ck_json_add_string(b, f, "value", a->first.nan ? "NaN" : "Inf");
+}
+
 static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     if (r->first_divergence >= 0 && r->first_divergence < r->n_tensors && r->tensors) {
@@ -356,6 +386,7 @@ static void add_outcome(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_int(b, o, "tensors", runs[k]->tensors);
         ck_json_add_bool(b, o, "all_loss", runs[k]->all_loss);
         ck_json_add_bool(b, o, "all_grads", runs[k]->all_grads);
+        add_act_nonfinite(b, o, r, &runs[k]->act);
     }
 
     char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];

@@ -284,13 +284,37 @@ static void vs_fp32_worst_clause(const ck_result *r, char *buf, size_t n)
     }
 }
 
-void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c, char *buf,
-                                 size_t n)
+/* "; activations: NaN 16, Inf 0 in 1 layer, first in the output of layer conv1 (conv1:out),
+ * step 0, element 3 (NaN)" */
+static void append_act_nonfinite(char *buf, size_t n, size_t *used, const ck_act_nonfinite *a,
+                                 const ck_graph *g, bool first_item)
+{
+    if (a->nan + a->inf == 0)
+        return;
+    append(buf, n, used, "%sactivations: NaN %lld, Inf %lld in %d layer%s", first_item ? "" : "; ",
+           (long long)a->nan, (long long)a->inf, a->layers, a->layers == 1 ? "" : "s");
+    if (a->first.layer < 0)
+        return;
+    const char *what = a->first.backward ? "grad" : "out";
+    const char *where = a->first.backward ? "output gradient"
+                        : a->first.recompute ? "recomputed output" : "output";
+    if (g && a->first.layer < g->n && g->nodes[a->first.layer].spec) {
+        const char *ln = g->nodes[a->first.layer].spec->name;
+        append(buf, n, used, ", first in the %s of layer %s (%s:%s)", where, ln, ln, what);
+    } else
+        append(buf, n, used, ", first in the %s of layer #%d", where, a->first.layer);
+    append(buf, n, used, ", step %d, element %lld (%s)", a->first.step,
+           (long long)a->first.index, a->first.nan ? "NaN" : "Inf");
+}
+
+void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c,
+                                 const ck_graph *g, char *buf, size_t n)
 {
     size_t used = 0;
     buf[0] = '\0';
     int64_t loss_bad = c->loss_nan + c->loss_inf, grad_bad = c->grad_nan + c->grad_inf;
-    if (loss_bad + grad_bad + c->other_nan + c->other_inf == 0)
+    int64_t act_bad = c->act.nan + c->act.inf;
+    if (loss_bad + grad_bad + c->other_nan + c->other_inf + act_bad == 0)
         return;
     append(buf, n, &used, "%s run: ", label);
     if (loss_bad)
@@ -304,7 +328,10 @@ void ck_report_nonfinite_message(const char *label, const ck_nonfinite_counts *c
     if (c->other_nan + c->other_inf)
         append(buf, n, &used, "%sparameters/buffers: NaN %lld, Inf %lld",
                loss_bad + grad_bad ? "; " : "", (long long)c->other_nan, (long long)c->other_inf);
-    append(buf, n, &used, "; %d tensor%s affected", c->tensors, c->tensors == 1 ? "" : "s");
+    if (loss_bad + grad_bad + c->other_nan + c->other_inf)
+        append(buf, n, &used, "; %d tensor%s affected", c->tensors, c->tensors == 1 ? "" : "s");
+    append_act_nonfinite(buf, n, &used, &c->act, g,
+                         loss_bad + grad_bad + c->other_nan + c->other_inf == 0);
 }
 
 void ck_report_vacuity_text(const ck_vacuity *v, char *buf, size_t n)
@@ -404,11 +431,13 @@ int ck_report_failures(const ck_result *r, char lines[][CK_REPORT_LINE_MAX], int
         const ck_nonfinite_counts *c =
             throughout ? (pl->all_loss || pl->all_grads ? pl : ck)
                        : (pl->loss_nan + pl->loss_inf + pl->grad_nan + pl->grad_inf +
-                                  pl->other_nan + pl->other_inf - pl->skipped_step_grads > 0
+                                  pl->other_nan + pl->other_inf - pl->skipped_step_grads +
+                                  pl->act.nan + pl->act.inf > 0
                               ? pl
                               : ck);
         char what[CK_REPORT_LINE_MAX - 96];
-        ck_report_nonfinite_message(c == pl ? "plain" : "checkpointed", c, what, sizeof what);
+        ck_report_nonfinite_message(c == pl ? "plain" : "checkpointed", c, r->g, what,
+                                    sizeof what);
         if (throughout)
             snprintf(lines[count++], CK_REPORT_LINE_MAX, "non-finite: NaN/Inf throughout, %s",
                      what);
@@ -759,10 +788,10 @@ failures:;
     if (!r->nonfinite_failed) {
         /* partial NaN/Inf (a loss scaler's skipped steps): counted, said, not failed */
         char msg[CK_REPORT_LINE_MAX];
-        ck_report_nonfinite_message("plain", &r->nonfinite_plain, msg, sizeof msg);
+        ck_report_nonfinite_message("plain", &r->nonfinite_plain, r->g, msg, sizeof msg);
         if (msg[0])
             fprintf(f, "note non-finite: %s\n", msg);
-        ck_report_nonfinite_message("checkpointed", &r->nonfinite_ckpt, msg, sizeof msg);
+        ck_report_nonfinite_message("checkpointed", &r->nonfinite_ckpt, r->g, msg, sizeof msg);
         if (msg[0])
             fprintf(f, "note non-finite: %s\n", msg);
     }
@@ -782,8 +811,10 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
     char plain[32], ckpt[32], change[32];
     fmt_pct(r->memory_saving, change, sizeof change);
     const ck_nonfinite_counts *p = &r->nonfinite_plain, *q = &r->nonfinite_ckpt;
-    int64_t nan = p->loss_nan + p->grad_nan + p->other_nan + q->loss_nan + q->grad_nan + q->other_nan;
-    int64_t inf = p->loss_inf + p->grad_inf + p->other_inf + q->loss_inf + q->grad_inf + q->other_inf;
+    int64_t nan = p->loss_nan + p->grad_nan + p->other_nan + q->loss_nan + q->grad_nan +
+                  q->other_nan + p->act.nan + q->act.nan;
+    int64_t inf = p->loss_inf + p->grad_inf + p->other_inf + q->loss_inf + q->grad_inf +
+                  q->other_inf + p->act.inf + q->act.inf;
     fprintf(f, "%s %s %s  %s  memory %s -> %s (saving %s)", status_word(r), case_name(r),
             ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
             ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),

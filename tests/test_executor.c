@@ -719,6 +719,50 @@ START_TEST(calibration_rounding_moves_no_tensor_through_the_host)
 }
 END_TEST
 
+/* The activation scan (act_finite.h): NaN and Inf told apart in every activation dtype, the
+ * first one's index kept; output gradients of a skipped step excused, outputs never. */
+START_TEST(activation_scan_counts_nan_and_inf_per_dtype_and_excuses_skipped_gradients)
+{
+    int64_t nan, inf, first;
+    bool first_nan;
+    const uint32_t f32[] = {0x3f800000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f7fffffu};
+    ck_count_nonfinite(CK_F32, 5, f32, &nan, &inf, &first, &first_nan);
+    ck_assert(nan == 1 && inf == 2 && first == 1 && !first_nan);
+    const uint16_t f16[] = {0x7bffu, 0x7e00u, 0xfc00u, 0x3c00u}; /* 65504, NaN, -Inf, 1 */
+    ck_count_nonfinite(CK_F16, 4, f16, &nan, &inf, &first, &first_nan);
+    ck_assert(nan == 1 && inf == 1 && first == 1 && first_nan);
+    const uint16_t bf16[] = {0x7f7fu, 0x7f80u, 0x7fc1u}; /* max, Inf, NaN */
+    ck_count_nonfinite(CK_BF16, 3, bf16, &nan, &inf, &first, &first_nan);
+    ck_assert(nan == 1 && inf == 1 && first == 1 && !first_nan);
+    const uint64_t f64[] = {0x3ff0000000000000ull, 0x7ff8000000000000ull};
+    ck_count_nonfinite(CK_F64, 2, f64, &nan, &inf, &first, &first_nan);
+    ck_assert(nan == 1 && inf == 0 && first == 1 && first_nan);
+    ck_count_nonfinite(CK_F32, 1, f32, &nan, &inf, &first, &first_nan);
+    ck_assert(nan == 0 && inf == 0 && first == -1);
+
+    ck_act_finite f;
+    ck_error err = {{0}};
+    ck_assert(ck_act_finite_init(&f, 3, &err) == CK_OK);
+    /* step 0: an Inf in layer 2's output gradient, the scaler skips: excused */
+    ck_act_finite_add(&f, 2, 0, true, false, CK_F32, 5, f32);
+    ck_act_finite_end_step(&f, true);
+    ck_assert(f.total.nan + f.total.inf == 0 && f.total.excused == 3 && f.total.first.layer < 0);
+    /* step 1: layer 1's output holds them (skipped or not, a forward value counts) */
+    ck_act_finite_add(&f, 1, 1, false, false, CK_F16, 4, f16);
+    ck_act_finite_add(&f, 2, 1, true, false, CK_F32, 5, f32);
+    ck_act_finite_end_step(&f, true);
+    ck_assert(f.total.nan == 1 && f.total.inf == 1 && f.total.layers == 1);
+    ck_assert(f.total.first.layer == 1 && f.total.first.step == 1 && !f.total.first.backward &&
+              f.total.first.index == 1 && f.total.first.nan);
+    /* step 2: not skipped, so layer 2's output gradient counts too */
+    ck_act_finite_add(&f, 2, 2, true, false, CK_F32, 5, f32);
+    ck_act_finite_end_step(&f, false);
+    ck_assert(f.total.nan == 2 && f.total.inf == 3 && f.total.layers == 2 && f.total.excused == 6);
+    ck_assert(f.total.first.layer == 1);
+    ck_act_finite_free(&f);
+}
+END_TEST
+
 Suite *suite_executor(void)
 {
     Suite *s = suite_create("executor");
@@ -731,6 +775,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
     tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
     tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);
+    tcase_add_test(tc, activation_scan_counts_nan_and_inf_per_dtype_and_excuses_skipped_gradients);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cases");

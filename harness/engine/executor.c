@@ -43,6 +43,10 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params ||
         !e->segment_peak)
         goto nomem;
+    if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
+        ck_exec_free(e);
+        return CK_ERR_NOMEM;
+    }
     for (int i = 0; i < n; i++) {
         const ck_node *nd = &cfg->g->nodes[i];
         const char *ln = nd->spec->name;
@@ -91,6 +95,7 @@ void ck_exec_free(ck_exec *e)
     free(e->args);
     free(e->master_params);
     free(e->stash);
+    ck_act_finite_free(&e->finite);
     free(e->segment_peak);
     ck_liveness_free(&e->live);
     memset(e, 0, sizeof *e);
@@ -131,6 +136,29 @@ static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, u
                                    ((uint32_t)step << 1) | which);
     return e->cfg.b->calibration_round(e->cfg.b, t, e->cfg.round_bits, e->cfg.perturb_rel, &s,
                                        err);
+}
+
+/* Scans layer i's freshly produced output (backward false) or its complete output gradient
+ * once for NaN/Inf (act_finite.h), through a host copy. */
+static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, bool backward,
+                              bool recompute, ck_error *err)
+{
+    if (!t->data || e->cfg.dry_run) /* a dry run (plan) computes nothing */
+        return CK_OK;
+    ck_act_finite *f = &e->finite;
+    size_t bytes = ck_tensor_bytes(t);
+    if (bytes > f->scratch_bytes) {
+        void *p = realloc(f->scratch, bytes);
+        if (!p)
+            return ck_fail(err, CK_ERR_NOMEM, "out of memory checking %s for NaN/Inf", t->name);
+        f->scratch = p;
+        f->scratch_bytes = bytes;
+    }
+    ck_status st = e->cfg.b->download(e->cfg.b, t, f->scratch, err);
+    if (st == CK_OK)
+        ck_act_finite_add(f, i, step, backward, recompute, t->dtype, ck_shape_numel(&t->shape),
+                          f->scratch);
+    return st;
 }
 
 /* Element-wise ops whose kernels (ref, cpu, cuda) read element k of every input before
@@ -233,7 +261,8 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (e->cfg.dry_run)
         return CK_OK;
     if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK ||
-        (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK)
+        (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK ||
+        (st = check_finite(e, i, step, &e->out[i], false, recompute, err)) != CK_OK)
         goto fail;
     if (e->cfg.observer) {
         ck_exec_event_info ev = {.ev = CK_EVENT_FORWARD, .layer = i, .step = step,
@@ -434,7 +463,8 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     if ((st = hide_unread(&io, reads, hidden_in, &hidden_out, &hidden_saved, err)) != CK_OK)
         goto fail;
     g.dout = &e->dout[i];
-    if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK)
+    if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK ||
+        (st = check_finite(e, i, step, &e->dout[i], true, false, err)) != CK_OK)
         goto fail;
     if (!e->cfg.dry_run)
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);

@@ -14,6 +14,7 @@
 #ifndef CK_EXECUTOR_H
 #define CK_EXECUTOR_H
 
+#include "harness/engine/act_finite.h"
 #include "harness/engine/alloc.h"
 #include "harness/engine/liveness.h"
 #include "harness/model/case.h"
@@ -93,6 +94,8 @@ struct ck_exec {
     int64_t recomputed_layers;
     int64_t recomputed_other_dtype; /* recomputations that ran in another dtype than the forward */
     int first_other_dtype_layer;    /* the first such layer, or -1 */
+    ck_act_finite finite;           /* NaN/Inf in every output and output gradient
+                                       (act_finite.h); the trainer settles each step */
 };
 
 ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err);

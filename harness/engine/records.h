@@ -8,6 +8,7 @@
 #define CK_RECORDS_H
 
 #include "backends/backend.h"
+#include "harness/engine/act_finite.h"
 #include "harness/engine/alloc.h"
 #include "harness/model/params.h"
 
@@ -47,6 +48,7 @@ typedef struct {
     double wall_time_s;
     double *step_wall_s;   /* per step (steps entries), seconds */
     ck_mem_trace mem;      /* live activation bytes over the run (alloc.h) */
+    ck_act_nonfinite act_nonfinite; /* NaN/Inf in layer outputs and output gradients */
 } ck_record;
 
 /* Appends one entry named name: copied from host_src when it is not NULL, else downloaded

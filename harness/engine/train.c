@@ -236,6 +236,7 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     bool skip = (c->loss_scale != CK_SCALE_NONE && !finite) ||
                 (t->skip_like && t->skip_like[step].skipped);
     rec->scales[at] = (ck_scale_step){.scale = t->scale, .skipped = skip};
+    ck_act_finite_end_step(&t->ex.finite, skip);
     /* optimizer steps taken: a skipped step does not count (PyTorch) */
     if (!skip && (st = ck_model_update(&t->model, &c->optimizer, ++t->updates, 1.0, err)) != CK_OK)
         goto out;
@@ -274,6 +275,7 @@ void ck_trainer_end(ck_trainer *t)
     rec->recomputed_layers = t->ex.recomputed_layers;
     rec->recomputed_other_dtype = t->ex.recomputed_other_dtype;
     rec->first_other_dtype_layer = t->ex.first_other_dtype_layer;
+    rec->act_nonfinite = t->ex.finite.total;
     rec->wall_time_s = t->busy_s;
 }
 

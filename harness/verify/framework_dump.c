@@ -701,6 +701,7 @@ ck_status ck_fw_load_record(const ck_fw_input *in, const ck_fw_run *r, ck_record
     rec->losses = calloc((size_t)r->n_steps, sizeof *rec->losses);
     rec->scales = calloc((size_t)r->n_steps, sizeof *rec->scales);
     rec->first_other_dtype_layer = -1;
+    rec->act_nonfinite.first.layer = -1; /* a framework's dumps carry no activation scan */
     if (!rec->losses || !rec->scales)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory");
     ck_status st = CK_OK;

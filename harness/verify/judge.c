@@ -38,6 +38,7 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
     s->recomputed_layers = rec->recomputed_layers;
     s->recomputed_other_dtype = rec->recomputed_other_dtype;
     s->first_other_dtype_layer = rec->first_other_dtype_layer;
+    s->act_nonfinite = rec->act_nonfinite;
     s->wall_time_s = rec->wall_time_s;
     s->step_wall_s = rec->step_wall_s;
     rec->step_wall_s = NULL;
@@ -666,6 +667,8 @@ void ck_judge_nonfinite(ck_result *res)
         *runs[0] = c[0];
         *runs[1] = c[1];
     }
+    runs[0]->act = res->plain.act_nonfinite;
+    runs[1]->act = res->ckpt.act_nonfinite;
     bool expected = res->cs && res->cs->expect_nonfinite;
     res->nonfinite_failed = false;
     for (int r = 0; r < 2; r++) {
@@ -676,7 +679,8 @@ void ck_judge_nonfinite(ck_result *res)
          * later ops did with it, unless the case expects it; gradients on a step the loss
          * scaler skipped are the overflow it exists to absorb */
         int64_t unexcused = c->loss_nan + c->loss_inf + c->grad_nan + c->grad_inf -
-                            c->skipped_step_grads + c->other_nan + c->other_inf;
+                            c->skipped_step_grads + c->other_nan + c->other_inf +
+                            c->act.nan + c->act.inf;
         res->nonfinite_failed = res->nonfinite_failed || c->all_loss || c->all_grads ||
                                 (unexcused > 0 && !expected);
     }

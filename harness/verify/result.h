@@ -31,6 +31,7 @@ typedef struct {
     int64_t recomputed_other_dtype; /* recomputations run in fp32 while the forward ran low */
     int first_other_dtype_layer;    /* the first such layer, or -1 */
     ck_vacuity vacuity;             /* whether this run's gradients carry information */
+    ck_act_nonfinite act_nonfinite; /* NaN/Inf in layer outputs and output gradients */
 } ck_run_summary;
 
 /* run --precision-check: whether the judgement against fp32 gates the result. */
@@ -52,6 +53,8 @@ typedef struct {
     int64_t skipped_step_grads;   /* NaN/Inf gradient values on steps the loss scaler skipped
                                      (the overflow it exists to absorb: no failure) */
     int tensors;                  /* tensors (any kind, any step) holding a NaN or an Inf */
+    ck_act_nonfinite act;         /* layer outputs and output gradients (act_finite.h): a
+                                     NaN a later op dropped is still counted here */
     bool all_loss;                /* every loss value is NaN or Inf */
     bool all_grads;               /* every gradient value is NaN or Inf */
 } ck_nonfinite_counts;

@@ -257,6 +257,17 @@ static void io_summary(wio *x, ck_run_summary *s, const char *label)
     io_i64(x, &s->recomputed_other_dtype, "run.recomputed_other_dtype");
     io_layer(x, &s->first_other_dtype_layer, true, "run.first_other_dtype_layer");
     io_vacuity(x, &s->vacuity);
+    ck_act_nonfinite *a = &s->act_nonfinite;
+    io_i64(x, &a->nan, "run.act_nonfinite.nan");
+    io_i64(x, &a->inf, "run.act_nonfinite.inf");
+    io_i64(x, &a->excused, "run.act_nonfinite.excused");
+    io_int(x, &a->layers, 0, x->g->n, "run.act_nonfinite.layers");
+    io_layer(x, &a->first.layer, true, "run.act_nonfinite.first.layer");
+    io_int(x, &a->first.step, -1, 1 << 30, "run.act_nonfinite.first.step");
+    io_bool(x, &a->first.backward, "run.act_nonfinite.first.backward");
+    io_bool(x, &a->first.recompute, "run.act_nonfinite.first.recompute");
+    io_i64(x, &a->first.index, "run.act_nonfinite.first.index");
+    io_bool(x, &a->first.nan, "run.act_nonfinite.first.nan");
 }
 
 static void io_finding(wio *x, ck_layer_finding *f, const char *what)
@@ -441,6 +452,10 @@ static void io_precision(wio *x, ck_result *r)
     io_index(x, &r->vs_fp32_worst, r->n_vs_fp32, r->has_vs_fp32, "vs_fp32_worst");
     io_nonfinite(x, &r->nonfinite_plain);
     io_nonfinite(x, &r->nonfinite_ckpt);
+    if (x->reading) { /* the activation counts travel once, with the run summaries */
+        r->nonfinite_plain.act = r->plain.act_nonfinite;
+        r->nonfinite_ckpt.act = r->ckpt.act_nonfinite;
+    }
     io_bool(x, &r->nonfinite_failed, "nonfinite_failed");
 }
 

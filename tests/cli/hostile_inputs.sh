@@ -54,6 +54,31 @@ for act in relu tanh; do
     printf '{"name": "nan_%s", "input": {"shape": [2, 3]}, "init": {"from": "nan.safetensors"},\n "layers": [{"name": "fc1", "op": "linear", "units": 4}, {"name": "act", "op": "%s"}, {"name": "fc2", "op": "linear", "units": 2}]}\n' $act $act >nan_$act.json
     want 1 "NaN weights then $act" "FAIL non-finite" -- "$PROG" run nan_$act.json --steps 2
 done
+# ---- a non-finite activation fails the case although a later op drops it ---------------
+# fc1 then tanh gives +-1 in every unit; fc2 (weights W) sums four of them to 4 W, which
+# overflows (fp32: W 1e38; fp16: W 30000 > 65504 / 4) to Inf; the tanh after it clamps
+# that to +-1 and its backward (1 - y^2 = 0) sends zero gradients back, so the loss, every
+# gradient, every weight and every update stay finite: only the scan of fc2's output sees it
+for w in 1e38 30000; do
+    st ovf_$w.safetensors fc1.weight:4x3:250 fc1.bias:4:0 fc2.weight:4x4:$w fc2.bias:4:0 fc3.weight:2x4:0.1 fc3.bias:2:0.5
+    for x in "" '"expect_nonfinite": true, '; do
+        printf '{"name": "overflow_clamped", "input": {"shape": [2, 3]}, "init": {"from": "ovf_%s.safetensors"}, %s"layers": [{"name": "fc1", "op": "linear", "units": 4}, {"name": "t1", "op": "tanh"}, {"name": "fc2", "op": "linear", "units": 4}, {"name": "clamp", "op": "tanh"}, {"name": "fc3", "op": "linear", "units": 2}]}\n' $w "$x" >ovf_$w${x:+_expected}.json
+    done
+done
+want 1 "fp32 overflow clamped by tanh" "(fc2:out)," -- "$PROG" run ovf_1e38.json --steps 2 --report ovf32
+python3 - ovf32/overflow_clamped.json <<'PY' || bad "fp32 overflow: the report's nonfinite block does not name fc2"
+import json, sys
+n = json.load(open(sys.argv[1]))["nonfinite"]
+a = n["plain"]["activations"]
+assert n["failed"] and a["inf"] == 16 and a["layers"] == 1, n
+assert a["first"] == {"layer": "fc2", "tensor": "out", "recompute": False, "step": 0, "index": 0, "value": "Inf"}, a
+assert n["plain"]["grad_inf"] + n["plain"]["grad_nan"] + n["plain"]["other_inf"] + n["plain"]["other_nan"] + n["plain"]["loss_inf"] + n["plain"]["loss_nan"] == 0, n
+PY
+want 0 "fp32 overflow clamped, expect_nonfinite" "" -- "$PROG" run ovf_1e38_expected.json --steps 2
+want 1 "fp16 overflow clamped by tanh" "(fc2:out)," -- "$PROG" run ovf_30000.json --steps 2 --dtype fp16
+want 0 "fp16 overflow clamped, expect_nonfinite" "" -- "$PROG" run ovf_30000_expected.json --steps 2 --dtype fp16
+# the same weights are finite all through in fp32 (4 x 30000 fits): no failure there
+want 0 "fp32 run of the fp16 overflow case" "" -- "$PROG" run ovf_30000.json --steps 2
 # ---- one hostile name through every command and every sink ------------------------------
 # a newline and a workflow command, a terminal escape, inline HTML, a table bar, a percent
 # escape, a byte that is not UTF-8 and the noncharacter U+FFFF

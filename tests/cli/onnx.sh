@@ -70,6 +70,20 @@ refused "unknown segment layer" "nolayer" -- "$PROG" import "$FIX/small_cnn.onnx
 refused "bad --loss" "loss" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.json" --loss hinge
 [ ! -e "$TMP/x.json" ] && ok || bad "nothing written for bad options"
 
+# models that parse but cannot run (make_bad_models.py): one line naming the problem, exit 2,
+# and neither the case, nor its weights, nor a temporary file written
+for spec in "bad_weight_shape:\`conv.weight\` has shape [4, 3, 3, 3], the case needs [4, 2, 3, 3]" \
+            "bad_repeated_perm:layers[1] (perm): permute: dims repeats dim 1" \
+            "bad_pool_window:layers[1] (pool): pool window 8 is larger than the input 4" \
+            "bad_bound_twice:the value \`r\` is produced more than once"; do
+    m=${spec%%:*}
+    frag=${spec#*:}
+    rm -rf "$TMP/bad" && mkdir "$TMP/bad"
+    refused "import $m" "$frag" -- "$PROG" import "$FIX/$m.onnx" -o "$TMP/bad/c.json" --weights "$TMP/bad/w.safetensors"
+    [ -z "$(ls -A "$TMP/bad")" ] && ok || bad "import $m wrote $(ls -A "$TMP/bad")"
+    refused "run $m" "$frag" -- env TMPDIR="$TMP/bad" "$PROG" run "$FIX/$m.onnx" --quiet
+    [ -z "$(ls -A "$TMP/bad")" ] && ok || bad "run $m left $(ls -A "$TMP/bad")"
+done
 # external data (.onnx.data beside the model) and --check-against the framework's reference
 C="$ROOT/tests/fixtures/onnx/corpus"
 "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/ok.json" --check-against "$C/unet3d.ref.npz" >"$TMP/out" 2>"$TMP/err"
