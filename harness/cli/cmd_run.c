@@ -725,10 +725,11 @@ static void note_unused_settings(const run_state *s)
     }
     for (int j = 0; j < n_kinds; j++) {
         char msg[CK_CASE_NOTE_MAX + MAX_NOTE + 16];
-        if (n_who[j] == 1)
-            snprintf(msg, sizeof msg, "%s: %s", who[j], what[j]);
-        else
-            snprintf(msg, sizeof msg, "%s (%d cases: %s)", what[j], n_who[j], who[j]);
+        int w = n_who[j] == 1
+                    ? snprintf(msg, sizeof msg, "%s: %s", who[j], what[j])
+                    : snprintf(msg, sizeof msg, "%s (%d cases: %s)", what[j], n_who[j], who[j]);
+        if (w < 0 || (size_t)w >= sizeof msg) /* a very long list of cases: say it was cut */
+            memcpy(msg + sizeof msg - 4, "...", 4);
         ck_cli_note(msg);
     }
 }
