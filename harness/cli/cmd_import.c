@@ -112,13 +112,6 @@ static ck_status check_imported(const cJSON *root, const ck_tensorset *w, const 
     return CK_OK;
 }
 
-/* The folder for temporary files: $TMPDIR when set, else /tmp. */
-static const char *temp_dir(void)
-{
-    const char *t = getenv("TMPDIR");
-    return t && *t ? t : "/tmp";
-}
-
 ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *io, ck_case *cs,
                              char **tmp_weights, int *tmp_slot, ck_error *err)
 {
@@ -135,7 +128,7 @@ ck_status ck_cli_import_case(const char *onnx_path, const ck_onnx_import_opts *i
     ck_status st = ck_onnx_load(onnx_path, &m, err);
     if (st != CK_OK)
         return st;
-    const char *td = temp_dir();
+    const char *td = ck_cli_temp_dir();
     size_t tn = strlen(td) + 64;
     if (!(tmpl = malloc(tn))) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");

@@ -595,7 +595,7 @@ typedef struct {
     work_result *res;
     bool *done;
     pid_t *pids;
-    char tmpdir[32];
+    char tmpdir[2048];
     int jobs;
 } run_state;
 
@@ -753,9 +753,10 @@ static int prepare_results(run_state *s)
     s->res = calloc((size_t)s->total + 1, sizeof *s->res);
     s->done = calloc((size_t)s->total + 1, sizeof *s->done);
     s->pids = calloc((size_t)s->total + 1, sizeof *s->pids);
-    snprintf(s->tmpdir, sizeof s->tmpdir, "/tmp/ckpt-harness-jobs.XXXXXX");
+    int tl = snprintf(s->tmpdir, sizeof s->tmpdir, "%s/ckpt-harness-jobs.XXXXXX",
+                      ck_cli_temp_dir());
     s->jobs = s->o->jobs > 1 ? s->o->jobs : 1;
-    if (s->jobs > 1 && !mkdtemp(s->tmpdir)) {
+    if (s->jobs > 1 && (tl < 0 || (size_t)tl >= sizeof s->tmpdir || !mkdtemp(s->tmpdir))) {
         fprintf(stderr, "ckpt-harness: --jobs: cannot make a temporary folder: %s\n", strerror(errno));
         s->jobs = 1;
     }

@@ -17,6 +17,7 @@
 #include "harness/model/case.h"
 #include "harness/model/graph.h"
 #include "harness/verify/faithful.h"
+#include "harness/cli/messages.h"
 
 /* Counts the layers that behave differently in training, then sets every dropout to 0 and
  * init.from to weights_path. */
@@ -129,8 +130,13 @@ ck_status ck_cli_import_check(const cJSON *root, const ck_tensorset *w,
                               const ck_onnx_origins *origins, const char *model_path,
                               const char *ref_path, char **summary, ck_error *err)
 {
-    char tmpl[] = "/tmp/ckpt-harness-check-XXXXXX.safetensors";
+    char tmpl[4096];
     *summary = NULL;
+    int tl = snprintf(tmpl, sizeof tmpl, "%s/ckpt-harness-check-XXXXXX.safetensors",
+                      ck_cli_temp_dir());
+    if (tl < 0 || (size_t)tl >= sizeof tmpl)
+        return ck_fail(err, CK_ERR_IO, "TMPDIR %s is too long for a temporary file name",
+                       ck_cli_temp_dir());
     int fd = mkstemps(tmpl, 12);
     if (fd < 0)
         return ck_fail(err, CK_ERR_IO, "cannot create a temporary weights file: %s",

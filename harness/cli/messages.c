@@ -76,3 +76,9 @@ void ck_cli_install_signal_cleanup(void)
     if (hook && strcmp(hook, "1") == 0)
         ck_atomic_after_open_hook = raise_in_write;
 }
+
+const char *ck_cli_temp_dir(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}

@@ -22,4 +22,7 @@ void ck_cli_note(const char *msg);
  * tests/cli/run.sh) raises SIGTERM right after a temporary file is created. */
 void ck_cli_install_signal_cleanup(void);
 
+/* The folder for temporary files: $TMPDIR when set and not empty, else /tmp. */
+const char *ck_cli_temp_dir(void);
+
 #endif
