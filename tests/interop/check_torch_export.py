@@ -50,6 +50,16 @@ def build():
     torch.manual_seed(0)
     return M(), lambda step: (torch.randint(0, 16, (2, 6)),), lambda out, step: out.mean()
 ''',
+    # the corpus's 3-D U-Net at 2x1x32^3: with --loss mean BatchNorm cancels most of a
+    # gradient and PyTorch's own fp32 gradients differ from its fp64 ones by ~1e-3
+    "big_unet.py": '''
+import os, sys, torch
+sys.path.insert(0, os.path.join(%r, "tests", "fixtures", "onnx", "corpus"))
+from make_corpus import UNet3DOrigin
+def build():
+    torch.manual_seed(0)
+    return UNet3DOrigin(), (torch.randn(2, 1, 32, 32, 32),), lambda out, step: out.mean()
+''' % ROOT,
     "grouped.py": '''
 import torch, torch.nn as nn
 class M(nn.Module):
@@ -167,6 +177,13 @@ def main():
            must=["the import matches", "loss rel L2"])
     check("the mse reference holds a float target shaped as the output",
           np.load(os.path.join(t, "unet_mse.ref.npz"))["target"].shape == (2, 1, 8, 8, 8))
+
+    expect("an ill-conditioned reference is refused before the check, saying why", 2,
+           ["export", os.path.join(t, "big_unet.py"), "-o", os.path.join(t, "big.onnx")],
+           must=["differ from its float64 ones", "grad.dec.0.weight"], one_line_error=True)
+    expect("the same model with --loss mse is well conditioned and matches", 0,
+           ["export", os.path.join(t, "big_unet.py"), "-o", os.path.join(t, "big.onnx"),
+            "--loss", "mse"], must=["the import matches"])
 
     # an export that loses BatchNorm is refused, and nothing is left
     if TORCH2:

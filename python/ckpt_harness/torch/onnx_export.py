@@ -207,7 +207,42 @@ def reference(model, x, loss="mean", class_dim=None, ignore_index=None, seed=0):
     e = copy.deepcopy(model).eval()
     with torch.no_grad():
         ref["output_eval"] = e(x).numpy()
+    worst, name = fp32_conditioning(m, x, loss, target, cd, ignore_index, seed)
+    ref["cond.fp32_vs_fp64"] = np.array(worst)
+    if worst > CHECK_BOUND:
+        raise UsageError(
+            f"PyTorch's own float32 gradients of this model differ from its float64 ones by "
+            f"relative L2 {worst:.2g} ({name}), more than the check's bound {CHECK_BOUND:g}: "
+            "the reference cannot judge the import; export on another input shape or loss "
+            "(BatchNorm over many values with --loss mean cancels almost all of a gradient)")
     return ref
+
+
+CHECK_BOUND = 1e-4  # `import --check-against`'s relative L2 bound (docs/onnx.md)
+
+
+def fp32_conditioning(m, x, loss, target, class_dim, ignore_index, seed):
+    """How far PyTorch's float32 gradients of m (already backpropagated) lie from its float64
+    ones: the worst relative L2 and its name. Gradients below 1e-6 of the step's gradient
+    norm (mathematically zero ones) are left out, as the check judges those otherwise."""
+    d = copy.deepcopy(m).double()
+    d.zero_grad()
+    torch.manual_seed(seed)
+    yd = d(x.double() if x.is_floating_point() else x)
+    t = target.double() if target is not None and target.is_floating_point() else target
+    _loss(yd, loss, t, class_dim, ignore_index).backward()
+    pairs = [(n, p.grad.double(), q.grad) for (n, p), (_, q) in
+             zip(m.named_parameters(), d.named_parameters())
+             if p.grad is not None and q.grad is not None]
+    total = sum(float(q.norm()) ** 2 for _, _, q in pairs) ** 0.5
+    worst, name = 0.0, ""
+    for n, p, q in pairs:
+        if float(q.norm()) <= 1e-6 * total:
+            continue
+        r = float((p - q).norm() / q.norm())
+        if r > worst:
+            worst, name = r, "grad." + n
+    return worst, name
 
 
 def _import_args(prog, onnx_path, case_path, ref_path, o):
