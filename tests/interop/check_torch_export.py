@@ -60,6 +60,19 @@ def build():
     torch.manual_seed(0)
     return UNet3DOrigin(), (torch.randn(2, 1, 32, 32, 32),), lambda out, step: out.mean()
 ''' % ROOT,
+    "conv_only.py": '''
+import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 1, 1)
+    def forward(self, x):
+        return self.c2(torch.relu(self.c1(x)))
+def build():
+    torch.manual_seed(0)
+    return M(), (torch.randn(2, 2, 8, 8),), lambda out, step: out.mean()
+''',
     "grouped.py": '''
 import torch, torch.nn as nn
 class M(nn.Module):
@@ -196,6 +209,16 @@ def main():
                      "the exporter folded BatchNorm into the convolutions"],
                one_line_error=True)
         check("a refused export leaves nothing behind", left_in(d) == [], str(left_in(d)))
+        e = os.path.join(t, "external")
+        os.makedirs(e)
+        expect("a BatchNorm-free model through the dynamo exporter: external data moved, "
+               "imported, matched", 0,
+               ["export", os.path.join(t, "conv_only.py"), "-o", os.path.join(e, "m.onnx"),
+                "--exporter", "dynamo", "--case", os.path.join(e, "c.json")],
+               must=["the import matches", "4 gradients"])
+        check("the model's external data file came along",
+              left_in(e) == ["c.json", "c.safetensors", "m.onnx", "m.onnx.data", "m.ref.npz"],
+              str(left_in(e)))
     else:
         expect("--exporter dynamo on torch 1.x is one line", 2,
                ["export", unet, "-o", os.path.join(t, "x.onnx"), "--exporter", "dynamo"],
