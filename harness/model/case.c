@@ -396,7 +396,7 @@ static ck_status parse_share_target(const ck_jctx *cx, const cJSON *v, const cha
         return st;
     const char *dot = strrchr(t, '.');
     if (!dot || dot == t || !dot[1])
-        return ck_jfail(cx, jpath, "must name another layer's parameter as \"LAYER.weight\" or "
+        return ck_jfail(cx, jpath, "must name a parameter of another layer, \"LAYER.weight\" or "
                                    "\"LAYER.bias\", got \"%s\"",
                         ck_jprintable(t, shown, sizeof shown));
     ck_share_spec *sh = &L->shares[L->n_shares];
@@ -415,7 +415,7 @@ static ck_status parse_share(const ck_jctx *cx, const cJSON *v, const char *lpat
     if (cJSON_IsString(v))
         return parse_share_target(cx, v, kpath, "weight", L);
     if (!cJSON_IsObject(v))
-        return ck_jfail(cx, kpath, "must be \"LAYER.weight\" (this layer's weight is LAYER's) or "
+        return ck_jfail(cx, kpath, "must be \"LAYER.weight\" (this layer uses the weight of LAYER) or "
                                    "an object {\"weight\": \"LAYER.weight\", \"bias\": "
                                    "\"LAYER.bias\"}, got %s",
                         ck_json_type_name(v));

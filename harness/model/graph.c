@@ -233,7 +233,7 @@ static ck_status share_target(const ck_case *c, const ck_graph *g, int i, int k,
     }
     int p = param_slot(self, sh->suffix, strlen(sh->suffix));
     if (j == i && q == p)
-        return ck_fail(err, CK_ERR_INPUT, "%s: \"%s\" is this layer's own parameter", where,
+        return ck_fail(err, CK_ERR_INPUT, "%s: \"%s\" is a parameter of this layer itself", where,
                        sh->target);
     if (!ck_shape_equal(&self->params[p].shape, &own->params[q].shape))
         return ck_fail(err, CK_ERR_INPUT,
