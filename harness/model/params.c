@@ -263,6 +263,27 @@ ck_status ck_graph_check_weight_set(const ck_graph *g, const ck_tensorset *set, 
     return check_set(NULL, g, set, path, err);
 }
 
+/* The owner's name ("tok.weight") when name is a parameter a layer shares ("head.weight"),
+ * else NULL (static storage). */
+static const char *shared_owner(const ck_graph *g, const char *name)
+{
+    static _Thread_local char owner[160];
+    for (int i = 0; i < g->n; i++) {
+        const ck_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_shares; k++) {
+            char mine[160];
+            snprintf(mine, sizeof mine, "%s.%s", nd->spec->name, nd->shares[k].suffix);
+            if (strcmp(mine, name) != 0)
+                continue;
+            const ck_node *own = &g->nodes[nd->shares[k].layer];
+            snprintf(owner, sizeof owner, "%s.%s", own->spec->name,
+                     own->params[nd->shares[k].slot].suffix);
+            return owner;
+        }
+    }
+    return NULL;
+}
+
 /* Loads (m) or checks (m NULL) every parameter and buffer of g from the set. */
 static ck_status check_set(ck_model *m, const ck_graph *g, const ck_tensorset *sp,
                            const char *path, ck_error *err)
@@ -290,12 +311,19 @@ static ck_status check_set(ck_model *m, const ck_graph *g, const ck_tensorset *s
             st = load_one(NULL, &set, path, &t, used, err);
         }
     }
-    for (int k = 0; k < set.n && st == CK_OK; k++)
-        if (!used[k])
+    for (int k = 0; k < set.n && st == CK_OK; k++) {
+        const char *owner = used[k] ? NULL : shared_owner(g, set.t[k].name);
+        if (owner)
+            st = ck_fail(err, CK_ERR_INPUT,
+                         "%s: `%s` is shared: that layer uses %s (its \"share\"), which the "
+                         "file holds once under that name",
+                         set.file[k], set.t[k].name, owner);
+        else if (!used[k])
             st = ck_fail(err, CK_ERR_INPUT,
                          "%s: `%s` matches no parameter or buffer of case %s (names are "
                          "<layer>.<weight|bias|running_mean|running_var|num_batches_tracked>)",
                          set.file[k], set.t[k].name, g->cs->name);
+    }
     free(used);
     return st;
 }
