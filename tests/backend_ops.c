@@ -934,6 +934,9 @@ static void build_norm(void)
     p = mkop(CK_OP_GROUPNORM, 2);
     p.groups = 2;
     ADD1("groupnorm 2 groups", p, BO_SHAPE(2, 4, 3, 3), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p.groups = 0; /* the instancenorm spelling: one group per channel, set by the shape rule */
+    ADD1("instancenorm (groupnorm, a group per channel)", p, BO_SHAPE(2, 4, 3, 3), BO_VALS_NORMAL,
+         BO_TRANS, BO_TRANS);
 }
 
 static void build_pool_upsample(void)
