@@ -415,8 +415,8 @@ static ck_status parse_share(const ck_jctx *cx, const cJSON *v, const char *lpat
     if (cJSON_IsString(v))
         return parse_share_target(cx, v, kpath, "weight", L);
     if (!cJSON_IsObject(v))
-        return ck_jfail(cx, kpath, "must be \"LAYER.weight\" (this layer uses the weight of LAYER) or "
-                                   "an object {\"weight\": \"LAYER.weight\", \"bias\": "
+        return ck_jfail(cx, kpath, "must be \"LAYER.weight\" (this layer uses the weight of "
+                                   "LAYER) or an object {\"weight\": \"LAYER.weight\", \"bias\": "
                                    "\"LAYER.bias\"}, got %s",
                         ck_json_type_name(v));
     ck_status st = ck_jcheck_keys(cx, v, kpath, slots, COUNT(slots), NULL);
@@ -643,7 +643,10 @@ static ck_status parse_loss(const ck_jctx *cx, const cJSON *v, ck_case *c)
     const cJSON *ig = cJSON_GetObjectItemCaseSensitive(v, "ignore_index");
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(v, "label_smoothing");
     if ((cd || ig || ls) && c->loss != CK_LOSS_CROSS_ENTROPY)
-        return ck_jfail(cx, cd ? "loss.class_dim" : ig ? "loss.ignore_index" : "loss.label_smoothing",
+        return ck_jfail(cx,
+                        cd   ? "loss.class_dim"
+                        : ig ? "loss.ignore_index"
+                             : "loss.label_smoothing",
                         "applies only to cross_entropy (this loss is %s)",
                         ck_loss_kind_name(c->loss));
     int64_t x;
