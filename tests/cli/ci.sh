@@ -71,6 +71,24 @@ if command -v script >/dev/null 2>&1; then
         grep -q "$(printf '\r')\[1/1\] canary_no_saving fp32 " "$TMP/typescript" && \
             grep -q "$(printf '\033')\[K" "$TMP/typescript" && ok || bad "no live progress line on a terminal: $(cat -A "$TMP/typescript" | head -3)"
     fi
+    # a low-precision case (about 2 s): its fp32 reference and calibration runs are named
+    # as they train, with an ETA, every frame within 79 columns; --quiet draws nothing
+    cat >"$TMP/progress_mlp.json" <<'EOF'
+{"name": "progress_mlp_with_a_name_long_enough_to_be_shortened", "seed": 1,
+ "input": {"shape": [128, 512]},
+ "layers": [{"name": "l0", "op": "linear", "units": 512}, {"name": "a0", "op": "tanh"},
+            {"name": "l1", "op": "linear", "units": 512}, {"name": "a1", "op": "tanh"},
+            {"name": "l2", "op": "linear", "units": 512}, {"name": "a2", "op": "tanh"},
+            {"name": "out", "op": "linear", "units": 4}],
+ "loss": {"op": "mse"}, "checkpoint": {"segments": [["l0", "a1"]]}, "train": {"steps": 4}}
+EOF
+    script -qc "\"$PROG\" run \"$TMP/progress_mlp.json\" --dtype fp16 >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" | grep '^\[1/1\] ' >"$TMP/frames"
+    grep -Eq ' fp16  (fp32 reference|calibration [123]/3) step [1-4]/4 .*ETA [0-9]+s$' "$TMP/frames" && ok \
+        || bad "the fp32 reference and calibration runs are not named with an ETA: $(tail -3 "$TMP/frames")"
+    awk 'length($0) > 79 { n++ } END { exit n > 0 }' "$TMP/frames" && ok || bad "progress frames over 79 columns: $(awk 'length($0) > 79' "$TMP/frames" | head -2)"
+    script -qc "\"$PROG\" run \"$TMP/progress_mlp.json\" --dtype fp16 --quiet >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    grep -q '\[1/1\]' "$TMP/typescript" && bad "--quiet draws progress on a terminal" || ok
 fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
