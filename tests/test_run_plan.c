@@ -394,6 +394,16 @@ START_TEST(out_of_range_fields_are_refused)
     assert_refused(&bc.g, r, "cause.layer");
     r->bisect->causes[0].layer = saved;
 
+    saved = r->bisect->culprit_set[0];
+    r->bisect->culprit_set[0] = CK_BISECT_MAX_SETS; /* beyond the sets there can be */
+    assert_refused(&bc.g, r, "bisect.culprit_set");
+    r->bisect->culprit_set[0] = saved;
+
+    saved = r->bisect->causes[0].n_layers;
+    r->bisect->causes[0].n_layers = bc.g.n + 1; /* more layers than the graph has */
+    assert_refused(&bc.g, r, "cause.n_layers");
+    r->bisect->causes[0].n_layers = saved;
+
     saved = r->first_divergence;
     r->first_divergence = r->n_tensors;
     assert_refused(&bc.g, r, "first_divergence");
