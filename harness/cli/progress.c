@@ -91,6 +91,13 @@ void ck_progress_update(void *user, const ck_progress_info *info)
     draw(p, what, info->fraction);
 }
 
+void ck_progress_stage(ck_progress *p, const char *what)
+{
+    if (p->quiet || !p->tty)
+        return;
+    draw(p, what, 1.0);
+}
+
 void ck_progress_done(ck_progress *p)
 {
     if (p->tty && p->drawn && !p->quiet) {

@@ -29,6 +29,9 @@ void ck_progress_init(ck_progress *p, bool quiet, int total);
 void ck_progress_case(ck_progress *p, int k, const char *name, const char *file, const char *dtype);
 /* The engine's callback (run_case.h); user is the ck_progress. */
 void ck_progress_update(void *user, const ck_progress_info *info);
+/* A later stage of the case (bisect, the recompute check, the other backend) starts: the
+ * live line says so (on a terminal; nothing elsewhere or with --quiet). */
+void ck_progress_stage(ck_progress *p, const char *what);
 /* The case ended: clears the live line before the case's result is printed. */
 void ck_progress_done(ck_progress *p);
 

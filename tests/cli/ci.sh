@@ -105,6 +105,11 @@ EOF
     awk 'length($0) > 79 { n++ } END { exit n > 0 }' "$TMP/frames" && ok || bad "progress frames over 79 columns: $(awk 'length($0) > 79' "$TMP/frames" | head -2)"
     script -qc "\"$PROG\" run \"$TMP/progress_mlp.json\" --dtype fp16 --quiet >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
     grep -q '\[1/1\]' "$TMP/typescript" && bad "--quiet draws progress on a terminal" || ok
+    # bisect is a stage of the live line, not a line written into it
+    script -qc "\"$PROG\" run \"$C/canary_fails.json\" --bisect --rows 0 >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" >"$TMP/frames"
+    grep -q '^\[1/1\] canary_fails fp32  bisecting  ' "$TMP/frames" && ! grep -q 'canary_fails: bisecting' "$TMP/frames" && ok \
+        || bad "bisect on a terminal: $(cat "$TMP/frames" | head -5)"
 fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
