@@ -245,6 +245,46 @@ START_TEST(segment_search_reports_every_segment_that_diverges_on_its_own)
 }
 END_TEST
 
+/* eighteen segments of linear + dropout under the stateful rng: every one diverges */
+START_TEST(segment_search_stops_at_its_cap_and_says_so)
+{
+    char json[8192];
+    size_t k = (size_t)snprintf(json, sizeof json, "{\"name\": \"many\", \"seed\": 4, \"input\": "
+                                                    "{\"shape\": [2, 8]}, \"layers\": [");
+    for (int i = 0; i < 18; i++)
+        k += (size_t)snprintf(json + k, sizeof json - k,
+                              "%s{\"name\": \"l%d\", \"op\": \"linear\", \"units\": 8}, "
+                              "{\"name\": \"d%d\", \"op\": \"dropout\", \"rate\": 0.5}",
+                              i ? ", " : "", i, i);
+    k += (size_t)snprintf(json + k, sizeof json - k, ", {\"name\": \"out\", \"op\": \"linear\", "
+                                                      "\"units\": 2}], \"loss\": {\"op\": \"mse\"}, "
+                                                      "\"train\": {\"steps\": 1}, "
+                                                      "\"checkpoint\": {\"segments\": [");
+    for (int i = 0; i < 18; i++)
+        k += (size_t)snprintf(json + k, sizeof json - k, "%s[\"l%d\", \"d%d\"]", i ? ", " : "", i, i);
+    snprintf(json + k, sizeof json - k, "]}, \"policies\": {\"rng\": \"stateful\"}, "
+                                        "\"expect\": \"identical\"}");
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, json);
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert_int_eq(br->n_culprit_sets, CK_BISECT_MAX_SETS);
+    ck_assert(br->sets_capped);
+    char *story = story_of(&r);
+    ck_assert_msg(strstr(story, "    and 9 more like it\n    and more: the search stopped after 16\n"),
+                  "%s", story);
+    free(story);
+    if (!has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, "`d6` and 9 more like it (16 layers)", NULL))
+        dump_causes(&bc, br);
+    ck_assert(has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, "`d6` and 9 more like it (16 layers)", NULL));
+    ck_result_free(&r);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
 /* conv + batchnorm + relu seven times, the first four in one segment, the other three in a
  * second */
 static void seven_batchnorms(char *json, size_t cap)
@@ -466,6 +506,7 @@ Suite *suite_bisect(void)
     tcase_add_test(tc, segment_search_finds_the_one_segment_at_fault);
     tcase_add_test(tc, segment_search_reports_every_segment_that_diverges_on_its_own);
     tcase_add_test(tc, every_batchnorm_updated_twice_is_named);
+    tcase_add_test(tc, segment_search_stops_at_its_cap_and_says_so);
     tcase_add_test(tc, noise_floor_explains_the_whole_difference);
     tcase_add_test(tc, verify_recompute_catches_a_difference_gradients_miss);
     suite_add_tcase(s, tc);
