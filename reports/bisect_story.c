@@ -158,7 +158,7 @@ static void cause_sentence(const ck_graph *g, const ck_bisect_cause *c, char *bu
     }
 }
 
-/* Segment k of the search as "2 [l2 .. d2]". */
+/* Segment s as "2 [l2 .. d2]". */
 static void print_segment(FILE *f, const ck_result *res, int s)
 {
     fprintf(f, "%d [%s .. %s]", s, layer_name(res->g, res->segments[s].first),

@@ -565,7 +565,7 @@ out:
     return st;
 }
 
-/* Records a found set as independent set number *n_sets. */
+/* Records a found set as the next independent set (br->n_culprit_sets counts them). */
 static void take_set(ck_bisect_result *br, int k, const bool *set)
 {
     for (int i = 0; i < k; i++)
