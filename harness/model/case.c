@@ -295,6 +295,9 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
         return resolve_input(cx, c, layers_json, index, v, ipath, &L->in[0]);
     }
     if (!cJSON_IsArray(v)) {
+        if (many && lo == 1) /* add: one name (with a constant) or a list */
+            return ck_jfail(cx, ipath, "must be a layer name or a list of 1 to %d, got %s",
+                            CK_MAX_INPUTS, ck_json_type_name(v));
         if (many)
             return ck_jfail(cx, ipath, "must be a list of 2 to %d layer names, got %s",
                            CK_MAX_INPUTS, ck_json_type_name(v));

@@ -38,11 +38,17 @@ ck_status ck_op_binary_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_
         return ck_fail(err, CK_ERR_INPUT, "%s with one input needs a constant operand: "
                        "`scalar` or `constant_shape` (a tensor filled with `scalar`)", name);
     const ck_shape other = n_in == 2 ? in[1] : has_tensor ? const_shape(op) : ck_shape_make(0, NULL);
-    if (!ck_op_broadcast_shapes(&in[0], &other, y))
-        return ck_fail(err, CK_ERR_INPUT, "%s: %s %s and %s do not broadcast (numpy rules: dims "
-                       "aligned from the right, equal or 1)", name,
-                       n_in == 2 ? "inputs" : "input", ck_shape_str(&in[0], s1, sizeof s1),
-                       ck_shape_str(&other, s2, sizeof s2));
+    if (!ck_op_broadcast_shapes(&in[0], &other, y)) {
+        ck_shape_str(&in[0], s1, sizeof s1);
+        ck_shape_str(&other, s2, sizeof s2);
+        if (n_in == 2)
+            return ck_fail(err, CK_ERR_INPUT, "inputs input 0 %s and input 1 %s differ in shape "
+                           "and do not broadcast (%s; numpy rules: dims aligned from the right, "
+                           "equal or 1)", s1, s2, name);
+        return ck_fail(err, CK_ERR_INPUT, "%s: the input %s and the constant %s do not "
+                       "broadcast (numpy rules: dims aligned from the right, equal or 1)", name,
+                       s1, s2);
+    }
     if (y->ndim < 1)
         return ck_fail(err, CK_ERR_INPUT, "%s: the output would be a 0-d scalar", name);
     op->broadcast = n_in == 1 || !ck_shape_equal(&in[0], &in[1]);
