@@ -1156,6 +1156,12 @@ static void build_broadcast(void)
     p.n_axes = 1;
     p.axes[0] = 1;
     ADD1("amax dim 1", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_SOFTMAX, 0); /* softmax(x + mask), an additive constant mask */
+    p.n_const = 2;
+    p.const_shape[0] = 3;
+    p.const_shape[1] = 5;
+    ADD1("softmax dim -1, additive mask (3,5)", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_TRANS,
+         BO_TRANS);
 }
 
 const bo_row *bo_rows(int *n)

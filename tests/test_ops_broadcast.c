@@ -3,7 +3,7 @@
  * a broadcast operand's gradient, the tie rules (maximum/minimum: half of dy to each
  * operand; amax: dy shared equally by the tied elements, as PyTorch), NaN propagation,
  * masked_fill's mask, a constant-first operand, expand's and sum's adjoint pair, and the
- * shape rules' refusals. (Every op is also in the op table and the PyTorch fixture
+ * shape rules' refusals, and softmax's additive constant mask. (Every op is also in the op table and the PyTorch fixture
  * broadcast_ops.)
  */
 #include <check.h>
@@ -200,6 +200,29 @@ START_TEST(constants_masks_and_reductions_follow_pytorch)
 }
 END_TEST
 
+START_TEST(softmax_with_a_causal_mask_gives_masked_positions_nothing)
+{
+    /* (2, 2) scores, mask [[0, -inf], [0, 0]]: row 0 is all on position 0 */
+    const double x[] = {0.3, 5.0, 1.0, 2.0}, mask[] = {0, -INFINITY, 0, 0};
+    double y[4], dx[4];
+    ck_op_params op = op_of(CK_OP_SOFTMAX);
+    op.n_const = 2;
+    op.const_shape[0] = 2;
+    op.const_shape[1] = 2;
+    run1(&op, SHAPE(2, 2), x, SHAPE(2, 2), mask, y, dx);
+    ck_assert_double_eq(y[0], 1.0);
+    ck_assert_double_eq(y[1], 0.0);
+    ck_assert_double_eq_tol(y[3], 1.0 / (1.0 + exp(-1.0)), 1e-15);
+    /* row 0 is constant (1, 0): no gradient; row 1 as an unmasked softmax */
+    ck_assert_double_eq(dx[0], 0.0);
+    ck_assert_double_eq(dx[1], 0.0);
+    const double p = 1.0 / (1.0 + exp(-1.0)); /* y[3] */
+    /* dy = (3, 4) on row 1: dx = y (dy - sum dy y) */
+    const double s = 3.0 * (1.0 - p) + 4.0 * p;
+    ck_assert_double_eq_tol(dx[3], p * (4.0 - s), 1e-15);
+}
+END_TEST
+
 START_TEST(shape_rules_refuse_what_does_not_broadcast)
 {
     ck_error err = {{0}};
@@ -237,6 +260,7 @@ Suite *suite_ops_broadcast(void)
     tcase_add_test(tc, sub_broadcasts_and_sums_the_gradient_of_the_smaller_operand);
     tcase_add_test(tc, maximum_and_minimum_split_ties_and_propagate_nan);
     tcase_add_test(tc, constants_masks_and_reductions_follow_pytorch);
+    tcase_add_test(tc, softmax_with_a_causal_mask_gives_masked_positions_nothing);
     tcase_add_test(tc, shape_rules_refuse_what_does_not_broadcast);
     suite_add_tcase(s, tc);
     return s;

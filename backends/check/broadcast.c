@@ -129,3 +129,16 @@ ck_status ck_opc_reduce(const char *be, const ck_op_params *op, const ck_tensor 
                        ck_opc_tname(x), SH(x, s1), ck_opc_tname(y), SH(y, s2));
     return CK_OK;
 }
+
+ck_status ck_opc_bc_against(const char *be, const char *fn, const ck_tensor *full,
+                            const ck_tensor *t, ck_bc_geom *g, ck_error *err)
+{
+    char s1[128], s2[128];
+    const ck_tensor *ts[] = {full, t};
+    CK_TRY(ck_opc_float_dtypes(be, fn, ts, 2, err));
+    geom_full(g, &full->shape);
+    if (!geom_operand(g, 0, t->shape.ndim, t->shape.dim))
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: '%s' %s does not broadcast to '%s' %s", fn,
+                       ck_opc_tname(t), SH(t, s1), ck_opc_tname(full), SH(full, s2));
+    return CK_OK;
+}

@@ -202,6 +202,9 @@ ck_status ck_opc_binary(const char *be, const ck_op_params *op, const ck_op_io *
  * kept) and expand (x the input, the operand; y the output or dout, the full shape). */
 ck_status ck_opc_reduce(const char *be, const ck_op_params *op, const ck_tensor *x,
                         const ck_tensor *y, ck_bc_geom *g, ck_error *err);
+/* t broadcasts to full: operand 0 of g is t (softmax's additive mask). */
+ck_status ck_opc_bc_against(const char *be, const char *fn, const ck_tensor *full,
+                            const ck_tensor *t, ck_bc_geom *g, ck_error *err);
 /* Whether the op runs on the broadcast family's kernels: its own kinds, and add/mul with
  * operands of differing shapes or with a constant (op->broadcast, set by their shape rule). */
 bool ck_opc_is_broadcast(const ck_op_params *op);
