@@ -1007,6 +1007,13 @@ static void build_shape_attention(void)
     add("concat of 3 along channels", p, 3,
         (ck_shape[]){BO_SHAPE(2, 1, 4, 3), BO_SHAPE(2, 3, 4, 3), BO_SHAPE(2, 2, 4, 3)},
         BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.dim = -1;
+    add("concat of 2 along the last dim", p, 2,
+        (ck_shape[]){BO_SHAPE(2, 3, 2), BO_SHAPE(2, 3, 5)}, BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.dim = 0;
+    add("concat of 2 along dim 0", p, 2, (ck_shape[]){BO_SHAPE(1, 3, 4), BO_SHAPE(2, 3, 4)},
+        BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_CONCAT, 0);
     ADD1("flatten", mkop(CK_OP_FLATTEN, 0), BO_SHAPE(3, 2, 4, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
     p = mkop(CK_OP_SLICE, 0);
     p.dim = 1;

@@ -85,10 +85,12 @@ ck_status ck_opc_add_bwd(const char *be, const ck_op_io *io, const ck_op_grads *
 ck_status ck_opc_slice(const char *be, const ck_op_params *op, const ck_op_io *io,
                        const ck_op_grads *g, int64_t *outer, int64_t *D, int64_t *inner,
                        ck_error *err);
-ck_status ck_opc_concat_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *block,
-                            int64_t *out_block, ck_error *err);
-ck_status ck_opc_concat_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
+/* concat along op->dim (resolved): each input as (N, block[k]), the output (N, out_block) */
+ck_status ck_opc_concat_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
                             int64_t *N, int64_t *block, int64_t *out_block, ck_error *err);
+ck_status ck_opc_concat_bwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                            const ck_op_grads *g, int64_t *N, int64_t *block, int64_t *out_block,
+                            ck_error *err);
 ck_status ck_opc_flatten_fwd(const char *be, const ck_op_io *io, ck_error *err);
 ck_status ck_opc_flatten_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
                              ck_error *err);

@@ -83,7 +83,7 @@ void ck_op_params_default(ck_op_params *p, ck_op_kind kind, int nsp)
     p->eval = false;
     p->rate = 0.5;
     p->stddev = 0.0;
-    p->dim = -1;
+    p->dim = kind == CK_OP_CONCAT ? 1 : -1; /* concat joins channels unless told */
     p->heads = 1;
     p->rate = kind == CK_OP_ATTENTION ? 0.0 : p->rate;
     p->eps = kind == CK_OP_RMSNORM ? 1e-6 : p->eps;

@@ -93,6 +93,10 @@ ck_status ck_op_check_join_shapes(const ck_op_params *op, int n_in, const ck_sha
                        input_label(names, 0, &in[0], a, sizeof a),
                        input_label(names, 1, &in[1], b, sizeof b));
     }
+    int cd = 1; /* concat's dim */
+    if (op->kind == CK_OP_CONCAT &&
+        ck_op_resolve_dim("concat", "dim", op->dim, in[0].ndim, &cd, err) != CK_OK)
+        return CK_ERR_INPUT;
     for (int i = 1; i < n_in; i++) {
         if (op->kind != CK_OP_CONCAT) {
             if (!ck_shape_equal(&in[0], &in[i]))
@@ -105,13 +109,14 @@ ck_status ck_op_check_join_shapes(const ck_op_params *op, int n_in, const ck_sha
         }
         bool same = in[i].ndim == in[0].ndim;
         for (int d = 0; same && d < in[0].ndim; d++)
-            if (d != 1 && in[i].dim[d] != in[0].dim[d])
+            if (d != cd && in[i].dim[d] != in[0].dim[d])
                 same = false;
         if (!same)
             return ck_fail(err, CK_ERR_INPUT,
-                           "inputs %s and %s differ outside dim 1 (concat joins channels only)",
+                           "inputs %s and %s differ outside dim %d (concat joins along `dim` "
+                           "only)",
                            input_label(names, 0, &in[0], a, sizeof a),
-                           input_label(names, i, &in[i], b, sizeof b));
+                           input_label(names, i, &in[i], b, sizeof b), cd);
     }
     return CK_OK;
 }
