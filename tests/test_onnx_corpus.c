@@ -72,6 +72,11 @@ static const corpus_row rows[] = {
     {"mha_block_dynamo", "mha_block", "mean", LOST, DROP_LINE},
     {"sdpa_block_ts2_opset17", "sdpa_block", "mean", LOST, DROP_LINE},
     {"sdpa_block_dynamo", "sdpa_block", "mean", LOST, DROP_LINE},
+    /* nn.LayerNorm below opset 17 (ReduceMean/Sub/Pow/.../Div/Mul/Add): the LayerNorm pattern */
+    {"ln_block_ts13_opset14", "ln_block", "mean", FAITHFUL, NULL},
+    {"ln_block_ts2_opset14", "ln_block", "mean", FAITHFUL, NULL},
+    {"ln_block_dynamo", "ln_block", "mean", NOT_YET,
+     "the reference has 2 gradients of parameters the imported model does not have"},
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
