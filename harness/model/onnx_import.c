@@ -149,25 +149,10 @@ static ck_status map_node(imp *im, int i)
         }
         return imp_map_simple(im, n, "add", n->n_in);
     }
-    if (imp_is_binary(op)) /* Sub, Pow, Max, Min */
-        return imp_map_binary(im, i, n);
-    if (strcmp(op, "ReduceMean") == 0 || strcmp(op, "ReduceSum") == 0 ||
-        strcmp(op, "ReduceMax") == 0)
-        return imp_map_reduce(im, n);
-    if (strcmp(op, "Where") == 0)
-        return imp_map_where(im, n);
-    if (strcmp(op, "Expand") == 0)
-        return imp_map_expand(im, n);
-    if (strcmp(op, "Cast") == 0)
-        return imp_map_cast(im, n);
-    if (strcmp(op, "Concat") == 0) {
-        if (n->n_in < 2 || n->n_in > 8)
-            return imp_fail_node(im, "joins %d inputs; 2 to 8 are supported", n->n_in);
-        CK_TRY(imp_map_simple(im, n, "concat", n->n_in));
-        cJSON *L = cJSON_GetArrayItem(im->layers, cJSON_GetArraySize(im->layers) - 1);
-        const int64_t axis = imp_attr_int(n, "axis", 0);
-        return axis == 1 || cJSON_AddNumberToObject(L, "dim", (double)axis) ? CK_OK : imp_oom(im);
-    }
+    bool generic = false; /* Sub, Pow, Max, Min, Reduce*, Where, Expand, Cast, Concat */
+    CK_TRY(imp_map_generic(im, i, n, &generic));
+    if (generic)
+        return CK_OK;
     return imp_fail_node(im, "op type %s is not supported (docs/onnx.md lists the supported ops)",
                          op);
 }

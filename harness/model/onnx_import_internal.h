@@ -160,6 +160,9 @@ ck_status imp_map_reduce(imp *im, const ck_onnx_node *n);
 ck_status imp_map_where(imp *im, const ck_onnx_node *n);
 ck_status imp_map_expand(imp *im, const ck_onnx_node *n);
 ck_status imp_map_cast(imp *im, const ck_onnx_node *n);
+/* The generic path's ops (the binary ops, Reduce*, Where, Expand, Cast, Concat); *handled
+ * false: n is none of them. */
+ck_status imp_map_generic(imp *im, int idx, const ck_onnx_node *n, bool *handled);
 
 /* onnx_map_dropout.c */
 ck_status imp_dropout_params(imp *im, const ck_onnx_node *n, double *rate_out,

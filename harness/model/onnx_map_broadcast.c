@@ -332,3 +332,30 @@ ck_status imp_map_cast(imp *im, const ck_onnx_node *n)
                              "change values", ck_onnx_type_name((int)to));
     return imp_bind(im, n->out[0], src);
 }
+
+ck_status imp_map_generic(imp *im, int idx, const ck_onnx_node *n, bool *handled)
+{
+    const char *op = n->op_type;
+    *handled = true;
+    if (imp_is_binary(op))
+        return imp_map_binary(im, idx, n);
+    if (strcmp(op, "ReduceMean") == 0 || strcmp(op, "ReduceSum") == 0 ||
+        strcmp(op, "ReduceMax") == 0)
+        return imp_map_reduce(im, n);
+    if (strcmp(op, "Where") == 0)
+        return imp_map_where(im, n);
+    if (strcmp(op, "Expand") == 0)
+        return imp_map_expand(im, n);
+    if (strcmp(op, "Cast") == 0)
+        return imp_map_cast(im, n);
+    if (strcmp(op, "Concat") == 0) {
+        if (n->n_in < 2 || n->n_in > 8)
+            return imp_fail_node(im, "joins %d inputs; 2 to 8 are supported", n->n_in);
+        CK_TRY(imp_map_simple(im, n, "concat", n->n_in));
+        cJSON *L = cJSON_GetArrayItem(im->layers, cJSON_GetArraySize(im->layers) - 1);
+        const int64_t axis = imp_attr_int(n, "axis", 0);
+        return axis == 1 || cJSON_AddNumberToObject(L, "dim", (double)axis) ? CK_OK : imp_oom(im);
+    }
+    *handled = false;
+    return CK_OK;
+}
