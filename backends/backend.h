@@ -41,6 +41,8 @@ typedef struct {
     ck_tensor *running_mean, *running_var, *num_batches_tracked; /* batchnorm only */
     ck_tensor *saved; /* saved-for-backward scratch (batchnorm: mean, invstd per channel;
                          layernorm: mean, invstd per sample), NULL for other ops */
+    const ck_tensor *constant; /* the broadcast family's constant operand (buffer `constant`,
+                                  masked_fill's `mask`), NULL for other ops */
 } ck_op_io;
 
 typedef struct {

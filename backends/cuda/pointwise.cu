@@ -379,6 +379,9 @@ static ck_status add_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_f
 
 static cuda_op_fns pick(const ck_op_params *op)
 {
+    /* add/mul of differing shapes or with a constant: the broadcast family's kernels */
+    if (ck_opc_is_broadcast(op))
+        return cuda_op_fns{cuda_broadcast_forward, cuda_broadcast_backward};
     switch (op->kind) {
     case CK_OP_GELU:
         if (ck_gelu_is_tanh(op)) /* the tanh approximation */

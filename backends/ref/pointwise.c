@@ -323,6 +323,9 @@ static ck_status add_op_backward(const ck_op_params *op, const ck_fwd_args *args
 
 static ref_op_fns pick(const ck_op_params *op)
 {
+    /* add/mul of differing shapes or with a constant: the broadcast family's kernels */
+    if (ck_opc_is_broadcast(op))
+        return (ref_op_fns){ref_broadcast_forward, ref_broadcast_backward};
     switch (op->kind) {
     case CK_OP_GELU:
         if (ck_gelu_is_tanh(op)) /* the tanh approximation runs in double */
