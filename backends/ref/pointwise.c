@@ -88,12 +88,18 @@ static void activation_forward(ck_tensor *out, const ck_tensor *inp, ck_op_kind 
         ref_st(out, i, act(kind, slope, ref_ld(inp, i)));
 }
 
-/* dinp += dout * act'(inp); all (numel) */
+/* dinp += dout * act'(inp); all (numel). fresh (ck_op_grads.din0_fresh): dinp holds no
+ * gradient yet and may be dout itself, so element i of dinp is set to +0 after element i
+ * of dout and inp was read, then accumulated: the bits of a zeroed buffer. */
 static void activation_backward(ck_tensor *dinp, const ck_tensor *dout, const ck_tensor *inp,
-                                ck_op_kind kind, double slope, int64_t numel)
+                                ck_op_kind kind, double slope, int64_t numel, bool fresh)
 {
-    for (int64_t i = 0; i < numel; i++)
-        ref_acc(dinp, i, ref_ld(dout, i) * dact(kind, slope, ref_ld(inp, i)));
+    for (int64_t i = 0; i < numel; i++) {
+        const double v = ref_ld(dout, i) * dact(kind, slope, ref_ld(inp, i));
+        if (fresh)
+            ref_st(dinp, i, 0.0);
+        ref_acc(dinp, i, v);
+    }
 }
 
 static ck_status activation_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
@@ -118,7 +124,7 @@ static ck_status activation_op_backward(const ck_op_params *op, const ck_fwd_arg
     /* relu: from its output (the file's comment) */
     const ck_tensor *at = op->kind == CK_OP_RELU ? io->out : io->in[0];
     activation_backward(g->din[0], g->dout, at, op->kind, op->slope,
-                        ck_shape_numel(&io->in[0]->shape));
+                        ck_shape_numel(&io->in[0]->shape), g->din0_fresh);
     return CK_OK;
 }
 

@@ -345,6 +345,12 @@ static ck_status recompute_segment(ck_exec *e, int s, int step, const ck_tensor 
 {
     const ck_segment *seg = &e->cfg.plan->segments[s];
     uint64_t resume = e->global_offset;
+    /* an output of the segment still live (kept for the loss, or for a backward after the
+       segment, all of which have run) is written again by its recomputation before anything
+       reads it: freed now, it does not sit beside the layers recomputed before it, and an
+       in-place layer can take over its input's buffer instead */
+    for (int k = seg->first; k <= seg->last; k++)
+        ck_act_free_tensor(&e->act, &e->out[k]);
     if (e->cfg.rng == CK_RNG_STASH)
         e->global_offset = e->stash[s]; /* replay the draws made by the original forward */
     for (int k = seg->first; k <= seg->last; k++) {
@@ -427,6 +433,25 @@ static ck_status hide_unread(ck_op_io *io, unsigned reads, ck_tensor *hidden_in,
     return CK_OK;
 }
 
+/* The input whose gradient layer i's backward writes into its own output gradient's buffer,
+ * or -1: an element-wise activation (ck_backward_writes_fresh, backend.h) whose input gets
+ * its first gradient contribution here (no buffer yet) in the output gradient's dtype and
+ * shape. That buffer is dead after this backward anyway, so the input's gradient is not a
+ * third tensor beside the output and its gradient; the kernel starts every element at +0,
+ * so the bits are those of a zeroed buffer. */
+static int fresh_grad_source(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (!ck_backward_writes_fresh(nd->op.kind) || nd->n_in != 1)
+        return -1;
+    int src = nd->in[0];
+    if (src < 0 || filtered_input(e, i, src) || e->dout[src].data ||
+        e->dout[src].dtype != e->dout[i].dtype ||
+        !ck_shape_equal(&e->dout[src].shape, &e->dout[i].shape))
+        return -1;
+    return src;
+}
+
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                 ck_error *err)
 {
@@ -447,11 +472,12 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     memset(&io, 0, sizeof io);
     memset(&g, 0, sizeof g);
     unsigned reads = e->live.reads[i];
+    int fresh = fresh_grad_source(e, i);
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
-        if (src >= 0 && !filtered_input(e, i, src)) {
+        if (src >= 0 && src != fresh && !filtered_input(e, i, src)) {
             if ((st = ensure_grad(e, src, err)) != CK_OK)
                 goto fail;
             g.din[j] = &e->dout[src];
@@ -466,6 +492,15 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK ||
         (st = check_finite(e, i, step, &e->dout[i], true, false, err)) != CK_OK)
         goto fail;
+    ck_tensor dy_shared; /* the output gradient as the kernel sees it, its buffer now din[0]'s */
+    if (fresh >= 0) {
+        dy_shared = e->dout[i];
+        e->dout[fresh].data = dy_shared.data; /* ownership moves: no allocation, no free */
+        e->dout[i].data = NULL;
+        g.dout = &dy_shared;
+        g.din[0] = &e->dout[fresh];
+        g.din0_fresh = true;
+    }
     if (!e->cfg.dry_run)
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
     if (!e->cfg.dry_run &&
