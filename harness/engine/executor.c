@@ -331,6 +331,9 @@ static void free_after_recompute(ck_exec *e, int i, int s)
         if (src >= 0 && first_mention(nd, j) && plan->segment_of[src] == s &&
             lv->last_segment_consumer[src] == i && !lv->needed_in_recompute[src])
             ck_act_free_tensor(&e->act, &e->out[src]);
+        /* kept for this segment's recomputation by an earlier segment that recomputes it */
+        if (src >= 0 && first_mention(nd, j) && lv->release_after_recompute[src] == i)
+            ck_act_free_tensor(&e->act, &e->out[src]);
     }
     if (lv->last_segment_consumer[i] < 0 && !lv->needed_in_recompute[i])
         ck_act_free_tensor(&e->act, &e->out[i]);
@@ -515,8 +518,13 @@ done:
        only its own backward could still read it */
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
-        if (src >= 0 && first_mention(nd, j) && e->live.first_consumer[src] == i &&
-            !(e->live.reads[src] & CK_BWD_READS_OUTPUT))
+        if (src < 0 || !first_mention(nd, j))
+            continue;
+        const ck_liveness *lv = &e->live;
+        bool outside_rule = lv->release_after_backward[src] >= 0 ||
+                            lv->release_after_recompute[src] >= 0;
+        if (outside_rule ? lv->release_after_backward[src] == i
+                         : lv->first_consumer[src] == i && !(lv->reads[src] & CK_BWD_READS_OUTPUT))
             ck_act_free_tensor(&e->act, &e->out[src]);
     }
     return CK_OK;
