@@ -56,12 +56,12 @@ typedef struct {
 } ck_op_grads;
 
 /* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda):
- * the element-wise activations that run through each backend's one activation kernel. A
- * backend that adds its own kernel for one of these must honour the flag too. */
+ * the element-wise activations that run through each backend's one activation kernel, and
+ * add. A backend that adds its own kernel for one of these must honour the flag too. */
 static inline bool ck_backward_writes_fresh(ck_op_kind kind)
 {
     return kind == CK_OP_RELU || kind == CK_OP_LEAKY_RELU || kind == CK_OP_TANH ||
-           kind == CK_OP_SIGMOID;
+           kind == CK_OP_SIGMOID || kind == CK_OP_ADD;
 }
 
 typedef struct {

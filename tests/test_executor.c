@@ -178,6 +178,40 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
 END_TEST
 
 
+START_TEST(residual_add_hands_its_gradient_buffer_to_both_inputs)
+{
+    /* input (4, 8) -> l0 linear 16 -> f1 linear 16 -> f2 linear 16 -> res add(l0, f2) ->
+     * head linear 2, fp32: hidden tensors 256 B, head's 32 B. res passes dy unchanged to
+     * l0 and f2; f2 has no other consumer and l0's other consumer (f1) runs its backward
+     * after f2's, so both gradients are dres's own buffer (liveness.h: add_shares_gradient),
+ * made +0 + dres by add's kernel (ck_op_grads.din0_fresh).
+     * plain: forward l0 256, f1 512, f2 768, res in f2's buffer, head 800; loss gradient
+     *   832, head freed 800; backward head + dres = 1056 (peak) -> 1024, res freed 768;
+     *   backward res: dl0 = df2 = dres's buffer, 768 (two new gradients would make 1280);
+     *   backward f2 + df1 1024 -> f1 freed 768; backward f1 adds into dl0 ... -> 0.
+     * checkpointed, segment [f1, f2]: forward 544 (f1 dropped); loss gradient, head freed
+     *   544; backward head + dres 800 -> 512; backward res shares: 512; recompute f1, f2
+     *   1024 (peak), f2 freed 768; backward f2 + df1 1024 -> 768; ... -> 0. */
+    static const char *text =
+        "{\"name\": \"residual\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"f1\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"f2\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"res\", \"op\": \"add\", \"inputs\": [\"l0\", \"f2\"]},"
+        "{\"name\": \"head\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"f1\", \"f2\"]]}, \"train\": {\"steps\": 2}}";
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 1056);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1024);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+}
+END_TEST
+
 START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
 {
     /* input (4, 8) -> l0 linear 16 -> ln layernorm -> l1 linear 16 -> wide linear 64 ->
@@ -778,6 +812,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, plan_every_and_sqrt_split_evenly);
     tcase_add_test(tc, peak_activation_bytes_match_a_hand_count);
     tcase_add_test(tc, norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak);
+    tcase_add_test(tc, residual_add_hands_its_gradient_buffer_to_both_inputs);
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
     tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
     tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);

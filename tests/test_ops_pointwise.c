@@ -609,6 +609,7 @@ START_TEST(fresh_input_gradient_in_the_output_gradients_buffer_has_the_zeroed_bi
     static const char *backends[] = {"cpu", "ref"};
     static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
     static const ck_op_kind kinds[] = {CK_OP_RELU, CK_OP_LEAKY_RELU, CK_OP_TANH, CK_OP_SIGMOID};
+    ck_assert(ck_backward_writes_fresh(CK_OP_ADD));
     int checked = 0;
     for (int bi = 0; bi < COUNT(backends); bi++) {
         ck_backend *b = NULL;
@@ -643,10 +644,34 @@ START_TEST(fresh_input_gradient_in_the_output_gradients_buffer_has_the_zeroed_bi
                 tu_tensor_free(zeroed);
                 tu_tensor_free(shared);
             }
+            /* add, as the executor calls it for a residual: din[0] is dy's buffer (the
+               other input's gradient is the same buffer, so din[1] is NULL) */
+            ck_op_params op = op_of(CK_OP_ADD);
+            ck_fwd_args args = fwd_args(0, 0);
+            ck_tensor *x = tu_tensor_of("x", dts[di], SHAPE(8), xv);
+            ck_tensor *dy = tu_tensor_of("dy", dts[di], SHAPE(8), dyv);
+            ck_tensor *zeroed = tu_tensor_new("dx", dts[di], SHAPE(8));
+            ck_tensor *shared = tu_tensor_of("dx_in_dy", dts[di], SHAPE(8), dyv);
+            ck_op_io io = {.n_in = 2, .in = {x, x}, .out = dy};
+            ck_op_grads g = {.dout = dy, .din = {zeroed}};
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+            ck_tensor dy_view = *shared;
+            ck_op_grads gf = {.dout = &dy_view, .din = {shared}, .din0_fresh = true};
+            ck_assert_msg(b->backward(b, &op, &args, &io, &gf, &err) == CK_OK, "%s", err.msg);
+            ck_assert_msg(memcmp(zeroed->data, shared->data, ck_tensor_bytes(zeroed)) == 0,
+                          "%s %s add: the fresh gradient in dy's buffer differs from zero + "
+                          "accumulate", backends[bi], ck_dtype_name(dts[di]));
+            ck_assert_msg(!signbit(tu_tget(shared, 0)), "%s %s add: -0 stayed -0",
+                          backends[bi], ck_dtype_name(dts[di]));
+            checked++;
+            tu_tensor_free(x);
+            tu_tensor_free(dy);
+            tu_tensor_free(zeroed);
+            tu_tensor_free(shared);
         }
         b->destroy(b);
     }
-    ck_assert_int_eq(checked, COUNT(backends) * COUNT(dts) * COUNT(kinds));
+    ck_assert_int_eq(checked, COUNT(backends) * COUNT(dts) * (COUNT(kinds) + 1));
 }
 END_TEST
 

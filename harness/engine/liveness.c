@@ -89,6 +89,33 @@ static void mark_outside_release(const ck_graph *g, const ck_plan *plan, ck_live
     }
 }
 
+/* A two-input add i = a + b (a < b, distinct layers) passes dy unchanged to both inputs.
+ * Their gradients can be one buffer, dy's own, as long as nothing writes to it while both
+ * are still read: b has no consumer but i (so nothing adds to its gradient), and every other
+ * consumer of a comes before b (so it adds to a's gradient after b's backward, which is the
+ * last reader of b's, has run; b's own backward, were b a consumer of a, would not). */
+static void mark_shared_add_gradients(const ck_graph *g, ck_liveness *lv)
+{
+    for (int i = 0; i < g->n; i++) {
+        const ck_node *nd = &g->nodes[i];
+        if (nd->op.kind != CK_OP_ADD || nd->n_in != 2 || nd->in[0] < 0 || nd->in[1] < 0 ||
+            nd->in[0] == nd->in[1])
+            continue;
+        int a = nd->in[0] < nd->in[1] ? nd->in[0] : nd->in[1];
+        int b = nd->in[0] < nd->in[1] ? nd->in[1] : nd->in[0];
+        if (g->nodes[b].n_consumers != 1)
+            continue;
+        bool ok = true;
+        for (int c = b; ok && c < g->n; c++) {
+            if (c == i)
+                continue;
+            for (int j = 0; j < g->nodes[c].n_in; j++)
+                ok = ok && g->nodes[c].in[j] != a;
+        }
+        lv->add_shares_gradient[i] = ok;
+    }
+}
+
 ck_status ck_liveness_build(const ck_graph *g, const ck_plan *plan, ck_liveness *lv,
                             ck_error *err)
 {
@@ -103,7 +130,8 @@ ck_status ck_liveness_build(const ck_graph *g, const ck_plan *plan, ck_liveness 
     lv->first_consumer = malloc(m * sizeof *lv->first_consumer);
     lv->release_after_backward = malloc(m * sizeof *lv->release_after_backward);
     lv->release_after_recompute = malloc(m * sizeof *lv->release_after_recompute);
-    if (!lv->reads || !lv->kept_after_forward || !lv->needed_in_recompute ||
+    lv->add_shares_gradient = calloc(m, sizeof *lv->add_shares_gradient);
+    if (!lv->add_shares_gradient ||!lv->reads || !lv->kept_after_forward || !lv->needed_in_recompute ||
         !lv->last_segment_consumer || !lv->first_consumer || !lv->release_after_backward ||
         !lv->release_after_recompute) {
         ck_liveness_free(lv);
@@ -129,6 +157,7 @@ ck_status ck_liveness_build(const ck_graph *g, const ck_plan *plan, ck_liveness 
     }
     mark_consumers(g, plan, lv);
     mark_outside_release(g, plan, lv);
+    mark_shared_add_gradients(g, lv);
     return CK_OK;
 }
 
@@ -141,5 +170,6 @@ void ck_liveness_free(ck_liveness *lv)
     free(lv->first_consumer);
     free(lv->release_after_backward);
     free(lv->release_after_recompute);
+    free(lv->add_shares_gradient);
     memset(lv, 0, sizeof *lv);
 }

@@ -44,6 +44,10 @@ typedef struct {
        backward); -1 when the other rule applies */
     int *release_after_backward;
     int *release_after_recompute;
+    /* per layer: a two-input add whose inputs may share its output gradient's buffer as
+       their gradients (ck_liveness_build: the higher input has no other consumer, and no
+       other consumer of the lower one runs its backward before the higher one's) */
+    bool *add_shares_gradient;
 } ck_liveness;
 
 ck_status ck_liveness_build(const ck_graph *g, const ck_plan *plan, ck_liveness *lv,
