@@ -49,7 +49,22 @@ typedef struct {
     const ck_tensor *dout;
     ck_tensor *din[CK_MAX_INPUTS]; /* accumulate; NULL when that input needs no gradient */
     ck_tensor *dweight, *dbias;    /* accumulate; NULL when the op has none */
+    /* din[0] holds no gradient yet and may be the same buffer as dout: the backward stores
+     * +0 into element k of din[0] and then accumulates as usual, after reading element k of
+     * every tensor it reads — the bits of zeroing din[0] first, without the zero pass and
+     * without a buffer of its own. The executor sets it only for the ops
+     * ck_backward_writes_fresh names, whose kernels honour it on every backend. */
+    bool din0_fresh;
 } ck_op_grads;
+
+/* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda):
+ * the element-wise activations that run through each backend's one activation kernel, and
+ * add. A backend that adds its own kernel for one of these must honour the flag too. */
+static inline bool ck_backward_writes_fresh(ck_op_kind kind)
+{
+    return kind == CK_OP_RELU || kind == CK_OP_LEAKY_RELU || kind == CK_OP_TANH ||
+           kind == CK_OP_SIGMOID || kind == CK_OP_ADD;
+}
 
 typedef struct {
     char name[32];      /* "cpu", "cuda" */
