@@ -267,6 +267,38 @@ typedef struct {
     int64_t n;
 } igemm_ctx;
 
+/* B's columns [j0, j0 + NR) where they lie in the padded input: NR positions along one
+ * output row with stride 1 are NR consecutive floats for every k, at the offsets
+ * igemm_koff gives; NULL when the panel runs past the row's end (it is packed instead) */
+static const float *igemm_bpanel(const void *vctx, int64_t j0, int64_t NR)
+{
+    const igemm_ctx *ic = vctx;
+    const core_args *a = ic->a;
+    const int64_t o2 = j0 % a->O[2], o1 = j0 / a->O[2] % a->O[1], o0 = j0 / a->O[2] / a->O[1];
+    if (a->s[2] != 1 || o2 + NR > a->O[2])
+        return NULL;
+    return a->xp + ic->n * a->C * vol3(a->P) +
+           ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2;
+}
+
+/* koff[k] for k = (c, q0, q1, q2): the offset of B's row k from a panel's base */
+static int64_t *igemm_koff(const core_args *a)
+{
+    const int64_t kvol = vol3(a->K);
+    int64_t *koff = malloc((size_t)(a->C * kvol) * sizeof *koff);
+    if (!koff)
+        return NULL;
+    int64_t k = 0;
+    for (int64_t c = 0; c < a->C; c++)
+        for (int64_t q0 = 0; q0 < a->K[0]; q0++)
+            for (int64_t q1 = 0; q1 < a->K[1]; q1++)
+                for (int64_t q2 = 0; q2 < a->K[2]; q2++)
+                    koff[k++] = c * vol3(a->P) +
+                                (q0 * a->dil[0] * a->P[1] + q1 * a->dil[1]) * a->P[2] +
+                                q2 * a->dil[2];
+    return koff;
+}
+
 /* The panel's nr positions as runs that are contiguous in the padded input (positions
  * along the innermost axis with stride 1): then each k row of the panel is a few block
  * copies instead of nr gathers. A pure copy: the packed values are the same either way. */
@@ -333,6 +365,9 @@ static bool run_core(cpk_pool *p, cpk_isa isa, core_args *a)
         gemm = a->path == 2;
     if (gemm || a->s[2] != 1) {
         /* implicit GEMM per sample: C = out[n] (F x positions), A = w (F x C*kvol) */
+        int64_t *koff = a->s[2] == 1 ? igemm_koff(a) : NULL;
+        if (a->s[2] == 1 && !koff)
+            return false;
         for (int64_t n = 0; n < a->N; n++) {
             float *y = a->out + n * a->F * oplane;
             if (!a->accumulate)
@@ -343,10 +378,14 @@ static bool run_core(cpk_pool *p, cpk_isa isa, core_args *a)
                 }
             igemm_ctx ic = {a, n};
             cpk_gemm_src s = {.a = a->w, .a_rs = a->C * vol3(a->K), .a_cs = 1,
-                             .packB = igemm_packB, .packB_ctx = &ic};
-            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane, true))
+                             .packB = igemm_packB, .packB_ctx = &ic,
+                             .bpanel = koff ? igemm_bpanel : NULL, .b_koff = koff};
+            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane, true)) {
+                free(koff);
                 return false;
+            }
         }
+        free(koff);
         return true;
     }
     /* the direct kernel computes 4 output channels at a time: pad W with zero channels */

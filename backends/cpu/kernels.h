@@ -45,6 +45,11 @@ const char *cpk_isa_name(cpk_isa isa);
 #define CPK_NR_MAX 32
 typedef void (*cpk_packB_fn)(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
                             int64_t NR, float *dst);
+/* Optional with packB: where the NR columns [j0, j0 + NR) of B lie contiguously at
+ * base + b_koff[k] + (0..NR) for every k, returns base; else NULL (that panel is packed).
+ * The micro-kernel then reads B where it lies (the implicit-GEMM convolutions' padded
+ * input), which is a copy less and never changes a bit. */
+typedef const float *(*cpk_bpanel_fn)(const void *ctx, int64_t j0, int64_t NR);
 typedef struct {
     const float *a;
     int64_t a_rs, a_cs;
@@ -52,6 +57,8 @@ typedef struct {
     int64_t b_rs, b_cs;
     cpk_packB_fn packB;
     const void *packB_ctx;
+    cpk_bpanel_fn bpanel; /* optional, with packB */
+    const int64_t *b_koff; /* K offsets, with bpanel */
 } cpk_gemm_src;
 /* scratch: returns false on out-of-memory */
 bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const cpk_gemm_src *s,
