@@ -79,10 +79,16 @@ static void pad_task(void *vctx, int64_t task, int tid)
     }
 }
 
+static size_t pad_bytes(int64_t planes, const int64_t P[3])
+{
+    return (size_t)(planes * vol3(P)) * sizeof(float);
+}
+
+/* a padded copy in the pool's scratch buffer: hand it back with cpk_scratch_give */
 static float *pad_copy(cpk_pool *p, const float *src, int64_t planes, const int64_t S[3],
                        const int64_t P[3], const int64_t lo[3])
 {
-    float *dst = aligned_alloc(64, (size_t)((planes * vol3(P) * 4 + 63) / 64 * 64));
+    float *dst = cpk_scratch_take(p, pad_bytes(planes, P));
     if (!dst)
         return NULL;
     pad_ctx c = {.src = src, .dst = dst};
@@ -427,7 +433,7 @@ bool cpk_conv_forward(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const fl
         a.dil[i] = g->dil[i];
     }
     bool ok = run_core(p, isa, &a);
-    free(xp);
+    cpk_scratch_give(p, xp, pad_bytes(g->N * g->C, P));
     return ok;
 }
 
@@ -514,7 +520,7 @@ bool cpk_conv_backward_data(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, co
             a.dil[i] = g->dil[i];
         }
         ok = run_core(p, isa, &a);
-        free(dyp);
+        cpk_scratch_give(p, dyp, pad_bytes(g->N * g->F, P));
     } else {
         const int64_t iplane = vol3(g->in);
         for (int64_t n = 0; n < g->N && ok; n++) {
@@ -831,7 +837,7 @@ bool cpk_conv_backward_weight(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, 
         return false;
     j.xp = xp;
     cpk_parallel(p, j.fblocks * g->C * g->k[0] * (g->k[1] / j.taps_per_task), dw_task, &j);
-    free(xp);
+    cpk_scratch_give(p, xp, pad_bytes(g->N * g->C, j.P));
     return true;
 }
 

@@ -31,6 +31,12 @@ int cpk_pool_threads(const cpk_pool *p);
 typedef void (*cpk_task_fn)(void *ctx, int64_t task, int tid);
 void cpk_parallel(cpk_pool *p, int64_t ntasks, cpk_task_fn fn, void *ctx);
 
+/* A scratch buffer of at least `bytes` (64-byte aligned, contents undefined; NULL on
+ * out-of-memory), handed back with cpk_scratch_give, which keeps one buffer of moderate
+ * size for the next take. Not for concurrent use on one pool (nor is cpk_parallel). */
+void *cpk_scratch_take(cpk_pool *p, size_t bytes);
+void cpk_scratch_give(cpk_pool *p, void *v, size_t bytes);
+
 /* ---- ISA ---- */
 typedef enum { CPK_ISA_PORTABLE = 0, CPK_ISA_AVX2 = 1, CPK_ISA_AVX512 = 2 } cpk_isa;
 cpk_isa cpk_isa_detect(void);
