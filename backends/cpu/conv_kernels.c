@@ -376,17 +376,14 @@ static bool run_core(cpk_pool *p, cpk_isa isa, core_args *a)
             return false;
         for (int64_t n = 0; n < a->N; n++) {
             float *y = a->out + n * a->F * oplane;
-            if (!a->accumulate)
-                for (int64_t f = 0; f < a->F; f++) {
-                    const float b = a->bias ? a->bias[f] : 0.0f;
-                    for (int64_t j = 0; j < oplane; j++)
-                        y[f * oplane + j] = b;
-                }
+            /* each chain starts from the bias (or 0), or from y when accumulating */
             igemm_ctx ic = {a, n};
             cpk_gemm_src s = {.a = a->w, .a_rs = a->C * vol3(a->K), .a_cs = 1,
                              .packB = igemm_packB, .packB_ctx = &ic,
-                             .bpanel = koff ? igemm_bpanel : NULL, .b_koff = koff};
-            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane, true)) {
+                             .bpanel = koff ? igemm_bpanel : NULL, .b_koff = koff,
+                             .row_init = a->accumulate ? NULL : a->bias};
+            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane,
+                           a->accumulate)) {
                 free(koff);
                 return false;
             }

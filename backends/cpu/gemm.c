@@ -61,24 +61,24 @@ const char *cpk_isa_name(cpk_isa isa)
 }
 
 // ----------------------------------------------------------------------------
-// micro-kernels: C[mr x nr] = (load ? C : 0) + Apanel * Bpanel, A panel kc x mr (k-major),
+// micro-kernels: C[mr x nr] = (load ? C : rinit ? rinit[row] : 0) + Apanel * Bpanel, A panel kc x mr (k-major),
 // B panel kc x nr (k-major). Each lane of each accumulator is one output's fma chain.
 
 typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                           bool load);
+                           bool load, const float *rinit);
 /* the same with B's k row at b + koff[k] (NR contiguous floats) instead of a packed panel */
 typedef void (*ukernel_rows_fn)(int64_t kc, const float *a, const float *b, const int64_t *koff,
-                                float *c, int64_t ldc, bool load);
+                                float *c, int64_t ldc, bool load, const float *rinit);
 
 #define PORTABLE_MR 6
 #define PORTABLE_NR 16
 static void uk_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                        bool load)
+                        bool load, const float *rinit)
 {
     float acc[PORTABLE_MR][PORTABLE_NR];
     for (int i = 0; i < PORTABLE_MR; i++)
         for (int j = 0; j < PORTABLE_NR; j++)
-            acc[i][j] = load ? c[i * ldc + j] : 0.0f;
+            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : 0.0f;
     for (int64_t k = 0; k < kc; k++) {
         const float *ak = a + k * PORTABLE_MR, *bk = b + k * PORTABLE_NR;
         for (int i = 0; i < PORTABLE_MR; i++)
@@ -91,12 +91,12 @@ static void uk_portable(int64_t kc, const float *a, const float *b, float *c, in
 }
 
 static void uk_portable_rows(int64_t kc, const float *a, const float *b, const int64_t *koff,
-                             float *c, int64_t ldc, bool load)
+                             float *c, int64_t ldc, bool load, const float *rinit)
 {
     float acc[PORTABLE_MR][PORTABLE_NR];
     for (int i = 0; i < PORTABLE_MR; i++)
         for (int j = 0; j < PORTABLE_NR; j++)
-            acc[i][j] = load ? c[i * ldc + j] : 0.0f;
+            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : 0.0f;
     for (int64_t k = 0; k < kc; k++) {
         const float *ak = a + k * PORTABLE_MR, *bk = b + koff[k];
         for (int i = 0; i < PORTABLE_MR; i++)
@@ -112,7 +112,7 @@ static void uk_portable_rows(int64_t kc, const float *a, const float *b, const i
 /* 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast (15 of 16 registers) */
 __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float *a,
                                                          const float *b, float *c,
-                                                         int64_t ldc, bool load)
+                                                         int64_t ldc, bool load, const float *rinit)
 {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
@@ -122,6 +122,10 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
         c30 = _mm256_loadu_ps(c + 3 * ldc); c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
         c40 = _mm256_loadu_ps(c + 4 * ldc); c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
         c50 = _mm256_loadu_ps(c + 5 * ldc); c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+    } else if (rinit) {
+        c00 = c01 = _mm256_set1_ps(rinit[0]); c10 = c11 = _mm256_set1_ps(rinit[1]);
+        c20 = c21 = _mm256_set1_ps(rinit[2]); c30 = c31 = _mm256_set1_ps(rinit[3]);
+        c40 = c41 = _mm256_set1_ps(rinit[4]); c50 = c51 = _mm256_set1_ps(rinit[5]);
     } else {
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
@@ -150,7 +154,7 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
 __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const float *a,
                                                               const float *b,
                                                               const int64_t *koff, float *c,
-                                                              int64_t ldc, bool load)
+                                                              int64_t ldc, bool load, const float *rinit)
 {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
@@ -160,6 +164,10 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
         c30 = _mm256_loadu_ps(c + 3 * ldc); c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
         c40 = _mm256_loadu_ps(c + 4 * ldc); c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
         c50 = _mm256_loadu_ps(c + 5 * ldc); c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+    } else if (rinit) {
+        c00 = c01 = _mm256_set1_ps(rinit[0]); c10 = c11 = _mm256_set1_ps(rinit[1]);
+        c20 = c21 = _mm256_set1_ps(rinit[2]); c30 = c31 = _mm256_set1_ps(rinit[3]);
+        c40 = c41 = _mm256_set1_ps(rinit[4]); c50 = c51 = _mm256_set1_ps(rinit[5]);
     } else {
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
@@ -189,8 +197,10 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
  * twice; the order of the fmas into one accumulator is still k ascending. */
 #define AVX512_MR 8
 #define R512_LOAD(i)                                                                       \
-    c##i##0 = load ? _mm512_loadu_ps(c + (i) * ldc) : _mm512_setzero_ps();                 \
-    c##i##1 = load ? _mm512_loadu_ps(c + (i) * ldc + 16) : _mm512_setzero_ps();
+    c##i##0 = load    ? _mm512_loadu_ps(c + (i) * ldc)                                     \
+              : rinit ? _mm512_set1_ps(rinit[i])                                           \
+                      : _mm512_setzero_ps();                                               \
+    c##i##1 = load ? _mm512_loadu_ps(c + (i) * ldc + 16) : rinit ? c##i##0 : _mm512_setzero_ps();
 #define R512_FMA(i, ak)                                                                    \
     {                                                                                      \
         const __m512 av = _mm512_set1_ps((ak)[i]);                                         \
@@ -210,7 +220,7 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
 
 __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float *a,
                                                           const float *b, float *c,
-                                                          int64_t ldc, bool load)
+                                                          int64_t ldc, bool load, const float *rinit)
 {
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
     R512_ALL(R512_LOAD)
@@ -236,7 +246,7 @@ __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float
 __attribute__((target("avx512f"))) static void uk_avx512_rows(int64_t kc, const float *a,
                                                                const float *b,
                                                                const int64_t *koff, float *c,
-                                                               int64_t ldc, bool load)
+                                                               int64_t ldc, bool load, const float *rinit)
 {
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
     R512_ALL(R512_LOAD)
@@ -442,15 +452,24 @@ static void packB_task(void *vctx, int64_t group, int tid)
 /* one micro-tile, through a bounce buffer where it sticks out of C; B is the packed panel
  * bpanel, or, when brows is set, the rows at brows + koff[k] */
 static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel,
-                     const float *brows, float *c, int64_t rows, int64_t cols, bool load)
+                     const float *brows, float *c, int64_t row0, int64_t rows, int64_t cols,
+                     bool load)
 {
     const int NR = j->uk.nr, MR = j->uk.mr;
     const int64_t *koff = brows ? j->s->b_koff + j->k0 : NULL;
+    /* the rows' initial values when C is not loaded (the bias of a convolution) */
+    float rbuf[MR_MAX];
+    const float *rinit = NULL;
+    if (!load && j->s->row_init) {
+        rinit = rbuf;
+        for (int64_t r = 0; r < MR; r++)
+            rbuf[r] = r < rows ? j->s->row_init[row0 + r] : 0.0f;
+    }
     if (rows == MR && cols == NR) {
         if (brows)
-            j->uk.rows(j->kc, apanel, brows, koff, c, j->ldc, load);
+            j->uk.rows(j->kc, apanel, brows, koff, c, j->ldc, load, rinit);
         else
-            j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load);
+            j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load, rinit);
         return;
     }
     float tile[MR_MAX * CPK_NR_MAX];
@@ -458,9 +477,9 @@ static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel
         for (int64_t r = 0; r < rows; r++)
             memcpy(tile + r * NR, c + r * j->ldc, (size_t)cols * sizeof *c);
     if (brows)
-        j->uk.rows(j->kc, apanel, brows, koff, tile, NR, load);
+        j->uk.rows(j->kc, apanel, brows, koff, tile, NR, load, rinit);
     else
-        j->uk.fn(j->kc, apanel, bpanel, tile, NR, load);
+        j->uk.fn(j->kc, apanel, bpanel, tile, NR, load, rinit);
     for (int64_t r = 0; r < rows; r++)
         memcpy(c + r * j->ldc, tile + r * NR, (size_t)cols * sizeof *c);
 }
@@ -493,7 +512,7 @@ static void gemm_task(void *vctx, int64_t task, int tid)
             for (int64_t ip = 0; ip < mb; ip += MR) {
                 const int64_t rows = mb - ip < MR ? mb - ip : MR;
                 run_tile(j, ap + ip * j->kc, bp, brows,
-                         j->C + (i0 + ip) * j->ldc + j->j0 + jp, rows, cols, load);
+                         j->C + (i0 + ip) * j->ldc + j->j0 + jp, i0 + ip, rows, cols, load);
             }
         }
         return;
@@ -505,7 +524,8 @@ static void gemm_task(void *vctx, int64_t task, int tid)
         for (int64_t pn = p0; pn < p1; pn++) {
             const int64_t jp = pn * NR;
             const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-            run_tile(j, apanel, j->bpack + jp * j->kc, NULL, crow + jp, rows, cols, load);
+            run_tile(j, apanel, j->bpack + jp * j->kc, NULL, crow + jp, i0 + ip, rows, cols,
+                     load);
         }
     }
 }
@@ -523,7 +543,8 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     if (K <= 0) {
         if (!accumulate)
             for (int64_t i = 0; i < M; i++)
-                memset(C + i * ldc, 0, (size_t)N * sizeof *C);
+                for (int64_t jj = 0; jj < N; jj++)
+                    C[i * ldc + jj] = s->row_init ? s->row_init[i] : 0.0f;
         return true;
     }
     gemm_job j = {.s = s, .M = M, .N = N, .K = K, .C = C, .ldc = ldc,

@@ -44,7 +44,7 @@ const char *cpk_isa_name(cpk_isa isa);
 
 /* ---- SGEMM ---- */
 /* C (M x N, row stride ldc) = init + A (M x K) * B (K x N), each C[i][j] one fma chain
- * over k ascending from init: init = C[i][j] when accumulate, else 0.
+ * over k ascending from init: init = C[i][j] when accumulate, else row_init[i] or 0.
  * A(i,k) = a[i*a_rs + k*a_cs]; B(k,j) = b[k*b_rs + j*b_cs], unless packB is set: then
  * packB(ctx, k0, kc, j0, nr, dst) writes B(k0+k, j0+j) to dst[k*NR + j] for k < kc,
  * j < nr (zero beyond nr up to NR = CPK_NR_MAX). */
@@ -65,6 +65,8 @@ typedef struct {
     const void *packB_ctx;
     cpk_bpanel_fn bpanel; /* optional, with packB */
     const int64_t *b_koff; /* K offsets, with bpanel */
+    const float *row_init; /* optional (M values): without accumulate, C[i][j]'s chain
+                            * starts from row_init[i] instead of 0 (a convolution's bias) */
 } cpk_gemm_src;
 /* scratch: returns false on out-of-memory */
 bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const cpk_gemm_src *s,
