@@ -102,6 +102,8 @@ typedef struct {
     const ck_fwd_args *args;
     const ck_op_io *io;
     const ck_op_grads *g; /* NULL: forward */
+    ck_op_io *io_mut;     /* the caller's io (forward) and g (backward) for a whole call */
+    ck_op_grads *g_mut;
     split_kind kind;
     int64_t total, step; /* elements or samples; per slice */
     ck_status *st;
@@ -155,18 +157,34 @@ static ck_status run_split(const cpu_ctx *c, delegate_job *j, ck_error *err)
     }
     cpk_parallel(c->pool, tasks, delegate_task, j);
     ck_status st = CK_OK;
-    for (int64_t t = 0; t < tasks && st == CK_OK; t++)
-        if ((st = j->st[t]) != CK_OK)
+    int64_t failed = 0;
+    for (int64_t t = 0; t < tasks; t++)
+        if (j->st[t] != CK_OK && failed++ == 0) {
+            st = j->st[t];
             *err = j->errs[t]; /* the first failing slice's message, by slice order */
+        }
     free(j->st);
     free(j->errs);
+    if (failed == tasks) {
+        /* every slice refused the call (the reference's argument checks, which run before
+         * anything is written): the whole call's refusal names the tensors' real shapes */
+        ck_error whole = {{0}};
+        const ck_status ws = j->g ? ref_op_backward(j->op, j->args, j->io, j->g_mut, &whole)
+                                  : ref_op_forward(j->op, j->args, j->io_mut, &whole);
+        if (ws != CK_OK) {
+            *err = whole;
+            return ws;
+        }
+        return CK_OK; /* the whole call went through after all: its results stand */
+    }
     return st;
 }
 
 ck_status cpu_delegate_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
                                ck_op_io *io, ck_error *err)
 {
-    delegate_job j = {.op = op, .args = args, .io = io, .kind = split_of(op, io, NULL)};
+    delegate_job j = {.op = op, .args = args, .io = io, .io_mut = io,
+                      .kind = split_of(op, io, NULL)};
     if (j.kind == SPLIT_NONE)
         return ref_op_forward(op, args, io, err);
     return run_split(c, &j, err);
@@ -176,7 +194,8 @@ ck_status cpu_delegate_backward(const cpu_ctx *c, const ck_op_params *op,
                                 const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
                                 ck_error *err)
 {
-    delegate_job j = {.op = op, .args = args, .io = io, .g = g, .kind = split_of(op, io, g)};
+    delegate_job j = {.op = op, .args = args, .io = io, .g = g, .g_mut = g,
+                      .kind = split_of(op, io, g)};
     if (j.kind == SPLIT_NONE)
         return ref_op_backward(op, args, io, g, err);
     return run_split(c, &j, err);
