@@ -183,6 +183,14 @@ typedef int (*ck_algo_records_fn)(ck_backend *b, ck_algo_record *out, int max);
 #define CK_PROC_ALGO_RECORDS_CLEAR "algo_records_clear"
 typedef void (*ck_algo_records_clear_fn)(ck_backend *b);
 
+/* Capability "count_nonfinite": counts the NaN and Inf elements of the float tensor t where
+ * it lives, without a host copy; *first gets the first one's index (-1 when none) and
+ * *first_nan its kind: the same figures as a scan of a host copy. */
+#define CK_PROC_COUNT_NONFINITE "count_nonfinite"
+typedef ck_status (*ck_count_nonfinite_fn)(ck_backend *b, const ck_tensor *t, int64_t *nan,
+                                           int64_t *inf, int64_t *first, bool *first_nan,
+                                           ck_error *err);
+
 /* A backend's own device memory (the CUDA backend's): what the executor's accounting
  * allocator does not see. Bytes; -1 where the backend cannot tell. */
 typedef struct {

@@ -157,13 +157,26 @@ static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, u
 }
 
 /* Scans layer i's freshly produced output (backward false) or its complete output gradient
- * once for NaN/Inf (act_finite.h), through a host copy. */
+ * once for NaN/Inf (act_finite.h): where it lives when the backend can count there
+ * (CK_PROC_COUNT_NONFINITE), else through a host copy. */
 static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, bool backward,
                               bool recompute, ck_error *err)
 {
     if (!t->data || e->cfg.dry_run) /* a dry run (plan) computes nothing */
         return CK_OK;
     ck_act_finite *f = &e->finite;
+    union {
+        void *p;
+        ck_count_nonfinite_fn count;
+    } where = {ck_backend_proc(e->cfg.b, CK_PROC_COUNT_NONFINITE)};
+    if (where.p) { /* counted where the tensor lives: no host copy */
+        int64_t nan, inf, first;
+        bool first_nan;
+        ck_status st = where.count(e->cfg.b, t, &nan, &inf, &first, &first_nan, err);
+        if (st == CK_OK)
+            ck_act_finite_record(f, i, step, backward, recompute, nan, inf, first, first_nan);
+        return st;
+    }
     size_t bytes = ck_tensor_bytes(t);
     if (bytes > f->scratch_bytes) {
         void *p = realloc(f->scratch, bytes);
