@@ -476,7 +476,8 @@ static ck_status hide_unread(ck_op_io *io, unsigned reads, ck_tensor *hidden_in,
 static int fresh_grad_source(const ck_exec *e, int i)
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
-    if (!ck_backward_writes_fresh(nd->op.kind) || nd->n_in != 1)
+    /* a one-input add adds a constant (broadcast kernels, which do not take the flag) */
+    if (!ck_backward_writes_fresh(nd->op.kind) || nd->n_in != 1 || nd->op.kind == CK_OP_ADD)
         return -1;
     int src = nd->in[0];
     if (src < 0 || e->grad_shared_with[i] >= 0 || filtered_input(e, i, src) ||

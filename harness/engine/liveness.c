@@ -89,7 +89,8 @@ static void mark_outside_release(const ck_graph *g, const ck_plan *plan, ck_live
     }
 }
 
-/* A two-input add i = a + b (a < b, distinct layers) passes dy unchanged to both inputs.
+/* A two-input add i = a + b (a < b, distinct layers, both of i's shape) passes dy unchanged
+ * to both inputs.
  * Their gradients can be one buffer, dy's own, as long as nothing writes to it while both
  * are still read: b has no consumer but i (so nothing adds to its gradient), and every other
  * consumer of a comes before b (so it adds to a's gradient after b's backward, which is the
@@ -103,6 +104,11 @@ static void mark_shared_add_gradients(const ck_graph *g, ck_liveness *lv)
             continue;
         int a = nd->in[0] < nd->in[1] ? nd->in[0] : nd->in[1];
         int b = nd->in[0] < nd->in[1] ? nd->in[1] : nd->in[0];
+        /* a broadcasting add reduces dy over the broadcast dims for the smaller input: its
+         * gradient is not dy */
+        if (!ck_shape_equal(&g->nodes[a].out_shape, &nd->out_shape) ||
+            !ck_shape_equal(&g->nodes[b].out_shape, &nd->out_shape))
+            continue;
         if (g->nodes[b].n_consumers != 1)
             continue;
         bool ok = true;
