@@ -55,7 +55,8 @@ __attribute__((target("avx512f"))) static void blocks_avx512(const ck_rng_stream
     }
     __m512i c0 = _mm512_loadu_si512(lo), c1 = _mm512_loadu_si512(hi);
     __m512i c2 = _mm512_set1_epi32((int)s->c2), c3 = _mm512_set1_epi32((int)s->c3);
-    const __m512i m0 = _mm512_set1_epi32((int)CK_PHILOX_M0), m1 = _mm512_set1_epi32((int)CK_PHILOX_M1);
+    const __m512i m0 = _mm512_set1_epi32((int)CK_PHILOX_M0);
+    const __m512i m1 = _mm512_set1_epi32((int)CK_PHILOX_M1);
     uint32_t k0 = s->key.v[0], k1 = s->key.v[1];
     for (int round = 0; round < 10; round++) {
         if (round > 0) {

@@ -453,21 +453,35 @@ ck_status ck_lowp_judge_add(ck_lowp_judge *j, const ck_graph *g, const ck_record
         free_results(t, n);
         return st;
     }
-    double gnorm = ck_step_grad_norm_at(fp32, step);
-    double spread = ck_step_spread_at(fp32, calib, j->n_calib, step);
-    bool step_mismatch = false;
-    for (int k = 0; k < n; k++) {
-        ck_tensor_result *tr = &t[k];
+    /* every entry's distances between the rounding-only runs, measured once: the step's
+     * spread and gradient norm need the gradients', each tensor's judgement its own */
+    ck_calib_distances *dist = malloc(((size_t)fp32->n + 1) * sizeof *dist);
+    if (!dist) {
+        free_results(t, n);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory judging against fp32");
+    }
+    for (int k = 0; k < fp32->n; k++) {
         for (int c = 0; c < j->n_calib; c++) {
             ce[c] = &calib[c].e[k];
             if (strcmp(ce[c]->name, fp32->e[k].name) != 0 || ce[c]->dtype != fp32->e[k].dtype) {
+                free(dist);
                 free_results(t, n);
                 return ck_fail(err, CK_ERR_INTERNAL, "the calibration run recorded %s at %d, "
                                "fp32 %s", ce[c]->name, k, fp32->e[k].name);
             }
         }
-        ck_precision_judge_tensor(g->cs, j->low, &fp32->e[k], ce, j->n_calib, &lowrec->e[k],
-                                  gnorm, spread, j->ov, tr);
+        const ck_record_entry *e = &fp32->e[k];
+        const bool grad_of_step = e->kind == CK_KIND_GRAD && e->step == step;
+        const bool judged_by_spread = e->dtype == CK_F32 || e->dtype == CK_F64 || grad_of_step;
+        ck_calib_distances_of(e, ce, judged_by_spread ? j->n_calib : 0, grad_of_step, &dist[k]);
+    }
+    double gnorm = ck_step_grad_norm_of(fp32, dist, step);
+    double spread = ck_step_spread_of(fp32, dist, j->n_calib, step);
+    bool step_mismatch = false;
+    for (int k = 0; k < n; k++) {
+        ck_tensor_result *tr = &t[k];
+        ck_precision_judge_measured(g->cs, j->low, &fp32->e[k], &dist[k], &lowrec->e[k], gnorm,
+                                    spread, j->ov, tr);
         if (tr->kind == CK_KIND_GRAD && tr->step >= 0 && tr->step < lowrec->steps &&
             lowrec->scales[tr->step].skipped) {
             /* the loss scaler saw inf/NaN here and skipped the update (the fp32 runs skipped
@@ -485,6 +499,7 @@ ck_status ck_lowp_judge_add(ck_lowp_judge *j, const ck_graph *g, const ck_record
             j->verdict = tr->verdict;
         step_mismatch = step_mismatch || tr->verdict == CK_VERDICT_MISMATCH;
     }
+    free(dist);
     j->judged += n;
     bool first_mismatch = step_mismatch && j->first_step < 0;
     if (first_mismatch)
