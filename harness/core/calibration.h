@@ -65,41 +65,12 @@ CK_CAL_HD float ck_calibration_round(float x, int bits, double rel, const ck_rng
 }
 
 #if !defined(__CUDACC__)
-#define CK_CAL_LANES 16
-/* Words 0 and 1 of the Philox blocks of elements k .. k + CK_CAL_LANES - 1 (ck_rng_block
- * for each, lane by lane in plain arrays that the compiler can keep in vectors). */
+#define CK_CAL_LANES CK_RNG_LANES
+/* Words 0 and 1 of the Philox blocks of elements k .. k + CK_CAL_LANES - 1 (rng.h). */
 static inline void ck_calibration_blocks(const ck_rng_stream *s, int64_t k, uint32_t *w0,
                                          uint32_t *w1)
 {
-    uint32_t c0[CK_CAL_LANES], c1[CK_CAL_LANES], c2[CK_CAL_LANES], c3[CK_CAL_LANES];
-    for (int l = 0; l < CK_CAL_LANES; l++) {
-        const uint64_t block = (s->offset >> 2) + (uint64_t)(k + l);
-        c0[l] = (uint32_t)block;
-        c1[l] = (uint32_t)(block >> 32);
-        c2[l] = s->c2;
-        c3[l] = s->c3;
-    }
-    uint32_t k0 = s->key.v[0], k1 = s->key.v[1];
-    for (int round = 0; round < 10; round++) { /* ck_philox4x32_10's rounds */
-        if (round > 0) {
-            k0 += CK_PHILOX_W0;
-            k1 += CK_PHILOX_W1;
-        }
-        for (int l = 0; l < CK_CAL_LANES; l++) {
-            const uint64_t p0 = (uint64_t)CK_PHILOX_M0 * c0[l];
-            const uint64_t p1 = (uint64_t)CK_PHILOX_M1 * c2[l];
-            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0;
-            const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
-            c1[l] = (uint32_t)p1;
-            c3[l] = (uint32_t)p0;
-            c0[l] = n0;
-            c2[l] = n2;
-        }
-    }
-    for (int l = 0; l < CK_CAL_LANES; l++) {
-        w0[l] = c0[l];
-        w1[l] = c1[l];
-    }
+    ck_rng_blocks_w01(s, (s->offset >> 2) + (uint64_t)k, w0, w1);
 }
 
 /* v[0 .. CK_CAL_LANES - 1] as ck_calibration_round gives them, from their blocks' words 0
