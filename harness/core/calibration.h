@@ -45,8 +45,8 @@ CK_CAL_HD double ck_round_significand(double x, int bits)
         return ldexp(nearbyint(ldexp(m, bits)), ex - bits);
     }
     const int drop = 53 - bits;
-    const uint64_t half = (uint64_t)1 << (drop - 1);
-    u += half - 1 + ((u >> drop) & 1);
+    const uint64_t half_ulp = (uint64_t)1 << (drop - 1);
+    u += half_ulp - 1 + ((u >> drop) & 1);
     u &= ~(((uint64_t)1 << drop) - 1);
     memcpy(&x, &u, sizeof x);
     return x;
