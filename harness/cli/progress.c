@@ -24,6 +24,9 @@ void ck_progress_init(ck_progress *p, bool quiet, int total)
     p->t_start = now_s();
 }
 
+/* The line is "[k/n] LABEL DTYPE  WHAT  3.2s  ETA 12s" in at most 79 columns (one terminal
+ * line, the cursor after it): the case's name gives way first (down to 8 characters), then
+ * WHAT, so the dtype, the time and the ETA always show. */
 static void draw(ck_progress *p, const char *what, double frac)
 {
     double t = now_s(), elapsed = t - p->t_start;
@@ -32,10 +35,17 @@ static void draw(ck_progress *p, const char *what, double frac)
     char eta[32] = "";
     if (done > 0.05)
         snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / done * (p->total - done));
-    char line[256];
-    snprintf(line, sizeof line, "[%d/%d] %s  %s  %.1fs%s", p->k, p->total, p->label, what,
-             t - p->t_case, eta);
-    line[79] = '\0'; /* one terminal line */
+    char head[32], timing[64];
+    int nh = snprintf(head, sizeof head, "[%d/%d] ", p->k, p->total);
+    int nt = snprintf(timing, sizeof timing, "  %.1fs%s", t - p->t_case, eta);
+    int nd = (int)strlen(p->dtype) + 1, nl = (int)strlen(p->label), nw = (int)strlen(what);
+    int room = 79 - nh - nd - nt - 2; /* for the name and WHAT */
+    int name = nl + nw <= room ? nl : room - nw >= 8 ? room - nw : nl < 8 ? nl : 8;
+    int wroom = room - name > 0 ? room - name : 0;
+    char line[512];
+    snprintf(line, sizeof line, "%s%.*s%s %s  %.*s%s", head, name < nl ? name - 1 : name,
+             p->label, name < nl ? "~" : "", p->dtype, nw <= wroom ? nw : wroom, what, timing);
+    line[79] = '\0';
     fprintf(stderr, "\r%s\033[K", line);
     fflush(stderr);
     p->drawn = true;
@@ -51,7 +61,8 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
     char sn[128], sf[1024];
     ck_text_escape(name, sn, sizeof sn);
     ck_text_escape(file, sf, sizeof sf);
-    snprintf(p->label, sizeof p->label, "%.120s %.16s", sn, dtype);
+    snprintf(p->label, sizeof p->label, "%s", sn);
+    snprintf(p->dtype, sizeof p->dtype, "%s", dtype);
     if (p->quiet)
         return;
     if (!p->tty) {
@@ -74,14 +85,17 @@ void ck_progress_update(void *user, const ck_progress_info *info)
     if (p->drawn && now_s() - p->t_drawn < 0.1)
         return;
     char what[128];
-    snprintf(what, sizeof what, "%s step %d/%d  %s%s %d/%d", info->run_label, info->step + 1,
-             info->steps, info->backward ? "backward" : "forward",
-             info->recompute ? " (recompute)" : "", info->layer + 1, info->n_layers);
-    double per_step = info->n_layers > 0 ? 2.0 * info->n_layers : 1.0;
-    double pos = info->backward ? 2.0 * info->n_layers - info->layer : info->layer;
-    double frac = ((double)info->run * info->steps + info->step + pos / per_step) /
-                  ((double)info->n_runs * (info->steps > 0 ? info->steps : 1));
-    draw(p, what, frac);
+    snprintf(what, sizeof what, "%s step %d/%d  %s %d/%d", info->run_label, info->step + 1,
+             info->steps, info->backward ? "backward" : info->recompute ? "recompute" : "forward",
+             info->layer + 1, info->n_layers);
+    draw(p, what, info->fraction);
+}
+
+void ck_progress_stage(ck_progress *p, const char *what)
+{
+    if (p->quiet || !p->tty)
+        return;
+    draw(p, what, 1.0);
 }
 
 void ck_progress_done(ck_progress *p)
