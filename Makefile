@@ -331,7 +331,7 @@ check-asan: deps
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
 # ThreadSanitizer: the fast cpu backend's Check suites (threaded kernels, 1/2/3 threads;
-# whole cases; the op table on cpu) and
+# split delegated ops; whole cases; the op table on cpu) and
 # threaded runs of shipped cases through the program (--threads 2). The whole suite under
 # TSan would take far longer than check's budget; everything threaded is in these.
 check-tsan: deps
@@ -341,6 +341,7 @@ check-tsan: deps
 check-tsan-run: $(PROG) $(TESTS)
 	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_kernels CK_ROOT=$(CURDIR) $(TESTS)
 	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_cases CK_ROOT=$(CURDIR) $(TESTS)
+	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=cpu_delegate CK_ROOT=$(CURDIR) $(TESTS)
 	TSAN_OPTIONS=halt_on_error=1 CK_TIMEOUT_MULTIPLIER=4 CK_RUN_SUITE=backend_ops CK_OP_BACKEND=cpu \
 	    CK_ROOT=$(CURDIR) $(TESTS)
 	for c in mlp_dropout cnn_bn unet3d_bn conv1d_seq; do \

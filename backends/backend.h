@@ -41,13 +41,30 @@ typedef struct {
     ck_tensor *running_mean, *running_var, *num_batches_tracked; /* batchnorm only */
     ck_tensor *saved; /* saved-for-backward scratch (batchnorm: mean, invstd per channel;
                          layernorm: mean, invstd per sample), NULL for other ops */
+    const ck_tensor *constant; /* the broadcast family's constant operand (buffer `constant`,
+                                  masked_fill's `mask`), NULL for other ops */
 } ck_op_io;
 
 typedef struct {
     const ck_tensor *dout;
     ck_tensor *din[CK_MAX_INPUTS]; /* accumulate; NULL when that input needs no gradient */
     ck_tensor *dweight, *dbias;    /* accumulate; NULL when the op has none */
+    /* din[0] holds no gradient yet and may be the same buffer as dout: the backward stores
+     * +0 into element k of din[0] and then accumulates as usual, after reading element k of
+     * every tensor it reads — the bits of zeroing din[0] first, without the zero pass and
+     * without a buffer of its own. The executor sets it only for the ops
+     * ck_backward_writes_fresh names, whose kernels honour it on every backend. */
+    bool din0_fresh;
 } ck_op_grads;
+
+/* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda):
+ * the element-wise activations that run through each backend's one activation kernel, and
+ * add. A backend that adds its own kernel for one of these must honour the flag too. */
+static inline bool ck_backward_writes_fresh(ck_op_kind kind)
+{
+    return kind == CK_OP_RELU || kind == CK_OP_LEAKY_RELU || kind == CK_OP_TANH ||
+           kind == CK_OP_SIGMOID || kind == CK_OP_ADD;
+}
 
 typedef struct {
     char name[32];      /* "cpu", "cuda" */
@@ -165,6 +182,14 @@ typedef int (*ck_algo_records_fn)(ck_backend *b, ck_algo_record *out, int max);
 /* Capability "algo_records_clear": forgets the records (between cases). */
 #define CK_PROC_ALGO_RECORDS_CLEAR "algo_records_clear"
 typedef void (*ck_algo_records_clear_fn)(ck_backend *b);
+
+/* Capability "count_nonfinite": counts the NaN and Inf elements of the float tensor t where
+ * it lives, without a host copy; *first gets the first one's index (-1 when none) and
+ * *first_nan its kind: the same figures as a scan of a host copy. */
+#define CK_PROC_COUNT_NONFINITE "count_nonfinite"
+typedef ck_status (*ck_count_nonfinite_fn)(ck_backend *b, const ck_tensor *t, int64_t *nan,
+                                           int64_t *inf, int64_t *first, bool *first_nan,
+                                           ck_error *err);
 
 /* A backend's own device memory (the CUDA backend's): what the executor's accounting
  * allocator does not see. Bytes; -1 where the backend cannot tell. */

@@ -334,7 +334,7 @@ static bool node_of(bo_ctx *c, const bo_row *r, ck_node *node)
 
 /* Every tensor of one call, on both backends. */
 typedef struct {
-    pair in[3], out, w, b, rm, rv, nbt, saved, dout, din[3], dw, db;
+    pair in[3], out, w, b, rm, rv, nbt, saved, dout, din[3], dw, db, cst;
     ck_op_io io_r, io_t;
     ck_op_grads g_r, g_t;
     ck_fwd_args args;
@@ -342,7 +342,7 @@ typedef struct {
 
 static pair *call_pairs(call *k, int *n)
 {
-    *n = (int)(sizeof k->in / sizeof k->in[0]) * 2 + 10;
+    *n = (int)(sizeof k->in / sizeof k->in[0]) * 2 + 11;
     return k->in; /* the pairs are contiguous at the head of the struct */
 }
 
@@ -406,6 +406,20 @@ static bool call_inputs(bo_ctx *c, const bo_row *r, const ck_node *nd, bo_dtypes
             ok = pair_make(c, &k->nbt, name, CK_I64, CK_I64, bs->shape, &three);
             k->io_r.num_batches_tracked = &k->nbt.r;
             k->io_t.num_batches_tracked = &k->nbt.t;
+            continue;
+        }
+        if (strcmp(bs->suffix, "constant") == 0 || strcmp(bs->suffix, "mask") == 0) {
+            /* the broadcast family's constant operand: positive values (a divisor), or a
+             * mask of 0 and 1 */
+            const bool is_mask = bs->suffix[0] == 'm';
+            const int64_t n = ck_shape_numel(&bs->shape);
+            double *v = draw(n, seed + 35, is_mask ? BO_VALS_TIES : BO_VALS_POSITIVE, dt.wide);
+            for (int64_t e = 0; is_mask && v && e < n; e++)
+                v[e] = v[e] > 0.0 ? 1.0 : 0.0;
+            ok = v && pair_make(c, &k->cst, name, dr.wide, dt.wide, bs->shape, v);
+            free(v);
+            k->io_r.constant = &k->cst.r;
+            k->io_t.constant = &k->cst.t;
             continue;
         }
         const bool var = strcmp(bs->suffix, "running_var") == 0;
@@ -744,7 +758,7 @@ void bo_run_row(bo_ctx *c, int index, unsigned what)
 // ----------------------------------------------------------------------------
 // the table
 
-static bo_row g_rows[96];
+static bo_row g_rows[128];
 static int g_n_rows;
 
 static ck_op_params mkop(ck_op_kind k, int nsp)
@@ -996,6 +1010,13 @@ static void build_shape_attention(void)
     add("concat of 3 along channels", p, 3,
         (ck_shape[]){BO_SHAPE(2, 1, 4, 3), BO_SHAPE(2, 3, 4, 3), BO_SHAPE(2, 2, 4, 3)},
         BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.dim = -1;
+    add("concat of 2 along the last dim", p, 2,
+        (ck_shape[]){BO_SHAPE(2, 3, 2), BO_SHAPE(2, 3, 5)}, BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.dim = 0;
+    add("concat of 2 along dim 0", p, 2, (ck_shape[]){BO_SHAPE(1, 3, 4), BO_SHAPE(2, 3, 4)},
+        BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_CONCAT, 0);
     ADD1("flatten", mkop(CK_OP_FLATTEN, 0), BO_SHAPE(3, 2, 4, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
     p = mkop(CK_OP_SLICE, 0);
     p.dim = 1;
@@ -1069,6 +1090,90 @@ static void build_shape_attention(void)
     ADD1("conv_transpose3d k2 s2", p, BO_SHAPE(1, 2, 2, 3, 2), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
 }
 
+/* the broadcast family: numpy broadcasting between two inputs and with constants, expand,
+ * reductions (their gradients sum in the reference's order: exact on every backend) */
+static void build_broadcast(void)
+{
+    ck_op_params p = mkop(CK_OP_ADD, 0);
+    p.broadcast = true;
+    add("add broadcast (2,3,5)+(3,1)", p, 2, (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(3, 1)},
+        BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.scalar = 0.5;
+    ADD1("add scalar 0.5", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_MUL, 0);
+    p.broadcast = true;
+    add("mul broadcast (2,3,5)*(1,3,1)", p, 2,
+        (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(1, 3, 1)}, BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.n_const = 1;
+    p.const_shape[0] = 5;
+    ADD1("mul constant tensor (5)", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_SUB, 0);
+    add("sub broadcast (2,3,5)-(2,1,5)", p, 2,
+        (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(2, 1, 5)}, BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.scalar = 1.0;
+    p.const_first = true;
+    ADD1("sub 1 - x (constant first)", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_DIV, 0);
+    add("div broadcast (2,3,5)/(5)", p, 2, (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(5)},
+        BO_VALS_POSITIVE, BO_EXACT, BO_EXACT);
+    p.n_const = 2;
+    p.const_shape[0] = 3;
+    p.const_shape[1] = 1;
+    p.const_first = true;
+    ADD1("div constant (3,1) / x", p, BO_SHAPE(2, 3, 5), BO_VALS_POSITIVE, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_MAXIMUM, 0);
+    add("maximum broadcast (2,3,5),(3,5)", p, 2, (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(3, 5)},
+        BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_MINIMUM, 0);
+    p.scalar = 0.25;
+    ADD1("minimum with scalar 0.25", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_POW, 0);
+    p.scalar = 2.0;
+    ADD1("pow 2", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.scalar = -0.5;
+    ADD1("pow -0.5", p, BO_SHAPE(2, 3, 5), BO_VALS_POSITIVE, BO_TRANS, BO_TRANS);
+    p = mkop(CK_OP_MASKED_FILL, 0);
+    p.scalar = -2.0;
+    p.n_const = 3;
+    p.const_shape[0] = 1;
+    p.const_shape[1] = 3;
+    p.const_shape[2] = 5;
+    ADD1("masked_fill mask (1,3,5) value -2", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT,
+         BO_EXACT);
+    p = mkop(CK_OP_EXPAND, 0);
+    p.n_shape = 3;
+    p.shape[0] = 2;
+    p.shape[1] = 3;
+    p.shape[2] = 4;
+    ADD1("expand to (2,3,4)", p, BO_SHAPE(3, 1), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.shape[1] = -1;
+    ADD1("expand to (2,-1,4)", p, BO_SHAPE(2, 3, 1), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_REDUCE_SUM, 0);
+    p.n_axes = 1;
+    p.axes[0] = 1;
+    p.keepdim = true;
+    ADD1("sum dim 1 keepdim", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p.n_axes = 2;
+    p.axes[0] = 0;
+    p.axes[1] = 2;
+    p.keepdim = false;
+    ADD1("sum dims 0, 2", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_REDUCE_MEAN, 0);
+    p.n_axes = 1;
+    p.axes[0] = -1;
+    ADD1("mean dim -1", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_REDUCE_MAX, 0);
+    p.n_axes = 1;
+    p.axes[0] = 1;
+    ADD1("amax dim 1", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_EXACT, BO_EXACT);
+    p = mkop(CK_OP_SOFTMAX, 0); /* softmax(x + mask), an additive constant mask */
+    p.n_const = 2;
+    p.const_shape[0] = 3;
+    p.const_shape[1] = 5;
+    ADD1("softmax dim -1, additive mask (3,5)", p, BO_SHAPE(2, 3, 5), BO_VALS_NORMAL, BO_TRANS,
+         BO_TRANS);
+}
+
 const bo_row *bo_rows(int *n)
 {
     if (!g_n_rows) {
@@ -1077,6 +1182,7 @@ const bo_row *bo_rows(int *n)
         build_norm();
         build_pool_upsample();
         build_shape_attention();
+        build_broadcast();
     }
     *n = g_n_rows;
     return g_rows;

@@ -244,15 +244,34 @@ static const bad_row bad_rows[] = {
     {"single-input op given two", HEAD "'layers': [{'name': 'a', 'op': 'relu', 'inputs': ['input', 'input']}]}",
      "layers[0] (a).inputs: relu takes exactly one input, got 2", AT_PARSE},
     {"add with one input", HEAD "'layers': [{'name': 'a', 'op': 'add', 'inputs': ['input']}]}",
-     "layers[0] (a).inputs: add needs 2 to 8 inputs, got 1", AT_PARSE},
+     "layers[0] (a): add with one input needs a constant operand: `scalar` or `constant_shape`",
+     AT_GRAPH},
     {"add with nine inputs",
      HEAD "'layers': [{'name': 'a', 'op': 'add', 'inputs': ['input','input','input','input','input',"
           "'input','input','input','input']}]}",
-     "layers[0] (a).inputs: add needs 2 to 8 inputs, got 9", AT_PARSE},
+     "layers[0] (a).inputs: add needs 1 to 8 inputs, got 9", AT_PARSE},
     {"concat without inputs", HEAD "'layers': [{'name': 'a', 'op': 'relu'}, {'name': 'c', 'op': 'concat'}]}",
      "layers[1] (c).inputs: required for concat", AT_PARSE},
     {"add inputs as a string", HEAD "'layers': [{'name': 'a', 'op': 'add', 'inputs': 'input'}]}",
-     "layers[0] (a).inputs: must be a list of 2 to 8 layer names, got a string", AT_PARSE},
+     "layers[0] (a): add with one input needs a constant operand", AT_GRAPH},
+    {"add inputs as a number", HEAD "'layers': [{'name': 'a', 'op': 'add', 'inputs': 3}]}",
+     "layers[0] (a).inputs: must be a layer name or a list of 1 to 8, got a number", AT_PARSE},
+    {"add of two inputs and a scalar",
+     HEAD "'layers': [{'name': 'a', 'op': 'relu'}, {'name': 'b', 'op': 'add', 'inputs': ['a', 'input'], "
+          "'scalar': 1}]}",
+     "layers[1] (b): add: `scalar` and `constant_shape` are for a layer with one input", AT_GRAPH},
+    {"sub of shapes that do not broadcast",
+     HEAD "'layers': [{'name': 'a', 'op': 'sum', 'dim': [1]}, {'name': 'b', 'op': 'sub', 'inputs': ['input', 'a']}]}",
+     "layers[1] (b): inputs input 0 [2, 3, 8, 8] and input 1 [2, 8, 8] differ in shape and do not broadcast (sub", AT_GRAPH},
+    {"sum over a dim twice", HEAD "'layers': [{'name': 'a', 'op': 'sum', 'dim': [1, -3]}]}",
+     "layers[0] (a): sum: dim lists dim 1 twice", AT_GRAPH},
+    {"expand that shrinks", HEAD "'layers': [{'name': 'a', 'op': 'expand', 'shape': [2, 2, 8, 8]}]}",
+     "layers[0] (a): expand: the input [2, 3, 8, 8] cannot expand to shape [2, 2, 8, 8]", AT_GRAPH},
+    {"masked_fill mask larger than its input",
+     HEAD "'layers': [{'name': 'a', 'op': 'masked_fill', 'mask_shape': [4, 1, 1, 1, 1], 'value': 0}]}",
+     "masked_fill: mask_shape [4, 1, 1, 1, 1] does not broadcast to the input", AT_GRAPH},
+    {"pow without exponent", HEAD "'layers': [{'name': 'a', 'op': 'pow'}]}",
+     "exponent", AT_PARSE},
     /* checkpoint */
     {"segments out of order",
      HEAD "'layers': [{'name': 'a', 'op': 'relu'}, {'name': 'b', 'op': 'relu'}, {'name': 'c', 'op': 'relu'}], "
@@ -824,7 +843,9 @@ START_TEST(catalogue_lists_every_op_once)
         "reshape",   "permute",   "transpose",  "rmsnorm",    "groupnorm",  "mul",
         "silu",      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "positional",
         "sqrt",      "rsqrt",     "reciprocal", "exp",        "log",        "neg",
-        "erf",       "abs",       "slice"};
+        "erf",       "abs",       "slice",      "sub",        "div",        "maximum",
+        "minimum",   "pow",       "masked_fill", "expand",    "sum",        "mean",
+        "amax"};
     int n = 0;
     const ck_op_info *cat = ck_op_catalogue(&n);
     /* every spelling a case could use before is still there (new ops may join) */

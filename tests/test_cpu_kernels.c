@@ -186,6 +186,10 @@ static const cpk_conv_geom conv_geoms[] = {
      .dil = {1, 1, 1}, .pad = {0, 0, 0}},
     {.N = 1, .C = 20, .F = 16, .in = {1, 9, 30}, .k = {1, 3, 3}, .stride = {1, 1, 1},
      .dil = {1, 1, 1}, .pad = {0, 1, 1}},
+    /* rows of 70: B panels read where they lie in the padded input (0-31, 32-63) and a
+     * packed one (64-69); strided rows, dilated columns */
+    {.N = 2, .C = 5, .F = 7, .in = {1, 11, 70}, .k = {1, 3, 3}, .stride = {1, 2, 1},
+     .dil = {1, 1, 2}, .pad = {0, 1, 2}},
     {.N = 1, .C = 2, .F = 2, .in = {3, 4, 5}, .k = {2, 2, 7}, .stride = {2, 1, 3},
      .dil = {1, 2, 1}, .pad = {1, 1, 4}},
     {.N = 3, .C = 5, .F = 1, .in = {1, 1, 11}, .k = {1, 1, 4}, .stride = {1, 1, 1},

@@ -147,13 +147,16 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
      * every hidden output and its gradient is 256 B, l2's output and gradient 32 B. Kept for
      * backward: what a backward reads (liveness.h): linear reads its input, relu its output,
      * so each relu runs in place in its linear's buffer and l0, l1 are never stored twice.
+     * A relu's backward writes its input's gradient into its output gradient's buffer
+     * (ck_op_grads.din0_fresh), so dl1 takes over dr1's 256 B.
      * plain: forward r0 (in l0's buffer) 256, r1 (in l1's) 512, l2 544; loss gradient 576,
-     *   l2 freed (nothing reads it) 544; backward l2 + dr1 = 800, frees dl2 -> 768;
-     *   backward r1 + dl1 = 1024 (peak), frees r1, dr1 -> 512; ... -> 0.
+     *   l2 freed (nothing reads it) 544; backward l2 + dr1 = 800 (peak), frees dl2 -> 768;
+     *   backward r1, dl1 in dr1's buffer -> 768, frees r1 -> 512; backward l1 + dr0 = 768
+     *   -> 512; ... -> 0.
      * checkpointed, segment [l0, l1]: r0 freed after l1's forward (recomputed), forward
      *   288 (r1, l2); loss gradient, l2 freed -> 288; backward l2 + dr1 = 544 -> 512;
-     *   backward r1 + dl1 = 768 (peak) -> 256; recompute l0/r0 512, l1 768 and freed (no
-     *   backward reads it) -> 512; backward l1 + dr0 = 768; ... -> 0. */
+     *   backward r1, dl1 in dr1's buffer -> 256; recompute l0/r0 512, l1 768 (peak) and
+     *   freed (no backward reads it) -> 512; backward l1 + dr0 = 768; ... -> 0. */
     static const char *text =
         "{\"name\": \"tiny\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r0\", \"op\": \"relu\"},"
@@ -164,7 +167,7 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 1024);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 800);
     ck_assert_int_eq(r.ckpt.peak_activation_bytes, 768);
     ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert_int_eq(r.plain.recomputed_layers, 0);
@@ -174,6 +177,40 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
 }
 END_TEST
 
+
+START_TEST(residual_add_hands_its_gradient_buffer_to_both_inputs)
+{
+    /* input (4, 8) -> l0 linear 16 -> f1 linear 16 -> f2 linear 16 -> res add(l0, f2) ->
+     * head linear 2, fp32: hidden tensors 256 B, head's 32 B. res passes dy unchanged to
+     * l0 and f2; f2 has no other consumer and l0's other consumer (f1) runs its backward
+     * after f2's, so both gradients are dres's own buffer (liveness.h: add_shares_gradient),
+ * made +0 + dres by add's kernel (ck_op_grads.din0_fresh).
+     * plain: forward l0 256, f1 512, f2 768, res in f2's buffer, head 800; loss gradient
+     *   832, head freed 800; backward head + dres = 1056 (peak) -> 1024, res freed 768;
+     *   backward res: dl0 = df2 = dres's buffer, 768 (two new gradients would make 1280);
+     *   backward f2 + df1 1024 -> f1 freed 768; backward f1 adds into dl0 ... -> 0.
+     * checkpointed, segment [f1, f2]: forward 544 (f1 dropped); loss gradient, head freed
+     *   544; backward head + dres 800 -> 512; backward res shares: 512; recompute f1, f2
+     *   1024 (peak), f2 freed 768; backward f2 + df1 1024 -> 768; ... -> 0. */
+    static const char *text =
+        "{\"name\": \"residual\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+        "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"f1\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"f2\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"res\", \"op\": \"add\", \"inputs\": [\"l0\", \"f2\"]},"
+        "{\"name\": \"head\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"f1\", \"f2\"]]}, \"train\": {\"steps\": 2}}";
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 1056);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1024);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+}
+END_TEST
 
 START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
 {
@@ -186,12 +223,14 @@ START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
      * Relu runs in place in wide's buffer (linear reads its input, relu its output).
      * checkpointed: forward l0 256, ln 256 + 32 -> 544, l0 freed (recomputed) 288, l1 544,
      *   ln and its statistics freed -> 256, wide 1280 (act in place), head 1312; loss
-     *   gradient, head freed -> 1312; backward head + dact = 2336 -> 2304; backward act +
-     *   dwide = 3328 (peak) -> 1280; backward wide + dl1 1536 -> 256 (l1 freed: its first
+     *   gradient, head freed -> 1312; backward head + dact = 2336 (peak) -> 2304; backward
+     *   act writes dwide into dact's buffer (ck_op_grads.din0_fresh), frees act -> 1280;
+     *   backward wide + dl1 1536 -> 256 (l1 freed: its first
      *   consumer's backward ran); recompute l0, ln + statistics -> 800 (l1 recomputed and
      *   freed); backward l1 + dln 1056 -> 544; backward ln + dl0 800; ... -> 0.
      * plain: forward 1856 (ln's statistics kept: its backward reads them), loss gradient,
-     *   head freed; backward head + dact 2880 -> 2848; backward act + dwide = 3872 (peak). */
+     *   head freed; backward head + dact 2880 (peak) -> 2848; backward act, dwide in dact's
+     *   buffer -> 2848, frees act -> 1824. */
     static const char *text =
         "{\"name\": \"norm_peak\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"ln\", \"op\": \"layernorm\"},"
@@ -202,8 +241,8 @@ START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 3872);
-    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 3328);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 2880);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 2336);
     ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);
@@ -236,7 +275,7 @@ static void trace_tiny(bool checkpointed, ck_alloc_event *ev, int cap, ck_alloc_
     ck_record rec;
     ck_status st = ck_train(b, &bc.g, checkpointed ? &plan : NULL, CK_F32, &hooks, &rec, &err);
     ck_assert_msg(st == CK_OK, "%s", err.msg);
-    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 768 : 1024);
+    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 768 : 800);
     ck_record_free(&rec);
     b->destroy(b);
     ck_plan_free(&plan);
@@ -285,7 +324,8 @@ START_TEST(live_bytes_trace_shows_the_forward_peak_and_the_recomputation)
     ck_assert_int_eq(t.events[2].kind, CK_ALLOC_EV_FREE);
     ck_assert_int_eq(t.events[2].live_bytes, 256);
     ck_assert_int_eq(t.events[fwd].live_bytes, 288);
-    /* before the recomputation memory never went above 768 (backward r1 + dl1); the
+    /* up to the recomputation's end memory never went above 768 (l1 recomputed beside r0
+     * and dl1; r1's backward wrote dl1 into dr1's buffer, so it is not the peak); the
      * recomputation makes l0/r0 and l1 again and frees l1 (no backward reads it): r0 and
      * dl1 are live, 512 */
     ck_assert_int_eq(max_live(&t, fwd, rec), 768);
@@ -772,6 +812,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, plan_every_and_sqrt_split_evenly);
     tcase_add_test(tc, peak_activation_bytes_match_a_hand_count);
     tcase_add_test(tc, norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak);
+    tcase_add_test(tc, residual_add_hands_its_gradient_buffer_to_both_inputs);
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
     tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
     tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);

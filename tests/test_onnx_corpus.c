@@ -24,7 +24,9 @@
 #include "harness/verify/run_case.h"
 #include "tests/test_util.h"
 
-typedef enum { FAITHFUL, FOLDED, NOT_YET } outcome;
+/* LOST: the exporter dropped part of the training-mode model (a dropout); the import works,
+ * the faithfulness check refuses it, as NOT_YET's second form */
+typedef enum { FAITHFUL, FOLDED, NOT_YET, LOST } outcome;
 
 typedef struct {
     const char *stem;   /* corpus/<stem>.onnx */
@@ -35,6 +37,7 @@ typedef struct {
 } corpus_row;
 
 #define FOLD_LINE "the exporter folded BatchNorm into the convolutions"
+#define DROP_LINE "dropout layers: the exporter removed them"
 
 static const corpus_row rows[] = {
     {"unet3d_ts13_opset14", "unet3d", "mean", FAITHFUL, NULL},
@@ -45,7 +48,7 @@ static const corpus_row rows[] = {
     {"unet3d_dynamo_inline", "unet3d", "mean", FOLDED, FOLD_LINE},
     {"resnet18_ts13_opset14", "resnet18", "mean", FAITHFUL, NULL},
     {"resnet18_ts2_opset14", "resnet18", "mean", FAITHFUL, NULL},
-    {"resnet18_dynamo", "resnet18", "mean", FOLDED, FOLD_LINE},
+    {"resnet18_dynamo", "resnet18", "mean", FOLDED, FOLD_LINE}, /* its global pool: ReduceMean */
     {"llama_block_ts13_opset17", "llama_block", "cross_entropy", FAITHFUL, NULL},
     {"llama_block_ts2_opset17", "llama_block", "cross_entropy", FAITHFUL, NULL},
     {"llama_block_dynamo", "llama_block", "cross_entropy", NOT_YET,
@@ -59,16 +62,21 @@ static const corpus_row rows[] = {
      * output matches, the gradients cannot be matched to the framework's parameters */
     {"nanogpt_dynamo", "nanogpt", "cross_entropy", NOT_YET,
      "the reference has 10 gradients of parameters the imported model does not have"},
-    {"mha_block_ts13_opset17", "mha_block", "mean", NOT_YET,
-     "module attn: node `/attn/Div_1` (Div): only a product of two activations"},
-    {"mha_block_ts2_opset17", "mha_block", "mean", NOT_YET,
-     "module attn: node `/attn/Mul` (Mul): only a product of two activations"},
-    {"mha_block_dynamo", "mha_block", "mean", NOT_YET,
-     "module attn: node `node_Mul_69` (Mul): only a product of two activations"},
-    {"sdpa_block_ts2_opset17", "sdpa_block", "mean", NOT_YET,
-     "node `/Transpose` (Transpose): its output `/Transpose_output_0` (inside an attention "
-     "pattern) is read by 3 nodes"},
-    {"sdpa_block_dynamo", "sdpa_block", "mean", NOT_YET, "inside a causal attention pattern"},
+    /* nn.MultiheadAttention on the generic path: scaling by constants, the additive -inf
+     * mask inside the softmax (softmax's mask_shape) */
+    {"mha_block_ts13_opset17", "mha_block", "mean", FAITHFUL, NULL},
+    /* torch 2 exports the attention dropout of nn.MultiheadAttention and
+     * scaled_dot_product_attention as an ONNX Dropout without training_mode (an identity):
+     * everything else matches, the check refuses the lost dropout */
+    {"mha_block_ts2_opset17", "mha_block", "mean", LOST, DROP_LINE},
+    {"mha_block_dynamo", "mha_block", "mean", LOST, DROP_LINE},
+    {"sdpa_block_ts2_opset17", "sdpa_block", "mean", LOST, DROP_LINE},
+    {"sdpa_block_dynamo", "sdpa_block", "mean", LOST, DROP_LINE},
+    /* nn.LayerNorm below opset 17 (ReduceMean/Sub/Pow/.../Div/Mul/Add): the LayerNorm pattern */
+    {"ln_block_ts13_opset14", "ln_block", "mean", FAITHFUL, NULL},
+    {"ln_block_ts2_opset14", "ln_block", "mean", FAITHFUL, NULL},
+    {"ln_block_dynamo", "ln_block", "mean", NOT_YET,
+     "the reference has 2 gradients of parameters the imported model does not have"},
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
@@ -254,6 +262,8 @@ static void check_not_yet(const corpus_row *r)
     ck_error err;
     ck_status st = import_row(r, true, true, &bc, &origins, &n_bn, &n_drop, wpath, sizeof wpath,
                               &err);
+    ck_assert_msg(r->want != LOST || st == CK_OK, "%s: the import itself fails: %s", r->stem,
+                  err.msg);
     if (st != CK_OK) {
         ck_assert_msg(st == CK_ERR_INPUT, "%s: status %d", r->stem, (int)st);
         ck_assert_msg(strstr(err.msg, r->why) && !strchr(err.msg, '\n'), "%s: '%s' lacks '%s'",

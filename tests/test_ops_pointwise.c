@@ -598,6 +598,83 @@ START_TEST(backward_accumulates_into_gradients)
 }
 END_TEST
 
+/* ck_op_grads.din0_fresh (backend.h): the executor hands an activation's backward its
+ * output gradient's own buffer as the input gradient. The result must have the bits of a
+ * zeroed gradient accumulated once, on every backend and dtype, including dy = -0 (0 + -0
+ * is +0) and masked elements (dy * 0), and whatever the buffer held before. */
+START_TEST(fresh_input_gradient_in_the_output_gradients_buffer_has_the_zeroed_bits)
+{
+    static const double xv[8] = {-2.0, -0.5, 0.0, 1.0, 3.0, -0.0, 0.25, -1.5};
+    static const double dyv[8] = {-0.0, 0.75, -1.25, -0.0, 2.5, 0.5, -3.0, -0.0};
+    static const char *backends[] = {"cpu", "ref"};
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    static const ck_op_kind kinds[] = {CK_OP_RELU, CK_OP_LEAKY_RELU, CK_OP_TANH, CK_OP_SIGMOID};
+    ck_assert(ck_backward_writes_fresh(CK_OP_ADD));
+    int checked = 0;
+    for (int bi = 0; bi < COUNT(backends); bi++) {
+        ck_backend *b = NULL;
+        ck_error err = {{0}};
+        ck_assert_msg(ck_backend_create(backends[bi], NULL, &b, &err) == CK_OK, "%s", err.msg);
+        for (int di = 0; di < COUNT(dts); di++) {
+            for (int ki = 0; ki < COUNT(kinds); ki++) {
+                ck_assert(ck_backward_writes_fresh(kinds[ki]));
+                ck_op_params op = op_of(kinds[ki]);
+                ck_fwd_args args = fwd_args(0, 0);
+                ck_tensor *x = tu_tensor_of("x", dts[di], SHAPE(8), xv);
+                ck_tensor *y = tu_tensor_new("y", dts[di], SHAPE(8));
+                ck_tensor *dy = tu_tensor_of("dy", dts[di], SHAPE(8), dyv);
+                ck_tensor *zeroed = tu_tensor_new("dx", dts[di], SHAPE(8));
+                ck_tensor *shared = tu_tensor_of("dx_in_dy", dts[di], SHAPE(8), dyv);
+                ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
+                ck_assert_int_eq(b->forward(b, &op, &args, &io, &err), CK_OK);
+                ck_op_grads g = {.dout = dy, .din = {zeroed}};
+                ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+                ck_tensor dy_view = *shared; /* the same buffer, as the executor passes it */
+                ck_op_grads gf = {.dout = &dy_view, .din = {shared}, .din0_fresh = true};
+                ck_assert_msg(b->backward(b, &op, &args, &io, &gf, &err) == CK_OK, "%s",
+                              err.msg);
+                ck_assert_msg(memcmp(zeroed->data, shared->data, ck_tensor_bytes(zeroed)) == 0,
+                              "%s %s %s: the fresh gradient in dy's buffer differs from "
+                              "zero + accumulate",
+                              backends[bi], ck_dtype_name(dts[di]), ck_op_kind_name(kinds[ki]));
+                checked++;
+                tu_tensor_free(x);
+                tu_tensor_free(y);
+                tu_tensor_free(dy);
+                tu_tensor_free(zeroed);
+                tu_tensor_free(shared);
+            }
+            /* add, as the executor calls it for a residual: din[0] is dy's buffer (the
+               other input's gradient is the same buffer, so din[1] is NULL) */
+            ck_op_params op = op_of(CK_OP_ADD);
+            ck_fwd_args args = fwd_args(0, 0);
+            ck_tensor *x = tu_tensor_of("x", dts[di], SHAPE(8), xv);
+            ck_tensor *dy = tu_tensor_of("dy", dts[di], SHAPE(8), dyv);
+            ck_tensor *zeroed = tu_tensor_new("dx", dts[di], SHAPE(8));
+            ck_tensor *shared = tu_tensor_of("dx_in_dy", dts[di], SHAPE(8), dyv);
+            ck_op_io io = {.n_in = 2, .in = {x, x}, .out = dy};
+            ck_op_grads g = {.dout = dy, .din = {zeroed}};
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+            ck_tensor dy_view = *shared;
+            ck_op_grads gf = {.dout = &dy_view, .din = {shared}, .din0_fresh = true};
+            ck_assert_msg(b->backward(b, &op, &args, &io, &gf, &err) == CK_OK, "%s", err.msg);
+            ck_assert_msg(memcmp(zeroed->data, shared->data, ck_tensor_bytes(zeroed)) == 0,
+                          "%s %s add: the fresh gradient in dy's buffer differs from zero + "
+                          "accumulate", backends[bi], ck_dtype_name(dts[di]));
+            ck_assert_msg(!signbit(tu_tget(shared, 0)), "%s %s add: -0 stayed -0",
+                          backends[bi], ck_dtype_name(dts[di]));
+            checked++;
+            tu_tensor_free(x);
+            tu_tensor_free(dy);
+            tu_tensor_free(zeroed);
+            tu_tensor_free(shared);
+        }
+        b->destroy(b);
+    }
+    ck_assert_int_eq(checked, COUNT(backends) * COUNT(dts) * (COUNT(kinds) + 1));
+}
+END_TEST
+
 START_TEST(non_float_dtypes_are_rejected_by_name)
 {
     ck_fwd_args args = fwd_args(0, 0);
@@ -644,6 +721,7 @@ Suite *suite_ops_pointwise(void)
     tcase_add_test(tc, relu_propagates_nan_as_pytorch);
     tcase_add_test(tc, sigmoid_and_tanh_saturate_without_nan);
     tcase_add_loop_test(tc, activation_backward_passes_gradcheck, 0, COUNT(act_cases));
+    tcase_add_test(tc, fresh_input_gradient_in_the_output_gradients_buffer_has_the_zeroed_bits);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("random");

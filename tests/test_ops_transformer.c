@@ -846,7 +846,7 @@ static const struct {
     {"[{\"name\": \"a\", \"op\": \"attention\", \"inputs\": [\"input\", \"input\"]}]",
      "attention takes 1 (q = k = v) or 3 (q, k, v) inputs, got 2"},
     {"[{\"name\": \"m\", \"op\": \"mul\", \"inputs\": [\"input\"]}]",
-     "mul takes exactly 2 inputs, got 1"},
+     "mul with one input needs a constant operand"},
     {"[{\"name\": \"g\", \"op\": \"gelu\", \"approximate\": \"erf\"}]",
      "approximate: must be one of"},
 };

@@ -25,6 +25,7 @@ extern "C" {
 #endif
 
 #include "backends/backend.h"
+#include "backends/check/broadcast.h"
 #include "backends/check/geometry.h"
 #include "backends/check/numerics.h"
 
@@ -84,10 +85,12 @@ ck_status ck_opc_add_bwd(const char *be, const ck_op_io *io, const ck_op_grads *
 ck_status ck_opc_slice(const char *be, const ck_op_params *op, const ck_op_io *io,
                        const ck_op_grads *g, int64_t *outer, int64_t *D, int64_t *inner,
                        ck_error *err);
-ck_status ck_opc_concat_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *block,
-                            int64_t *out_block, ck_error *err);
-ck_status ck_opc_concat_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
+/* concat along op->dim (resolved): each input as (N, block[k]), the output (N, out_block) */
+ck_status ck_opc_concat_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
                             int64_t *N, int64_t *block, int64_t *out_block, ck_error *err);
+ck_status ck_opc_concat_bwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                            const ck_op_grads *g, int64_t *N, int64_t *block, int64_t *out_block,
+                            ck_error *err);
 ck_status ck_opc_flatten_fwd(const char *be, const ck_op_io *io, ck_error *err);
 ck_status ck_opc_flatten_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
                              ck_error *err);
@@ -180,6 +183,33 @@ ck_status ck_opc_optimizer_args(const char *be, const char *fn, const ck_optimiz
                                 const ck_tensor *state0, const ck_tensor *state1,
                                 ck_error *err);
 
+
+/* ---- the broadcast family (broadcast.c; geometry and functions: broadcast.h) ---- */
+
+/* A binary op's two operands (sub, div, maximum, minimum, pow, masked_fill, and add/mul
+ * of two shapes or with a constant): each a tensor, or the op's scalar when t[k] is NULL;
+ * input[k] is the io->in index whose gradient operand k gets, -1 for a constant. */
+typedef struct {
+    const ck_tensor *t[2];
+    double scalar;
+    int input[2];
+    ck_bc_geom g;
+} ck_opc_bc_operands;
+
+/* The operands of a binary op of the broadcast family and their geometry against y (the
+ * output, or dout in backward): every operand broadcasts to y's shape. */
+ck_status ck_opc_binary(const char *be, const ck_op_params *op, const ck_op_io *io,
+                        const ck_tensor *y, ck_opc_bc_operands *o, ck_error *err);
+/* sum, mean, amax (x the input, y the output or dout; operand 0 is y with the reduced dims
+ * kept) and expand (x the input, the operand; y the output or dout, the full shape). */
+ck_status ck_opc_reduce(const char *be, const ck_op_params *op, const ck_tensor *x,
+                        const ck_tensor *y, ck_bc_geom *g, ck_error *err);
+/* t broadcasts to full: operand 0 of g is t (softmax's additive mask). */
+ck_status ck_opc_bc_against(const char *be, const char *fn, const ck_tensor *full,
+                            const ck_tensor *t, ck_bc_geom *g, ck_error *err);
+/* Whether the op runs on the broadcast family's kernels: its own kinds, and add/mul with
+ * operands of differing shapes or with a constant (op->broadcast, set by their shape rule). */
+bool ck_opc_is_broadcast(const ck_op_params *op);
 
 /* ---- shared by the families' checks (common.c) ---- */
 

@@ -9,41 +9,47 @@
 
 #define SH(t, buf) ck_shape_str(&(t)->shape, buf, sizeof buf)
 
-static ck_status concat_dims(const char *be, const char *fn, const ck_op_io *io,
-                             const ck_tensor *out, int64_t *N, int64_t *block,
-                             int64_t *out_block, ck_error *err)
+/* concat along op->dim: N = the product of the dims before it, block[k] = input k's dim
+ * times the product of the dims after it (dim 1: N and the channels times spatial) */
+static ck_status concat_dims(const char *be, const char *fn, const ck_op_params *op,
+                             const ck_op_io *io, const ck_tensor *out, int64_t *N,
+                             int64_t *block, int64_t *out_block, ck_error *err)
 {
     const ck_tensor *x0 = io->in[0];
-    if (x0->shape.ndim < 2)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...)", fn,
-                       ck_opc_tname(x0), x0->shape.ndim);
-    int64_t S = 1;
-    for (int d = 2; d < x0->shape.ndim; d++)
+    const int cd = op->dim;
+    if (x0->shape.ndim < 2 || cd < 0 || cd >= x0->shape.ndim)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has rank %d, needs (N, C, ...) and dim %d "
+                       "inside it", fn, ck_opc_tname(x0), x0->shape.ndim, cd);
+    int64_t S = 1, outer = 1;
+    for (int d = cd + 1; d < x0->shape.ndim; d++)
         S *= x0->shape.dim[d];
+    for (int d = 0; d < cd; d++)
+        outer *= x0->shape.dim[d];
     int64_t channels = 0;
     for (int k = 0; k < io->n_in; k++) {
         const ck_tensor *x = io->in[k];
         CK_TRY(ck_opc_like(be, fn, x0, x, false, err));
         bool same = x->shape.ndim == x0->shape.ndim;
         for (int d = 0; same && d < x0->shape.ndim; d++)
-            same = d == 1 || x->shape.dim[d] == x0->shape.dim[d];
+            same = d == cd || x->shape.dim[d] == x0->shape.dim[d];
         if (!same) {
             char a[128], b[128];
-            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s; only dim 1 "
+            return ck_fail(err, CK_ERR_INTERNAL, "%s: %s has shape %s, %s has %s; only dim %d "
                            "may differ", fn, ck_opc_tname(x),
                            ck_shape_str(&x->shape, a, sizeof a), ck_opc_tname(x0),
-                           ck_shape_str(&x0->shape, b, sizeof b));
+                           ck_shape_str(&x0->shape, b, sizeof b), cd);
         }
-        block[k] = x->shape.dim[1] * S;
-        channels += x->shape.dim[1];
+        block[k] = x->shape.dim[cd] * S;
+        channels += x->shape.dim[cd];
     }
     CK_TRY(ck_opc_like(be, fn, x0, out, false, err));
-    if (out->shape.ndim != x0->shape.ndim ||
-        ck_shape_numel(&out->shape) != x0->shape.dim[0] * channels * S ||
-        out->shape.dim[0] != x0->shape.dim[0] || out->shape.dim[1] != channels)
-        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s is not (%lld, %lld, ...)", fn,
-                       ck_opc_tname(out), (long long)x0->shape.dim[0], (long long)channels);
-    *N = x0->shape.dim[0];
+    bool ok = out->shape.ndim == x0->shape.ndim && out->shape.dim[cd] == channels;
+    for (int d = 0; ok && d < x0->shape.ndim; d++)
+        ok = d == cd || out->shape.dim[d] == x0->shape.dim[d];
+    if (!ok)
+        return ck_fail(err, CK_ERR_INTERNAL, "%s: %s is not the inputs joined along dim %d (%lld "
+                       "in all)", fn, ck_opc_tname(out), cd, (long long)channels);
+    *N = outer;
     *out_block = channels * S;
     return CK_OK;
 }
@@ -82,24 +88,25 @@ ck_status ck_opc_slice(const char *be, const ck_op_params *op, const ck_op_io *i
     return CK_OK;
 }
 
-ck_status ck_opc_concat_fwd(const char *be, const ck_op_io *io, int64_t *N, int64_t *block,
-                            int64_t *out_block, ck_error *err)
+ck_status ck_opc_concat_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                            int64_t *N, int64_t *block, int64_t *out_block, ck_error *err)
 {
     const char *fn = "concat";
     CK_TRY(ck_opc_inputs(fn, io, 1, err));
     if (!io->out)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no output tensor", fn);
-    return concat_dims(be, fn, io, io->out, N, block, out_block, err);
+    return concat_dims(be, fn, op, io, io->out, N, block, out_block, err);
 }
 
-ck_status ck_opc_concat_bwd(const char *be, const ck_op_io *io, const ck_op_grads *g,
-                            int64_t *N, int64_t *block, int64_t *out_block, ck_error *err)
+ck_status ck_opc_concat_bwd(const char *be, const ck_op_params *op, const ck_op_io *io,
+                            const ck_op_grads *g, int64_t *N, int64_t *block, int64_t *out_block,
+                            ck_error *err)
 {
     const char *fn = "concat backward";
     CK_TRY(ck_opc_inputs(fn, io, 1, err));
     if (!g->dout)
         return ck_fail(err, CK_ERR_INTERNAL, "%s: no dout", fn);
-    CK_TRY(concat_dims(be, fn, io, g->dout, N, block, out_block, err));
+    CK_TRY(concat_dims(be, fn, op, io, g->dout, N, block, out_block, err));
     for (int k = 0; k < io->n_in; k++)
         CK_TRY(ck_opc_like(be, fn, io->in[k], g->din[k], true, err));
     return CK_OK;

@@ -2,8 +2,8 @@
  * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
  * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c). Every other op,
  * the losses, the optimizer and dtype conversion are the reference backend's own entry
- * points (backends/ref/ref_ops.h), called directly: single-threaded and fixed-order, so
- * they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
+ * points (backends/ref/ref_ops.h), called directly (split into slices across threads where
+ * an op never mixes them: delegate.c), so they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
  */
 #include "backends/cpu/backend.h"
 
@@ -60,7 +60,7 @@ static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
     const cpu_ctx *c = ctx_of(b);
     if (fast_ops[op->kind].fwd)
         return fast_ops[op->kind].fwd(c, op, args, io, err);
-    return ref_op_forward(op, args, io, err);
+    return cpu_delegate_forward(c, op, args, io, err);
 }
 
 static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -72,7 +72,7 @@ static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fw
     const cpu_ctx *c = ctx_of(b);
     if (fast_ops[op->kind].bwd)
         return fast_ops[op->kind].bwd(c, op, args, io, g, err);
-    return ref_op_backward(op, args, io, g, err);
+    return cpu_delegate_backward(c, op, args, io, g, err);
 }
 
 static ck_status cpu_round_for_calibration(ck_backend *b, ck_tensor *t, int bits, double rel,
@@ -98,6 +98,29 @@ static void cpu_info(ck_backend *b, ck_backend_info *out)
     snprintf(out->versions, sizeof out->versions, "gcc %d.%d.%d", __GNUC__, __GNUC_MINOR__,
              __GNUC_PATCHLEVEL__);
 #endif
+}
+
+static ck_status cpu_count_nonfinite(ck_backend *b, const ck_tensor *t, int64_t *nan,
+                                     int64_t *inf, int64_t *first, bool *first_nan,
+                                     ck_error *err)
+{
+    const cpu_ctx *c = ctx_of(b);
+    if (!cpu_count_nonfinite_with(c->pool, c->isa, t->dtype, ck_shape_numel(&t->shape),
+                                  t->data, nan, inf, first, first_nan))
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory checking %s for NaN/Inf", t->name);
+    return CK_OK;
+}
+
+static void *cpu_get_proc(ck_backend *b, const char *name)
+{
+    (void)b;
+    union {
+        void *p;
+        ck_count_nonfinite_fn count;
+    } u = {NULL};
+    if (strcmp(name, CK_PROC_COUNT_NONFINITE) == 0)
+        u.count = cpu_count_nonfinite;
+    return u.p;
 }
 
 static void cpu_destroy(ck_backend *b)
@@ -168,6 +191,7 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     ref_install_training(b); /* losses, optimizer and convert: the reference's */
     b->info = cpu_info;
     b->destroy = cpu_destroy;
+    b->get_proc = cpu_get_proc;
     *out = b;
     return CK_OK;
 }

@@ -79,10 +79,16 @@ static void pad_task(void *vctx, int64_t task, int tid)
     }
 }
 
+static size_t pad_bytes(int64_t planes, const int64_t P[3])
+{
+    return (size_t)(planes * vol3(P)) * sizeof(float);
+}
+
+/* a padded copy in the pool's scratch buffer: hand it back with cpk_scratch_give */
 static float *pad_copy(cpk_pool *p, const float *src, int64_t planes, const int64_t S[3],
                        const int64_t P[3], const int64_t lo[3])
 {
-    float *dst = aligned_alloc(64, (size_t)((planes * vol3(P) * 4 + 63) / 64 * 64));
+    float *dst = cpk_scratch_take(p, pad_bytes(planes, P));
     if (!dst)
         return NULL;
     pad_ctx c = {.src = src, .dst = dst};
@@ -267,6 +273,38 @@ typedef struct {
     int64_t n;
 } igemm_ctx;
 
+/* B's columns [j0, j0 + NR) where they lie in the padded input: NR positions along one
+ * output row with stride 1 are NR consecutive floats for every k, at the offsets
+ * igemm_koff gives; NULL when the panel runs past the row's end (it is packed instead) */
+static const float *igemm_bpanel(const void *vctx, int64_t j0, int64_t NR)
+{
+    const igemm_ctx *ic = vctx;
+    const core_args *a = ic->a;
+    const int64_t o2 = j0 % a->O[2], o1 = j0 / a->O[2] % a->O[1], o0 = j0 / a->O[2] / a->O[1];
+    if (a->s[2] != 1 || o2 + NR > a->O[2])
+        return NULL;
+    return a->xp + ic->n * a->C * vol3(a->P) +
+           ((o0 * a->s[0]) * a->P[1] + o1 * a->s[1]) * a->P[2] + o2;
+}
+
+/* koff[k] for k = (c, q0, q1, q2): the offset of B's row k from a panel's base */
+static int64_t *igemm_koff(const core_args *a)
+{
+    const int64_t kvol = vol3(a->K);
+    int64_t *koff = malloc((size_t)(a->C * kvol) * sizeof *koff);
+    if (!koff)
+        return NULL;
+    int64_t k = 0;
+    for (int64_t c = 0; c < a->C; c++)
+        for (int64_t q0 = 0; q0 < a->K[0]; q0++)
+            for (int64_t q1 = 0; q1 < a->K[1]; q1++)
+                for (int64_t q2 = 0; q2 < a->K[2]; q2++)
+                    koff[k++] = c * vol3(a->P) +
+                                (q0 * a->dil[0] * a->P[1] + q1 * a->dil[1]) * a->P[2] +
+                                q2 * a->dil[2];
+    return koff;
+}
+
 /* The panel's nr positions as runs that are contiguous in the padded input (positions
  * along the innermost axis with stride 1): then each k row of the panel is a few block
  * copies instead of nr gathers. A pure copy: the packed values are the same either way. */
@@ -333,20 +371,24 @@ static bool run_core(cpk_pool *p, cpk_isa isa, core_args *a)
         gemm = a->path == 2;
     if (gemm || a->s[2] != 1) {
         /* implicit GEMM per sample: C = out[n] (F x positions), A = w (F x C*kvol) */
+        int64_t *koff = a->s[2] == 1 ? igemm_koff(a) : NULL;
+        if (a->s[2] == 1 && !koff)
+            return false;
         for (int64_t n = 0; n < a->N; n++) {
             float *y = a->out + n * a->F * oplane;
-            if (!a->accumulate)
-                for (int64_t f = 0; f < a->F; f++) {
-                    const float b = a->bias ? a->bias[f] : 0.0f;
-                    for (int64_t j = 0; j < oplane; j++)
-                        y[f * oplane + j] = b;
-                }
+            /* each chain starts from the bias (or 0), or from y when accumulating */
             igemm_ctx ic = {a, n};
             cpk_gemm_src s = {.a = a->w, .a_rs = a->C * vol3(a->K), .a_cs = 1,
-                             .packB = igemm_packB, .packB_ctx = &ic};
-            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane, true))
+                             .packB = igemm_packB, .packB_ctx = &ic,
+                             .bpanel = koff ? igemm_bpanel : NULL, .b_koff = koff,
+                             .row_init = a->accumulate ? NULL : a->bias};
+            if (!cpk_sgemm(p, isa, a->F, oplane, a->C * vol3(a->K), &s, y, oplane,
+                           a->accumulate)) {
+                free(koff);
                 return false;
+            }
         }
+        free(koff);
         return true;
     }
     /* the direct kernel computes 4 output channels at a time: pad W with zero channels */
@@ -388,7 +430,7 @@ bool cpk_conv_forward(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const fl
         a.dil[i] = g->dil[i];
     }
     bool ok = run_core(p, isa, &a);
-    free(xp);
+    cpk_scratch_give(p, xp, pad_bytes(g->N * g->C, P));
     return ok;
 }
 
@@ -475,7 +517,7 @@ bool cpk_conv_backward_data(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, co
             a.dil[i] = g->dil[i];
         }
         ok = run_core(p, isa, &a);
-        free(dyp);
+        cpk_scratch_give(p, dyp, pad_bytes(g->N * g->F, P));
     } else {
         const int64_t iplane = vol3(g->in);
         for (int64_t n = 0; n < g->N && ok; n++) {
@@ -792,7 +834,7 @@ bool cpk_conv_backward_weight(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, 
         return false;
     j.xp = xp;
     cpk_parallel(p, j.fblocks * g->C * g->k[0] * (g->k[1] / j.taps_per_task), dw_task, &j);
-    free(xp);
+    cpk_scratch_give(p, xp, pad_bytes(g->N * g->C, j.P));
     return true;
 }
 

@@ -41,6 +41,20 @@ CPU_OP_DECL(pointwise)  /* relu fp32 multi-threaded; the rest delegated to ref *
 
 #undef CPU_OP_DECL
 
+/* the ops without a fast kernel: the reference's entry points, split into element ranges or
+ * samples across threads where that keeps every bit (delegate.c) */
+ck_status cpu_delegate_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
+                               ck_op_io *io, ck_error *err);
+ck_status cpu_delegate_backward(const cpu_ctx *c, const ck_op_params *op,
+                                const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                                ck_error *err);
+
+/* NaN/Inf counts of n values of dtype dt (nonfinite.c; the CK_PROC_COUNT_NONFINITE
+ * capability): chunks split across the pool's threads; false on out-of-memory */
+bool cpu_count_nonfinite_with(cpk_pool *pool, cpk_isa isa, ck_dtype dt, int64_t n,
+                              const void *data, int64_t *nan, int64_t *inf, int64_t *first,
+                              bool *first_nan);
+
 /* ---- fp32 views of float tensors ---- */
 
 /* true when any non-NULL t[i] is fp64: the call is delegated to the reference kernels */

@@ -61,23 +61,44 @@ const char *cpk_isa_name(cpk_isa isa)
 }
 
 // ----------------------------------------------------------------------------
-// micro-kernels: C[mr x nr] = (load ? C : 0) + Apanel * Bpanel, A panel kc x mr (k-major),
+// micro-kernels: C[mr x nr] = (load ? C : rinit ? rinit[row] : 0) + Apanel * Bpanel, A panel kc x mr (k-major),
 // B panel kc x nr (k-major). Each lane of each accumulator is one output's fma chain.
 
 typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                           bool load);
+                           bool load, const float *rinit);
+/* the same with B's k row at b + koff[k] (NR contiguous floats) instead of a packed panel */
+typedef void (*ukernel_rows_fn)(int64_t kc, const float *a, const float *b, const int64_t *koff,
+                                float *c, int64_t ldc, bool load, const float *rinit);
 
 #define PORTABLE_MR 6
 #define PORTABLE_NR 16
 static void uk_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                        bool load)
+                        bool load, const float *rinit)
 {
     float acc[PORTABLE_MR][PORTABLE_NR];
     for (int i = 0; i < PORTABLE_MR; i++)
         for (int j = 0; j < PORTABLE_NR; j++)
-            acc[i][j] = load ? c[i * ldc + j] : 0.0f;
+            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : 0.0f;
     for (int64_t k = 0; k < kc; k++) {
         const float *ak = a + k * PORTABLE_MR, *bk = b + k * PORTABLE_NR;
+        for (int i = 0; i < PORTABLE_MR; i++)
+            for (int j = 0; j < PORTABLE_NR; j++)
+                acc[i][j] = fmaf(ak[i], bk[j], acc[i][j]);
+    }
+    for (int i = 0; i < PORTABLE_MR; i++)
+        for (int j = 0; j < PORTABLE_NR; j++)
+            c[i * ldc + j] = acc[i][j];
+}
+
+static void uk_portable_rows(int64_t kc, const float *a, const float *b, const int64_t *koff,
+                             float *c, int64_t ldc, bool load, const float *rinit)
+{
+    float acc[PORTABLE_MR][PORTABLE_NR];
+    for (int i = 0; i < PORTABLE_MR; i++)
+        for (int j = 0; j < PORTABLE_NR; j++)
+            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : 0.0f;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *ak = a + k * PORTABLE_MR, *bk = b + koff[k];
         for (int i = 0; i < PORTABLE_MR; i++)
             for (int j = 0; j < PORTABLE_NR; j++)
                 acc[i][j] = fmaf(ak[i], bk[j], acc[i][j]);
@@ -91,7 +112,7 @@ static void uk_portable(int64_t kc, const float *a, const float *b, float *c, in
 /* 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast (15 of 16 registers) */
 __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float *a,
                                                          const float *b, float *c,
-                                                         int64_t ldc, bool load)
+                                                         int64_t ldc, bool load, const float *rinit)
 {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
@@ -101,6 +122,10 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
         c30 = _mm256_loadu_ps(c + 3 * ldc); c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
         c40 = _mm256_loadu_ps(c + 4 * ldc); c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
         c50 = _mm256_loadu_ps(c + 5 * ldc); c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+    } else if (rinit) {
+        c00 = c01 = _mm256_set1_ps(rinit[0]); c10 = c11 = _mm256_set1_ps(rinit[1]);
+        c20 = c21 = _mm256_set1_ps(rinit[2]); c30 = c31 = _mm256_set1_ps(rinit[3]);
+        c40 = c41 = _mm256_set1_ps(rinit[4]); c50 = c51 = _mm256_set1_ps(rinit[5]);
     } else {
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
@@ -125,13 +150,57 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
     _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+/* uk_avx2 with B's k row at b + koff[k] */
+__attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const float *a,
+                                                              const float *b,
+                                                              const int64_t *koff, float *c,
+                                                              int64_t ldc, bool load, const float *rinit)
+{
+    __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    if (load) {
+        c00 = _mm256_loadu_ps(c + 0 * ldc); c01 = _mm256_loadu_ps(c + 0 * ldc + 8);
+        c10 = _mm256_loadu_ps(c + 1 * ldc); c11 = _mm256_loadu_ps(c + 1 * ldc + 8);
+        c20 = _mm256_loadu_ps(c + 2 * ldc); c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+        c30 = _mm256_loadu_ps(c + 3 * ldc); c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+        c40 = _mm256_loadu_ps(c + 4 * ldc); c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+        c50 = _mm256_loadu_ps(c + 5 * ldc); c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+    } else if (rinit) {
+        c00 = c01 = _mm256_set1_ps(rinit[0]); c10 = c11 = _mm256_set1_ps(rinit[1]);
+        c20 = c21 = _mm256_set1_ps(rinit[2]); c30 = c31 = _mm256_set1_ps(rinit[3]);
+        c40 = c41 = _mm256_set1_ps(rinit[4]); c50 = c51 = _mm256_set1_ps(rinit[5]);
+    } else {
+        c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
+        c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        const float *bk = b + koff[k];
+        const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
+        __m256 av;
+        av = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
+        a += 6;
+    }
+    _mm256_storeu_ps(c + 0 * ldc, c00); _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+    _mm256_storeu_ps(c + 1 * ldc, c10); _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+    _mm256_storeu_ps(c + 2 * ldc, c20); _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(c + 3 * ldc, c30); _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(c + 4 * ldc, c40); _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(c + 5 * ldc, c50); _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
 /* 8 x 32: 16 zmm accumulators, every one a named variable (an array indexed in a loop
  * kept them in memory at -O2: one load and one store per fma). The k loop is unrolled
  * twice; the order of the fmas into one accumulator is still k ascending. */
 #define AVX512_MR 8
 #define R512_LOAD(i)                                                                       \
-    c##i##0 = load ? _mm512_loadu_ps(c + (i) * ldc) : _mm512_setzero_ps();                 \
-    c##i##1 = load ? _mm512_loadu_ps(c + (i) * ldc + 16) : _mm512_setzero_ps();
+    c##i##0 = load    ? _mm512_loadu_ps(c + (i) * ldc)                                     \
+              : rinit ? _mm512_set1_ps(rinit[i])                                           \
+                      : _mm512_setzero_ps();                                               \
+    c##i##1 = load ? _mm512_loadu_ps(c + (i) * ldc + 16) : rinit ? c##i##0 : _mm512_setzero_ps();
 #define R512_FMA(i, ak)                                                                    \
     {                                                                                      \
         const __m512 av = _mm512_set1_ps((ak)[i]);                                         \
@@ -151,7 +220,7 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
 
 __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float *a,
                                                           const float *b, float *c,
-                                                          int64_t ldc, bool load)
+                                                          int64_t ldc, bool load, const float *rinit)
 {
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
     R512_ALL(R512_LOAD)
@@ -166,10 +235,36 @@ __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float
         R512_STEP(a, b)
     R512_ALL(R512_STORE)
 }
+
+/* uk_avx512 with B's k row at b + koff[k] (unaligned loads) */
+#define R512_STEP_ROW(ak, bk)                                                              \
+    {                                                                                      \
+        const __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps((bk) + 16);            \
+        R512_FMA(0, ak) R512_FMA(1, ak) R512_FMA(2, ak) R512_FMA(3, ak)                    \
+        R512_FMA(4, ak) R512_FMA(5, ak) R512_FMA(6, ak) R512_FMA(7, ak)                    \
+    }
+__attribute__((target("avx512f"))) static void uk_avx512_rows(int64_t kc, const float *a,
+                                                               const float *b,
+                                                               const int64_t *koff, float *c,
+                                                               int64_t ldc, bool load, const float *rinit)
+{
+    __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
+    R512_ALL(R512_LOAD)
+    int64_t k = 0;
+    for (; k + 2 <= kc; k += 2) {
+        R512_STEP_ROW(a, b + koff[k])
+        R512_STEP_ROW(a + AVX512_MR, b + koff[k + 1])
+        a += 2 * AVX512_MR;
+    }
+    if (k < kc)
+        R512_STEP_ROW(a, b + koff[k])
+    R512_ALL(R512_STORE)
+}
 #endif
 
 typedef struct {
     ukernel_fn fn;
+    ukernel_rows_fn rows;
     int mr, nr;
 } ukernel;
 
@@ -177,12 +272,12 @@ static ukernel pick_kernel(cpk_isa isa)
 {
 #if CPK_X86
     if (isa == CPK_ISA_AVX512)
-        return (ukernel){uk_avx512, AVX512_MR, 32};
+        return (ukernel){uk_avx512, uk_avx512_rows, AVX512_MR, 32};
     if (isa == CPK_ISA_AVX2)
-        return (ukernel){uk_avx2, 6, 16};
+        return (ukernel){uk_avx2, uk_avx2_rows, 6, 16};
 #endif
     (void)isa;
-    return (ukernel){uk_portable, PORTABLE_MR, PORTABLE_NR};
+    return (ukernel){uk_portable, uk_portable_rows, PORTABLE_MR, PORTABLE_NR};
 }
 
 // ----------------------------------------------------------------------------
@@ -354,20 +449,37 @@ static void packB_task(void *vctx, int64_t group, int tid)
     }
 }
 
-/* one micro-tile, through a bounce buffer where it sticks out of C */
-static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel, float *c,
-                     int64_t rows, int64_t cols, bool load)
+/* one micro-tile, through a bounce buffer where it sticks out of C; B is the packed panel
+ * bpanel, or, when brows is set, the rows at brows + koff[k] */
+static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel,
+                     const float *brows, float *c, int64_t row0, int64_t rows, int64_t cols,
+                     bool load)
 {
     const int NR = j->uk.nr, MR = j->uk.mr;
+    const int64_t *koff = brows ? j->s->b_koff + j->k0 : NULL;
+    /* the rows' initial values when C is not loaded (the bias of a convolution) */
+    float rbuf[MR_MAX];
+    const float *rinit = NULL;
+    if (!load && j->s->row_init) {
+        rinit = rbuf;
+        for (int64_t r = 0; r < MR; r++)
+            rbuf[r] = r < rows ? j->s->row_init[row0 + r] : 0.0f;
+    }
     if (rows == MR && cols == NR) {
-        j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load);
+        if (brows)
+            j->uk.rows(j->kc, apanel, brows, koff, c, j->ldc, load, rinit);
+        else
+            j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load, rinit);
         return;
     }
     float tile[MR_MAX * CPK_NR_MAX];
     if (load)
         for (int64_t r = 0; r < rows; r++)
             memcpy(tile + r * NR, c + r * j->ldc, (size_t)cols * sizeof *c);
-    j->uk.fn(j->kc, apanel, bpanel, tile, NR, load);
+    if (brows)
+        j->uk.rows(j->kc, apanel, brows, koff, tile, NR, load, rinit);
+    else
+        j->uk.fn(j->kc, apanel, bpanel, tile, NR, load, rinit);
     for (int64_t r = 0; r < rows; r++)
         memcpy(c + r * j->ldc, tile + r * NR, (size_t)cols * sizeof *c);
 }
@@ -391,11 +503,16 @@ static void gemm_task(void *vctx, int64_t task, int tid)
         for (int64_t pn = p0; pn < p1; pn++) {
             const int64_t jp = pn * NR;
             const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-            pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
+            /* B read where it lies when the source can say so, else packed here */
+            const float *brows = j->s->bpanel && cols == NR
+                                     ? j->s->bpanel(j->s->packB_ctx, j->j0 + jp, NR)
+                                     : NULL;
+            if (!brows)
+                pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
             for (int64_t ip = 0; ip < mb; ip += MR) {
                 const int64_t rows = mb - ip < MR ? mb - ip : MR;
-                run_tile(j, ap + ip * j->kc, bp, j->C + (i0 + ip) * j->ldc + j->j0 + jp, rows,
-                         cols, load);
+                run_tile(j, ap + ip * j->kc, bp, brows,
+                         j->C + (i0 + ip) * j->ldc + j->j0 + jp, i0 + ip, rows, cols, load);
             }
         }
         return;
@@ -407,7 +524,8 @@ static void gemm_task(void *vctx, int64_t task, int tid)
         for (int64_t pn = p0; pn < p1; pn++) {
             const int64_t jp = pn * NR;
             const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-            run_tile(j, apanel, j->bpack + jp * j->kc, crow + jp, rows, cols, load);
+            run_tile(j, apanel, j->bpack + jp * j->kc, NULL, crow + jp, i0 + ip, rows, cols,
+                     load);
         }
     }
 }
@@ -425,7 +543,8 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     if (K <= 0) {
         if (!accumulate)
             for (int64_t i = 0; i < M; i++)
-                memset(C + i * ldc, 0, (size_t)N * sizeof *C);
+                for (int64_t jj = 0; jj < N; jj++)
+                    C[i * ldc + jj] = s->row_init ? s->row_init[i] : 0.0f;
         return true;
     }
     gemm_job j = {.s = s, .M = M, .N = N, .K = K, .C = C, .ldc = ldc,
@@ -437,7 +556,10 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     j.mblocks = (M + MC - 1) / MC;
     j.mb = ((M + j.mblocks - 1) / j.mblocks + MR - 1) / MR * MR;
     j.mblocks = (M + j.mb - 1) / j.mb;
-    const int64_t ncmax = N < NC ? N : NC, kcmax = K < KC ? K : KC;
+    /* k blocks of equal size (at most KC): a short last block would load and store every
+     * C tile once more for a few k terms */
+    const int64_t kblocks = (K + KC - 1) / KC, kcb = (K + kblocks - 1) / kblocks;
+    const int64_t ncmax = N < NC ? N : NC, kcmax = kcb;
     float *apack[256], *bpanel[256];
     j.apack = apack;
     j.bpanel = bpanel;
@@ -460,9 +582,9 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
             j.nspans++;
         j.pspan = (npanels + j.nspans - 1) / j.nspans;
         j.nspans = (npanels + j.pspan - 1) / j.pspan;
-        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        for (int64_t k0 = 0; k0 < K; k0 += kcb) {
             j.k0 = k0;
-            j.kc = K - k0 < KC ? K - k0 : KC;
+            j.kc = K - k0 < kcb ? K - k0 : kcb;
             if (!j.fused)
                 cpk_parallel(p, (npanels + PACKB_GROUP - 1) / PACKB_GROUP, packB_task, &j);
             cpk_parallel(p, j.mblocks * j.nspans, gemm_task, &j);

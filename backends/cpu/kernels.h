@@ -31,6 +31,12 @@ int cpk_pool_threads(const cpk_pool *p);
 typedef void (*cpk_task_fn)(void *ctx, int64_t task, int tid);
 void cpk_parallel(cpk_pool *p, int64_t ntasks, cpk_task_fn fn, void *ctx);
 
+/* A scratch buffer of at least `bytes` (64-byte aligned, contents undefined; NULL on
+ * out-of-memory), handed back with cpk_scratch_give, which keeps one buffer of moderate
+ * size for the next take. Not for concurrent use on one pool (nor is cpk_parallel). */
+void *cpk_scratch_take(cpk_pool *p, size_t bytes);
+void cpk_scratch_give(cpk_pool *p, void *v, size_t bytes);
+
 /* ---- ISA ---- */
 typedef enum { CPK_ISA_PORTABLE = 0, CPK_ISA_AVX2 = 1, CPK_ISA_AVX512 = 2 } cpk_isa;
 cpk_isa cpk_isa_detect(void);
@@ -38,13 +44,18 @@ const char *cpk_isa_name(cpk_isa isa);
 
 /* ---- SGEMM ---- */
 /* C (M x N, row stride ldc) = init + A (M x K) * B (K x N), each C[i][j] one fma chain
- * over k ascending from init: init = C[i][j] when accumulate, else 0.
+ * over k ascending from init: init = C[i][j] when accumulate, else row_init[i] or 0.
  * A(i,k) = a[i*a_rs + k*a_cs]; B(k,j) = b[k*b_rs + j*b_cs], unless packB is set: then
  * packB(ctx, k0, kc, j0, nr, dst) writes B(k0+k, j0+j) to dst[k*NR + j] for k < kc,
  * j < nr (zero beyond nr up to NR = CPK_NR_MAX). */
 #define CPK_NR_MAX 32
 typedef void (*cpk_packB_fn)(const void *ctx, int64_t k0, int64_t kc, int64_t j0, int64_t nr,
                             int64_t NR, float *dst);
+/* Optional with packB: where the NR columns [j0, j0 + NR) of B lie contiguously at
+ * base + b_koff[k] + (0..NR) for every k, returns base; else NULL (that panel is packed).
+ * The micro-kernel then reads B where it lies (the implicit-GEMM convolutions' padded
+ * input), which is a copy less and never changes a bit. */
+typedef const float *(*cpk_bpanel_fn)(const void *ctx, int64_t j0, int64_t NR);
 typedef struct {
     const float *a;
     int64_t a_rs, a_cs;
@@ -52,6 +63,10 @@ typedef struct {
     int64_t b_rs, b_cs;
     cpk_packB_fn packB;
     const void *packB_ctx;
+    cpk_bpanel_fn bpanel; /* optional, with packB */
+    const int64_t *b_koff; /* K offsets, with bpanel */
+    const float *row_init; /* optional (M values): without accumulate, C[i][j]'s chain
+                            * starts from row_init[i] instead of 0 (a convolution's bias) */
 } cpk_gemm_src;
 /* scratch: returns false on out-of-memory */
 bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const cpk_gemm_src *s,

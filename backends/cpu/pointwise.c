@@ -3,7 +3,8 @@
  * split across threads by element ranges (elementwise: no reduction, so the split cannot
  * change a bit) and bit-identical to the reference backend's relu: forward
  * x > 0 ? x : +0, backward dx + dy * (x > 0 ? 1 : 0) rounded once (fp16/bf16: the same
- * double expression and round-to-odd sum as the reference). Every other activation, relu
+ * double expression and round-to-odd sum as the reference); with din0_fresh (backend.h) dx
+ * starts as +0 and may be dy's own buffer. Every other activation, relu
  * in fp64 or mixed dtypes, is delegated to the reference backend
  * (backends/ref/pointwise.c) for now.
  */
@@ -21,6 +22,7 @@ typedef struct {
     ck_dtype dt; /* CK_F32, or CK_F16 / CK_BF16 for the 16-bit views below */
     const uint16_t *hx, *hdy;
     uint16_t *hy, *hdx;
+    bool fresh; /* ck_op_grads.din0_fresh: dx starts as +0 and may be dy's buffer */
 } relu_job;
 
 static inline double ld16(ck_dtype dt, uint16_t h)
@@ -59,8 +61,14 @@ static void relu_bwd_task(void *vctx, int64_t task, int tid)
     if (j->dt != CK_F32) {
         for (int64_t i = i0; i < i1; i++) {
             const double v = ld16(j->dt, j->hdy[i]) * (ld16(j->dt, j->hx[i]) <= 0.0 ? 0.0 : 1.0);
-            j->hdx[i] = st16(j->dt, ck_sum_round_odd(ld16(j->dt, j->hdx[i]), v));
+            const double old = j->fresh ? 0.0 : ld16(j->dt, j->hdx[i]);
+            j->hdx[i] = st16(j->dt, ck_sum_round_odd(old, v));
         }
+        return;
+    }
+    if (j->fresh) { /* +0 + v: what a zeroed dx gives (-0 becomes +0), dx may be dy */
+        for (int64_t i = i0; i < i1; i++)
+            j->dx[i] = 0.0f + j->dy[i] * (j->x[i] <= 0.0f ? 0.0f : 1.0f);
         return;
     }
     for (int64_t i = i0; i < i1; i++)
@@ -110,7 +118,7 @@ ck_status cpu_pointwise_backward(const cpu_ctx *c, const ck_op_params *op,
         return ref_op_backward(op, args, io, g, err);
     relu_job j = {.x = io->out->data, .dy = g->dout->data, .dx = g->din[0]->data,
                   .n = ck_shape_numel(&io->in[0]->shape), .dt = dt, .hx = io->out->data,
-                  .hdy = g->dout->data, .hdx = g->din[0]->data};
+                  .hdy = g->dout->data, .hdx = g->din[0]->data, .fresh = g->din0_fresh};
     cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_bwd_task, &j);
     return CK_OK;
 }

@@ -45,6 +45,9 @@ struct cpk_pool {
     void *ctx;
     int64_t ntasks;
     atomic_llong next;
+    /* cpk_scratch_take / cpk_scratch_give: one buffer kept between calls */
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 typedef struct {
@@ -179,6 +182,7 @@ void cpk_pool_destroy(cpk_pool *p)
         return;
     if (p->threads && p->owner != getpid()) { /* a forked child: the workers are not here */
         free(p->threads);
+        free(p->scratch);
         free(p);
         return;
     }
@@ -191,10 +195,47 @@ void cpk_pool_destroy(cpk_pool *p)
             pthread_join(p->threads[i], NULL);
         free(p->threads);
     }
+    free(p->scratch);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_start);
     pthread_cond_destroy(&p->cv_done);
     free(p);
+}
+
+/* Buffers up to this size are kept for the next call: a fresh multi-megabyte buffer per
+ * convolution costs a page fault and a page clear per 4 KiB (6 % of a U-Net step);
+ * larger ones (a full-size 3-D model's padded input) go back to the system at once. */
+#define SCRATCH_KEEP_BYTES ((size_t)64 << 20)
+
+void *cpk_scratch_take(cpk_pool *p, size_t bytes)
+{
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded < bytes)
+        return NULL;
+    if (p && p->scratch && p->scratch_bytes >= rounded) {
+        void *v = p->scratch;
+        p->scratch = NULL;
+        return v;
+    }
+    if (p && p->scratch) { /* too small: let it go before the larger one is made */
+        free(p->scratch);
+        p->scratch = NULL;
+    }
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+void cpk_scratch_give(cpk_pool *p, void *v, size_t bytes)
+{
+    if (!v)
+        return;
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    if (!p || rounded > SCRATCH_KEEP_BYTES || (p->scratch && p->scratch_bytes >= rounded)) {
+        free(v);
+        return;
+    }
+    free(p->scratch);
+    p->scratch = v;
+    p->scratch_bytes = rounded;
 }
 
 int cpk_pool_threads(const cpk_pool *p)

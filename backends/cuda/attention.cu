@@ -237,70 +237,75 @@ static ck_status attention_op_backward(ck_cuda *cu, const ck_op_params *op, cons
     return cuda_convert(cu, d, &acc, 1.0, true, err);
 }
 
-/* CUDA softmax / log_softmax over one dim: one thread per row (backends/ref/attention.c). */
+/* CUDA softmax / log_softmax over one dim: one thread per row (backends/ref/attention.c);
+ * with an additive mask (io->constant, broadcast), of x + mask formed in double. */
 #include "backends/cuda/cuda_common.cuh"
 
-static __device__ void sm_stats(ck_dv x, int64_t base, int64_t D, int64_t inner, double *m, double *lse)
+/* element i of x, plus the mask's element when there is one */
+static __device__ __forceinline__ double sm_x(const ck_dv &x, const ck_dv &mask,
+                                              const ck_bc_geom &g, int64_t i)
+{
+    return mask.p ? ck_ld(x, i) + ck_ld(mask, ck_bc_offset(&g, 0, i)) : ck_ld(x, i);
+}
+
+static __device__ void sm_stats(ck_dv x, ck_dv mask, const ck_bc_geom &g, int64_t base, int64_t D,
+                                int64_t inner, double *m, double *lse)
 {
     double mx = -INFINITY;
     for (int64_t d = 0; d < D; d++)
-        mx = fmax(mx, ck_ld(x, base + d * inner));
+        mx = fmax(mx, sm_x(x, mask, g, base + d * inner));
     double s = 0.0;
     for (int64_t d = 0; d < D; d++)
-        s = __dadd_rn(s, exp(ck_ld(x, base + d * inner) - mx));
+        s = __dadd_rn(s, exp(sm_x(x, mask, g, base + d * inner) - mx));
     *m = mx;
     *lse = log(s);
 }
 
-static __global__ void sm_fwd_kernel(ck_dv y, ck_dv x, int64_t outer, int64_t D, int64_t inner, bool lg)
+static __global__ void sm_fwd_kernel(ck_dv y, ck_dv x, ck_dv mask, ck_bc_geom g, int64_t outer,
+                                     int64_t D, int64_t inner, bool lg)
 {
     CK_GRID_STRIDE(r, outer * inner)
     {
         const int64_t base = (r / inner) * D * inner + r % inner;
         double m, lse;
-        sm_stats(x, base, D, inner, &m, &lse);
+        sm_stats(x, mask, g, base, D, inner, &m, &lse);
         for (int64_t d = 0; d < D; d++) {
-            double ls = ck_ld(x, base + d * inner) - m - lse;
+            double ls = sm_x(x, mask, g, base + d * inner) - m - lse;
             ck_st(y, base + d * inner, lg ? ls : exp(ls));
         }
     }
 }
 
-static __global__ void sm_bwd_kernel(ck_dv dx, ck_dv dy, ck_dv x, int64_t outer, int64_t D, int64_t inner,
-                              bool lg)
+static __global__ void sm_bwd_kernel(ck_dv dx, ck_dv dy, ck_dv x, ck_dv mask, ck_bc_geom g,
+                                     int64_t outer, int64_t D, int64_t inner, bool lg)
 {
     CK_GRID_STRIDE(r, outer * inner)
     {
         const int64_t base = (r / inner) * D * inner + r % inner;
         double m, lse;
-        sm_stats(x, base, D, inner, &m, &lse);
+        sm_stats(x, mask, g, base, D, inner, &m, &lse);
         double s = 0.0;
         for (int64_t d = 0; d < D; d++) {
             double gv = ck_ld(dy, base + d * inner);
-            s = __dadd_rn(s, lg ? gv : gv * exp(ck_ld(x, base + d * inner) - m - lse));
+            s = __dadd_rn(s, lg ? gv : gv * exp(sm_x(x, mask, g, base + d * inner) - m - lse));
         }
         for (int64_t d = 0; d < D; d++) {
-            double p = exp(ck_ld(x, base + d * inner) - m - lse), gv = ck_ld(dy, base + d * inner);
+            double p = exp(sm_x(x, mask, g, base + d * inner) - m - lse),
+                   gv = ck_ld(dy, base + d * inner);
             ck_acc(dx, base + d * inner, lg ? gv - p * s : p * (gv - s));
         }
     }
 }
 
-static ck_status launch_softmax_fwd(ck_cuda *cu, ck_dv y, ck_dv x, int64_t outer, int64_t D,
-                           int64_t inner, bool log_softmax, ck_error *err)
+/* the mask's view and geometry (an absent mask: a NULL view) */
+static ck_status sm_mask(const ck_op_io *io, ck_dv *mask, ck_bc_geom *g, ck_error *err)
 {
-    sm_fwd_kernel<<<ck_blocks(outer * inner), CK_THREADS, 0, cu->stream>>>(y, x, outer, D, inner,
-                                                                          log_softmax);
-    CK_LAUNCH_CHECK();
-    return CK_OK;
-}
-
-static ck_status launch_softmax_bwd(ck_cuda *cu, ck_dv dx, ck_dv dy, ck_dv x, int64_t outer, int64_t D,
-                           int64_t inner, bool log_softmax, ck_error *err)
-{
-    sm_bwd_kernel<<<ck_blocks(outer * inner), CK_THREADS, 0, cu->stream>>>(dx, dy, x, outer, D,
-                                                                          inner, log_softmax);
-    CK_LAUNCH_CHECK();
+    memset(g, 0, sizeof *g);
+    *mask = ck_view(NULL);
+    if (!io->constant)
+        return CK_OK;
+    CK_TRY(ck_opc_bc_against(CUDA_BE, "softmax", io->in[0], io->constant, g, err));
+    *mask = ck_view(io->constant);
     return CK_OK;
 }
 
@@ -313,8 +318,14 @@ static ck_status softmax_op_forward(ck_cuda *cu, const ck_op_params *op, const c
     (void)args;
     int64_t outer, D, inner;
     CK_TRY(ck_opc_softmax(CUDA_BE, op, io->in[0], io->out, &outer, &D, &inner, err));
-    return launch_softmax_fwd(cu, ck_view(io->out), ck_view(io->in[0]), outer, D, inner,
-                            op->kind == CK_OP_LOG_SOFTMAX, err);
+    ck_dv mask;
+    ck_bc_geom g;
+    CK_TRY(sm_mask(io, &mask, &g, err));
+    sm_fwd_kernel<<<ck_blocks(outer * inner), CK_THREADS, 0, cu->stream>>>(
+        ck_view(io->out), ck_view(io->in[0]), mask, g, outer, D, inner,
+        op->kind == CK_OP_LOG_SOFTMAX);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
 }
 
 static ck_status softmax_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
@@ -325,8 +336,14 @@ static ck_status softmax_op_backward(ck_cuda *cu, const ck_op_params *op, const 
     CK_TRY(ck_opc_softmax(CUDA_BE, op, io->in[0], g->dout, &outer, &D, &inner, err));
     if (!g->din[0])
         return CK_OK;
-    return launch_softmax_bwd(cu, ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), outer,
-                            D, inner, op->kind == CK_OP_LOG_SOFTMAX, err);
+    ck_dv mask;
+    ck_bc_geom geo;
+    CK_TRY(sm_mask(io, &mask, &geo, err));
+    sm_bwd_kernel<<<ck_blocks(outer * inner), CK_THREADS, 0, cu->stream>>>(
+        ck_view(g->din[0]), ck_view(g->dout), ck_view(io->in[0]), mask, geo, outer, D, inner,
+        op->kind == CK_OP_LOG_SOFTMAX);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
 }
 
 // ----------------------------------------------------------------------------

@@ -415,6 +415,7 @@ static cuda_op_fns cuda_family(ck_op_family f)
     case CK_FAMILY_RANDOM: return cuda_op_fns{cuda_random_forward, cuda_random_backward};
     case CK_FAMILY_ATTENTION: return cuda_op_fns{cuda_attention_forward, cuda_attention_backward};
     case CK_FAMILY_SHAPE: return cuda_op_fns{cuda_shape_forward, cuda_shape_backward};
+    case CK_FAMILY_BROADCAST: return cuda_op_fns{cuda_broadcast_forward, cuda_broadcast_backward};
     case CK_FAMILY_COUNT: break;
     }
     return cuda_op_fns{NULL, NULL};

@@ -404,6 +404,8 @@ CUDA_FAMILY_DECL(norm)      /* batchnorm, layernorm, rmsnorm, groupnorm (norm.cu
 CUDA_FAMILY_DECL(random)    /* dropout, gaussian_noise (random.cu) */
 CUDA_FAMILY_DECL(attention) /* softmax, log_softmax, attention (attention.cu) */
 CUDA_FAMILY_DECL(shape)     /* concat, flatten, reshape, permute (shape.cu) */
+CUDA_FAMILY_DECL(broadcast) /* sub, div, maximum, minimum, pow, masked_fill, add/mul that
+                               broadcast, expand, sum, mean, amax (broadcast.cu) */
 #undef CUDA_FAMILY_DECL
 
 /* The failure for an op a family file has no kernel for (backend.cu). */

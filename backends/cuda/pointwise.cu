@@ -90,12 +90,19 @@ static __global__ void activation_forward_kernel(ck_dv out, ck_dv inp, int kind,
     ck_st(out, i, ck_act(kind, slope, ck_ld(inp, i)));
 }
 
-/* dinp += dout * act'(inp); all (numel) */
+/* dinp += dout * act'(inp); all (numel). fresh (ck_op_grads.din0_fresh): dinp holds no
+ * gradient yet and may be dout itself: element i is set to +0 after element i of dout and
+ * inp was read, then accumulated, the bits of a zeroed buffer. */
 static __global__ void activation_backward_kernel(ck_dv dinp, ck_dv dout, ck_dv inp, int kind,
-                                           double slope, int64_t numel)
+                                           double slope, int64_t numel, bool fresh)
 {
     CK_GRID_STRIDE(i, numel)
-    ck_acc(dinp, i, ck_ld(dout, i) * ck_dact(kind, slope, ck_ld(inp, i)));
+    {
+        const double v = ck_ld(dout, i) * ck_dact(kind, slope, ck_ld(inp, i));
+        if (fresh)
+            ck_st(dinp, i, 0.0);
+        ck_acc(dinp, i, v);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -124,7 +131,7 @@ static ck_status activation_op_backward(ck_cuda *cu, const ck_op_params *op, con
     activation_backward_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
         ck_view(g->din[0]), ck_view(g->dout),
         ck_view(op->kind == CK_OP_RELU ? io->out : io->in[0]), /* relu: y > 0 iff x > 0 */
-        (int)op->kind, op->slope, n);
+        (int)op->kind, op->slope, n, g->din0_fresh);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -326,17 +333,24 @@ static __global__ void add_forward_kernel(ck_dv out, input_list in, int n_in, in
 }
 
 /* dx[i] += dy[i]; all (numel) */
-static __global__ void accumulate_kernel(ck_dv dx, ck_dv dy, int64_t numel)
+/* dx += dy; fresh (ck_op_grads.din0_fresh): dx holds no gradient yet and may be dy itself,
+ * so element i is set to +0 after dy's element i was read */
+static __global__ void accumulate_kernel(ck_dv dx, ck_dv dy, int64_t numel, bool fresh)
 {
     CK_GRID_STRIDE(i, numel)
-    ck_acc(dx, i, ck_ld(dy, i));
+    {
+        const double v = ck_ld(dy, i);
+        if (fresh)
+            ck_st(dx, i, 0.0);
+        ck_acc(dx, i, v);
+    }
 }
 
 static ck_status accumulate(ck_cuda *cu, ck_tensor *dx, const ck_tensor *dy, int64_t numel,
-                            ck_error *err)
+                            bool fresh, ck_error *err)
 {
     accumulate_kernel<<<ck_blocks(numel), CK_THREADS, 0, cu->stream>>>(ck_view(dx), ck_view(dy),
-                                                                       numel);
+                                                                       numel, fresh);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -370,7 +384,7 @@ static ck_status add_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_f
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     for (int k = 0; k < io->n_in; k++)
         if (g->din[k])
-            CK_TRY(accumulate(cu, g->din[k], g->dout, n, err));
+            CK_TRY(accumulate(cu, g->din[k], g->dout, n, g->din0_fresh && k == 0, err));
     return CK_OK;
 }
 
@@ -379,6 +393,9 @@ static ck_status add_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_f
 
 static cuda_op_fns pick(const ck_op_params *op)
 {
+    /* add/mul of differing shapes or with a constant: the broadcast family's kernels */
+    if (ck_opc_is_broadcast(op))
+        return cuda_op_fns{cuda_broadcast_forward, cuda_broadcast_backward};
     switch (op->kind) {
     case CK_OP_GELU:
         if (ck_gelu_is_tanh(op)) /* the tanh approximation */

@@ -115,7 +115,7 @@ static ck_status concat_op_forward(ck_cuda *cu, const ck_op_params *op, const ck
     (void)op;
     (void)args;
     int64_t N, block[CK_MAX_INPUTS], out_block;
-    CK_TRY(ck_opc_concat_fwd(CUDA_BE, io, &N, block, &out_block, err));
+    CK_TRY(ck_opc_concat_fwd(CUDA_BE, op, io, &N, block, &out_block, err));
     /* out[n, off_k + j] = in[k][n, j]: a strided 2-D copy per input of the output's dtype */
     const size_t es = ck_dtype_size(io->out->dtype);
     int64_t off = 0;
@@ -141,7 +141,7 @@ static ck_status concat_op_backward(ck_cuda *cu, const ck_op_params *op, const c
     (void)op;
     (void)args;
     int64_t N, block[CK_MAX_INPUTS], out_block;
-    CK_TRY(ck_opc_concat_bwd(CUDA_BE, io, g, &N, block, &out_block, err));
+    CK_TRY(ck_opc_concat_bwd(CUDA_BE, op, io, g, &N, block, &out_block, err));
     int64_t off = 0;
     for (int k = 0; k < io->n_in; k++) {
         if (g->din[k]) {

@@ -244,6 +244,26 @@ void f64_softmax_bwd(double *dx, const double *dy, const double *x, int64_t oute
 // ----------------------------------------------------------------------------
 // entry points (ref_ops.h): CK_OP_SOFTMAX, CK_OP_LOG_SOFTMAX
 
+/* x plus the additive mask io->constant (broadcast), in a new double array; x itself when
+ * there is no mask. *owned: the array to free. */
+static ck_status masked_input(const ck_op_io *io, const double *x, const double **xm,
+                              double **owned, ck_error *err)
+{
+    *xm = x;
+    *owned = NULL;
+    if (!io->constant)
+        return CK_OK;
+    ck_bc_geom g;
+    CK_TRY(ck_opc_bc_against(REF_BE, "softmax", io->in[0], io->constant, &g, err));
+    double *v = malloc((size_t)(g.n_full > 0 ? g.n_full : 1) * sizeof *v);
+    if (!v)
+        return ck_fail(err, CK_ERR_NOMEM, "softmax: out of memory adding the mask");
+    for (int64_t i = 0; i < g.n_full; i++)
+        v[i] = x[i] + ref_ld(io->constant, ck_bc_offset(&g, 0, i));
+    *xm = *owned = v;
+    return CK_OK;
+}
+
 static ck_status softmax_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
                               ck_error *err)
 {
@@ -252,11 +272,14 @@ static ck_status softmax_op_forward(const ck_op_params *op, const ck_fwd_args *a
     CK_TRY(ck_opc_softmax(REF_BE, op, io->in[0], io->out, &outer, &D, &inner, err));
     ref_scope s;
     ref_scope_begin(&s, op->kind == CK_OP_LOG_SOFTMAX ? "log_softmax" : "softmax", err);
-    const double *x = ref_scope_in(&s, io->in[0]);
-    double *y = ref_scope_out(&s, io->out);
+    const double *x = ref_scope_in(&s, io->in[0]), *xm = NULL;
+    double *y = ref_scope_out(&s, io->out), *owned = NULL;
     if (s.st == CK_OK)
-        f64_softmax_fwd(y, x, outer, D, inner, op->kind == CK_OP_LOG_SOFTMAX);
-    return ref_scope_end(&s, true);
+        s.st = masked_input(io, x, &xm, &owned, err);
+    if (s.st == CK_OK)
+        f64_softmax_fwd(y, xm, outer, D, inner, op->kind == CK_OP_LOG_SOFTMAX);
+    free(owned);
+    return ref_scope_end(&s, s.st == CK_OK);
 }
 
 static ck_status softmax_op_backward(const ck_op_params *op, const ck_fwd_args *args,
@@ -270,11 +293,14 @@ static ck_status softmax_op_backward(const ck_op_params *op, const ck_fwd_args *
     ref_scope s;
     ref_scope_begin(&s, op->kind == CK_OP_LOG_SOFTMAX ? "log_softmax backward" : "softmax backward",
                 err);
-    const double *x = ref_scope_in(&s, io->in[0]), *dy = ref_scope_in(&s, g->dout);
-    double *dx = ref_scope_grad(&s, g->din[0]);
+    const double *x = ref_scope_in(&s, io->in[0]), *dy = ref_scope_in(&s, g->dout), *xm = NULL;
+    double *dx = ref_scope_grad(&s, g->din[0]), *owned = NULL;
     if (s.st == CK_OK)
-        f64_softmax_bwd(dx, dy, x, outer, D, inner, op->kind == CK_OP_LOG_SOFTMAX);
-    return ref_scope_end(&s, true);
+        s.st = masked_input(io, x, &xm, &owned, err);
+    if (s.st == CK_OK)
+        f64_softmax_bwd(dx, dy, xm, outer, D, inner, op->kind == CK_OP_LOG_SOFTMAX);
+    free(owned);
+    return ref_scope_end(&s, s.st == CK_OK);
 }
 
 /* ---- the family's entry points (ref_ops.h) ---- */

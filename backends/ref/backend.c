@@ -38,6 +38,7 @@ static const ref_op_fns ref_families[CK_FAMILY_COUNT] = {
     [CK_FAMILY_RANDOM] = {ref_random_forward, ref_random_backward},
     [CK_FAMILY_ATTENTION] = {ref_attention_forward, ref_attention_backward},
     [CK_FAMILY_SHAPE] = {ref_shape_forward, ref_shape_backward},
+    [CK_FAMILY_BROADCAST] = {ref_broadcast_forward, ref_broadcast_backward},
 };
 
 ck_status ref_no_kernel(const char *family, const ck_op_params *op, ck_error *err)

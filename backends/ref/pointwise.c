@@ -88,12 +88,18 @@ static void activation_forward(ck_tensor *out, const ck_tensor *inp, ck_op_kind 
         ref_st(out, i, act(kind, slope, ref_ld(inp, i)));
 }
 
-/* dinp += dout * act'(inp); all (numel) */
+/* dinp += dout * act'(inp); all (numel). fresh (ck_op_grads.din0_fresh): dinp holds no
+ * gradient yet and may be dout itself, so element i of dinp is set to +0 after element i
+ * of dout and inp was read, then accumulated: the bits of a zeroed buffer. */
 static void activation_backward(ck_tensor *dinp, const ck_tensor *dout, const ck_tensor *inp,
-                                ck_op_kind kind, double slope, int64_t numel)
+                                ck_op_kind kind, double slope, int64_t numel, bool fresh)
 {
-    for (int64_t i = 0; i < numel; i++)
-        ref_acc(dinp, i, ref_ld(dout, i) * dact(kind, slope, ref_ld(inp, i)));
+    for (int64_t i = 0; i < numel; i++) {
+        const double v = ref_ld(dout, i) * dact(kind, slope, ref_ld(inp, i));
+        if (fresh)
+            ref_st(dinp, i, 0.0);
+        ref_acc(dinp, i, v);
+    }
 }
 
 static ck_status activation_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
@@ -118,7 +124,7 @@ static ck_status activation_op_backward(const ck_op_params *op, const ck_fwd_arg
     /* relu: from its output (the file's comment) */
     const ck_tensor *at = op->kind == CK_OP_RELU ? io->out : io->in[0];
     activation_backward(g->din[0], g->dout, at, op->kind, op->slope,
-                        ck_shape_numel(&io->in[0]->shape));
+                        ck_shape_numel(&io->in[0]->shape), g->din0_fresh);
     return CK_OK;
 }
 
@@ -293,13 +299,20 @@ static void add_forward(ck_tensor *out, const ck_tensor *const *in, int n_in, in
 }
 
 /* din[k] += dout for every non-NULL din[k]; all (numel) */
-static void add_backward(ck_tensor *const *din, const ck_tensor *dout, int n_in, int64_t numel)
+/* din[k] += dout for each k; fresh (ck_op_grads.din0_fresh): din[0] holds no gradient yet
+ * and may be dout itself, so element i is set to +0 after dout's element i was read */
+static void add_backward(ck_tensor *const *din, const ck_tensor *dout, int n_in, int64_t numel,
+                         bool fresh)
 {
     for (int k = 0; k < n_in; k++) {
         if (!din[k])
             continue;
-        for (int64_t i = 0; i < numel; i++)
-            ref_acc(din[k], i, ref_ld(dout, i));
+        for (int64_t i = 0; i < numel; i++) {
+            const double v = ref_ld(dout, i);
+            if (fresh && k == 0)
+                ref_st(din[k], i, 0.0);
+            ref_acc(din[k], i, v);
+        }
     }
 }
 
@@ -315,7 +328,7 @@ static ck_status add_op_backward(const ck_op_params *op, const ck_fwd_args *args
                            ck_op_grads *g, ck_error *err)
 {
     CK_TRY(ck_opc_add_bwd(REF_BE, io, g, err));
-    add_backward(g->din, g->dout, io->n_in, ck_shape_numel(&io->in[0]->shape));
+    add_backward(g->din, g->dout, io->n_in, ck_shape_numel(&io->in[0]->shape), g->din0_fresh);
     return CK_OK;
 }
 
@@ -323,6 +336,9 @@ static ck_status add_op_backward(const ck_op_params *op, const ck_fwd_args *args
 
 static ref_op_fns pick(const ck_op_params *op)
 {
+    /* add/mul of differing shapes or with a constant: the broadcast family's kernels */
+    if (ck_opc_is_broadcast(op))
+        return (ref_op_fns){ref_broadcast_forward, ref_broadcast_backward};
     switch (op->kind) {
     case CK_OP_GELU:
         if (ck_gelu_is_tanh(op)) /* the tanh approximation runs in double */

@@ -43,6 +43,8 @@ REF_FAMILY_DECL(norm)      /* batchnorm, layernorm, rmsnorm, groupnorm (norm.c) 
 REF_FAMILY_DECL(random)    /* dropout, gaussian_noise (random.c) */
 REF_FAMILY_DECL(attention) /* softmax, log_softmax, attention (attention.c) */
 REF_FAMILY_DECL(shape)     /* concat, flatten, reshape, permute (shape.c) */
+REF_FAMILY_DECL(broadcast) /* sub, div, maximum, minimum, pow, masked_fill, add/mul that
+                              broadcast, expand, sum, mean, amax (broadcast.c) */
 
 #undef REF_FAMILY_DECL
 

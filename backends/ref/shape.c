@@ -76,7 +76,7 @@ static ck_status concat_op_forward(const ck_op_params *op, const ck_fwd_args *ar
                              ck_error *err)
 {
     int64_t N, block[CK_MAX_INPUTS], out_block;
-    CK_TRY(ck_opc_concat_fwd(REF_BE, io, &N, block, &out_block, err));
+    CK_TRY(ck_opc_concat_fwd(REF_BE, op, io, &N, block, &out_block, err));
     concat_forward(io->out, io->in, io->n_in, N, block, out_block);
     return CK_OK;
 }
@@ -85,7 +85,7 @@ static ck_status concat_op_backward(const ck_op_params *op, const ck_fwd_args *a
                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     int64_t N, block[CK_MAX_INPUTS], out_block;
-    CK_TRY(ck_opc_concat_bwd(REF_BE, io, g, &N, block, &out_block, err));
+    CK_TRY(ck_opc_concat_bwd(REF_BE, op, io, g, &N, block, &out_block, err));
     concat_backward(g->din, g->dout, io->n_in, N, block, out_block);
     return CK_OK;
 }

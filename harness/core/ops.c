@@ -4,6 +4,7 @@
  */
 #include "harness/core/ops.h"
 
+#include <math.h>
 #include <string.h>
 
 #define KIND_NAME_(e, name, fam) [CK_OP_##e] = name,
@@ -19,7 +20,7 @@ static const char *const family_names[CK_FAMILY_COUNT] = {
     [CK_FAMILY_POOL] = "pool",           [CK_FAMILY_UPSAMPLE] = "upsample",
     [CK_FAMILY_POINTWISE] = "pointwise", [CK_FAMILY_NORM] = "norm",
     [CK_FAMILY_RANDOM] = "random",       [CK_FAMILY_ATTENTION] = "attention",
-    [CK_FAMILY_SHAPE] = "shape",
+    [CK_FAMILY_SHAPE] = "shape",         [CK_FAMILY_BROADCAST] = "broadcast",
 };
 
 static const char *const loss_kind_names[CK_LOSS_KIND_COUNT] = {
@@ -82,10 +83,11 @@ void ck_op_params_default(ck_op_params *p, ck_op_kind kind, int nsp)
     p->eval = false;
     p->rate = 0.5;
     p->stddev = 0.0;
-    p->dim = -1;
+    p->dim = kind == CK_OP_CONCAT ? 1 : -1; /* concat joins channels unless told */
     p->heads = 1;
     p->rate = kind == CK_OP_ATTENTION ? 0.0 : p->rate;
     p->eps = kind == CK_OP_RMSNORM ? 1e-6 : p->eps;
     p->count_include_pad = true;
     p->mode = CK_UPSAMPLE_NEAREST;
+    p->scalar = NAN; /* add, mul, ... with one input: no constant given */
 }

@@ -27,6 +27,7 @@ typedef enum {
     CK_FAMILY_RANDOM,     /* dropout, gaussian_noise */
     CK_FAMILY_ATTENTION,  /* softmax, log_softmax, attention */
     CK_FAMILY_SHAPE,      /* concat, flatten, reshape, permute */
+    CK_FAMILY_BROADCAST,  /* numpy-broadcast element-wise ops, expand, reductions */
     CK_FAMILY_COUNT
 } ck_op_family;
 
@@ -72,7 +73,17 @@ typedef enum {
     X(NEG, "neg", POINTWISE)                                                                  \
     X(ERF, "erf", POINTWISE)                                                                  \
     X(ABS, "abs", POINTWISE)                                                                  \
-    X(SLICE, "slice", SHAPE)                /* x[..., start:end, ...] along one dim */
+    X(SLICE, "slice", SHAPE)                /* x[..., start:end, ...] along one dim */       \
+    X(SUB, "sub", BROADCAST)                /* a - b, numpy broadcasting */                  \
+    X(DIV, "div", BROADCAST)                /* a / b */                                      \
+    X(MAXIMUM, "maximum", BROADCAST)        /* torch.maximum: ties share the gradient */     \
+    X(MINIMUM, "minimum", BROADCAST)                                                          \
+    X(POW, "pow", BROADCAST)                /* x ** exponent (a constant) */                 \
+    X(MASKED_FILL, "masked_fill", BROADCAST) /* value where a constant mask is set */        \
+    X(EXPAND, "expand", BROADCAST)          /* broadcast to a larger shape */                \
+    X(REDUCE_SUM, "sum", BROADCAST)         /* over dims, keepdim or not */                  \
+    X(REDUCE_MEAN, "mean", BROADCAST)                                                         \
+    X(REDUCE_MAX, "amax", BROADCAST)        /* torch.amax: ties share the gradient */
 
 #define CK_OP_KIND_ENUM_(e, name, fam) CK_OP_##e,
 typedef enum { CK_OP_KINDS(CK_OP_KIND_ENUM_) CK_OP_KIND_COUNT } ck_op_kind;
@@ -152,6 +163,22 @@ typedef struct {
     ck_upsample_mode mode;   /* upsample, default nearest */
     bool align_corners;      /* upsample (linear modes) */
     bool count_include_pad;  /* avgpool with padding, default true (PyTorch) */
+
+    /* ---- the broadcast family (numpy broadcasting) ---- */
+    double scalar;           /* add/sub/mul/div/maximum/minimum with one input: the constant
+                                operand when there is no constant tensor (NaN: none);
+                                pow: the exponent; masked_fill: the value */
+    int n_const;             /* the constant tensor's shape (a buffer `constant`; masked_fill:
+                                `mask`), 0: none */
+    int64_t const_shape[CK_OP_MAX_DIMS];
+    bool const_first;        /* the constant is the left operand: c - x, c / x */
+    int n_axes;              /* sum, mean, amax: the dims reduced as written (resolved to >= 0
+                                and sorted by the graph builder) */
+    int axes[CK_OP_MAX_DIMS];
+    bool keepdim;            /* sum, mean, amax: reduced dims kept with size 1 */
+    bool broadcast;          /* add, mul: set by the shape rule when the operands' shapes
+                                differ or one is a constant (the broadcast family's kernels
+                                run them); never written in a case */
 } ck_op_params;
 
 typedef enum {

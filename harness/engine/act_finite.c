@@ -97,6 +97,12 @@ void ck_act_finite_add(ck_act_finite *f, int layer, int step, bool backward, boo
     int64_t nan, inf, first;
     bool first_nan;
     ck_count_nonfinite(dt, n, host, &nan, &inf, &first, &first_nan);
+    ck_act_finite_record(f, layer, step, backward, recompute, nan, inf, first, first_nan);
+}
+
+void ck_act_finite_record(ck_act_finite *f, int layer, int step, bool backward, bool recompute,
+                          int64_t nan, int64_t inf, int64_t first, bool first_nan)
+{
     if (nan + inf == 0 || layer < 0 || layer >= f->n_layers)
         return;
     int w = backward ? 1 : 0;

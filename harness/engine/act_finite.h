@@ -58,6 +58,11 @@ void ck_count_nonfinite(ck_dtype dt, int64_t n, const void *data, int64_t *nan, 
 void ck_act_finite_add(ck_act_finite *f, int layer, int step, bool backward, bool recompute,
                        ck_dtype dt, int64_t n, const void *host);
 
+/* The same with the counts already made (a backend's CK_PROC_COUNT_NONFINITE): nan and
+ * inf elements, the first one's index (-1: none) and kind. */
+void ck_act_finite_record(ck_act_finite *f, int layer, int step, bool backward, bool recompute,
+                          int64_t nan, int64_t inf, int64_t first, bool first_nan);
+
 /* Settles the step: gradients' counts are excused when `skipped` (the loss scaler skipped
  * the step), else they join the totals with the outputs'. */
 void ck_act_finite_end_step(ck_act_finite *f, bool skipped);

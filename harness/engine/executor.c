@@ -35,13 +35,14 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->out = calloc((size_t)n, sizeof *e->out);
     e->dout = calloc((size_t)n, sizeof *e->dout);
     e->saved = calloc((size_t)n, sizeof *e->saved);
+    e->grad_shared_with = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_shared_with);
     e->args = calloc((size_t)n, sizeof *e->args);
     e->master_params = calloc((size_t)n, sizeof *e->master_params);
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
     e->segment_peak =
         calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->segment_peak);
     if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params ||
-        !e->segment_peak)
+        !e->segment_peak || !e->grad_shared_with)
         goto nomem;
     if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
         ck_exec_free(e);
@@ -50,6 +51,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     for (int i = 0; i < n; i++) {
         const ck_node *nd = &cfg->g->nodes[i];
         const char *ln = nd->spec->name;
+        e->grad_shared_with[i] = -1;
         e->out[i].name = make_name(ln, "out");
         e->out[i].dtype = e->dtype;
         e->out[i].shape = nd->out_shape;
@@ -68,18 +70,33 @@ nomem:
     return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the executor");
 }
 
+/* Frees layer i's gradient; a buffer shared with another layer's gradient (a two-input
+ * add's inputs) is freed with the last of the two. */
+static void free_grad(ck_exec *e, int i)
+{
+    int other = e->grad_shared_with[i];
+    if (other >= 0) {
+        e->grad_shared_with[i] = e->grad_shared_with[other] = -1;
+        if (e->dout[other].data == e->dout[i].data) {
+            e->dout[i].data = NULL; /* the other layer owns the buffer now */
+            return;
+        }
+    }
+    ck_act_free_tensor(&e->act, &e->dout[i]);
+}
+
 static void release_all(ck_exec *e)
 {
     for (int i = 0; i < e->cfg.g->n; i++) {
         ck_act_free_tensor(&e->act, &e->out[i]);
-        ck_act_free_tensor(&e->act, &e->dout[i]);
+        free_grad(e, i);
         ck_act_free_tensor(&e->act, &e->saved[i]);
     }
 }
 
 void ck_exec_free(ck_exec *e)
 {
-    if (e->out && e->dout && e->saved)
+    if (e->out && e->dout && e->saved && e->grad_shared_with)
         release_all(e);
     for (int i = 0; e->cfg.g && i < e->cfg.g->n; i++) {
         if (e->out)
@@ -92,6 +109,7 @@ void ck_exec_free(ck_exec *e)
     free(e->out);
     free(e->dout);
     free(e->saved);
+    free(e->grad_shared_with);
     free(e->args);
     free(e->master_params);
     free(e->stash);
@@ -139,13 +157,26 @@ static ck_status perturb_tensor(ck_exec *e, ck_tensor *t, int layer, int step, u
 }
 
 /* Scans layer i's freshly produced output (backward false) or its complete output gradient
- * once for NaN/Inf (act_finite.h), through a host copy. */
+ * once for NaN/Inf (act_finite.h): where it lives when the backend can count there
+ * (CK_PROC_COUNT_NONFINITE), else through a host copy. */
 static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, bool backward,
                               bool recompute, ck_error *err)
 {
     if (!t->data || e->cfg.dry_run) /* a dry run (plan) computes nothing */
         return CK_OK;
     ck_act_finite *f = &e->finite;
+    union {
+        void *p;
+        ck_count_nonfinite_fn count;
+    } where = {ck_backend_proc(e->cfg.b, CK_PROC_COUNT_NONFINITE)};
+    if (where.p) { /* counted where the tensor lives: no host copy */
+        int64_t nan, inf, first;
+        bool first_nan;
+        ck_status st = where.count(e->cfg.b, t, &nan, &inf, &first, &first_nan, err);
+        if (st == CK_OK)
+            ck_act_finite_record(f, i, step, backward, recompute, nan, inf, first, first_nan);
+        return st;
+    }
     size_t bytes = ck_tensor_bytes(t);
     if (bytes > f->scratch_bytes) {
         void *p = realloc(f->scratch, bytes);
@@ -331,6 +362,9 @@ static void free_after_recompute(ck_exec *e, int i, int s)
         if (src >= 0 && first_mention(nd, j) && plan->segment_of[src] == s &&
             lv->last_segment_consumer[src] == i && !lv->needed_in_recompute[src])
             ck_act_free_tensor(&e->act, &e->out[src]);
+        /* kept for this segment's recomputation by an earlier segment that recomputes it */
+        if (src >= 0 && first_mention(nd, j) && lv->release_after_recompute[src] == i)
+            ck_act_free_tensor(&e->act, &e->out[src]);
     }
     if (lv->last_segment_consumer[i] < 0 && !lv->needed_in_recompute[i])
         ck_act_free_tensor(&e->act, &e->out[i]);
@@ -345,6 +379,12 @@ static ck_status recompute_segment(ck_exec *e, int s, int step, const ck_tensor 
 {
     const ck_segment *seg = &e->cfg.plan->segments[s];
     uint64_t resume = e->global_offset;
+    /* an output of the segment still live (kept for the loss, or for a backward after the
+       segment, all of which have run) is written again by its recomputation before anything
+       reads it: freed now, it does not sit beside the layers recomputed before it, and an
+       in-place layer can take over its input's buffer instead */
+    for (int k = seg->first; k <= seg->last; k++)
+        ck_act_free_tensor(&e->act, &e->out[k]);
     if (e->cfg.rng == CK_RNG_STASH)
         e->global_offset = e->stash[s]; /* replay the draws made by the original forward */
     for (int k = seg->first; k <= seg->last; k++) {
@@ -427,6 +467,46 @@ static ck_status hide_unread(ck_op_io *io, unsigned reads, ck_tensor *hidden_in,
     return CK_OK;
 }
 
+/* The input whose gradient layer i's backward writes into its own output gradient's buffer,
+ * or -1: an element-wise activation (ck_backward_writes_fresh, backend.h) whose input gets
+ * its first gradient contribution here (no buffer yet) in the output gradient's dtype and
+ * shape. That buffer is dead after this backward anyway, so the input's gradient is not a
+ * third tensor beside the output and its gradient; the kernel starts every element at +0,
+ * so the bits are those of a zeroed buffer. */
+static int fresh_grad_source(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (!ck_backward_writes_fresh(nd->op.kind) || nd->n_in != 1)
+        return -1;
+    int src = nd->in[0];
+    if (src < 0 || e->grad_shared_with[i] >= 0 || filtered_input(e, i, src) ||
+        e->dout[src].data ||
+        e->dout[src].dtype != e->dout[i].dtype ||
+        !ck_shape_equal(&e->dout[src].shape, &e->dout[i].shape))
+        return -1;
+    return src;
+}
+
+/* Whether layer i, a two-input add (liveness.h: add_shares_gradient), hands its output
+ * gradient's buffer to both inputs as their gradients (dx_a = dx_b = dy, made +0 + dy by the
+ * kernel, ck_op_grads.din0_fresh): neither has a gradient yet, both have its dtype and
+ * shape, and no run rounds gradients in place (the calibration run, which would round the
+ * shared buffer twice). */
+static bool shares_add_gradient(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (!e->live.add_shares_gradient[i] || e->cfg.round_bits > 0)
+        return false;
+    for (int j = 0; j < 2; j++) {
+        int src = nd->in[j];
+        if (filtered_input(e, i, src) || e->dout[src].data ||
+            e->dout[src].dtype != e->dout[i].dtype ||
+            !ck_shape_equal(&e->dout[src].shape, &e->dout[i].shape))
+            return false;
+    }
+    return true;
+}
+
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                 ck_error *err)
 {
@@ -447,11 +527,13 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     memset(&io, 0, sizeof io);
     memset(&g, 0, sizeof g);
     unsigned reads = e->live.reads[i];
+    int fresh = fresh_grad_source(e, i);
+    bool share = shares_add_gradient(e, i);
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
-        if (src >= 0 && !filtered_input(e, i, src)) {
+        if (src >= 0 && src != fresh && !share && !filtered_input(e, i, src)) {
             if ((st = ensure_grad(e, src, err)) != CK_OK)
                 goto fail;
             g.din[j] = &e->dout[src];
@@ -466,6 +548,23 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     if ((st = perturb_tensor(e, &e->dout[i], i, step, 1, err)) != CK_OK ||
         (st = check_finite(e, i, step, &e->dout[i], true, false, err)) != CK_OK)
         goto fail;
+    ck_tensor dy_shared; /* the output gradient as the kernel sees it, its buffer now din[0]'s */
+    if (fresh >= 0 || share) {
+        int src = share ? nd->in[0] : fresh;
+        dy_shared = e->dout[i];
+        e->dout[src].data = dy_shared.data; /* ownership moves: no allocation, no free */
+        e->dout[i].data = NULL;
+        g.dout = &dy_shared;
+        g.din[0] = &e->dout[src];
+        g.din0_fresh = true; /* the kernel makes it +0 + dy: a zeroed gradient's bits */
+        if (share) { /* the other input's gradient is the same buffer: nothing to add */
+            int other = nd->in[1];
+            e->dout[other].data = dy_shared.data;
+            e->grad_shared_with[src] = other;
+            e->grad_shared_with[other] = src;
+            g.din[1] = NULL;
+        }
+    }
     if (!e->cfg.dry_run)
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
     if (!e->cfg.dry_run &&
@@ -475,13 +574,21 @@ done:
     /* every consumer's backward has run (they come later in topological order) */
     ck_act_free_tensor(&e->act, &e->out[i]);
     ck_act_free_tensor(&e->act, &e->saved[i]);
-    ck_act_free_tensor(&e->act, &e->dout[i]);
+    free_grad(e, i);
     /* an input whose first consumer this is: every consumer's backward has run now, and
        only its own backward could still read it */
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
-        if (src >= 0 && first_mention(nd, j) && e->live.first_consumer[src] == i &&
-            !(e->live.reads[src] & CK_BWD_READS_OUTPUT))
+        if (src < 0 || !first_mention(nd, j))
+            continue;
+        const ck_liveness *lv = &e->live;
+        /* the kept copy of a segment's output read from outside it; its recomputed copy
+           (consumers inside the segment) follows the rule below */
+        bool outside_rule = (lv->release_after_backward[src] >= 0 ||
+                             lv->release_after_recompute[src] >= 0) &&
+                            e->cfg.plan->segment_of[i] != e->cfg.plan->segment_of[src];
+        if (outside_rule ? lv->release_after_backward[src] == i
+                         : lv->first_consumer[src] == i && !(lv->reads[src] & CK_BWD_READS_OUTPUT))
             ck_act_free_tensor(&e->act, &e->out[src]);
     }
     return CK_OK;

@@ -87,6 +87,8 @@ struct ck_exec {
     int64_t *segment_peak;         /* per segment: highest live bytes from its recomputation
                                       to the end of its backward, over the steps so far */
     ck_tensor *out, *dout, *saved; /* per layer; data NULL when not live */
+    int *grad_shared_with;         /* per layer: the layer whose gradient is the same
+                                      buffer (a two-input add's inputs), or -1 */
     ck_fwd_args *args;             /* per layer: the args of its latest forward */
     bool *master_params;           /* per layer: its latest forward ran on fp32 masters */
     uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */

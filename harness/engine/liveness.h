@@ -11,6 +11,10 @@
  *    feeds from outside recomputes from it;
  *  - otherwise after the backward of its first consumer (every consumer's backward has then
  *    run), unless its own backward reads it: then after its own backward.
+ * In a checkpointed run, the output of a segment's layer that is kept for consumers outside
+ * the segment is freed as soon as the last of them needs it (its backward when it reads its
+ * inputs, or the recomputation of its segment): its own segment recomputes it anyway
+ * before its backward, so it does not wait for that.
  * Inside a recomputed segment the same rule applies to the segment's own consumers only
  * (consumers after the segment have run their backward already). A saved tensor (batch
  * statistics) is freed right after its forward when the op's backward does not read it,
@@ -34,6 +38,16 @@ typedef struct {
     int *last_segment_consumer; /* per layer in a segment: its last consumer inside the
                                    segment, or -1 */
     int *first_consumer;       /* per layer: its lowest consumer index, or -1 */
+    /* per layer of a checkpoint segment whose output is read from outside the segment
+       (checkpointed runs): the layer after whose backward, or after whose recomputed
+       forward, that kept output is freed (its own segment recomputes it before its
+       backward); -1 when the other rule applies */
+    int *release_after_backward;
+    int *release_after_recompute;
+    /* per layer: a two-input add whose inputs may share its output gradient's buffer as
+       their gradients (ck_liveness_build: the higher input has no other consumer, and no
+       other consumer of the lower one runs its backward before the higher one's) */
+    bool *add_shares_gradient;
 } ck_liveness;
 
 ck_status ck_liveness_build(const ck_graph *g, const ck_plan *plan, ck_liveness *lv,

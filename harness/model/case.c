@@ -283,18 +283,21 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
         return CK_OK;
     }
     if (!v) {
-        if (many)
+        if (many && lo > 1)
             return ck_jfail(cx, ipath, "required for %s: a list of 2 to %d earlier layer names",
                            L->op_name, CK_MAX_INPUTS);
         L->n_in = 1;
         L->in[0] = index - 1; /* the previous layer; -1 (the model input) for the first */
         return CK_OK;
     }
-    if (cJSON_IsString(v) && !many) {
+    if (cJSON_IsString(v) && (!many || lo == 1)) { /* add with a constant: one name */
         L->n_in = 1;
         return resolve_input(cx, c, layers_json, index, v, ipath, &L->in[0]);
     }
     if (!cJSON_IsArray(v)) {
+        if (many && lo == 1) /* add: one name (with a constant) or a list */
+            return ck_jfail(cx, ipath, "must be a layer name or a list of 1 to %d, got %s",
+                            CK_MAX_INPUTS, ck_json_type_name(v));
         if (many)
             return ck_jfail(cx, ipath, "must be a list of 2 to %d layer names, got %s",
                            CK_MAX_INPUTS, ck_json_type_name(v));
@@ -302,9 +305,9 @@ static ck_status parse_inputs(const ck_jctx *cx, const ck_case *c, const cJSON *
                        ck_json_type_name(v));
     }
     int n = cJSON_GetArraySize(v);
-    if (many && (n < 2 || n > CK_MAX_INPUTS))
-        return ck_jfail(cx, ipath, "%s needs 2 to %d inputs, got %d", L->op_name, CK_MAX_INPUTS,
-                       n);
+    if (many && (n < lo || n > CK_MAX_INPUTS))
+        return ck_jfail(cx, ipath, "%s needs %d to %d inputs, got %d", L->op_name, lo,
+                        CK_MAX_INPUTS, n);
     if (!many && n != 1)
         return ck_jfail(cx, ipath, "%s takes exactly one input, got %d", L->op_name, n);
     int j = 0;

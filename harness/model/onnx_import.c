@@ -35,11 +35,7 @@ static ck_status map_node(imp *im, int i)
         CK_TRY(imp_match_gelu(im, i, &matched));
         if (matched)
             return CK_OK;
-        if (op[0] == 'M' && n->n_in == 2 && imp_layer_of(im, n->in[0]) &&
-            imp_layer_of(im, n->in[1]))
-            return imp_map_simple(im, n, "mul", 2);
-        return imp_fail_node(im, "only a product of two activations (mul) or the GELU patterns "
-                                 "are supported; scaling by a constant is not");
+        return imp_map_binary(im, i, n); /* the generic path */
     }
     if (strcmp(op, "Sigmoid") == 0) { /* Mul(x, Sigmoid(x)) is SiLU */
         int r = imp_sole_reader(im, n->out[0]);
@@ -141,23 +137,66 @@ static ck_status map_node(imp *im, int i)
             return imp_fail_node(im, "adds %d inputs; 2 to 8 are supported", n->n_in);
         if (n->n_in == 2 && op[0] == 'A') {
             const ck_onnx_tensor *c0 = imp_const_of(im, n->in[0]), *c1 = imp_const_of(im, n->in[1]);
-            if (c0 && !c1)
-                return imp_map_positional(im, n, n->in[1], c0);
-            if (c1 && !c0)
-                return imp_map_positional(im, n, n->in[0], c1);
+            const ck_onnx_tensor *c = c0 && !c1 ? c0 : c1 && !c0 ? c1 : NULL;
+            /* a learned tensor added to every sample (positions: an initializer of rank
+             * >= 2); a scalar, a constant computed in the graph or a mask before a Softmax
+             * takes the generic path */
+            if (c && imp_alias_source(im, c == c0 ? n->in[0] : n->in[1]) && c->numel > 1 &&
+                !imp_add_feeds_softmax(im, n))
+                return imp_map_positional(im, n, c == c0 ? n->in[1] : n->in[0], c);
+            if (c)
+                return imp_map_binary(im, i, n);
         }
         return imp_map_simple(im, n, "add", n->n_in);
     }
-    if (strcmp(op, "Concat") == 0) {
-        if (imp_attr_int(n, "axis", 0) != 1)
-            return imp_fail_node(im, "axis %lld is not supported (only the channels, 1)",
-                                 (long long)imp_attr_int(n, "axis", 0));
-        if (n->n_in < 2 || n->n_in > 8)
-            return imp_fail_node(im, "joins %d inputs; 2 to 8 are supported", n->n_in);
-        return imp_map_simple(im, n, "concat", n->n_in);
-    }
+    bool generic = false; /* Sub, Pow, Max, Min, Reduce*, Where, Expand, Cast, Concat */
+    CK_TRY(imp_map_generic(im, i, n, &generic));
+    if (generic)
+        return CK_OK;
     return imp_fail_node(im, "op type %s is not supported (docs/onnx.md lists the supported ops)",
                          op);
+}
+
+/* Whether a layer reads layer `name` (a layer without "inputs" reads the one before it). */
+static bool layer_is_read(const cJSON *layers, const char *name)
+{
+    const cJSON *prev = NULL, *L;
+    cJSON_ArrayForEach(L, layers)
+    {
+        const cJSON *in = cJSON_GetObjectItem(L, "inputs"), *item;
+        if (!in && prev && strcmp(cJSON_GetObjectItem(prev, "name")->valuestring, name) == 0)
+            return true;
+        if (cJSON_IsString(in) && strcmp(in->valuestring, name) == 0)
+            return true;
+        const cJSON *list = cJSON_IsArray(in) ? in : NULL;
+        cJSON_ArrayForEach(item, list)
+            if (cJSON_IsString(item) && strcmp(item->valuestring, name) == 0)
+                return true;
+        prev = L;
+    }
+    return false;
+}
+
+/* Layers nothing reads (on the generic path, a Transpose whose output only a Shape read,
+ * folded into a constant) are dropped when they hold no weights; the output's layer stays. */
+static void prune_dead_layers(imp *im, const char *last)
+{
+    for (bool again = true; again;) {
+        again = false;
+        for (int i = cJSON_GetArraySize(im->layers) - 1; i >= 0; i--) {
+            const cJSON *L = cJSON_GetArrayItem(im->layers, i);
+            const char *name = cJSON_GetObjectItem(L, "name")->valuestring;
+            char prefix[CK_NAME_MAX + 2];
+            snprintf(prefix, sizeof prefix, "%s.", name);
+            bool weights = false;
+            for (int k = 0; k < im->w->n && !weights; k++)
+                weights = strncmp(im->w->t[k].name, prefix, strlen(prefix)) == 0;
+            if ((last && strcmp(name, last) == 0) || weights || layer_is_read(im->layers, name))
+                continue;
+            cJSON_DeleteItemFromArray(im->layers, i);
+            again = true;
+        }
+    }
 }
 
 /* The one activation input: a graph input that is not an initializer. */
@@ -210,12 +249,15 @@ static ck_status find_input(imp *im, const ck_onnx_value **in, int64_t *vocab)
     return CK_OK;
 }
 
-ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx_import_opts *o,
-                         cJSON **case_json, ck_tensorset *weights, ck_error *err)
+/* One attempt; no_attention: every node on the generic path. *started: the attention
+ * pattern was started. */
+static ck_status import_once(const ck_onnx_model *m, const char *path,
+                             const ck_onnx_import_opts *o, cJSON **case_json,
+                             ck_tensorset *weights, ck_error *err, bool no_attention,
+                             bool *started)
 {
-    static const ck_onnx_import_opts none = {0};
-    o = o ? o : &none;
-    imp im = {.m = m, .path = path, .err = err, .w = weights, .origins = o->origins};
+    imp im = {.m = m, .path = path, .err = err, .w = weights, .origins = o->origins,
+              .no_attention_pattern = no_attention};
     ck_onnx_shape_cache_init(&im.shapes);
     *case_json = NULL;
     ck_tensorset_init(weights);
@@ -274,6 +316,8 @@ ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx
         goto out;
     im.node = NULL;
     const char *last = imp_layer_of(&im, m->outputs[0].name);
+    if (no_attention) /* only the generic path leaves layers nothing reads */
+        prune_dead_layers(&im, last);
     int n_layers = cJSON_GetArraySize(im.layers);
     if (!last || n_layers == 0 || strcmp(last, "input") == 0) {
         st = ck_fail(err, CK_ERR_INPUT, "%s: the output `%s` is produced by no layer", path,
@@ -322,6 +366,7 @@ out:
     for (int i = 0; i < im.n_pend; i++)
         free(im.pend[i].value);
     free(im.pend);
+    *started = im.pattern_started;
     if (st != CK_OK) {
         ck_error_one_line(err, st); /* names from the file may hold control characters */
         ck_onnx_origins_free(o->origins);
@@ -332,4 +377,24 @@ out:
     }
     *case_json = root;
     return CK_OK;
+}
+
+/* The attention pattern is the fast path; when it refuses a graph (a variant it does not
+ * know: nn.MultiheadAttention, scaled_dot_product_attention as exported), the graph is
+ * imported again on the generic path alone. If that refuses too, the pattern's refusal is
+ * the one reported. */
+ck_status ck_onnx_import(const ck_onnx_model *m, const char *path, const ck_onnx_import_opts *o,
+                         cJSON **case_json, ck_tensorset *weights, ck_error *err)
+{
+    static const ck_onnx_import_opts none = {0};
+    o = o ? o : &none;
+    bool started = false;
+    ck_status st = import_once(m, path, o, case_json, weights, err, false, &started);
+    if (st == CK_OK || !started || st == CK_ERR_NOMEM)
+        return st;
+    ck_error first = *err;
+    if (import_once(m, path, o, case_json, weights, err, true, &started) == CK_OK)
+        return CK_OK;
+    *err = first;
+    return st;
 }

@@ -54,6 +54,10 @@ typedef struct {
     int n_tied, cap_tied;
     char **tied_src, **tied_param;
     bool *tied_transposed;
+    /* the attention pattern is not tried: every node takes the generic path (the second
+     * attempt after the pattern refused a graph) */
+    bool no_attention_pattern;
+    bool pattern_started; /* an attention pattern was started (a retry may take the graph) */
 } imp;
 
 /* The stages of the causal attention pattern (onnx_match_attention.c), and a value inside
@@ -159,6 +163,18 @@ ck_status imp_map_layernorm(imp *im, const ck_onnx_node *n);
 /* onnx_map_pointwise.c */
 ck_status imp_map_simple(imp *im, const ck_onnx_node *n, const char *op, int n_act);
 const char *imp_unary_op(const char *op_type);
+
+/* onnx_map_broadcast.c */
+bool imp_is_binary(const char *op_type);
+bool imp_add_feeds_softmax(const imp *im, const ck_onnx_node *n);
+ck_status imp_map_binary(imp *im, int idx, const ck_onnx_node *n);
+ck_status imp_map_reduce(imp *im, const ck_onnx_node *n);
+ck_status imp_map_where(imp *im, const ck_onnx_node *n);
+ck_status imp_map_expand(imp *im, const ck_onnx_node *n);
+ck_status imp_map_cast(imp *im, const ck_onnx_node *n);
+/* The generic path's ops (the binary ops, Reduce*, Where, Expand, Cast, Concat); *handled
+ * false: n is none of them. */
+ck_status imp_map_generic(imp *im, int idx, const ck_onnx_node *n, bool *handled);
 
 /* onnx_map_dropout.c */
 ck_status imp_dropout_params(imp *im, const ck_onnx_node *n, double *rate_out,

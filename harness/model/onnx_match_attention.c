@@ -59,7 +59,7 @@ ck_status imp_attn_reshape_in(imp *im, const ck_onnx_node *n, const ck_onnx_tens
 {
     *matched = false;
     const char *src = imp_layer_of(im, n->in[0]);
-    if (!src || s->numel != 4 || imp_is_float_type(s->data_type))
+    if (im->no_attention_pattern || !src || s->numel != 4 || imp_is_float_type(s->data_type))
         return CK_OK;
     for (int k = 0; k < 4; k++)
         if (!(imp_elem_f64(s, k) >= 1.0 && imp_elem_f64(s, k) <= (double)CK_SIZE_CAP))
@@ -78,6 +78,7 @@ ck_status imp_attn_reshape_in(imp *im, const ck_onnx_node *n, const ck_onnx_tens
     p.scale = 1.0;
     p.softmax_node = -1;
     *matched = true;
+    im->pattern_started = true;
     return pend_next(im, &p, n->out[0], P_SPLIT);
 }
 

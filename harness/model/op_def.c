@@ -29,6 +29,7 @@ static const family_rows families[CK_FAMILY_COUNT] = {
     [CK_FAMILY_RANDOM] = {ck_op_defs_random, &ck_op_defs_random_count},
     [CK_FAMILY_ATTENTION] = {ck_op_defs_attention, &ck_op_defs_attention_count},
     [CK_FAMILY_SHAPE] = {ck_op_defs_shape, &ck_op_defs_shape_count},
+    [CK_FAMILY_BROADCAST] = {ck_op_defs_broadcast, &ck_op_defs_broadcast_count},
 };
 
 const ck_op_def *ck_op_family_defs(ck_op_family family, int *n)
@@ -62,7 +63,7 @@ const ck_option_def *ck_op_options(ck_op_kind kind)
 bool ck_op_takes_many_inputs(ck_op_kind kind)
 {
     const ck_op_def *d = ck_op_def_of(kind);
-    return d && d->min_inputs >= 2 && d->max_inputs == CK_MAX_INPUTS;
+    return d && d->max_inputs == CK_MAX_INPUTS;
 }
 
 void ck_op_input_range(ck_op_kind kind, int *lo, int *hi)

@@ -68,7 +68,7 @@ const ck_op_info *ck_op_catalogue(int *count);
 const ck_op_info *ck_op_find(const char *name);
 /* The options of an op kind, ended by an entry whose key is NULL. */
 const ck_option_def *ck_op_options(ck_op_kind kind);
-/* add and concat take a list of 2 to 8 inputs. */
+/* add and concat take a list of up to 8 inputs (add: 1 with a constant operand). */
 bool ck_op_takes_many_inputs(ck_op_kind kind);
 /* How many inputs a layer of this kind takes: [*lo, *hi] (ck_op_inputs_ok for the counts
  * in between). */
@@ -173,6 +173,7 @@ CK_OP_FAMILY_ROWS(norm)
 CK_OP_FAMILY_ROWS(random)
 CK_OP_FAMILY_ROWS(attention)
 CK_OP_FAMILY_ROWS(shape)
+CK_OP_FAMILY_ROWS(broadcast)
 #undef CK_OP_FAMILY_ROWS
 
 #define CK_OP_ROWS_COUNT(rows) const int rows##_count = (int)(sizeof rows / sizeof rows[0])

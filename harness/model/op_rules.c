@@ -48,6 +48,21 @@ ck_status ck_op_resolve_dim(const char *op, const char *what, int dim, int ndim,
     return CK_OK;
 }
 
+bool ck_op_broadcast_shapes(const ck_shape *a, const ck_shape *b, ck_shape *y)
+{
+    const int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    memset(y, 0, sizeof *y);
+    y->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        const int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
+        const int64_t va = da >= 0 ? a->dim[da] : 1, vb = db >= 0 ? b->dim[db] : 1;
+        if (va != vb && va != 1 && vb != 1)
+            return false;
+        y->dim[d] = va == 1 ? vb : va;
+    }
+    return true;
+}
+
 /* Input i as a message names it: "up" [2, 4, 8] or input 1 [2, 4, 8]. */
 static const char *input_label(const char *const *names, int i, const ck_shape *s, char *buf,
                                size_t n)
@@ -68,6 +83,20 @@ ck_status ck_op_check_join_shapes(const ck_op_params *op, int n_in, const ck_sha
     if (op->kind == CK_OP_CONCAT && in[0].ndim < 2)
         return ck_fail(err, CK_ERR_INPUT, "concat needs inputs of rank >= 2 (N, C, ...), got %s",
                        input_label(names, 0, &in[0], a, sizeof a));
+    if (op->kind == CK_OP_ADD && n_in == 2) { /* two inputs may broadcast (numpy rules) */
+        ck_shape y;
+        if (ck_op_broadcast_shapes(&in[0], &in[1], &y))
+            return CK_OK;
+        return ck_fail(err, CK_ERR_INPUT,
+                       "inputs %s and %s differ in shape and do not broadcast (add needs one "
+                       "shape, or two that broadcast as numpy's)",
+                       input_label(names, 0, &in[0], a, sizeof a),
+                       input_label(names, 1, &in[1], b, sizeof b));
+    }
+    int cd = 1; /* concat's dim */
+    if (op->kind == CK_OP_CONCAT &&
+        ck_op_resolve_dim("concat", "dim", op->dim, in[0].ndim, &cd, err) != CK_OK)
+        return CK_ERR_INPUT;
     for (int i = 1; i < n_in; i++) {
         if (op->kind != CK_OP_CONCAT) {
             if (!ck_shape_equal(&in[0], &in[i]))
@@ -80,13 +109,14 @@ ck_status ck_op_check_join_shapes(const ck_op_params *op, int n_in, const ck_sha
         }
         bool same = in[i].ndim == in[0].ndim;
         for (int d = 0; same && d < in[0].ndim; d++)
-            if (d != 1 && in[i].dim[d] != in[0].dim[d])
+            if (d != cd && in[i].dim[d] != in[0].dim[d])
                 same = false;
         if (!same)
             return ck_fail(err, CK_ERR_INPUT,
-                           "inputs %s and %s differ outside dim 1 (concat joins channels only)",
+                           "inputs %s and %s differ outside dim %d (concat joins along `dim` "
+                           "only)",
                            input_label(names, 0, &in[0], a, sizeof a),
-                           input_label(names, i, &in[i], b, sizeof b));
+                           input_label(names, i, &in[i], b, sizeof b), cd);
     }
     return CK_OK;
 }

@@ -20,6 +20,16 @@ ck_status ck_op_resolve_dim(const char *op, const char *what, int dim, int ndim,
  * NULL (inputs are then named by position). */
 ck_status ck_op_check_join_shapes(const ck_op_params *op, int n_in, const ck_shape *in,
                                   const char *const *names, ck_error *err);
+/* The numpy broadcast of a and b (dims aligned from the right, sizes equal or 1); false
+ * when they do not broadcast. */
+bool ck_op_broadcast_shapes(const ck_shape *a, const ck_shape *b, ck_shape *y);
+/* add, mul and the broadcast family's binary ops (ops/broadcast.c): two inputs that
+ * broadcast, or one and a constant operand (`scalar` or `constant_shape`, options
+ * ck_op_binary_options); sets op->broadcast. Its state: the buffer of a constant tensor. */
+ck_status ck_op_binary_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
+                             ck_error *err);
+void ck_op_binary_state(ck_node *node, const ck_shape *in0);
+extern const ck_option_def ck_op_binary_options[];
 /* A parameter or buffer spec. */
 ck_param_spec ck_op_spec(const char *suffix, ck_shape shape, ck_dtype dtype, ck_init_kind init,
                          double a);

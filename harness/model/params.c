@@ -543,5 +543,7 @@ void ck_model_bind(ck_model *m, int i, bool master, ck_op_io *io, ck_op_grads *g
             io->running_var = &ls->buffer[k];
         else if (strcmp(sfx, "num_batches_tracked") == 0)
             io->num_batches_tracked = &ls->buffer[k];
+        else if (strcmp(sfx, "constant") == 0 || strcmp(sfx, "mask") == 0)
+            io->constant = &ls->buffer[k];
     }
 }

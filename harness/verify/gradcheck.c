@@ -302,6 +302,8 @@ static ck_status gc_setup_state(gc_ctx *c, gc_tensors *t, uint64_t seed, ck_erro
             c->io.running_var = &t->buf[k].t;
         else if (strcmp(sfx, "num_batches_tracked") == 0)
             c->io.num_batches_tracked = &t->buf[k].t;
+        else if (strcmp(sfx, "constant") == 0 || strcmp(sfx, "mask") == 0)
+            c->io.constant = &t->buf[k].t;
     }
     return CK_OK;
 }

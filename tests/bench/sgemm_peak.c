@@ -12,6 +12,9 @@
  *   conv:N,C,F,H,W   a 3x3 "same" 2-D convolution forward, x (N, C, H, W), F filters;
  *              counted as N GEMMs of F x (H W) x (9 C), the padding and the B packing
  *              from the input included (numpy_sgemm.py times the bare GEMMs)
+ *   dw:N,C,F,H,W     the same convolution's weight gradient (the lane kernel)
+ *   dx:N,C,F,H,W     the same convolution's input gradient (implicit GEMM)
+ * CK_BENCH_CLOCK=cpu times by the process's CPU time (see bench_clock).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +23,14 @@
 
 #include "backends/cpu/kernels.h"
 
+/* CK_BENCH_CLOCK=cpu: the process's CPU time instead of wall time - on one thread of a
+ * loaded machine a measure of the work done that other processes barely disturb */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(bench_clock, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -72,17 +79,23 @@ static double time_gemm(cpk_pool *p, cpk_isa isa, const char *shape, int reps, d
 static double time_conv(cpk_pool *p, cpk_isa isa, const char *shape, int reps, double *flop)
 {
     long long N, C, F, H, W;
-    if (sscanf(shape, "conv:%lld,%lld,%lld,%lld,%lld", &N, &C, &F, &H, &W) != 5 || N < 1 ||
-        C < 1 || F < 1 || H < 1 || W < 1)
+    char pass[8] = "";
+    if (sscanf(shape, "%7[a-z]:%lld,%lld,%lld,%lld,%lld", pass, &N, &C, &F, &H, &W) != 6 ||
+        N < 1 || C < 1 || F < 1 || H < 1 || W < 1)
         return -1;
+    const int which = strcmp(pass, "conv") == 0 ? 0 : strcmp(pass, "dw") == 0 ? 1 : 2;
     cpk_conv_geom g = {.N = N, .C = C, .F = F, .in = {1, H, W}, .out = {1, H, W},
                        .k = {1, 3, 3}, .stride = {1, 1, 1}, .dil = {1, 1, 1}, .pad = {0, 1, 1}};
     float *x = filled(N * C * H * W, 0), *w = filled(F * C * 9, 1), *y = filled(N * F * H * W, 2);
+    double *dw = malloc((size_t)(F * C * 9) * sizeof *dw);
     double best = -1;
-    if (x && w && y)
+    if (x && w && y && dw)
         for (int r = 0; r < reps; r++) {
             const double t0 = now();
-            if (!cpk_conv_forward(p, isa, &g, x, w, NULL, y, false)) {
+            const bool ok = which == 0   ? cpk_conv_forward(p, isa, &g, x, w, NULL, y, false)
+                            : which == 1 ? cpk_conv_backward_weight(p, isa, &g, y, x, dw)
+                                         : cpk_conv_backward_data(p, isa, &g, y, w, x, false);
+            if (!ok) {
                 best = -1;
                 break;
             }
@@ -93,12 +106,16 @@ static double time_conv(cpk_pool *p, cpk_isa isa, const char *shape, int reps, d
     free(x);
     free(w);
     free(y);
+    free(dw);
     return best;
 }
 
 int main(int argc, char **argv)
 {
     const int threads = argc > 1 ? atoi(argv[1]) : 1;
+    const char *clk = getenv("CK_BENCH_CLOCK");
+    if (clk && strcmp(clk, "cpu") == 0)
+        bench_clock = CLOCK_PROCESS_CPUTIME_ID;
     cpk_pool *p = cpk_pool_create(threads < 1 ? 1 : threads);
     if (!p) {
         fprintf(stderr, "sgemm_peak: out of memory\n");
@@ -108,7 +125,8 @@ int main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         double flop = 0;
         /* about 0.3 s per shape: enough repetitions for a best-of on a noisy machine */
-        const bool conv = strncmp(argv[i], "conv:", 5) == 0;
+        const bool conv = strncmp(argv[i], "conv:", 5) == 0 || strncmp(argv[i], "dw:", 3) == 0 ||
+                          strncmp(argv[i], "dx:", 3) == 0;
         double t = conv ? time_conv(p, isa, argv[i], 1, &flop) : time_gemm(p, isa, argv[i], 1, &flop);
         if (t > 0) {
             const int reps = t > 0.1 ? 3 : (int)(0.3 / t) + 2;

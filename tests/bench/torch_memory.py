@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch's saved-for-backward bytes for `make bench`: the bench models built in torch
-(the same shapes and checkpoint segments as tests/bench/cases/), fp32, one forward and
-backward, measured with torch.autograd.graph.saved_tensors_hooks over unique storages.
+"""PyTorch's saved-for-backward bytes and its peak of saved tensors plus gradients for
+`make bench`: the bench models built in torch (the same shapes and checkpoint segments as
+tests/bench/cases/), fp32, one forward and backward, measured with
+torch.autograd.graph.saved_tensors_hooks and autograd node hooks over unique storages.
 
 Printed per model, one line: `<name> <plain> <ckpt_boundaries> <ckpt_largest_recompute>
-<input>`, bytes:
+<input> <live_plain> <live_checkpointed>`, bytes:
   plain                   every storage autograd saves in the plain forward (parameters
                           excluded: the harness does not count them either)
   ckpt_boundaries         what the checkpointed forward saves (torch.utils.checkpoint,
@@ -14,6 +15,10 @@ Printed per model, one line: `<name> <plain> <ckpt_boundaries> <ckpt_largest_rec
   input                   the bytes of the model input among those (the harness keeps the
                           model input outside its activation allocator, so compare the
                           harness's peak with the figures minus this)
+  live_plain              the plain run's peak of live saved tensors plus activation
+                          gradients during backward (LiveBytes below; the model input and
+                          parameters left out): what the harness's peak counts
+  live_checkpointed       the same for the checkpointed run, recomputations included
 PyTorch's checkpointed figure is ckpt_boundaries + ckpt_largest_recompute.
 Usage: torch_memory.py model...   (models: seed unet2d gpt)
 """
@@ -158,11 +163,154 @@ def measure(name, checkpointed):
     return sum(fwd.values()), rec, inp
 
 
+class LiveBytes:
+    """PyTorch's live activation-side bytes during backward, sampled after every autograd
+    node ran (its saved tensors, its incoming gradients and the gradients it produced are
+    all alive then, as the harness's peak counts a backward's tensors): unique storages of
+
+      saved tensors   from saved_tensors_hooks until autograd releases them (the packed
+                      object autograd holds is dropped right after the node ran)
+      gradients       from the node that produced one until the node it flows to ran;
+                      gradients for one node are summed into one buffer after the sample
+
+    Parameters, their gradients and the model input (and its gradient) are left out, as the
+    harness leaves them out. Tensors alive only through Python references or inside a
+    kernel are not seen, so this is a lower bound of what PyTorch holds."""
+
+    def __init__(self, params, model_input):
+        self.params = params  # storage pointers of the parameters
+        self.param_ids = set()
+        self.model_input = model_input
+        self.saved_refs, self.saved_bytes = {}, {}
+        self.grad_refs, self.grad_bytes = {}, {}
+        self.pending = {}  # node -> [storage pointer of each gradient waiting for it]
+        self.leaf_held = []  # gradients of a reentrant checkpoint's detached inputs
+        self.hooked = {}
+        self.peak = 0
+
+    def live(self):
+        return sum(self.saved_bytes[p] for p in self.saved_refs) + sum(
+            self.grad_bytes[p] for p in self.grad_refs)
+
+    # saved tensors
+    def pack(self, t):
+        ptr, nbytes = storage_key(t)
+        if ptr in self.params or ptr == storage_key(self.model_input)[0]:
+            return t
+        tracker = self
+
+        class Held:
+            def __init__(self):
+                self.t = t
+                tracker.saved_refs[ptr] = tracker.saved_refs.get(ptr, 0) + 1
+                tracker.saved_bytes[ptr] = nbytes
+
+            def __del__(self):
+                tracker.saved_refs[ptr] -= 1
+                if tracker.saved_refs[ptr] == 0:
+                    del tracker.saved_refs[ptr]
+
+        return Held()
+
+    @staticmethod
+    def unpack(h):
+        return h.t if not isinstance(h, torch.Tensor) else h
+
+    # gradients
+    def grad_ref(self, ptr, nbytes):
+        self.grad_refs[ptr] = self.grad_refs.get(ptr, 0) + 1
+        self.grad_bytes[ptr] = nbytes
+
+    def grad_unref(self, ptr):
+        self.grad_refs[ptr] -= 1
+        if self.grad_refs[ptr] == 0:
+            del self.grad_refs[ptr]
+
+    def hook_graph(self, fn):
+        todo = [fn]
+        while todo:
+            node = todo.pop()
+            if node is None or node in self.hooked:
+                continue
+            self.hooked[node] = True
+            if type(node).__name__ == "AccumulateGrad":
+                continue
+            node.register_hook(lambda gi, go, n=node: self.after(n, gi))
+            todo.extend(f for f, _ in node.next_functions)
+
+    def after(self, node, grad_inputs):
+        arrivals = []
+        for (dest, _), g in zip(node.next_functions, grad_inputs):
+            if g is None or dest is None:
+                continue
+            ptr, nbytes = storage_key(g)
+            if type(dest).__name__ == "AccumulateGrad":
+                v = dest.variable
+                if storage_key(v)[0] in self.params or v is self.model_input:
+                    continue
+                self.grad_ref(ptr, nbytes)  # a checkpoint's detached input: its .grad
+                self.leaf_held.append(ptr)
+                continue
+            self.grad_ref(ptr, nbytes)
+            arrivals.append((dest, ptr))
+        self.peak = max(self.peak, self.live())
+        for ptr in self.pending.pop(node, []):
+            self.grad_unref(ptr)
+        if "CheckpointFunction" in type(node).__name__:
+            for ptr in self.leaf_held:  # returned by the checkpoint as its gradients
+                self.grad_unref(ptr)
+            self.leaf_held = []
+        for dest, ptr in arrivals:
+            waiting = self.pending.setdefault(dest, [])
+            if waiting:  # summed into the buffer already waiting there
+                self.grad_unref(ptr)
+            else:
+                waiting.append(ptr)
+
+
+def measure_live(name, checkpointed):
+    """The peak of LiveBytes over one backward (and the forward's end)."""
+    torch.manual_seed(0)
+    model, segs, x, loss_kind = MODELS[name]()
+    x.requires_grad_(True)
+    tr = LiveBytes({storage_key(p)[0] for p in model.parameters()}, x)
+    state = {"backward": False}
+
+    def wrap(k, fn, inp):
+        if not checkpointed:
+            return fn(inp)
+
+        def seg(z):
+            out = fn(z)
+            if state["backward"]:  # the recomputation: hook the graph it builds
+                tr.hook_graph(out.grad_fn)
+            return out
+
+        return ckpt.checkpoint(seg, inp)
+
+    with torch.autograd.graph.saved_tensors_hooks(tr.pack, tr.unpack):
+        if callable(segs) and not isinstance(segs, list):
+            y = segs(x, wrap)
+        else:
+            h = x
+            for k, fn in enumerate(segs):
+                h = wrap(k, fn, h)
+            y = h
+        loss = ((y - torch.zeros_like(y)) ** 2).mean() if loss_kind == "mse" else y.mean()
+        tr.hook_graph(loss.grad_fn)
+        tr.peak = tr.live()
+        state["backward"] = True
+        loss.backward()
+    return tr.peak
+
+
 def main():
     for name in sys.argv[1:]:
         plain, _, inp = measure(name, False)
         bound, rec, _ = measure(name, True)
-        print(f"{name} {plain} {bound} {rec} {inp}", flush=True)
+        live_plain = measure_live(name, False)
+        live_ckpt = measure_live(name, True)
+        print(f"{name} {plain} {bound} {rec} {inp} {live_plain} {live_ckpt}", flush=True)
 
 
 if __name__ == "__main__":

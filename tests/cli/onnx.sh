@@ -100,7 +100,11 @@ refused "reference of another model" "\`output\` is [6, 10], the imported model'
 refused "missing reference" "nope.npz" -- "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/o.json" --check-against "$TMP/nope.npz"
 cp "$C/unet3d_dynamo.onnx" "$TMP/lonely.onnx"
 refused "external data file missing" "tensor \`" -- "$PROG" import "$TMP/lonely.onnx" -o "$TMP/o.json"
-refused "refusal names the module" "module attn: node \`/attn/Div_1\` (Div)" -- "$PROG" import "$C/mha_block_ts13_opset17.onnx" -o "$TMP/o.json"
+refused "refusal names the module" "module blocks.0.attn: node \`/blocks.0/attn/Cast\` (Cast): a Cast of an activation to float16 is not supported" -- "$PROG" import "$FIX/bad_module_cast.onnx" -o "$TMP/o.json"
+# nn.MultiheadAttention on the generic path (constant scaling, the -inf mask inside softmax)
+"$PROG" import "$C/mha_block_ts13_opset17.onnx" -o "$TMP/mha.json" --loss mean --check-against "$C/mha_block.ref.npz" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ "$rc" -eq 0 ] && grep -q "the import matches the framework in training mode" "$TMP/out" && grep -q '"mask_shape"' "$TMP/mha.json" && ok || bad "MultiheadAttention imports and matches PyTorch: exit $rc $(cat "$TMP/out" "$TMP/err")"
 # cross_entropy: the class axis of (N, L, V) logits, and the options
 "$PROG" import "$FIX/gpt_block.onnx" -o "$TMP/ce.json" --loss cross_entropy --ignore-index 3 >"$TMP/out" 2>"$TMP/err"
 grep -q '"class_dim":[[:space:]]*-1' "$TMP/ce.json" && grep -q '"ignore_index":[[:space:]]*3' "$TMP/ce.json" && ok || bad "cross_entropy on token logits: class_dim -1: $(cat "$TMP/err")"

@@ -5,6 +5,8 @@
 
 static const ck_option_def softmax_options[] = {
     CK_OPT("dim", DIM, dim),
+    CK_OPT("mask_shape", SHAPE, const_shape, .count_offset = CK_OPT_FIELD(n_const),
+           .type_text = "list of sizes", .default_text = "none (a buffer `mask` added to x)"),
     CK_OPTIONS_END,
 };
 static const ck_option_def attention_options[] = {
@@ -18,7 +20,24 @@ static const ck_option_def attention_options[] = {
 static ck_status softmax_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
                                ck_error *err)
 {
-    return ck_op_resolve_dim(ck_op_display_name(op), "dim", op->dim, in[0].ndim, &op->dim, err);
+    char s1[128], s2[128];
+    CK_TRY(ck_op_resolve_dim(ck_op_display_name(op), "dim", op->dim, in[0].ndim, &op->dim, err));
+    const ck_shape m = ck_shape_make(op->n_const, op->const_shape);
+    ck_shape b;
+    if (op->n_const > 0 && (!ck_op_broadcast_shapes(&in[0], &m, &b) || !ck_shape_equal(&b, &in[0])))
+        return ck_fail(err, CK_ERR_INPUT, "%s: mask_shape %s does not broadcast to the input %s",
+                       ck_op_display_name(op), ck_shape_str(&m, s1, sizeof s1),
+                       ck_shape_str(&in[0], s2, sizeof s2));
+    return CK_OK;
+}
+
+/* an additive mask: a constant buffer `mask` (0 and -inf for a causal or padding mask) */
+static void softmax_state(ck_node *node, const ck_shape *in0)
+{
+    (void)in0;
+    if (node->op.n_const > 0)
+        node->buffers[node->n_buffers++] = ck_op_spec(
+            "mask", ck_shape_make(node->op.n_const, node->op.const_shape), CK_F32, CK_INIT_CONST, 0.0);
 }
 
 /* q (N, Lq, H d), k (N, Lk, H d), v (N, Lk, H dv) -> (N, Lq, H dv) */
@@ -57,16 +76,18 @@ static void attention_draws(ck_node *node, const ck_shape *in)
 
 const ck_op_def ck_op_defs_attention[] = {
     {.kind = CK_OP_SOFTMAX,
-     .spellings = {{"softmax", 0, "softmax over dim"}},
+     .spellings = {{"softmax", 0, "softmax over dim, of x plus a constant mask when given"}},
      .min_inputs = 1, .max_inputs = 1,
      .options = softmax_options,
      .infer = softmax_infer,
+     .state = softmax_state,
      .backward_reads = CK_BWD_READS_INPUTS}, /* recomputes the probabilities from x */
     {.kind = CK_OP_LOG_SOFTMAX,
-     .spellings = {{"log_softmax", 0, "log-softmax over dim"}},
+     .spellings = {{"log_softmax", 0, "log-softmax over dim, of x plus a constant mask when given"}},
      .min_inputs = 1, .max_inputs = 1,
      .options = softmax_options,
      .infer = softmax_infer,
+     .state = softmax_state,
      .backward_reads = CK_BWD_READS_INPUTS},
     {.kind = CK_OP_ATTENTION,
      .spellings = {{"attention", 0,

@@ -14,23 +14,6 @@ static const ck_option_def gelu_options[] = {
     CK_OPTIONS_END,
 };
 
-static ck_status add_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
-                           ck_error *err)
-{
-    return ck_op_check_join_shapes(op, n_in, in, NULL, err);
-}
-
-static ck_status mul_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
-                           ck_error *err)
-{
-    char s[128], s2[128];
-    if (!ck_shape_equal(&in[0], &in[1]))
-        return ck_fail(err, CK_ERR_INPUT, "%s needs two inputs of one shape, got %s and %s",
-                       ck_op_kind_name(op->kind), ck_shape_str(&in[0], s, sizeof s),
-                       ck_shape_str(&in[1], s2, sizeof s2));
-    return CK_OK;
-}
-
 static ck_status positional_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
                                   ck_error *err)
 {
@@ -57,15 +40,24 @@ const ck_op_def ck_op_defs_pointwise[] = {
           gelu_options),
     UNARY(CK_OP_TANH, "tanh", "tanh(x)", NULL),
     UNARY(CK_OP_SIGMOID, "sigmoid", "1 / (1 + exp(-x))", NULL),
+    /* add and mul of differing shapes or with a constant run on the broadcast family's
+     * kernels (op->broadcast, set by ck_op_binary_infer) */
     {.kind = CK_OP_ADD,
-     .spellings = {{"add", 0, "element-wise sum of 2 to 8 inputs of one shape"}},
-     .min_inputs = 2, .max_inputs = CK_MAX_INPUTS,
-     .infer = add_infer,
-     .backward_reads = CK_BWD_READS_NOTHING}, /* dx_i = dy */
+     .spellings = {{"add", 0, "element-wise sum of 2 to 8 inputs of one shape, of 2 that "
+                              "broadcast, or of 1 and a constant"}},
+     .min_inputs = 1, .max_inputs = CK_MAX_INPUTS,
+     .options = ck_op_binary_options,
+     .infer = ck_op_binary_infer,
+     .state = ck_op_binary_state,
+     .backward_reads = CK_BWD_READS_NOTHING}, /* dx_i = dy (summed over broadcast dims) */
     {.kind = CK_OP_MUL,
-     .spellings = {{"mul", 0, "element-wise product of 2 inputs of one shape"}},
-     .min_inputs = 2, .max_inputs = 2,
-     .infer = mul_infer,
+     .spellings = {{"mul", 0, "element-wise product of 2 inputs (numpy broadcasting), or of 1 "
+                              "and a constant"}},
+     .min_inputs = 1, .max_inputs = 2,
+     .inputs_rule = "1 (with a constant) or 2",
+     .options = ck_op_binary_options,
+     .infer = ck_op_binary_infer,
+     .state = ck_op_binary_state,
      .backward_reads = CK_BWD_READS_INPUTS}, /* da = dy b, db = dy a */
     UNARY(CK_OP_SILU, "silu", "x * sigmoid(x)", NULL),
     {.kind = CK_OP_SQRT,

@@ -53,11 +53,18 @@ static ck_status concat_infer(ck_op_params *op, int n_in, const ck_shape *in, ck
                               ck_error *err)
 {
     CK_TRY(ck_op_check_join_shapes(op, n_in, in, NULL, err));
+    CK_TRY(ck_op_resolve_dim("concat", "dim", op->dim, in[0].ndim, &op->dim, err));
     for (int i = 1; i < n_in; i++)
-        if (__builtin_add_overflow(y->dim[1], in[i].dim[1], &y->dim[1]))
-            return ck_fail(err, CK_ERR_INPUT, "concatenated channel count overflows");
+        if (__builtin_add_overflow(y->dim[op->dim], in[i].dim[op->dim], &y->dim[op->dim]))
+            return ck_fail(err, CK_ERR_INPUT, "concatenated size along dim %d overflows",
+                           op->dim);
     return CK_OK;
 }
+
+static const ck_option_def concat_options[] = {
+    CK_OPT("dim", DIM, dim),
+    CK_OPTIONS_END,
+};
 
 static ck_status flatten_infer(ck_op_params *op, int n_in, const ck_shape *in, ck_shape *y,
                                ck_error *err)
@@ -151,8 +158,9 @@ const ck_op_def ck_op_defs_shape[] = {
      .infer = slice_infer,
      .backward_reads = CK_BWD_READS_NOTHING}, /* dx[.., start:end, ..] += dy */
     {.kind = CK_OP_CONCAT,
-     .spellings = {{"concat", 0, "join 2 to 8 inputs along dim 1 (channels)"}},
+     .spellings = {{"concat", 0, "join 2 to 8 inputs along a dim (default 1, the channels)"}},
      .min_inputs = 2, .max_inputs = CK_MAX_INPUTS,
+     .options = concat_options,
      .infer = concat_infer,
      .backward_reads = CK_BWD_READS_NOTHING},
     {.kind = CK_OP_FLATTEN,

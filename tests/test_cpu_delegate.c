@@ -1,0 +1,216 @@
+/*
+ * The cpu backend's delegated ops and its NaN/Inf count, bit for bit:
+ *  - ops without a fast kernel, split into element ranges or samples across threads
+ *    (backends/cpu/delegate.c), give the reference backend's bits, forward and backward, in
+ *    fp32, fp16 and bf16, with 1, 2 and 3 threads, on shapes large enough to be split;
+ *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
+ *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
+ *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
+ * No timing is asserted.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/backend.h"
+#include "backends/cpu/kernels.h"
+#include "backends/registry.h"
+#include "harness/engine/act_finite.h"
+#include "tests/test_util.h"
+
+static ck_backend *make_cpu(int threads, const char *isa)
+{
+    ck_backend *b = NULL;
+    ck_error err = {{0}};
+    ck_assert_msg(ck_backend_cpu_create_with(&b, threads, isa, &err) == CK_OK, "cpu: %s",
+                  err.msg);
+    return b;
+}
+
+// ----------------------------------------------------------------------------
+// delegated ops against the reference
+
+typedef struct {
+    const char *desc;
+    ck_op_kind kind;
+    int nsp;
+    int n_in;
+    ck_shape in[3];
+    ck_shape out;
+} delegate_row;
+
+static const delegate_row delegate_rows[] = {
+    {"gelu tanh, 70000 elements", CK_OP_GELU, 0, 1, {SHAPE_INIT(7, 100, 100)}, SHAPE_INIT(7, 100, 100)},
+    {"gelu exact", CK_OP_GELU, 0, 1, {SHAPE_INIT(5, 20000)}, SHAPE_INIT(5, 20000)},
+    {"sigmoid", CK_OP_SIGMOID, 0, 1, {SHAPE_INIT(3, 33333)}, SHAPE_INIT(3, 33333)},
+    {"add of 3", CK_OP_ADD, 0, 3, {SHAPE_INIT(2, 40001), SHAPE_INIT(2, 40001), SHAPE_INIT(2, 40001)},
+     SHAPE_INIT(2, 40001)},
+    {"maxpool2d k2 s2", CK_OP_MAXPOOL, 2, 1, {SHAPE_INIT(3, 4, 16, 18)}, SHAPE_INIT(3, 4, 8, 9)},
+    {"maxpool2d k3 s2 (overlapping)", CK_OP_MAXPOOL, 2, 1, {SHAPE_INIT(3, 2, 9, 11)},
+     SHAPE_INIT(3, 2, 4, 5)},
+    {"upsample2d nearest x2", CK_OP_UPSAMPLE, 2, 1, {SHAPE_INIT(3, 4, 6, 5)}, SHAPE_INIT(3, 4, 12, 10)},
+    {"concat of 2", CK_OP_CONCAT, 0, 2, {SHAPE_INIT(3, 2, 5, 4), SHAPE_INIT(3, 3, 5, 4)},
+     SHAPE_INIT(3, 5, 5, 4)},
+    {"softmax dim 1", CK_OP_SOFTMAX, 0, 1, {SHAPE_INIT(3, 7, 5)}, SHAPE_INIT(3, 7, 5)},
+    {"attention causal, 2 heads", CK_OP_ATTENTION, 0, 3,
+     {SHAPE_INIT(3, 6, 8), SHAPE_INIT(3, 6, 8), SHAPE_INIT(3, 6, 4)}, SHAPE_INIT(3, 6, 4)},
+};
+
+static ck_op_params row_op(const delegate_row *r)
+{
+    ck_op_params p;
+    memset(&p, 0, sizeof p);
+    ck_op_params_default(&p, r->kind, r->nsp);
+    if (r->kind == CK_OP_GELU)
+        p.gelu_tanh = strstr(r->desc, "tanh") != NULL;
+    if (r->kind == CK_OP_MAXPOOL) {
+        const int k = strstr(r->desc, "k3") ? 3 : 2;
+        p.kernel[0] = p.kernel[1] = k;
+        p.stride[0] = p.stride[1] = 2;
+    }
+    if (r->kind == CK_OP_UPSAMPLE)
+        p.scale[0] = p.scale[1] = 2;
+    if (r->kind == CK_OP_SOFTMAX)
+        p.dim = 1;
+    if (r->kind == CK_OP_ATTENTION) {
+        p.heads = 2;
+        p.causal = true;
+    }
+    return p;
+}
+
+/* t[0..n_in): inputs, [3]: out, [4]: dout, [5..5+n_in): din (non-zero: backward adds) */
+static void make_tensors(const delegate_row *r, ck_dtype dt, ck_tensor *t[8])
+{
+    for (int i = 0; i < r->n_in; i++) {
+        t[i] = tu_tensor_rand("in", dt, r->in[i], 11, (uint32_t)i, true);
+        t[5 + i] = tu_tensor_rand("din", dt, r->in[i], 12, (uint32_t)i, false);
+    }
+    t[3] = tu_tensor_new("out", dt, r->out);
+    t[4] = tu_tensor_rand("dout", dt, r->out, 13, 0, true);
+}
+
+static void run_op(ck_backend *b, const delegate_row *r, const ck_op_params *op, ck_tensor *t[8])
+{
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = r->n_in;
+    for (int i = 0; i < r->n_in; i++)
+        io.in[i] = t[i];
+    io.out = t[3];
+    ck_error err = {{0}};
+    ck_assert_msg(b->forward(b, op, &args, &io, &err) == CK_OK, "%s forward: %s", r->desc,
+                  err.msg);
+    ck_op_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = t[4];
+    for (int i = 0; i < r->n_in; i++)
+        g.din[i] = t[5 + i];
+    ck_assert_msg(b->backward(b, op, &args, &io, &g, &err) == CK_OK, "%s backward: %s", r->desc,
+                  err.msg);
+}
+
+START_TEST(test_delegated_ops_bitwise_ref)
+{
+    const delegate_row *r = &delegate_rows[_i];
+    const ck_op_params op = row_op(r);
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    for (int d = 0; d < 3; d++) {
+        ck_tensor *want[8] = {0};
+        make_tensors(r, dts[d], want);
+        run_op(ref, r, &op, want);
+        for (int threads = 1; threads <= 3; threads++) {
+            ck_backend *cpu = make_cpu(threads, NULL);
+            ck_tensor *got[8] = {0};
+            make_tensors(r, dts[d], got);
+            run_op(cpu, r, &op, got);
+            for (int k = 3; k < 5 + r->n_in; k++) {
+                if (k == 4)
+                    continue;
+                REQUIRE(memcmp(got[k]->data, want[k]->data, ck_tensor_bytes(want[k])) == 0,
+                        "%s in %s, %d threads: %s differs from ref bitwise", r->desc,
+                        ck_dtype_name(dts[d]), threads, k == 3 ? "output" : "input gradient");
+            }
+            for (int k = 0; k < 8; k++)
+                tu_tensor_free(got[k]);
+            cpu->destroy(cpu);
+        }
+        for (int k = 0; k < 8; k++)
+            tu_tensor_free(want[k]);
+    }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// NaN/Inf counts where the tensor lives
+
+/* plants a NaN (kind 0) or an Inf (kind 1, sign by index) at element i */
+static void plant(ck_tensor *t, int64_t i, int kind)
+{
+    tu_tset(t, i, kind == 0 ? NAN : (i % 2 ? -INFINITY : INFINITY));
+}
+
+START_TEST(test_count_nonfinite_matches_host_scan)
+{
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
+    const ck_dtype dt = dts[_i];
+    /* none; one at the very end; several across chunks, the first an Inf; a short tensor */
+    const int64_t sizes[] = {100003, 100003, 100003, 7};
+    const int64_t at[][4] = {{-1}, {100002, -1}, {40000, 3, 99999, -1}, {6, -1}};
+    const char *isas[] = {"portable", NULL};
+    for (int c = 0; c < 4; c++) {
+        ck_tensor *t = tu_tensor_rand("t", dt, SHAPE(sizes[c]), 21, (uint32_t)c, true);
+        for (int k = 0; k < 4 && at[c][k] >= 0; k++)
+            plant(t, at[c][k], k == 1 ? 1 : k % 2);
+        if (c == 2) /* a huge finite value is not an Inf */
+            tu_tset(t, 5, dt == CK_F16 ? 65504.0 : 3.0e38);
+        int64_t wn, wi, wf;
+        bool wfn;
+        ck_count_nonfinite(dt, sizes[c], t->data, &wn, &wi, &wf, &wfn);
+        for (int threads = 1; threads <= 3; threads++)
+            for (int s = 0; s < 2; s++) {
+                ck_backend *b = make_cpu(threads, isas[s]);
+                union {
+                    void *p;
+                    ck_count_nonfinite_fn count;
+                } u = {ck_backend_proc(b, CK_PROC_COUNT_NONFINITE)};
+                ck_assert_ptr_nonnull(u.p);
+                int64_t n = -5, inf = -5, first = -5;
+                bool first_nan = !wfn;
+                ck_error err = {{0}};
+                ck_assert(u.count(b, t, &n, &inf, &first, &first_nan, &err) == CK_OK);
+                REQUIRE(n == wn && inf == wi && first == wf && first_nan == wfn,
+                        "%s case %d, %d threads, %s: nan %lld inf %lld first %lld (%d), host "
+                        "scan %lld %lld %lld (%d)",
+                        ck_dtype_name(dt), c, threads, isas[s] ? isas[s] : "best",
+                        (long long)n, (long long)inf, (long long)first, first_nan,
+                        (long long)wn, (long long)wi, (long long)wf, wfn);
+                b->destroy(b);
+            }
+        if (c == 0)
+            ck_assert_int_eq(wn + wi, 0);
+        if (c == 2)
+            ck_assert(wn == 2 && wi == 1 && wf == 3 && !wfn);
+        tu_tensor_free(t);
+    }
+}
+END_TEST
+
+Suite *suite_cpu_delegate(void)
+{
+    Suite *s = suite_create("cpu_delegate");
+    TCase *k = tcase_create("delegate");
+    tcase_set_timeout(k, 120);
+    tcase_add_loop_test(k, test_delegated_ops_bitwise_ref, 0, COUNT(delegate_rows));
+    tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
+    suite_add_tcase(s, k);
+    return s;
+}
