@@ -23,6 +23,7 @@
 #include "backends/cpu/cpu_common.h"
 #include "backends/cpu/kernels.h"
 #include "backends/registry.h"
+#include "harness/core/calibration.h"
 #include "harness/core/half.h"
 #include "harness/engine/train.h"
 #include "harness/verify/gradcheck.h"
@@ -600,6 +601,62 @@ START_TEST(test_backend_config)
 }
 END_TEST
 
+/* the calibration rounding (backend.h's calibration_round): element k exactly
+ * ck_calibration_round(v[k], bits, rel, stream, k), one element at a time, on every thread
+ * count and ISA path (the AVX-512 Philox lanes, the portable lanes, the tail that is no
+ * whole group of lanes), for fp16's and bf16's significands, with and without the dither,
+ * from a stream with a nonzero offset, through zeros, subnormal floats, inf and NaN */
+START_TEST(test_calibration_round_every_path)
+{
+    const int64_t n = 40003; /* several tasks and a tail of 3 */
+    float *src = malloc((size_t)n * sizeof *src), *want = malloc((size_t)n * sizeof *want);
+    ck_assert(src && want);
+    for (int64_t i = 0; i < n; i++)
+        src[i] = ck_f16_to_f32((uint16_t)(i * 2654435761u)) * (i % 7 == 0 ? 1e-30f : 1.0f);
+    src[5] = 0.0f;
+    src[6] = -0.0f;
+    src[7] = 0x1p-149f;
+    src[8] = INFINITY;
+    src[9] = -NAN;
+    ck_rng_stream st = ck_rng_keyed(77, 5, CK_PURPOSE_CALIBRATION, 2);
+    st.offset = 12;
+    const char *isas[] = {NULL, "portable", "avx2", "avx512"};
+    const int bits[] = {11, 8};
+    const double rels[] = {0.0, 0x1p-11, 0x1p-8};
+    for (int ii = 0; ii < COUNT(isas); ii++) {
+        if ((ii == 2 && cpk_isa_detect() < CPK_ISA_AVX2) ||
+            (ii == 3 && cpk_isa_detect() < CPK_ISA_AVX512))
+            continue;
+        for (int ti = 0; ti < COUNT(thread_counts); ti++) {
+            ck_backend *b = make_cpu(thread_counts[ti], isas[ii]);
+            ck_tensor *t = tu_tensor_new("calibration.t", CK_F32, SHAPE(n));
+            for (int bi = 0; bi < 2; bi++)
+                for (int ri = 0; ri < COUNT(rels); ri++) {
+                    for (int64_t i = 0; i < n; i++)
+                        want[i] = ck_calibration_round(src[i], bits[bi], rels[ri], &st,
+                                                       (uint64_t)i);
+                    memcpy(t->data, src, (size_t)n * sizeof *src);
+                    ck_error err = {{0}};
+                    ck_assert_msg(b->calibration_round(b, t, bits[bi], rels[ri], &st, &err) ==
+                                      CK_OK, "%s", err.msg);
+                    const float *got = t->data;
+                    for (int64_t i = 0; i < n; i++)
+                        REQUIRE(memcmp(&got[i], &want[i], sizeof *got) == 0 ||
+                                    (isnan(got[i]) && isnan(want[i])),
+                                "calibration_round %s, %d threads, %d bits, dither %a at %lld: "
+                                "%a, one element at a time %a",
+                                isas[ii] ? isas[ii] : "auto", thread_counts[ti], bits[bi],
+                                rels[ri], (long long)i, got[i], want[i]);
+                }
+            tu_tensor_free(t);
+            b->destroy(b);
+        }
+    }
+    free(src);
+    free(want);
+}
+END_TEST
+
 Suite *suite_cpu_kernels(void)
 {
     Suite *s = suite_create("cpu_kernels");
@@ -610,6 +667,7 @@ Suite *suite_cpu_kernels(void)
     tcase_add_test(k, test_half_conversions);
     tcase_add_test(k, test_accumulate_rounds_once);
     tcase_add_test(k, test_backend_config);
+    tcase_add_test(k, test_calibration_round_every_path);
     tcase_add_loop_test(k, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
     tcase_add_loop_test(k, test_relu_bitwise_ref, 0, 3);
     suite_add_tcase(s, k);

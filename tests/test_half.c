@@ -6,7 +6,9 @@
  * doubles, rounded by exact double arithmetic: scale to the format's ulp, rint, scale
  * back), and hand-picked values at every boundary: ties, the largest finite values, the
  * subnormal range, NaN payloads, signed zeros, and values where rounding through fp32
- * first (double rounding) would land on the other neighbour.
+ * first (double rounding) would land on the other neighbour. Also harness/core/calibration.h's
+ * significand rounding (the calibration runs' hot loop, integer arithmetic on the bits)
+ * against the libm formula it replaces, bit for bit.
  */
 #include <check.h>
 #include <float.h>
@@ -14,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "harness/core/calibration.h"
 #include "harness/core/half.h"
 #include "tests/test_util.h"
 
@@ -385,6 +388,60 @@ START_TEST(round_to_dtype_rounds_once)
 }
 END_TEST
 
+/* The formula calibration.h replaced (three libm calls): the oracle for its bit trick. */
+static double round_significand_libm(double x, int bits)
+{
+    if (x == 0.0 || !isfinite(x))
+        return x;
+    int ex;
+    double m = frexp(x, &ex);
+    return ldexp(nearbyint(ldexp(m, bits)), ex - bits);
+}
+
+static void assert_same_rounding(double x, int bits)
+{
+    double got = ck_round_significand(x, bits), want = round_significand_libm(x, bits);
+    uint64_t g, w;
+    memcpy(&g, &got, sizeof g);
+    memcpy(&w, &want, sizeof w);
+    ck_assert_msg(g == w || (isnan(got) && isnan(want)),
+                  "round %a to %d bits: %a, the libm formula gives %a", x, bits, got, want);
+}
+
+START_TEST(calibration_rounding_matches_the_libm_formula)
+{
+    static const int bit_counts[] = {11, 8, 1, 24, 52};
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    for (int bi = 0; bi < 5; bi++) {
+        const int bits = bit_counts[bi];
+        /* every float exponent (subnormals included) with random significands, both signs,
+         * and the same values times a factor near 1, as the dither makes them */
+        for (uint32_t e = 0; e < 255; e++)
+            for (int k = 0; k < 512; k++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t u = (e << 23) | (uint32_t)(st >> 41) | (uint32_t)(k & 1) << 31;
+                double x = (double)f32_of(u);
+                assert_same_rounding(x, bits);
+                assert_same_rounding(x * (1.0 + 0x1p-11 * ((double)(st >> 11) * 0x1p-53 * 2 - 1)),
+                                     bits);
+            }
+        /* exact ties (to even, both parities), a significand of all ones (the carry into
+         * the exponent), the largest double (rounds up to inf), subnormal doubles */
+        for (int k = 0; k < 64; k++) {
+            double one_up = ldexp(1.0 + ldexp((double)k, 1 - bits), k - 30);
+            assert_same_rounding(one_up + ldexp(1.0, k - 30 - bits), bits);
+            assert_same_rounding(-(one_up + ldexp(1.0, k - 30 - bits)), bits);
+            assert_same_rounding(nextafter(ldexp(1.0, k), 0.0), bits);
+        }
+        const double edges[] = {DBL_MAX, -DBL_MAX, DBL_MIN, 0x1p-1070, -0x1.8p-1060, 0.0, -0.0,
+                                INFINITY, -INFINITY, 1.0, FLT_MAX, FLT_TRUE_MIN};
+        for (size_t k = 0; k < sizeof edges / sizeof edges[0]; k++)
+            assert_same_rounding(edges[k], bits);
+        ck_assert(isnan(ck_round_significand(NAN, bits)));
+    }
+}
+END_TEST
+
 Suite *suite_half(void)
 {
     Suite *s = suite_create("half");
@@ -406,6 +463,7 @@ Suite *suite_half(void)
     tcase_add_test(tc, f64_sample_matches_exact_rounding);
     tcase_add_loop_test(tc, cast_classification, 0, COUNT(class_rows));
     tcase_add_test(tc, round_to_dtype_rounds_once);
+    tcase_add_test(tc, calibration_rounding_matches_the_libm_formula);
     suite_add_tcase(s, tc);
     return s;
 }

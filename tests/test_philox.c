@@ -1,5 +1,6 @@
 /* Philox4x32-10 known answers (Random123) and the seed-stream derivations built on it. */
 #include <check.h>
+#include <string.h>
 
 #include "harness/core/philox.h"
 #include "harness/core/rng.h"
@@ -95,6 +96,31 @@ START_TEST(dropout_threshold_is_rate_times_2_pow_32)
 }
 END_TEST
 
+/* ck_rng_uniform_f64_span (many blocks at a time): ck_rng_uniform_f64's values, bit for
+ * bit, from any start, for lengths that are and are not whole groups of lanes, and from a
+ * stream with an offset and a block index above 2^32 */
+START_TEST(uniform_span_matches_one_block_at_a_time)
+{
+    ck_rng_stream s = ck_rng_keyed(0x123456789abcdefull, 3, CK_PURPOSE_INIT, 1);
+    static double out[1000];
+    const uint64_t starts[] = {0, 5, (1ull << 32) - 7};
+    const int64_t lens[] = {0, 1, 15, 16, 17, 1000};
+    for (int o = 0; o < 2; o++) {
+        s.offset = o ? 40 : 0;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 6; b++) {
+                ck_rng_uniform_f64_span(&s, starts[a], lens[b], out);
+                for (int64_t k = 0; k < lens[b]; k++) {
+                    double want = ck_rng_uniform_f64(&s, starts[a] + (uint64_t)k);
+                    ck_assert_msg(memcmp(&out[k], &want, sizeof want) == 0,
+                                  "start %llu + %lld: %a, one block at a time %a",
+                                  (unsigned long long)starts[a], (long long)k, out[k], want);
+                }
+            }
+    }
+}
+END_TEST
+
 Suite *suite_philox(void)
 {
     Suite *s = suite_create("philox");
@@ -104,6 +130,7 @@ Suite *suite_philox(void)
     tcase_add_test(tc, keyed_stream_depends_on_every_key_part);
     tcase_add_test(tc, stream_words_follow_blocks_and_offsets);
     tcase_add_test(tc, uniform_and_normal_draws_have_sane_moments);
+    tcase_add_test(tc, uniform_span_matches_one_block_at_a_time);
     tcase_add_test(tc, dropout_threshold_is_rate_times_2_pow_32);
     suite_add_tcase(s, tc);
     return s;

@@ -322,12 +322,74 @@ START_TEST(a_low_precision_failure_names_its_dominant_cause)
 }
 END_TEST
 
+/* The distances measured once per tensor (ck_calib_distances_of) give the step's spread S
+ * and gradient norm G and every tensor's judgement exactly as measuring them where each is
+ * used (ck_step_spread_at, ck_step_grad_norm_at, ck_precision_judge_tensor), bit for bit,
+ * through a non-finite value and a parameter entry (not part of S or G) */
+START_TEST(distances_measured_once_give_the_same_numbers)
+{
+    enum { N = 37, E = 3, R = CK_PRECISION_CALIB_RUNS };
+    static float v[R + 2][E][N]; /* fp32, the calibration runs, the low run */
+    for (int r = 0; r < R + 2; r++)
+        for (int k = 0; k < E; k++)
+            for (int i = 0; i < N; i++)
+                v[r][k][i] = (float)sin(1.0 + i * 0.37 + k) *
+                             (1.0f + 1e-3f * (float)cos(r * 7.1 + i));
+    v[1][1][4] = INFINITY;
+    v[R + 1][2][5] = NAN;
+    static const char *names[E] = {"a.weight", "b.weight", "a.weight"};
+    const ck_tensor_kind kinds[E] = {CK_KIND_GRAD, CK_KIND_GRAD, CK_KIND_PARAM};
+    ck_record_entry e[R + 2][E];
+    ck_record rec[R + 2];
+    memset(rec, 0, sizeof rec);
+    for (int r = 0; r < R + 2; r++) {
+        for (int k = 0; k < E; k++)
+            e[r][k] = entry(names[k], kinds[k], 1, v[r][k], N);
+        rec[r].e = e[r];
+        rec[r].n = E;
+        rec[r].steps = 2;
+    }
+    ck_calib_distances dist[E];
+    for (int k = 0; k < E; k++) {
+        const ck_record_entry *ce[R];
+        for (int c = 0; c < R; c++)
+            ce[c] = &e[1 + c][k];
+        ck_calib_distances_of(&e[0][k], ce, R, kinds[k] == CK_KIND_GRAD, &dist[k]);
+    }
+    const double s_at = ck_step_spread_at(&rec[0], &rec[1], R, 1);
+    const double s_of = ck_step_spread_of(&rec[0], dist, R, 1);
+    const double g_at = ck_step_grad_norm_at(&rec[0], 1);
+    const double g_of = ck_step_grad_norm_of(&rec[0], dist, 1);
+    ck_assert_msg(memcmp(&s_at, &s_of, sizeof s_at) == 0 && s_at > 0.0, "S %a vs %a", s_at, s_of);
+    ck_assert_msg(memcmp(&g_at, &g_of, sizeof g_at) == 0 && g_at > 0.0, "G %a vs %a", g_at, g_of);
+    ck_case c = no_tolerance_case();
+    for (int k = 0; k < E; k++) {
+        const ck_record_entry *ce[R];
+        for (int cc = 0; cc < R; cc++)
+            ce[cc] = &e[1 + cc][k];
+        ck_tensor_result a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        ck_precision_judge_tensor(&c, CK_F16, &e[0][k], ce, R, &e[R + 1][k], g_at, s_at, NULL, &a);
+        ck_precision_judge_measured(&c, CK_F16, &e[0][k], &dist[k], &e[R + 1][k], g_of, s_of,
+                                    NULL, &b);
+        ck_assert_msg(a.verdict == b.verdict && a.bound_source == b.bound_source &&
+                          memcmp(&a.error, &b.error, sizeof a.error) == 0 &&
+                          memcmp(&a.bound, &b.bound, sizeof a.bound) == 0 &&
+                          memcmp(&a.spread, &b.spread, sizeof a.spread) == 0,
+                      "entry %d: error %a/%a bound %a/%a spread %a/%a", k, a.error, b.error,
+                      a.bound, b.bound, a.spread, b.spread);
+    }
+}
+END_TEST
+
 Suite *suite_precision_judge(void)
 {
     Suite *s = suite_create("precision_judge");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, calibrated_bound_is_k_times_the_spread_or_the_floor);
+    tcase_add_test(tc, distances_measured_once_give_the_same_numbers);
     tcase_add_test(tc, a_low_precision_failure_names_its_dominant_cause);
     tcase_add_test(tc, noise_tensors_are_judged_against_the_step_gradient_norm);
     tcase_add_test(tc, unmatched_non_finite_values_fail_and_overrides_replace_the_bound);

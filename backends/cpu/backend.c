@@ -75,6 +75,12 @@ static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fw
     return cpu_delegate_backward(c, op, args, io, g, err);
 }
 
+static ck_status cpu_round_for_calibration(ck_backend *b, ck_tensor *t, int bits, double rel,
+                                           const ck_rng_stream *rng, ck_error *err)
+{
+    return cpu_calibration_round(ctx_of(b), t, bits, rel, rng, err);
+}
+
 static void cpu_info(ck_backend *b, ck_backend_info *out)
 {
     const cpu_ctx *c = ctx_of(b);
@@ -178,6 +184,7 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->name = "cpu";
     b->impl = cb;
     ck_host_memory_install(b);
+    b->calibration_round = cpu_round_for_calibration;
     b->supports = cpu_supports;
     b->forward = cpu_forward;
     b->backward = cpu_backward;

@@ -74,4 +74,8 @@ void cpu_store(const cpu_ctx *c, ck_tensor *t, const float *v);
 void cpu_accumulate_f32(const cpu_ctx *c, ck_tensor *t, const float *v);
 void cpu_accumulate_f64(const cpu_ctx *c, ck_tensor *t, const double *v);
 
+/* backend.h's calibration_round, split across c's threads (backends/cpu/calibration.c) */
+ck_status cpu_calibration_round(const cpu_ctx *c, ck_tensor *t, int bits, double rel,
+                                const ck_rng_stream *rng, ck_error *err);
+
 #endif

@@ -9,6 +9,19 @@ double ck_rng_uniform_f64(const ck_rng_stream *s, uint64_t i)
     return ck_u32x2_to_unit_double(r.v[0], r.v[1]);
 }
 
+void ck_rng_uniform_f64_span(const ck_rng_stream *s, uint64_t i0, int64_t n, double *out)
+{
+    int64_t k = 0;
+    for (; k + CK_RNG_LANES <= n; k += CK_RNG_LANES) {
+        uint32_t w0[CK_RNG_LANES], w1[CK_RNG_LANES];
+        ck_rng_blocks_w01(s, (s->offset >> 2) + i0 + (uint64_t)k, w0, w1);
+        for (int l = 0; l < CK_RNG_LANES; l++)
+            out[k + l] = ck_u32x2_to_unit_double(w0[l], w1[l]);
+    }
+    for (; k < n; k++)
+        out[k] = ck_rng_uniform_f64(s, i0 + (uint64_t)k);
+}
+
 double ck_rng_normal_f64(const ck_rng_stream *s, uint64_t i)
 {
     ck_philox_ctr r = ck_rng_block(s, (s->offset >> 2) + i);

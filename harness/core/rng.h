@@ -109,8 +109,50 @@ CK_RNG_HD float ck_rng_normal_f32(const ck_rng_stream *s, uint64_t i)
 
 #undef CK_RNG_HD
 
+#if !defined(__CUDACC__)
+#define CK_RNG_LANES 16
+/* Words 0 and 1 of the CK_RNG_LANES consecutive Philox blocks block0, block0 + 1, ... of s
+ * (ck_rng_block for each), lane by lane in plain arrays that the compiler keeps in
+ * vectors: 2-3x faster on the host than one block at a time, the same words. */
+static inline void ck_rng_blocks_w01(const ck_rng_stream *s, uint64_t block0, uint32_t *w0,
+                                     uint32_t *w1)
+{
+    uint32_t c0[CK_RNG_LANES], c1[CK_RNG_LANES], c2[CK_RNG_LANES], c3[CK_RNG_LANES];
+    for (int l = 0; l < CK_RNG_LANES; l++) {
+        const uint64_t block = block0 + (uint64_t)l;
+        c0[l] = (uint32_t)block;
+        c1[l] = (uint32_t)(block >> 32);
+        c2[l] = s->c2;
+        c3[l] = s->c3;
+    }
+    uint32_t k0 = s->key.v[0], k1 = s->key.v[1];
+    for (int round = 0; round < 10; round++) { /* ck_philox4x32_10's rounds */
+        if (round > 0) {
+            k0 += CK_PHILOX_W0;
+            k1 += CK_PHILOX_W1;
+        }
+        for (int l = 0; l < CK_RNG_LANES; l++) {
+            const uint64_t p0 = (uint64_t)CK_PHILOX_M0 * c0[l];
+            const uint64_t p1 = (uint64_t)CK_PHILOX_M1 * c2[l];
+            const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0;
+            const uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
+            c1[l] = (uint32_t)p1;
+            c3[l] = (uint32_t)p0;
+            c0[l] = n0;
+            c2[l] = n2;
+        }
+    }
+    for (int l = 0; l < CK_RNG_LANES; l++) {
+        w0[l] = c0[l];
+        w1[l] = c1[l];
+    }
+}
+#endif
+
 /* Host-side draws in double precision (parameter init, input and target data). */
 double ck_rng_uniform_f64(const ck_rng_stream *s, uint64_t i); /* [0, 1) from block i */
+/* out[k] = ck_rng_uniform_f64(s, i0 + k) for k < n, many blocks at a time (the same values) */
+void ck_rng_uniform_f64_span(const ck_rng_stream *s, uint64_t i0, int64_t n, double *out);
 double ck_rng_normal_f64(const ck_rng_stream *s, uint64_t i);  /* N(0, 1) from block i */
 /* An integer in [0, n) from word i (multiply-shift; n < 2^32). */
 uint32_t ck_rng_below(const ck_rng_stream *s, uint64_t i, uint32_t n);

@@ -58,10 +58,12 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
         goto fail;
     }
     ck_rng_stream s = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, (uint32_t)step);
-    for (int64_t i = 0; i < n; i++)
-        host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
-                  : c->input_dist == CK_DIST_NORMAL ? ck_rng_normal_f64(&s, (uint64_t)i)
-                                                    : ck_rng_uniform_f64(&s, (uint64_t)i);
+    if (!tokens && c->input_dist != CK_DIST_NORMAL)
+        ck_rng_uniform_f64_span(&s, 0, n, host);
+    else
+        for (int64_t i = 0; i < n; i++)
+            host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
+                             : ck_rng_normal_f64(&s, (uint64_t)i);
     /* token ids are integers the low-precision run never casts: rounding them would
      * calibrate on other tokens, or on ids outside the vocabulary */
     if (!tokens)
@@ -73,8 +75,7 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
     if (c->loss == CK_LOSS_MSE) {
         if ((st = alloc_plain_tensor(b, target, "target", dtype, &g->target_shape, err)) != CK_OK)
             goto fail;
-        for (int64_t i = 0; i < nt; i++)
-            host[i] = ck_rng_uniform_f64(&ts, (uint64_t)i);
+        ck_rng_uniform_f64_span(&ts, 0, nt, host);
         round_host(host, nt, round_to);
         st = ck_upload_f64(b, target, host, err);
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {

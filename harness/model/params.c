@@ -151,8 +151,9 @@ static ck_status fill_spec(ck_model *m, ck_tensor *t, const ck_param_spec *ps, u
         return ck_fail(err, CK_ERR_NOMEM, "out of memory initialising %s", t->name);
     if (ps->init == CK_INIT_UNIFORM) {
         ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
+        ck_rng_uniform_f64_span(&s, 0, n, v); /* u_i, then a (2 u_i - 1) in place */
         for (int64_t i = 0; i < n; i++)
-            v[i] = ps->a * (2.0 * ck_rng_uniform_f64(&s, (uint64_t)i) - 1.0);
+            v[i] = ps->a * (2.0 * v[i] - 1.0);
     } else if (ps->init == CK_INIT_NORMAL) {
         ck_rng_stream s = ck_rng_keyed(seed, layer, CK_PURPOSE_INIT, slot);
         for (int64_t i = 0; i < n; i++)

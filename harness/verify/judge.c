@@ -50,7 +50,7 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
 static const ck_tol_pattern *tensor_pattern(const ck_case *c, const ck_tensor_result *t);
 
 static ck_status compare_entries(const ck_graph *g, const ck_record *ref, const ck_record *rec,
-                                 ck_tensor_result **out, int *n_out, int *first,
+                                 bool measure, ck_tensor_result **out, int *n_out, int *first,
                                  ck_verdict *worst, ck_error *err)
 {
     const ck_case *c = g->cs;
@@ -83,6 +83,8 @@ static ck_status compare_entries(const ck_graph *g, const ck_record *ref, const 
         tr->rel_l2_limit = -1.0;
         tr->rtol = c->rtol;
         tr->atol = c->atol;
+        if (!measure) /* the caller measures each row by its own rule */
+            continue;
         tr->verdict = ck_compare(p->dtype, ck_shape_numel(&p->shape), q->data, p->data, tr->rtol,
                                  tr->atol, &tr->m);
         if (tr->verdict != CK_VERDICT_IDENTICAL && *first < 0)
@@ -156,7 +158,7 @@ ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record
     ck_tensor_result *t = NULL;
     int n = 0, first = -1;
     ck_verdict worst;
-    ck_status st = compare_entries(g, ref, rec, &t, &n, &first, &worst, err);
+    ck_status st = compare_entries(g, ref, rec, true, &t, &n, &first, &worst, err);
     if (st != CK_OK) {
         free_results(t, n);
         return st;
@@ -245,7 +247,7 @@ ck_status ck_step_judge_add(ck_step_judge *j, const ck_graph *g, const ck_record
 ck_status ck_compare_records(const ck_graph *g, const ck_record *plain, const ck_record *ckpt,
                              ck_result *res, ck_error *err)
 {
-    return compare_entries(g, plain, ckpt, &res->tensors, &res->n_tensors,
+    return compare_entries(g, plain, ckpt, true, &res->tensors, &res->n_tensors,
                            &res->first_divergence, &res->verdict, err);
 }
 
@@ -430,7 +432,8 @@ ck_status ck_lowp_judge_add(ck_lowp_judge *j, const ck_graph *g, const ck_record
     ck_tensor_result *t = NULL;
     int n = 0, first = -1;
     ck_verdict worst;
-    ck_status st = compare_entries(g, fp32, lowrec, &t, &n, &first, &worst, err);
+    /* the rows' metrics come from the judgement's own tolerances below (ck_precision_judge_*) */
+    ck_status st = compare_entries(g, fp32, lowrec, false, &t, &n, &first, &worst, err);
     for (int c = 0; c < j->n_calib && st == CK_OK; c++)
         if (calib[c].n != fp32->n)
             st = ck_fail(err, CK_ERR_INTERNAL, "the calibration run recorded %d tensors, fp32 %d",
@@ -453,21 +456,35 @@ ck_status ck_lowp_judge_add(ck_lowp_judge *j, const ck_graph *g, const ck_record
         free_results(t, n);
         return st;
     }
-    double gnorm = ck_step_grad_norm_at(fp32, step);
-    double spread = ck_step_spread_at(fp32, calib, j->n_calib, step);
-    bool step_mismatch = false;
-    for (int k = 0; k < n; k++) {
-        ck_tensor_result *tr = &t[k];
+    /* every entry's distances between the rounding-only runs, measured once: the step's
+     * spread and gradient norm need the gradients', each tensor's judgement its own */
+    ck_calib_distances *dist = malloc(((size_t)fp32->n + 1) * sizeof *dist);
+    if (!dist) {
+        free_results(t, n);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory judging against fp32");
+    }
+    for (int k = 0; k < fp32->n; k++) {
         for (int c = 0; c < j->n_calib; c++) {
             ce[c] = &calib[c].e[k];
             if (strcmp(ce[c]->name, fp32->e[k].name) != 0 || ce[c]->dtype != fp32->e[k].dtype) {
+                free(dist);
                 free_results(t, n);
                 return ck_fail(err, CK_ERR_INTERNAL, "the calibration run recorded %s at %d, "
                                "fp32 %s", ce[c]->name, k, fp32->e[k].name);
             }
         }
-        ck_precision_judge_tensor(g->cs, j->low, &fp32->e[k], ce, j->n_calib, &lowrec->e[k],
-                                  gnorm, spread, j->ov, tr);
+        const ck_record_entry *e = &fp32->e[k];
+        const bool grad_of_step = e->kind == CK_KIND_GRAD && e->step == step;
+        const bool judged_by_spread = e->dtype == CK_F32 || e->dtype == CK_F64 || grad_of_step;
+        ck_calib_distances_of(e, ce, judged_by_spread ? j->n_calib : 0, grad_of_step, &dist[k]);
+    }
+    double gnorm = ck_step_grad_norm_of(fp32, dist, step);
+    double spread = ck_step_spread_of(fp32, dist, j->n_calib, step);
+    bool step_mismatch = false;
+    for (int k = 0; k < n; k++) {
+        ck_tensor_result *tr = &t[k];
+        ck_precision_judge_measured(g->cs, j->low, &fp32->e[k], &dist[k], &lowrec->e[k], gnorm,
+                                    spread, j->ov, tr);
         if (tr->kind == CK_KIND_GRAD && tr->step >= 0 && tr->step < lowrec->steps &&
             lowrec->scales[tr->step].skipped) {
             /* the loss scaler saw inf/NaN here and skipped the update (the fp32 runs skipped
@@ -485,6 +502,7 @@ ck_status ck_lowp_judge_add(ck_lowp_judge *j, const ck_graph *g, const ck_record
             j->verdict = tr->verdict;
         step_mismatch = step_mismatch || tr->verdict == CK_VERDICT_MISMATCH;
     }
+    free(dist);
     j->judged += n;
     bool first_mismatch = step_mismatch && j->first_step < 0;
     if (first_mismatch)

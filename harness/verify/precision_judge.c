@@ -63,6 +63,85 @@ static void l2_norms(ck_dtype dt, int64_t n, const void *a, const void *ref, dou
     *refn = rs * sqrt(rss);
 }
 
+/* ||a - ref|| alone: l2_norms's first result, by the same arithmetic */
+static double l2_diff(ck_dtype dt, int64_t n, const void *a, const void *ref)
+{
+    double ds = 0.0, dss = 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        double x = value_at(dt, a, i), y = value_at(dt, ref, i);
+        if (!isfinite(x) || !isfinite(y))
+            continue;
+        double d = fabs(x - y);
+        if (d > 0.0) {
+            if (d > ds) { dss = 1.0 + dss * (ds / d) * (ds / d); ds = d; }
+            else dss += (d / ds) * (d / ds);
+        }
+    }
+    return ds * sqrt(dss);
+}
+
+/* ||ref|| over its finite values: l2_norms(ref, ref)'s second result, by the same
+ * arithmetic */
+static double l2_norm(ck_dtype dt, int64_t n, const void *ref)
+{
+    double rs = 0.0, rss = 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        double y = value_at(dt, ref, i);
+        if (!isfinite(y))
+            continue;
+        double r = fabs(y);
+        if (r > 0.0) {
+            if (r > rs) { rss = 1.0 + rss * (rs / r) * (rs / r); rs = r; }
+            else rss += (r / rs) * (r / rs);
+        }
+    }
+    return rs * sqrt(rss);
+}
+
+void ck_calib_distances_of(const ck_record_entry *ref, const ck_record_entry *const *calib,
+                           int n_calib, bool with_norm, ck_calib_distances *out)
+{
+    const int64_t n = ck_shape_numel(&ref->shape);
+    out->n = 0;
+    for (int j = 0; j < n_calib && j < CK_PRECISION_CALIB_RUNS; j++)
+        for (int i = -1; i < j; i++)
+            out->d[out->n++] = l2_diff(ref->dtype, n, calib[j]->data,
+                                       i < 0 ? ref->data : calib[i]->data);
+    out->has_norm = with_norm;
+    out->norm = with_norm ? l2_norm(ref->dtype, n, ref->data) : 0.0;
+}
+
+double ck_step_grad_norm_of(const ck_record *fp32, const ck_calib_distances *dist, int step)
+{
+    double g = 0.0;
+    for (int k = 0; k < fp32->n; k++)
+        if (fp32->e[k].kind == CK_KIND_GRAD && fp32->e[k].step == step)
+            g = hypot(g, dist[k].norm);
+    return g;
+}
+
+double ck_step_spread_of(const ck_record *fp32, const ck_calib_distances *dist, int n_calib,
+                         int s)
+{
+    double out = 0.0;
+    if (s == 0)
+        return 0.0;
+    for (int p = 0; p < n_calib * (n_calib + 1) / 2 && p < CK_PRECISION_PAIRS; p++) {
+        double dsum = 0.0, rsum = 0.0;
+        for (int k = 0; k < fp32->n; k++) {
+            const ck_record_entry *e = &fp32->e[k];
+            if (e->kind != CK_KIND_GRAD || e->step != s)
+                continue;
+            dsum += dist[k].d[p] * dist[k].d[p];
+            rsum += dist[k].norm * dist[k].norm;
+        }
+        double sp = rsum > 0.0 ? sqrt(dsum / rsum) : 0.0;
+        if (sp > out)
+            out = sp;
+    }
+    return out;
+}
+
 double ck_step_grad_norm_at(const ck_record *rec, int step)
 {
     double g = 0.0;
@@ -137,24 +216,34 @@ void ck_precision_judge_tensor(const ck_case *c, ck_dtype low, const ck_record_e
                                const ck_precision_override *ov,
                                ck_tensor_result *tr)
 {
+    ck_calib_distances dist;
+    ck_calib_distances_of(ref, calib, n_calib, false, &dist);
+    ck_precision_judge_measured(c, low, ref, &dist, lowe, step_grad_norm, step_spread, ov, tr);
+}
+
+void ck_precision_judge_measured(const ck_case *c, ck_dtype low, const ck_record_entry *ref,
+                                 const ck_calib_distances *dist, const ck_record_entry *lowe,
+                                 double step_grad_norm, double step_spread,
+                                 const ck_precision_override *ov, ck_tensor_result *tr)
+{
     int64_t n = ck_shape_numel(&ref->shape);
     tr->error = tr->bound = tr->spread = -1.0;
     tr->rel_l2_limit = -1.0;
     bool case_tol = false;
     ck_case_precision_tolerance(c, low, ck_tensor_kind_name(ref->kind), ref->name, &tr->rtol,
                                 &tr->atol, &tr->rel_l2_limit, &case_tol);
-    tr->verdict = ck_compare(ref->dtype, n, lowe->data, ref->data, tr->rtol, tr->atol, &tr->m);
     if (ov && ov->set) {
         tr->bound_source = CK_BOUND_OVERRIDE;
         tr->rtol = ov->rtol;
         tr->atol = ov->atol;
         tr->rel_l2_limit = ov->rel_l2;
-        tr->verdict = ck_compare(ref->dtype, n, lowe->data, ref->data, tr->rtol, tr->atol, &tr->m);
     } else if (case_tol) {
         tr->bound_source = CK_BOUND_CASE;
     } else {
         tr->bound_source = is_float(ref->dtype) ? CK_BOUND_CALIBRATED : CK_BOUND_CASE;
     }
+    /* one comparison, by the tolerance that applies (the override's, else the case's) */
+    tr->verdict = ck_compare(ref->dtype, n, lowe->data, ref->data, tr->rtol, tr->atol, &tr->m);
     bool unmatched = tr->m.max_ulp == UINT64_MAX;
     if (tr->bound_source != CK_BOUND_CALIBRATED) {
         /* a tolerance the user wrote: elementwise, or by relative L2 when one is given */
@@ -170,19 +259,13 @@ void ck_precision_judge_tensor(const ck_case *c, ck_dtype low, const ck_record_e
         return;
     }
     double u = ck_unit_roundoff(low);
-    double diff, refn, cdiff = 0.0, crefn;
+    double diff, refn, cdiff = 0.0;
     l2_norms(ref->dtype, n, lowe->data, ref->data, &diff, &refn);
     /* the spread: the largest distance between any two of the runs that differ only by
      * rounding-sized noise (the fp32 run and the calibration runs) */
-    for (int j = 0; j < n_calib; j++) {
-        for (int i = -1; i < j; i++) {
-            double d;
-            l2_norms(ref->dtype, n, calib[j]->data, i < 0 ? ref->data : calib[i]->data, &d,
-                     &crefn);
-            if (d > cdiff || isnan(d))
-                cdiff = d;
-        }
-    }
+    for (int p = 0; p < dist->n; p++)
+        if (dist->d[p] > cdiff || isnan(dist->d[p]))
+            cdiff = dist->d[p];
     double spread = refn > 0.0 ? cdiff / refn : INFINITY;
     double own_spread = spread;
     if (step_spread > spread)

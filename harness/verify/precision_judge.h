@@ -57,6 +57,27 @@ void ck_step_spreads(const ck_record *fp32, const ck_record *calib, int n_calib,
  * only, as a lockstep judgement keeps them). */
 double ck_step_spread_at(const ck_record *fp32, const ck_record *calib, int n_calib, int step);
 
+/* One tensor's distances between the runs that differ by rounding alone, measured once and
+ * shared by the step's spread S, its gradient norm G and the tensor's own judgement. */
+#define CK_PRECISION_PAIRS (CK_PRECISION_CALIB_RUNS * (CK_PRECISION_CALIB_RUNS + 1) / 2)
+typedef struct {
+    int n;                        /* pairs measured: n_calib (n_calib + 1) / 2; 0: none */
+    double d[CK_PRECISION_PAIRS]; /* ||calib_j - fp32|| and ||calib_j - calib_i|| (i < j), in
+                                     that order for j = 0, 1, ...: finite pairs only */
+    bool has_norm;
+    double norm;                  /* ||fp32|| over its finite values (with_norm) */
+} ck_calib_distances;
+
+/* The distances of one entry (n_calib may be 0); with_norm: its own norm too. */
+void ck_calib_distances_of(const ck_record_entry *ref, const ck_record_entry *const *calib,
+                           int n_calib, bool with_norm, ck_calib_distances *out);
+/* S and G of `step` from the distances of every entry of the fp32 record (dist[k] for
+ * fp32->e[k]; every gradient entry of the step measured with its norm): the same numbers
+ * as ck_step_spread_at and ck_step_grad_norm_at. */
+double ck_step_spread_of(const ck_record *fp32, const ck_calib_distances *dist, int n_calib,
+                         int step);
+double ck_step_grad_norm_of(const ck_record *fp32, const ck_calib_distances *dist, int step);
+
 /* Judges record entry k of the low-precision run (lowrec) against the fp32 run (ref) with
  * the calibration runs' entries (calib[0..n_calib-1]; n_calib 0: the floor u alone stands
  * in for the spread).
@@ -69,6 +90,11 @@ void ck_precision_judge_tensor(const ck_case *c, ck_dtype low, const ck_record_e
                                double step_grad_norm, double step_spread,
                                const ck_precision_override *ov,
                                ck_tensor_result *tr);
+/* The same with the entry's distances already measured (ck_calib_distances_of). */
+void ck_precision_judge_measured(const ck_case *c, ck_dtype low, const ck_record_entry *ref,
+                                 const ck_calib_distances *dist, const ck_record_entry *lowe,
+                                 double step_grad_norm, double step_spread,
+                                 const ck_precision_override *ov, ck_tensor_result *tr);
 
 /* G per step: the L2 norm over every gradient entry of rec recorded at that step; out has
  * rec->steps entries. */
