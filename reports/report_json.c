@@ -10,6 +10,7 @@
  * with the compare report.
  */
 #include "reports/report.h"
+#include "reports/equivalence.h"
 
 #include "harness/verify/judge.h"
 
@@ -229,9 +230,16 @@ static void add_run_metadata(ck_json_builder *b, cJSON *root, const ck_report_me
 static void add_memory(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     cJSON *mem = ck_json_add_object(b, root, "memory");
-    ck_json_add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
+    if (ck_report_segmentwise(r)) /* the plain run did not run: its exact prediction */
+        ck_json_add_null(b, mem, "plain_peak_bytes");
+    else
+        ck_json_add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
     ck_json_add_int(b, mem, "checkpointed_peak_bytes", r->ckpt.peak_activation_bytes);
-    if (r->plain.predicted && r->ckpt.predicted) {
+    if (ck_report_segmentwise(r)) {
+        ck_json_add_int(b, mem, "plain_predicted_peak_bytes", r->plain_predicted_peak_bytes);
+        ck_json_add_int(b, mem, "checkpointed_predicted_peak_bytes",
+                        r->ckpt.predicted_peak_bytes);
+    } else if (r->plain.predicted && r->ckpt.predicted) {
         ck_json_add_int(b, mem, "plain_predicted_peak_bytes", r->plain.predicted_peak_bytes);
         ck_json_add_int(b, mem, "checkpointed_predicted_peak_bytes",
                         r->ckpt.predicted_peak_bytes);
@@ -707,9 +715,15 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     ck_json_add_string(&b, root, "dtype", ck_dtype_name(r->dtype));
     add_config(&b, root, r);
     cJSON *runs = ck_json_add_object(&b, root, "runs");
-    add_run(&b, runs, "plain", &r->plain, meta);
+    if (ck_report_segmentwise(r)) { /* no plain run: the segment run whose rows are shown */
+        ck_json_add_null(&b, runs, "plain");
+        add_run(&b, runs, "segment_kept", &r->plain, meta);
+    } else {
+        add_run(&b, runs, "plain", &r->plain, meta);
+    }
     add_run(&b, runs, "checkpointed", &r->ckpt, meta);
     add_memory(&b, root, r);
+    ck_report_add_equivalence_json(&b, root, r);
     add_tensors(&b, root, r);
     add_outcome(&b, root, r);
     add_precision(&b, root, r);

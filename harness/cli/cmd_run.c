@@ -144,7 +144,7 @@ static ck_run_request request_of(const ck_run_opts *o, ck_dtype dtype, ck_progre
         .run = {.dump_activations = o->dump_activations,
                 .dump_activation_grads = o->dump_activation_grads,
                 .dump_optimizer = o->dump_optimizer,
-                .progress = prog && prog->tty ? ck_progress_update : NULL,
+                .progress = prog && !prog->quiet ? ck_progress_update : NULL,
                 .progress_user = prog,
                 .precision_check = (ck_precision_check)o->precision_check},
         .verify_recompute = o->verify_recompute,

@@ -184,19 +184,19 @@ ck_status ck_run_plan_fit(ck_run_plan *p, const ck_graph *g, const ck_run_reques
         goto out;
     /* every training of the segment-by-segment plan must fit on its own */
     int64_t need = p->ckpt_peak;
-    char run[48] = "checkpointed";
+    char run[48] = "checkpointed run";
     if (p->largest_segment_run >= 0 && p->largest_segment_run_peak > need) {
         need = p->largest_segment_run_peak;
-        snprintf(run, sizeof run, "segment %d kept", p->largest_segment_run);
+        snprintf(run, sizeof run, "run keeping segment %d", p->largest_segment_run);
     }
     if (with_fp32 && p->fp32_ckpt_peak > limit && p->fp32_ckpt_peak >= need) {
         need = p->fp32_ckpt_peak;
-        snprintf(run, sizeof run, "checkpointed fp32 reference");
+        snprintf(run, sizeof run, "checkpointed fp32 reference run");
     }
     if (need > limit) {
         p->refused = true;
         snprintf(p->refusal, sizeof p->refusal,
-                 "%s (%s): segment by segment, the %s run is predicted to need %lld bytes of "
+                 "%s (%s): segment by segment, the %s is predicted to need %lld bytes of "
                  "activations (the plain run %lld), %s %lld bytes: not run", c->path, dt, run,
                  (long long)need, (long long)p->plain_peak, limit_what, (long long)limit);
     }

@@ -1,0 +1,161 @@
+/*
+ * How plain-equivalence was established, for every writer: the text lines, the JSON
+ * `equivalence` section (only when it was established segment by segment, so reports of
+ * the ordinary comparison keep their shape), and the plain peak the memory lines print.
+ */
+#include "reports/equivalence.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *node_name(const ck_result *r, int i)
+{
+    if (r->g && r->g->nodes && i >= 0 && i < r->g->n && r->g->nodes[i].spec)
+        return r->g->nodes[i].spec->name;
+    return "?";
+}
+
+bool ck_report_segmentwise(const ck_result *r)
+{
+    return r->equivalence == CK_EQUIVALENCE_SEGMENTS;
+}
+
+int64_t ck_report_plain_peak(const ck_result *r)
+{
+    return ck_report_segmentwise(r) ? r->plain_predicted_peak_bytes
+                                    : r->plain.peak_activation_bytes;
+}
+
+const char *ck_report_segmentwise_reason_name(ck_segmentwise_reason why)
+{
+    return why == CK_SEGMENTWISE_PLAIN_OVER_LIMIT ? "plain over memory limit" : "requested";
+}
+
+int64_t ck_report_largest_segment_run_peak(const ck_result *r)
+{
+    int64_t m = 0;
+    for (int k = 0; k < r->n_segment_runs; k++)
+        if (r->segment_runs[k].peak_activation_bytes > m)
+            m = r->segment_runs[k].peak_activation_bytes;
+    return m;
+}
+
+void ck_report_equivalence_line(const ck_result *r, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!ck_report_segmentwise(r))
+        return;
+    char pp[32], lim[32], big[32];
+    ck_format_bytes(r->plain_predicted_peak_bytes, pp, sizeof pp);
+    ck_format_bytes(ck_report_largest_segment_run_peak(r), big, sizeof big);
+    if (r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
+        snprintf(buf, n,
+                 "plain run not run: predicted %lld bytes (%s) of activations, over the "
+                 "memory limit of %lld bytes (%s); plain-equivalence established segment by "
+                 "segment: %d runs each keeping one segment's activations (largest peak %s) "
+                 "against the checkpointed run",
+                 (long long)r->plain_predicted_peak_bytes, pp, (long long)r->memory_limit_bytes,
+                 ck_format_bytes(r->memory_limit_bytes, lim, sizeof lim), r->n_segment_runs,
+                 big);
+    else
+        snprintf(buf, n,
+                 "plain run not run (--plain segment-by-segment; predicted %s): "
+                 "plain-equivalence established segment by segment: %d runs each keeping "
+                 "one segment's activations (largest peak %s) against the checkpointed run",
+                 pp, r->n_segment_runs, big);
+}
+
+/* Prints text wrapped at 80 columns, continuation lines indented by four. */
+static void print_wrapped(FILE *f, const char *text)
+{
+    const int width = 80;
+    const char *p = text;
+    int indent = 0;
+    while (*p) {
+        int room = width - indent, len = (int)strlen(p);
+        int cut = len;
+        if (len > room) {
+            cut = room;
+            while (cut > 0 && p[cut] != ' ')
+                cut--;
+            if (cut == 0)
+                cut = room;
+        }
+        fprintf(f, "%*s%.*s\n", indent, "", cut, p);
+        p += cut;
+        while (*p == ' ')
+            p++;
+        indent = 4;
+    }
+}
+
+void ck_report_print_segment_runs(FILE *f, const ck_result *r)
+{
+    if (!ck_report_segmentwise(r))
+        return;
+    char line[CK_REPORT_LINE_MAX];
+    ck_report_equivalence_line(r, line, sizeof line);
+    print_wrapped(f, line);
+    for (int k = 0; k < r->n_segment_runs; k++) {
+        const ck_segment_run *sr = &r->segment_runs[k];
+        const ck_segment *seg = sr->segment >= 0 && sr->segment < r->n_segments
+                                    ? &r->segments[sr->segment]
+                                    : NULL;
+        char peak[32], first[160] = "";
+        if (sr->first_step >= 0)
+            snprintf(first, sizeof first, ", first %s %s at step %d",
+                     ck_tensor_kind_name(sr->first_kind), sr->first_name, sr->first_step);
+        snprintf(line, sizeof line, "  %s [%s .. %s]: %s, peak %s (predicted %lld B, "
+                 "measured %lld B), %lld tensors%s%s",
+                 sr->label, seg ? node_name(r, seg->first) : "?",
+                 seg ? node_name(r, seg->last) : "?", ck_verdict_name(sr->verdict),
+                 ck_format_bytes(sr->peak_activation_bytes, peak, sizeof peak),
+                 (long long)sr->predicted_peak_bytes, (long long)sr->peak_activation_bytes,
+                 (long long)sr->tensors_judged, first,
+                 k == r->shown_segment_run ? " (rows below)" : "");
+        print_wrapped(f, line);
+    }
+}
+
+void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r)
+{
+    if (!ck_report_segmentwise(r))
+        return;
+    cJSON *o = ck_json_add_object(b, root, "equivalence");
+    ck_json_add_string(b, o, "method", "segment-by-segment");
+    ck_json_add_string(b, o, "reason",
+                       r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT
+                           ? "plain_over_memory_limit"
+                           : "requested");
+    ck_json_add_int(b, o, "plain_predicted_peak_bytes", r->plain_predicted_peak_bytes);
+    if (r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
+        ck_json_add_int(b, o, "memory_limit_bytes", r->memory_limit_bytes);
+    else
+        ck_json_add_null(b, o, "memory_limit_bytes");
+    ck_json_add_int(b, o, "shown_run", r->shown_segment_run);
+    cJSON *runs = ck_json_add_array(b, o, "runs");
+    for (int k = 0; k < r->n_segment_runs; k++) {
+        const ck_segment_run *sr = &r->segment_runs[k];
+        cJSON *ro = ck_json_add_object(b, runs, NULL);
+        ck_json_add_int(b, ro, "segment_kept", sr->segment);
+        ck_json_add_string(b, ro, "label", sr->label);
+        ck_json_add_int(b, ro, "peak_activation_bytes", sr->peak_activation_bytes);
+        ck_json_add_int(b, ro, "predicted_peak_activation_bytes", sr->predicted_peak_bytes);
+        ck_json_add_int(b, ro, "recomputed_layers", sr->recomputed_layers);
+        ck_json_add_string(b, ro, "verdict", ck_verdict_name(sr->verdict));
+        ck_json_add_int(b, ro, "tensors", sr->tensors_judged);
+        ck_json_add_int(b, ro, "identical", sr->counts[0]);
+        ck_json_add_int(b, ro, "close", sr->counts[1]);
+        ck_json_add_int(b, ro, "mismatch", sr->counts[2]);
+        ck_json_add_int(b, ro, "scale_mismatches", sr->scale_mismatches);
+        if (sr->first_step >= 0) {
+            cJSON *fd = ck_json_add_object(b, ro, "first_divergence");
+            ck_json_add_int(b, fd, "step", sr->first_step);
+            ck_json_add_string(b, fd, "name", sr->first_name);
+            ck_json_add_string(b, fd, "kind", ck_tensor_kind_name(sr->first_kind));
+        } else {
+            ck_json_add_null(b, ro, "first_divergence");
+        }
+        ck_json_add_real(b, ro, "wall_time_s", sr->wall_time_s);
+    }
+}
