@@ -117,7 +117,8 @@ void ck_report_print_segment_runs(FILE *f, const ck_result *r)
     }
 }
 
-void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r)
+void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r,
+                                    bool include_wall_time)
 {
     if (!ck_report_segmentwise(r))
         return;
@@ -156,6 +157,7 @@ void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_re
         } else {
             ck_json_add_null(b, ro, "first_divergence");
         }
-        ck_json_add_real(b, ro, "wall_time_s", sr->wall_time_s);
+        if (include_wall_time)
+            ck_json_add_real(b, ro, "wall_time_s", sr->wall_time_s);
     }
 }

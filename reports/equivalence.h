@@ -22,6 +22,7 @@ void ck_report_equivalence_line(const ck_result *r, char *buf, size_t n);
 /* That line and one per segment run (80 columns); nothing for the ordinary comparison. */
 void ck_report_print_segment_runs(FILE *f, const ck_result *r);
 /* The `equivalence` section; nothing for the ordinary comparison. */
-void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r);
+void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r,
+                                    bool include_wall_time);
 
 #endif

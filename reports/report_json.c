@@ -723,7 +723,7 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     }
     add_run(&b, runs, "checkpointed", &r->ckpt, meta);
     add_memory(&b, root, r);
-    ck_report_add_equivalence_json(&b, root, r);
+    ck_report_add_equivalence_json(&b, root, r, meta && meta->include_wall_time);
     add_tensors(&b, root, r);
     add_outcome(&b, root, r);
     add_precision(&b, root, r);

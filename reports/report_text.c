@@ -861,7 +861,7 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
         char big[32];
         fprintf(f, "  segment by segment (%s): %d runs, largest peak %s\n",
                 r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT
-                    ? "plain over the memory limit"
+                    ? "plain over the limit"
                     : "--plain",
                 r->n_segment_runs,
                 ck_format_bytes(ck_report_largest_segment_run_peak(r), big, sizeof big));

@@ -206,6 +206,8 @@ static ck_status execute_item(const ck_run_opts *o, ck_backend *b, ck_backend *r
         *message = strdup(err.msg);
         return CK_ERR_INPUT;
     }
+    if (!o->quiet)
+        ck_cli_note_segmentwise(errf, c, &plan, &rq, limit_what);
     stage_words words = {.o = o, .c = c, .dump_dir = rq.run.dump_dir, .out = out, .errf = errf};
     ck_cli_clear_algo_records(b);
     ck_status st = ck_run_plan_execute(&plan, &rq, b, ref, g, on_stage, &words, oc, &err);

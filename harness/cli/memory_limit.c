@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness/cli/help_text.h"
 #include "harness/cli/messages.h"
+#include "harness/core/text.h"
 
 /* MemAvailable of /proc/meminfo in bytes, or -1. */
 static int64_t available_bytes(void)
@@ -65,4 +67,23 @@ int ck_cli_fit_run_plan(const ck_run_opts *o, const ck_loaded_case *c, ck_run_re
         return CK_EXIT_USAGE;
     }
     return CK_EXIT_PASS;
+}
+
+void ck_cli_note_segmentwise(FILE *f, const ck_case *c, const ck_run_plan *p,
+                             const ck_run_request *rq, const char *limit_what)
+{
+    if (!p->segmentwise || p->segmentwise_reason != CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
+        return;
+    char note[CK_ERROR_MAX], shown[256];
+    int64_t plain = p->plain_peak > rq->memory_limit ? p->plain_peak : p->fp32_plain_peak;
+    int64_t largest = p->largest_segment_run_peak > p->ckpt_peak ? p->largest_segment_run_peak
+                                                                 : p->ckpt_peak;
+    snprintf(note, sizeof note,
+             "%s (%s): the plain run is predicted to need %lld bytes of activations, %s %lld "
+             "bytes: not run; segment by segment instead (the checkpointed run and %d runs each "
+             "keeping one segment's activations, the largest %lld bytes)\n",
+             ck_text_escape(c->name, shown, sizeof shown), ck_dtype_name(p->dtype),
+             (long long)plain, limit_what, (long long)rq->memory_limit,
+             p->fixed.count[CK_TRAINING_SEGMENT_KEPT], (long long)largest);
+    ck_cli_write_help(f, note); /* at 80 columns */
 }

@@ -8,6 +8,8 @@
 #ifndef CK_MEMORY_LIMIT_H
 #define CK_MEMORY_LIMIT_H
 
+#include <stdio.h>
+
 #include "harness/cli/case_files.h"
 #include "harness/cli/cli_options.h"
 #include "harness/verify/run_plan.h"
@@ -21,5 +23,10 @@ int64_t ck_cli_memory_limit(const ck_run_opts *o, const char **what);
  * CK_EXIT_PASS when it may run, else prints one line and returns CK_EXIT_USAGE. */
 int ck_cli_fit_run_plan(const ck_run_opts *o, const ck_loaded_case *c, ck_run_request *rq,
                         ck_run_plan *p);
+
+/* When the plan replaced a plain run that does not fit the limit: one note on f, before
+ * anything runs, saying so (a case of that size runs for minutes). */
+void ck_cli_note_segmentwise(FILE *f, const ck_case *c, const ck_run_plan *p,
+                             const ck_run_request *rq, const char *limit_what);
 
 #endif

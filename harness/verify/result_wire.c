@@ -232,7 +232,8 @@ static void io_step_doubles(wio *x, double **v, int steps, const char *what)
 
 static void io_summary(wio *x, ck_run_summary *s, const char *label)
 {
-    s->label = label;
+    if (x->reading) /* writing leaves the result as it is */
+        s->label = label;
     io_int(x, &s->steps, x->steps, x->steps, "run.steps");
     if (x->reading && x->r->failed)
         return;

@@ -195,10 +195,18 @@ ck_status ck_run_plan_fit(ck_run_plan *p, const ck_graph *g, const ck_run_reques
     }
     if (need > limit) {
         p->refused = true;
-        snprintf(p->refusal, sizeof p->refusal,
-                 "%s (%s): segment by segment, the %s is predicted to need %lld bytes of "
-                 "activations (the plain run %lld), %s %lld bytes: not run", c->path, dt, run,
-                 (long long)need, (long long)p->plain_peak, limit_what, (long long)limit);
+        if (p->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
+            snprintf(p->refusal, sizeof p->refusal,
+                     "%s (%s): the plain %s is predicted to need %lld bytes of activations, "
+                     "%s %lld bytes; segment by segment, the %s would need %lld: not run",
+                     c->path, dt, p->plain_peak > limit ? "run" : "fp32 reference run",
+                     (long long)(p->plain_peak > limit ? p->plain_peak : p->fp32_plain_peak),
+                     limit_what, (long long)limit, run, (long long)need);
+        else
+            snprintf(p->refusal, sizeof p->refusal,
+                     "%s (%s): segment by segment, the %s is predicted to need %lld bytes of "
+                     "activations, %s %lld bytes: not run", c->path, dt, run, (long long)need,
+                     limit_what, (long long)limit);
     }
 out:
     ck_plan_free(&full);
