@@ -161,3 +161,31 @@ void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_re
             ck_json_add_real(b, ro, "wall_time_s", sr->wall_time_s);
     }
 }
+
+void ck_report_equivalence_from_json(const cJSON *report, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const cJSON *eq = report ? cJSON_GetObjectItemCaseSensitive(report, "equivalence") : NULL;
+    if (!cJSON_IsObject(eq))
+        return;
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(eq, "reason");
+    const cJSON *pp = cJSON_GetObjectItemCaseSensitive(eq, "plain_predicted_peak_bytes");
+    const cJSON *runs = cJSON_GetObjectItemCaseSensitive(eq, "runs");
+    double largest = 0;
+    const cJSON *run;
+    cJSON_ArrayForEach(run, runs) {
+        const cJSON *peak = cJSON_GetObjectItemCaseSensitive(run, "peak_activation_bytes");
+        if (cJSON_IsNumber(peak) && peak->valuedouble > largest)
+            largest = peak->valuedouble;
+    }
+    char pb[32], lb[32];
+    snprintf(buf, n,
+             "plain-equivalence established segment by segment (%s): plain run not run "
+             "(predicted %s), %d runs each keeping one segment's activations against the "
+             "checkpointed run, the largest peak %s",
+             cJSON_IsString(reason) && strcmp(reason->valuestring, "plain_over_memory_limit") == 0
+                 ? "the plain run is predicted not to fit the memory limit"
+                 : "--plain segment-by-segment",
+             ck_format_bytes(cJSON_IsNumber(pp) ? (int64_t)pp->valuedouble : 0, pb, sizeof pb),
+             cJSON_GetArraySize(runs), ck_format_bytes((int64_t)largest, lb, sizeof lb));
+}

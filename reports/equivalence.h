@@ -25,4 +25,8 @@ void ck_report_print_segment_runs(FILE *f, const ck_result *r);
 void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r,
                                     bool include_wall_time);
 
+/* The same from a report's JSON tree, one sentence (JUnit, HTML); empty for the ordinary
+ * comparison. */
+void ck_report_equivalence_from_json(const cJSON *report, char *buf, size_t n);
+
 #endif

@@ -19,6 +19,9 @@
 
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
 #define CK_REPORT_SCHEMA_VERSION 2
+/* A report whose plain-equivalence was established segment by segment: runs.plain and
+ * memory.plain_peak_bytes are null there (no plain run), which version 2 does not allow. */
+#define CK_REPORT_SCHEMA_VERSION_SEGMENTWISE 3
 
 /* Where a report came from (the `run` section, SCHEMA.md "Run metadata"). NULL strings
  * are written as null; host and started_utc are left out under reproducible. */

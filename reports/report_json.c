@@ -696,7 +696,9 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
         return NULL;
 
     ck_json_add_string(&b, root, "schema", CK_REPORT_SCHEMA);
-    ck_json_add_int(&b, root, "schema_version", CK_REPORT_SCHEMA_VERSION);
+    ck_json_add_int(&b, root, "schema_version", ck_report_segmentwise(r)
+                                                     ? CK_REPORT_SCHEMA_VERSION_SEGMENTWISE
+                                                     : CK_REPORT_SCHEMA_VERSION);
     cJSON *tool = ck_json_add_object(&b, root, "tool");
     ck_json_add_string(&b, tool, "name", "ckpt-harness");
     ck_json_add_string(&b, tool, "version",

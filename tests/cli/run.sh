@@ -263,6 +263,9 @@ tr -d ' \t\n' <"$TMP/seg.json" | grep -q '"equivalence":{"method":"segment-by-se
 tr -d ' \t\n' <"$TMP/seg.json" | grep -q '"runs":{"plain":null,"segment_kept":{' && ok || bad "no plain run in the JSON runs"
 expect_exit 0 "segment by segment catches the BatchNorm canary's double update (expected)" -- "$PROG" run "$ROOT/cases/canary_bn_update.json" --dtype fp32 --plain segment-by-segment --rows 3
 grep -q "^case canary_bn_update: PASS, verdict mismatch" "$TMP/out" && grep -q "first buffer bn1.running_" "$TMP/out" && ok || bad "the canary's mismatch and buffer are named: $(cat "$TMP/out")"
+expect_exit 0 "segment by segment in JUnit and HTML" -- "$PROG" run "$ROOT/cases/unet3d_groupnorm.json" --dtype fp32 --memory-limit $((GP - 1)) --junit "$TMP/seg.xml" --html "$TMP/seg.html" --quiet
+grep -q "plain-equivalence established segment by segment (the plain run is predicted not to fit the memory limit)" "$TMP/seg.xml" && ok || bad "JUnit says which way equivalence was established"
+grep -q "plain-equivalence established segment by segment" "$TMP/seg.html" && grep -q "(predicted) &#8594;" "$TMP/seg.html" && ok || bad "HTML says which way, with the plain peak predicted"
 expect_exit 2 "--plain with a bad mode" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --plain half
 expect_exit 2 "segment by segment with --against" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --dtype fp32 --plain segment-by-segment --against ref --report "$TMP/ag.json"
 [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "against.*cannot run segment by segment" "$TMP/err" && [ ! -f "$TMP/ag.json" ] && ok || bad "one line, nothing written: $(cat "$TMP/err")"
