@@ -459,10 +459,14 @@ static ck_status fold_transpose(fctx *c, const ck_onnx_node *n, const dval *x, d
     const ck_onnx_attr *p = attr(n, "perm");
     if (p && p->n_ints != x->ndim)
         return nope(c, "Transpose perm of %d values for %d dims", p->n_ints, x->ndim);
+    unsigned seen = 0;
     for (int d = 0; d < x->ndim; d++) {
         perm[d] = p ? p->ints[d] : x->ndim - 1 - d;
         if (perm[d] < 0 || perm[d] >= x->ndim)
             return nope(c, "Transpose perm out of range");
+        if (seen & (1u << perm[d]))
+            return nope(c, "Transpose perm repeats dim %d", (int)perm[d]);
+        seen |= 1u << perm[d];
         dims[d] = x->dims[perm[d]];
     }
     CK_TRY(make(c, o, x->ndim, dims));

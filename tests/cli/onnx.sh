@@ -75,7 +75,8 @@ refused "bad --loss" "loss" -- "$PROG" import "$FIX/small_cnn.onnx" -o "$TMP/x.j
 for spec in "bad_weight_shape:\`conv.weight\` has shape [4, 3, 3, 3], the case needs [4, 2, 3, 3]" \
             "bad_repeated_perm:layers[1] (perm): permute: dims repeats dim 1" \
             "bad_pool_window:layers[1] (pool): pool window 8 is larger than the input 4" \
-            "bad_bound_twice:the value \`r\` is produced more than once"; do
+            "bad_bound_twice:the value \`r\` is produced more than once" \
+            "bad_fold_perm:node \`fold_perm\` (Transpose): folding constants: Transpose perm repeats dim 1"; do
     m=${spec%%:*}
     frag=${spec#*:}
     rm -rf "$TMP/bad" && mkdir "$TMP/bad"
