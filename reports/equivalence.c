@@ -3,7 +3,7 @@
  * `equivalence` section (only when it was established segment by segment, so reports of
  * the ordinary comparison keep their shape), and the plain peak the memory lines print.
  */
-#include "reports/equivalence.h"
+#include "reports/report.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -114,51 +114,6 @@ void ck_report_print_segment_runs(FILE *f, const ck_result *r)
                  (long long)sr->tensors_judged, first,
                  k == r->shown_segment_run ? " (rows below)" : "");
         print_wrapped(f, line);
-    }
-}
-
-void ck_report_add_equivalence_json(ck_json_builder *b, cJSON *root, const ck_result *r,
-                                    bool include_wall_time)
-{
-    if (!ck_report_segmentwise(r))
-        return;
-    cJSON *o = ck_json_add_object(b, root, "equivalence");
-    ck_json_add_string(b, o, "method", "segment-by-segment");
-    ck_json_add_string(b, o, "reason",
-                       r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT
-                           ? "plain_over_memory_limit"
-                           : "requested");
-    ck_json_add_int(b, o, "plain_predicted_peak_bytes", r->plain_predicted_peak_bytes);
-    if (r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
-        ck_json_add_int(b, o, "memory_limit_bytes", r->memory_limit_bytes);
-    else
-        ck_json_add_null(b, o, "memory_limit_bytes");
-    ck_json_add_int(b, o, "shown_run", r->shown_segment_run);
-    cJSON *runs = ck_json_add_array(b, o, "runs");
-    for (int k = 0; k < r->n_segment_runs; k++) {
-        const ck_segment_run *sr = &r->segment_runs[k];
-        cJSON *ro = ck_json_add_object(b, runs, NULL);
-        ck_json_add_int(b, ro, "segment_kept", sr->segment);
-        ck_json_add_string(b, ro, "label", sr->label);
-        ck_json_add_int(b, ro, "peak_activation_bytes", sr->peak_activation_bytes);
-        ck_json_add_int(b, ro, "predicted_peak_activation_bytes", sr->predicted_peak_bytes);
-        ck_json_add_int(b, ro, "recomputed_layers", sr->recomputed_layers);
-        ck_json_add_string(b, ro, "verdict", ck_verdict_name(sr->verdict));
-        ck_json_add_int(b, ro, "tensors", sr->tensors_judged);
-        ck_json_add_int(b, ro, "identical", sr->counts[0]);
-        ck_json_add_int(b, ro, "close", sr->counts[1]);
-        ck_json_add_int(b, ro, "mismatch", sr->counts[2]);
-        ck_json_add_int(b, ro, "scale_mismatches", sr->scale_mismatches);
-        if (sr->first_step >= 0) {
-            cJSON *fd = ck_json_add_object(b, ro, "first_divergence");
-            ck_json_add_int(b, fd, "step", sr->first_step);
-            ck_json_add_string(b, fd, "name", sr->first_name);
-            ck_json_add_string(b, fd, "kind", ck_tensor_kind_name(sr->first_kind));
-        } else {
-            ck_json_add_null(b, ro, "first_divergence");
-        }
-        if (include_wall_time)
-            ck_json_add_real(b, ro, "wall_time_s", sr->wall_time_s);
     }
 }
 

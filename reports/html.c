@@ -6,7 +6,6 @@
  * run metadata. Everything is read from the items' JSON reports, so `run --html` and
  * `merge --html` draw the same page.
  */
-#include "reports/equivalence.h"
 #include "reports/run_set.h"
 
 #include <math.h>

@@ -5,7 +5,7 @@
  * tensors; a case that could not run has an <error>; an unsupported combination is
  * <skipped>. Attributes are limited to the common schema (tests/junit/junit.xsd).
  */
-#include "reports/equivalence.h"
+#include "reports/report.h"
 #include "reports/run_set.h"
 
 #include <math.h>

@@ -7,7 +7,6 @@
  * "-nan").
  */
 #include "reports/report.h"
-#include "reports/equivalence.h"
 
 #include "harness/verify/judge.h"
 

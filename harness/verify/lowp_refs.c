@@ -3,17 +3,14 @@
 
 #include <string.h>
 
-#include "harness/verify/training.h"
 
 ck_status ck_lowp_refs_begin(ck_lowp_refs *r, ck_backend *b, const ck_graph *g,
                              const ck_plan *plan, ck_dtype dtype, const ck_record *low,
                              ck_error *err)
 {
     const ck_case *c = g->cs;
-    const ck_case_run_opts *opts = r->opts;
-    ck_training_log *log = opts ? opts->log : NULL;
-    const ck_precision_override *ov =
-        opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    ck_training_log *log = r->log;
+    const ck_precision_override *ov = r->ov;
     r->n_calib = ov ? 0 : CK_PRECISION_CALIB_RUNS;
     ck_lowp_judge_init(&r->j, c, dtype, r->n_calib, ov);
     /* the reference runs keep the current step's loss and scale only (train.h) */

@@ -13,10 +13,11 @@
 #define CK_LOWP_REFS_H
 
 #include "harness/verify/judge.h"
-#include "harness/verify/run_case.h"
+#include "harness/verify/training.h"
 
 typedef struct {
-    const ck_case_run_opts *opts;
+    ck_training_log *log;               /* counts the trainings; NULL: not counted */
+    const ck_precision_override *ov;    /* run --rtol/--atol/--rel-l2; NULL: none */
     int n_calib;
     ck_trainer tf, tcal[CK_PRECISION_CALIB_RUNS];
     bool have_tf;
@@ -26,8 +27,8 @@ typedef struct {
 } ck_lowp_refs;
 
 /* Begins the references of the low-precision run `low` (which has begun: its per-step
- * scales say which steps to skip), training plan (NULL: plain). r->opts is set by the
- * caller (may be NULL); free with ck_lowp_refs_free also after a failure. */
+ * scales say which steps to skip), training plan (NULL: plain). r->log and r->ov are set
+ * by the caller; free with ck_lowp_refs_free also after a failure. */
 ck_status ck_lowp_refs_begin(ck_lowp_refs *r, ck_backend *b, const ck_graph *g,
                              const ck_plan *plan, ck_dtype dtype, const ck_record *low,
                              ck_error *err);

@@ -243,7 +243,8 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
     if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, err)) != CK_OK)
         goto out;
-    refs.opts = opts;
+    refs.log = opts ? opts->log : NULL;
+    refs.ov = opts && opts->precision_override.set ? &opts->precision_override : NULL;
     if ((st = train_pair(b, g, &plan, dtype, &hooks, opts ? opts->log : NULL,
                          judge_lowp ? &refs : NULL, &plain, &ckpt, res, err)) != CK_OK)
         goto out;

@@ -149,7 +149,8 @@ static ck_status lanes_begin(lockstep *ls, ck_backend *b, const ck_graph *g, ck_
     }
     /* after the checkpointed run began: its per-step scales tell the references which
      * steps to skip */
-    ls->refs.opts = o->run;
+    ls->refs.log = log;
+    ls->refs.ov = o->run && o->run->precision_override.set ? &o->run->precision_override : NULL;
     if (ls->judge_lowp)
         return ck_lowp_refs_begin(&ls->refs, b, g, &ls->l[0].plan, dtype, &ls->l[0].rec, err);
     return CK_OK;
