@@ -170,6 +170,13 @@ ck_status ck_run_plan_fit(ck_run_plan *p, const ck_graph *g, const ck_run_reques
         }
         goto out;
     }
+    if (full.n_segments == 0) {
+        p->refused = true;
+        snprintf(p->refusal, sizeof p->refusal,
+                 "%s (%s): the case checkpoints no segment: nothing to verify segment by "
+                 "segment", c->path, dt);
+        goto out;
+    }
     const char *why = needs_plain(p, rq);
     if (why) {
         p->refused = true;

@@ -336,6 +336,11 @@ ck_status ck_run_case_segmentwise(ck_backend *b, const ck_graph *g, ck_dtype dty
     if (st != CK_OK)
         goto out;
     const ck_plan *full = &ls.l[0].plan;
+    if (full->n_segments == 0) {
+        st = ck_fail(err, CK_ERR_INPUT, "%s: the case checkpoints no segment: nothing to "
+                                        "verify segment by segment", c->path);
+        goto out;
+    }
     res->n_segments = full->n_segments;
     res->segments = malloc((size_t)(full->n_segments ? full->n_segments : 1) * sizeof *res->segments);
     if (!res->segments) {
