@@ -26,7 +26,8 @@ mismatches (--expect-mismatch 's*.buffer.*'), and gradients and parameters must 
 
 Supported ops: linear, conv1d/2d/3d (any padding, stride, dilation), relu, leaky_relu,
 gelu, tanh, sigmoid, batchnorm (rank 2 to 5), layernorm, max/avgpool1d/2d/3d,
-upsample1d/2d/3d, add, concat, flatten; losses mean, sum, mse, cross_entropy; optimizers
+upsample1d/2d/3d, add, concat, flatten, shared parameters ("share"); losses mean, sum, mse,
+cross_entropy (with label_smoothing); optimizers
 sgd, momentum, adam. dropout and gaussian_noise apply the masks and draws the dump holds
 (random.safetensors), in the original forward and in the recomputation. fp32 dumps only. Exit codes: 0 both replays match, 1 a mismatch (or an
 expected difference that is absent), 2 bad input or usage (one line on stderr).
@@ -95,7 +96,10 @@ class Model:
 
     def layer(self, l, xs, ckpt):
         op, n = l["op"], l["name"]
-        p = lambda k: self.params.get(f"{n}.{k}")  # noqa: E731
+        share = l.get("share") or {}
+        share = {"weight": share} if isinstance(share, str) else share
+        # a shared parameter ("share") is its owner's tensor: autograd adds both uses
+        p = lambda k: self.params.get(share.get(k, f"{n}.{k}"))  # noqa: E731
         x = xs[0]
         if op == "linear":
             return F.linear(x, p("weight"), p("bias"))
@@ -220,7 +224,8 @@ def resolve_segments(case):
 
 
 def loss_of(case, y, target):
-    op = case.get("loss", {"op": "mean"})["op"]
+    loss = case.get("loss", {"op": "mean"})
+    op = loss["op"]
     if op == "mean":
         return y.mean()
     if op == "sum":
@@ -228,7 +233,10 @@ def loss_of(case, y, target):
     if op == "mse":
         return ((y - target) ** 2).mean()
     if op == "cross_entropy":
-        return F.cross_entropy(y, target.long())
+        if "class_dim" in loss or "ignore_index" in loss:
+            raise ReplayError("loss: cross_entropy with class_dim or ignore_index is not replayed")
+        return F.cross_entropy(y, target.long(),
+                               label_smoothing=loss.get("label_smoothing", 0.0))
     raise ReplayError(f"loss {op} is not replayed")
 
 

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "harness/verify/findings.h"
 
@@ -82,10 +83,38 @@ static bool floor_or_recompute_text(const ck_graph *g, const ck_bisect_cause *c,
     }
 }
 
+/* The cause's other layers after its sentence: all of them up to CK_CAUSE_NAMED layers,
+ * else the first CK_CAUSE_NAMED - 2 others and a count. */
+static void append_layers(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n)
+{
+    if (c->n_layers <= 1)
+        return;
+    size_t k = strlen(buf);
+    int others = c->n_layers - 1;
+    int named = c->n_layers <= CK_CAUSE_NAMED ? others : CK_CAUSE_NAMED - 2;
+    if (named > CK_CAUSE_MAX_LAYERS - 1)
+        named = CK_CAUSE_MAX_LAYERS - 1;
+    for (int i = 1; i <= named && k < n; i++) {
+        const char *sep = i == 1 ? "; the same in " : i == named && named == others ? " and " : ", ";
+        k += (size_t)snprintf(buf + k, n - k, "%s`%s`", sep, layer_name(g, c->layers[i]));
+    }
+    if (k < n && named < others)
+        k += (size_t)snprintf(buf + k, n - k, " and %d more like it", others - named);
+    if (k < n)
+        snprintf(buf + k, n - k, " (%d layers)", c->n_layers);
+}
+
+static void cause_sentence(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n);
+
 void ck_bisect_cause_text(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n)
 {
-    if (floor_or_recompute_text(g, c, buf, n))
-        return;
+    if (!floor_or_recompute_text(g, c, buf, n))
+        cause_sentence(g, c, buf, n);
+    append_layers(g, c, buf, n);
+}
+
+static void cause_sentence(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n)
+{
     switch (c->kind) {
     case CK_CAUSE_STATE_UPDATED:
         snprintf(buf, n, "%s `%s` %s updated during recomputation (num_batches_tracked %" PRId64
@@ -129,6 +158,59 @@ void ck_bisect_cause_text(const ck_graph *g, const ck_bisect_cause *c, char *buf
     }
 }
 
+/* Segment s as "2 [l2 .. d2]". */
+static void print_segment(FILE *f, const ck_result *res, int s)
+{
+    fprintf(f, "%d [%s .. %s]", s, layer_name(res->g, res->segments[s].first),
+            layer_name(res->g, res->segments[s].last));
+}
+
+/* The culprit segments of independent set `set` (all of them when set is -1), joined by
+ * ", ". */
+static void print_set(FILE *f, const ck_result *res, int set)
+{
+    const ck_bisect_result *br = res->bisect;
+    int shown = 0;
+    for (int s = 0; s < br->n_segments && s < res->n_segments; s++) {
+        if (!br->culprit[s] || (set >= 0 && br->culprit_set && br->culprit_set[s] != set))
+            continue;
+        fputs(shown++ ? ", " : " ", f);
+        print_segment(f, res, s);
+    }
+}
+
+/* The segment search's finding: one set ("needs segment 2 [..]"), or each independent set
+ * on its own line, up to CK_CAUSE_NAMED of them. */
+static void print_sets(FILE *f, const ck_result *res)
+{
+    const ck_bisect_result *br = res->bisect;
+    int runs = br->search_runs, n = br->culprit_set ? br->n_culprit_sets : 1;
+    fprintf(f, "  segment search (%d checkpointed run%s): ", runs, runs == 1 ? "" : "s");
+    if (n <= 1) {
+        int members = 0;
+        for (int s = 0; s < br->n_segments; s++)
+            members += br->culprit[s];
+        fprintf(f, "the divergence needs segment%s", members > 1 ? "s" : "");
+        print_set(f, res, -1);
+        fputs(br->culprit_set ? "; no other segment diverges\n" : "\n", f);
+        return;
+    }
+    fprintf(f, "each diverges on its own:\n");
+    int shown = n <= CK_CAUSE_NAMED ? n : CK_CAUSE_NAMED - 1;
+    for (int k = 0; k < shown; k++) {
+        int members = 0;
+        for (int s = 0; s < br->n_segments; s++)
+            members += br->culprit[s] && br->culprit_set[s] == k;
+        fprintf(f, "    segment%s", members > 1 ? "s" : "");
+        print_set(f, res, k);
+        fputs(members > 1 ? " together\n" : "\n", f);
+    }
+    if (shown < n)
+        fprintf(f, "    and %d more like it\n", n - shown);
+    if (br->sets_capped)
+        fprintf(f, "    and more: the search stopped after %d\n", n);
+}
+
 void ck_bisect_print_story(FILE *f, const ck_result *res)
 {
     const ck_bisect_result *br = res->bisect;
@@ -144,16 +226,7 @@ void ck_bisect_print_story(FILE *f, const ck_result *res)
         fprintf(f, "  segment search: the case has one segment, [%s .. %s]\n",
                 layer_name(g, res->segments[0].first), layer_name(g, res->segments[0].last));
     } else if (br->searched) {
-        fprintf(f, "  segment search (%d checkpointed run%s): the divergence needs segment%s",
-                br->search_runs, br->search_runs == 1 ? "" : "s", "");
-        int shown = 0;
-        for (int s = 0; s < br->n_segments; s++) {
-            if (!br->culprit[s] || s >= res->n_segments)
-                continue;
-            fprintf(f, "%s %d [%s .. %s]", shown++ ? "," : "", s,
-                    layer_name(g, res->segments[s].first), layer_name(g, res->segments[s].last));
-        }
-        fprintf(f, "\n");
+        print_sets(f, res);
     }
     if (br->step >= 0) {
         fprintf(f, "  first divergent step: %d\n", br->step);

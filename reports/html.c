@@ -3,8 +3,9 @@
  * table, then per case: its outcome, a chart of every tensor's error against its bound
  * (log scale, worst ringed), the loss curves of both runs, the live activation bytes of
  * both runs over their allocator events with the peaks marked, the bisect story and the
- * run metadata. Everything is read from the items' JSON reports, so `run --html` and
- * `merge --html` draw the same page.
+ * run metadata; failing and erroring items come first, in the summary and on the page, and
+ * the Markdown code spans of causes and failure lines are set as code. Everything is read
+ * from the items' JSON reports, so `run --html` and `merge --html` draw the same page.
  */
 #include "reports/run_set.h"
 
@@ -41,6 +42,53 @@ static double jnum(const cJSON *v)
             return -INFINITY;
     }
     return NAN;
+}
+
+/* Escaped text whose Markdown code spans (`name`, as the bisect causes and failure lines
+ * write layer names and policies) become <code> elements; a backtick without its pair is
+ * text. */
+static void add_text_code(ck_strbuf *b, const char *text)
+{
+    const char *s = text ? text : "";
+    while (*s) {
+        const char *open = strchr(s, '`');
+        const char *close = open ? strchr(open + 1, '`') : NULL;
+        size_t plain = close ? (size_t)(open - s) : strlen(s);
+        char *piece = strndup(s, plain);
+        if (!piece) {
+            b->failed = true;
+            return;
+        }
+        ck_sb_add_xml(b, piece);
+        free(piece);
+        if (!close)
+            return;
+        if (!(piece = strndup(open + 1, (size_t)(close - open - 1)))) {
+            b->failed = true;
+            return;
+        }
+        ck_sb_add(b, "<code>");
+        ck_sb_add_xml(b, piece);
+        ck_sb_add(b, "</code>");
+        free(piece);
+        s = close + 1;
+    }
+}
+
+/* Failures first: the items' indexes with every FAIL and ERROR ahead of the others, each
+ * group in the run's order. NULL when out of memory. */
+static int *page_order(const ck_run_set *s)
+{
+    int *order = malloc(((size_t)s->n + 1) * sizeof *order), k = 0;
+    if (!order)
+        return NULL;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->n; i++) {
+            bool failed = s->items[i].status == CK_ITEM_FAIL || s->items[i].status == CK_ITEM_ERROR;
+            if (failed == (pass == 0))
+                order[k++] = i;
+        }
+    return order;
 }
 
 static const char *status_color(ck_item_status st)
@@ -86,11 +134,12 @@ static void memory_cell(ck_strbuf *b, const cJSON *rep)
                jnum(get(mem, "saving")) * 100.0 + 0.0);
 }
 
-static void summary_table(ck_strbuf *b, const ck_run_set *s)
+static void summary_table(ck_strbuf *b, const ck_run_set *s, const int *order)
 {
     ck_sb_add(b, "<table id=\"summary\"><tr><th></th><th>case</th><th>dtype</th><th>backend</th>"
                  "<th>verdict</th><th>peak activations plain &#8594; checkpointed</th><th>outcome</th></tr>\n");
-    for (int i = 0; i < s->n; i++) {
+    for (int k = 0; k < s->n; k++) {
+        int i = order[k];
         const ck_run_item *it = &s->items[i];
         char line[1024];
         ck_item_summary_line(it, line, sizeof line);
@@ -107,7 +156,7 @@ static void summary_table(ck_strbuf *b, const ck_run_set *s)
         ck_sb_add(b, "</td><td>");
         memory_cell(b, it->report);
         ck_sb_add(b, "</td><td>");
-        ck_sb_add_xml(b, it->status == CK_ITEM_PASS ? "" : line);
+        add_text_code(b, it->status == CK_ITEM_PASS ? "" : line);
         ck_sb_add(b, "</td></tr>\n");
     }
     ck_sb_add(b, "</table>\n");
@@ -241,6 +290,39 @@ static void memory_chart(ck_strbuf *b, const cJSON *rep)
     free(yc);
 }
 
+/* The independent culprit sets of the segment search, one item each (up to CK_CAUSE_NAMED,
+ * then a count). A report without `set` members holds one set. */
+static void culprit_sets(ck_strbuf *b, const cJSON *ss)
+{
+    const cJSON *cul = get(ss, "culprit_segments"), *c;
+    int n = cJSON_IsNumber(get(ss, "independent_sets")) ? (int)jnum(get(ss, "independent_sets"))
+                                                         : cJSON_GetArraySize(cul) > 0;
+    int shown = n <= CK_CAUSE_NAMED ? n : CK_CAUSE_NAMED - 1;
+    for (int set = 0; set < shown; set++) {
+        int members = 0;
+        cJSON_ArrayForEach(c, cul) members += !cJSON_IsNumber(get(c, "set")) || (int)jnum(get(c, "set")) == set;
+        if (members == 0)
+            continue;
+        ck_sb_addf(b, "<li>checkpointing segment%s ", members > 1 ? "s" : "");
+        int k = 0;
+        cJSON_ArrayForEach(c, cul) {
+            if (cJSON_IsNumber(get(c, "set")) && (int)jnum(get(c, "set")) != set)
+                continue;
+            ck_sb_addf(b, "%s%d (<code>", k++ ? ", " : "", (int)jnum(get(c, "index")));
+            ck_sb_add_xml(b, jstr(c, "first"));
+            ck_sb_add(b, "</code> &#8230; <code>");
+            ck_sb_add_xml(b, jstr(c, "last"));
+            ck_sb_add(b, "</code>)");
+        }
+        ck_sb_addf(b, " %s %s divergence</li>\n", members > 1 ? "together cause" : "alone causes",
+                   n > 1 ? "a" : "the");
+    }
+    if (shown < n)
+        ck_sb_addf(b, "<li>and %d more like it</li>\n", n - shown);
+    if (cJSON_IsTrue(get(ss, "sets_capped")))
+        ck_sb_addf(b, "<li>and more: the search stopped after %d</li>\n", n);
+}
+
 static void bisect_story(ck_strbuf *b, const cJSON *rep)
 {
     const cJSON *bs = get(rep, "bisect");
@@ -253,15 +335,8 @@ static void bisect_story(ck_strbuf *b, const cJSON *rep)
         ck_sb_add_xml(b, jstr(nf, "verdict"));
         ck_sb_add(b, "</li>\n");
     }
-    const cJSON *cul = get(get(bs, "segment_search"), "culprit_segments"), *c;
-    cJSON_ArrayForEach(c, cul) {
-        ck_sb_add(b, "<li>checkpointing segment ");
-        ck_sb_addf(b, "%d (", (int)jnum(get(c, "index")));
-        ck_sb_add_xml(b, jstr(c, "first"));
-        ck_sb_add(b, " &#8230; ");
-        ck_sb_add_xml(b, jstr(c, "last"));
-        ck_sb_add(b, ") alone causes the divergence</li>\n");
-    }
+    culprit_sets(b, get(bs, "segment_search"));
+    const cJSON *c;
     static const char *const finds[] = {"forward", "backward"};
     for (int k = 0; k < 2; k++) {
         const cJSON *f = get(bs, finds[k]);
@@ -276,7 +351,7 @@ static void bisect_story(ck_strbuf *b, const cJSON *rep)
         if (!cJSON_IsString(c))
             continue;
         ck_sb_add(b, "<li><b>cause:</b> ");
-        ck_sb_add_xml(b, c->valuestring);
+        add_text_code(b, c->valuestring);
         ck_sb_add(b, "</li>\n");
     }
     ck_sb_add(b, "</ul>\n");
@@ -328,7 +403,7 @@ static void case_section(ck_strbuf *b, const ck_run_item *it, int i)
     ck_sb_add(b, "</p>\n");
     if (it->status != CK_ITEM_FAIL || !it->report) { /* a failure's lines follow in red */
         ck_sb_add(b, "<p><b>");
-        ck_sb_add_xml(b, line);
+        add_text_code(b, line);
         ck_sb_add(b, "</b></p>\n");
     }
     if (!it->report) {
@@ -346,7 +421,7 @@ static void case_section(ck_strbuf *b, const ck_run_item *it, int i)
     cJSON_ArrayForEach(f, get(it->report, "failures")) {
         if (cJSON_IsString(f)) {
             ck_sb_add(b, "<p class=\"failure\" style=\"color:#d62728\">");
-            ck_sb_add_xml(b, f->valuestring);
+            add_text_code(b, f->valuestring);
             ck_sb_add(b, "</p>\n");
         }
     }
@@ -388,9 +463,15 @@ char *ck_html_string(const ck_run_set *s)
                rc == 0 ? "PASSED" : rc == 1 ? "FAILED" : "ERROR");
     ck_sb_add_xml(&b, totals);
     ck_sb_add(&b, "</p>\n");
-    summary_table(&b, s);
-    for (int i = 0; i < s->n; i++)
-        case_section(&b, &s->items[i], i);
+    int *order = page_order(s);
+    if (!order) {
+        ck_sb_free(&b);
+        return NULL;
+    }
+    summary_table(&b, s, order);
+    for (int k = 0; k < s->n; k++)
+        case_section(&b, &s->items[order[k]], order[k]);
+    free(order);
     ck_sb_add(&b, "</body></html>");
     if (b.failed) {
         ck_sb_free(&b);

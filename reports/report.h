@@ -86,8 +86,11 @@ void ck_report_print_oneline(FILE *f, const ck_result *r);
 void ck_bisect_print_story(FILE *f, const ck_result *r);
 
 /* One bisect cause (findings.h) as the sentence the story and the JSON report's
- * bisect.causes carry, naming g's layers. */
-#define CK_BISECT_LINE 512
+ * bisect.causes carry, naming g's layers: a cause of several layers names the first with its
+ * evidence, then the others ("; the same in `bn2` and `bn3` (3 layers)"), up to
+ * CK_CAUSE_NAMED of them in all, past that "... and N more like it". */
+#define CK_BISECT_LINE 1024
+#define CK_CAUSE_NAMED 8
 void ck_bisect_cause_text(const ck_graph *g, const ck_bisect_cause *c, char *buf, size_t n);
 
 /* ---- Lines shared by both writers (report_text.c) ---- */

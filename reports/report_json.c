@@ -459,7 +459,11 @@ static void add_bisect(ck_json_builder *b, cJSON *root, const ck_result *r)
         ck_json_add_int(b, o, "index", s);
         ck_json_add_string(b, o, "first", layer_name(r, r->segments[s].first));
         ck_json_add_string(b, o, "last", layer_name(r, r->segments[s].last));
+        ck_json_add_int(b, o, "set", br->culprit_set ? br->culprit_set[s] : 0);
     }
+    ck_json_add_int(b, ss, "independent_sets",
+                    br->culprit_set ? br->n_culprit_sets : br->searched ? 1 : 0);
+    ck_json_add_bool(b, ss, "sets_capped", br->sets_capped);
     if (br->step >= 0)
         ck_json_add_int(b, bs, "step", br->step);
     else
@@ -491,6 +495,18 @@ static void add_bisect(ck_json_builder *b, cJSON *root, const ck_result *r)
         char line[CK_BISECT_LINE];
         ck_bisect_cause_text(r->g, &br->causes[i], line, sizeof line);
         ck_json_add_string(b, causes, NULL, line);
+    }
+    /* per cause: every layer it holds for (kept by name), and how many more */
+    cJSON *cls = ck_json_add_array(b, bs, "cause_layers");
+    for (int i = 0; i < br->n_causes; i++) {
+        const ck_bisect_cause *c = &br->causes[i];
+        cJSON *o = ck_json_add_object(b, cls, NULL);
+        cJSON *names = ck_json_add_array(b, o, "layers");
+        int n = c->n_layers > 0 ? c->n_layers : c->layer >= 0 ? 1 : 0;
+        for (int k = 0; k < n && k < CK_CAUSE_MAX_LAYERS; k++)
+            ck_json_add_string(b, names, NULL,
+                               layer_name(r, c->n_layers > 0 ? c->layers[k] : c->layer));
+        ck_json_add_int(b, o, "more", n > CK_CAUSE_MAX_LAYERS ? n - CK_CAUSE_MAX_LAYERS : 0);
     }
 }
 

@@ -934,6 +934,9 @@ static void build_norm(void)
     p = mkop(CK_OP_GROUPNORM, 2);
     p.groups = 2;
     ADD1("groupnorm 2 groups", p, BO_SHAPE(2, 4, 3, 3), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
+    p.groups = 0; /* the instancenorm spelling: one group per channel, set by the shape rule */
+    ADD1("instancenorm (groupnorm, a group per channel)", p, BO_SHAPE(2, 4, 3, 3), BO_VALS_NORMAL,
+         BO_TRANS, BO_TRANS);
 }
 
 static void build_pool_upsample(void)
@@ -1125,6 +1128,51 @@ void bo_run_dropout_masks(bo_ctx *c)
     free(ones);
 }
 
+/* cross-entropy through ce_forward / ce_backward: class dim 2, an ignore_index and label
+ * smoothing (the spec path a case with any of them takes) */
+static void bo_run_ce_spec(bo_ctx *c, ck_dtype dt, uint64_t seed)
+{
+    const ck_shape ys = BO_SHAPE(3, 4, 6), ts = BO_SHAPE(3, 4);
+    const int64_t nt = ck_shape_numel(&ts);
+    double *vy = draw(ck_shape_numel(&ys), seed + 21, BO_VALS_NORMAL, dt);
+    double *cls = draw(nt, seed, BO_VALS_ZERO, CK_F64);
+    ck_rng_stream s = ck_rng_keyed(seed, CK_RNG_NO_LAYER, CK_PURPOSE_TEST, 21);
+    for (int64_t i = 0; cls && i < nt; i++)
+        cls[i] = (double)ck_rng_below(&s, (uint64_t)i, 6);
+    pair y, t, dy;
+    memset(&y, 0, sizeof y);
+    memset(&t, 0, sizeof t);
+    memset(&dy, 0, sizeof dy);
+    bool ok = vy && cls && pair_make(c, &y, "ce.y", dt, dt, ys, vy) &&
+              pair_make(c, &dy, "ce.dy", dt, dt, ys, NULL) &&
+              pair_make(c, &t, "ce.target", CK_I32, CK_I32, ts, cls);
+    free(vy);
+    free(cls);
+    const ck_loss_spec spec = {CK_LOSS_CROSS_ENTROPY, 2, true, 2, 0.1};
+    ck_error err = {{0}};
+    double lr = 0, lt = 0;
+    char what[96];
+    snprintf(what, sizeof what, "loss cross_entropy dim 2, ignore_index, label_smoothing (%s)",
+             ck_dtype_name(dt));
+    if (ok && (c->ref->ce_forward(c->ref, &spec, &y.r, &t.r, &lr, &err) != CK_OK ||
+               c->b->ce_forward(c->b, &spec, &y.t, &t.t, &lt, &err) != CK_OK)) {
+        result(c, 1, "%s: %s", what, err.msg);
+        ok = false;
+    }
+    if (ok) {
+        result(c, fabs(lr - lt) <= 1e-12 * fmax(1.0, fabs(lr)) ? 0 : 1,
+               "%-60s forward %.17g, ref %.17g", what, lt, lr);
+        if (c->ref->ce_backward(c->ref, &spec, &y.r, &t.r, 1024.0, &dy.r, &err) != CK_OK ||
+            c->b->ce_backward(c->b, &spec, &y.t, &t.t, 1024.0, &dy.t, &err) != CK_OK)
+            result(c, 1, "%s backward: %s", what, err.msg);
+        else
+            compare_class(c, "loss cross_entropy (spec) backward, scale 2^10", &dy, BO_TRANS);
+    }
+    pair_free(&y);
+    pair_free(&t);
+    pair_free(&dy);
+}
+
 void bo_run_losses(bo_ctx *c)
 {
     const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
@@ -1178,6 +1226,7 @@ void bo_run_losses(bo_ctx *c)
             pair_free(&t);
             pair_free(&dy);
         }
+        bo_run_ce_spec(c, dt, seed);
     }
 }
 

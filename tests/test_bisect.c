@@ -1,9 +1,10 @@
 /*
  * Bisect: each canary localised to its layer and cause, the segment search finding the one
- * segment at fault among several that mismatch, a noise floor that explains a whole
- * difference (a test-only backend whose add reduces in an order that changes from call to
- * call), and --verify-recompute catching a recomputation that differs while every gradient
- * agrees.
+ * segment at fault among several that mismatch, every segment that diverges on its own
+ * and every BatchNorm of a model that updates its statistics again, a noise floor that
+ * explains a whole difference (a test-only backend whose add reduces in an order that
+ * changes from call to call), and --verify-recompute catching a recomputation that differs
+ * while every gradient agrees.
  */
 #include <check.h>
 #include <stdio.h>
@@ -184,6 +185,166 @@ START_TEST(segment_search_finds_the_one_segment_at_fault)
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------------------------
+ * Every culprit: two segments that each diverge on their own, and seven BatchNorms that
+ * all update their statistics again
+ * --------------------------------------------------------------------------------------- */
+
+static const char *two_culprits =
+    "{\"name\": \"two\", \"seed\": 5, \"input\": {\"shape\": [4, 8]}, \"layers\": ["
+    "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"a0\", \"op\": \"tanh\"},"
+    "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"a1\", \"op\": \"tanh\"},"
+    "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"d2\", \"op\": \"dropout\", \"rate\": 0.5},"
+    "{\"name\": \"l3\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"a3\", \"op\": \"tanh\"},"
+    "{\"name\": \"l4\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"d4\", \"op\": \"dropout\", \"rate\": 0.5},"
+    "{\"name\": \"out\", \"op\": \"linear\", \"units\": 2}],"
+    "\"loss\": {\"op\": \"mse\"},"
+    "\"checkpoint\": {\"segments\": [[\"l0\", \"a0\"], [\"l1\", \"a1\"], [\"l2\", \"d2\"], [\"l3\", \"a3\"], [\"l4\", \"d4\"]]},"
+    "\"policies\": {\"rng\": \"stateful\"}, \"expect\": \"identical\"}";
+
+/* The story as text. */
+static char *story_of(const ck_result *r)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert(f != NULL);
+    ck_bisect_print_story(f, r);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(segment_search_reports_every_segment_that_diverges_on_its_own)
+{
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, two_culprits);
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert(br->searched);
+    ck_assert_int_eq(br->n_segments, 5);
+    ck_assert_int_eq(br->n_culprit_sets, 2);
+    ck_assert(!br->sets_capped);
+    for (int s = 0; s < 5; s++) {
+        int want = s == 2 || s == 4 ? (s == 2 ? 0 : 1) : -1;
+        ck_assert_msg(br->culprit[s] == (want >= 0) && br->culprit_set[s] == want,
+                      "segment %d: culprit %d set %d", s, br->culprit[s], br->culprit_set[s]);
+    }
+    /* one cause for both dropouts, naming each */
+    ck_assert(has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, "dropout `d2` drew a different mask",
+                        "the same in `d4` (2 layers)"));
+    char *story = story_of(&r);
+    ck_assert_msg(strstr(story, "each diverges on its own:\n    segment 2 [l2 .. d2]\n"
+                                "    segment 4 [l4 .. d4]\n") != NULL, "%s", story);
+    free(story);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* eighteen segments of linear + dropout under the stateful rng: every one diverges */
+START_TEST(segment_search_stops_at_its_cap_and_says_so)
+{
+    char json[8192];
+    size_t k = (size_t)snprintf(json, sizeof json, "{\"name\": \"many\", \"seed\": 4, \"input\": "
+                                                    "{\"shape\": [2, 8]}, \"layers\": [");
+    for (int i = 0; i < 18; i++)
+        k += (size_t)snprintf(json + k, sizeof json - k,
+                              "%s{\"name\": \"l%d\", \"op\": \"linear\", \"units\": 8}, "
+                              "{\"name\": \"d%d\", \"op\": \"dropout\", \"rate\": 0.5}",
+                              i ? ", " : "", i, i);
+    k += (size_t)snprintf(json + k, sizeof json - k, ", {\"name\": \"out\", \"op\": \"linear\", "
+                                                      "\"units\": 2}], \"loss\": {\"op\": \"mse\"}, "
+                                                      "\"train\": {\"steps\": 1}, "
+                                                      "\"checkpoint\": {\"segments\": [");
+    for (int i = 0; i < 18; i++)
+        k += (size_t)snprintf(json + k, sizeof json - k, "%s[\"l%d\", \"d%d\"]", i ? ", " : "", i, i);
+    snprintf(json + k, sizeof json - k, "]}, \"policies\": {\"rng\": \"stateful\"}, "
+                                        "\"expect\": \"identical\"}");
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_text(&bc, json);
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert_int_eq(br->n_culprit_sets, CK_BISECT_MAX_SETS);
+    ck_assert(br->sets_capped);
+    char *story = story_of(&r);
+    ck_assert_msg(strstr(story, "    and 9 more like it\n    and more: the search stopped after 16\n"),
+                  "%s", story);
+    free(story);
+    if (!has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, "`d6` and 9 more like it (16 layers)", NULL))
+        dump_causes(&bc, br);
+    ck_assert(has_cause(&bc, br, CK_CAUSE_RNG_REDRAW, "`d6` and 9 more like it (16 layers)", NULL));
+    ck_result_free(&r);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
+/* conv + batchnorm + relu seven times, the first four in one segment, the other three in a
+ * second */
+static void seven_batchnorms(char *json, size_t cap)
+{
+    size_t k = (size_t)snprintf(json, cap, "{\"name\": \"bn7\", \"seed\": 2, \"input\": {\"shape\": "
+                                           "[2, 3, 6, 6]}, \"layers\": [");
+    for (int i = 0; i < 7; i++)
+        k += (size_t)snprintf(json + k, cap - k,
+                              "%s{\"name\": \"c%d\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3,"
+                              " \"padding\": \"same\"}, {\"name\": \"bn%d\", \"op\": \"batchnorm\"},"
+                              " {\"name\": \"r%d\", \"op\": \"relu\"}",
+                              i ? ", " : "", i, i, i);
+    snprintf(json + k, cap - k,
+             ", {\"name\": \"flat\", \"op\": \"flatten\"}, {\"name\": \"fc\", \"op\": \"linear\", "
+             "\"units\": 3}], \"loss\": {\"op\": \"cross_entropy\"}, \"checkpoint\": {\"segments\": "
+             "[[\"c0\", \"r3\"], [\"c4\", \"r6\"]]}, \"train\": {\"steps\": 1}, "
+             "\"policies\": {\"batchnorm_recompute\": \"update\"}, \"expect\": \"identical\"}");
+}
+
+START_TEST(every_batchnorm_updated_twice_is_named)
+{
+    ck_backend *b = tu_cpu_backend();
+    char json[4096];
+    seven_batchnorms(json, sizeof json);
+    tu_built_case bc;
+    tu_build_text(&bc, json);
+    ck_result r;
+    run_and_bisect(b, &bc, &r);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert_int_eq(br->n_culprit_sets, 2); /* each segment updates its own BatchNorms */
+    const ck_bisect_cause *c = NULL;
+    for (int i = 0; i < br->n_causes; i++)
+        if (br->causes[i].kind == CK_CAUSE_STATE_UPDATED)
+            c = &br->causes[i];
+    if (!c)
+        dump_causes(&bc, br);
+    ck_assert(c != NULL);
+    ck_assert_int_eq(c->n_layers, 7);
+    for (int i = 0; i < 7; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "bn%d", i);
+        ck_assert_str_eq(name_of(&bc, c->layers[i]), want);
+    }
+    ck_assert(has_cause(&bc, br, CK_CAUSE_STATE_UPDATED, "batchnorm `bn0` running_mean updated",
+                        "; the same in `bn1`, `bn2`, `bn3`, `bn4`, `bn5` and `bn6` (7 layers)"));
+    /* past CK_CAUSE_NAMED layers the sentence counts the rest */
+    ck_bisect_cause many = *c;
+    many.n_layers = 12;
+    for (int i = 7; i < 12; i++)
+        many.layers[i] = c->layers[i % 7];
+    char line[CK_BISECT_LINE];
+    ck_bisect_cause_text(&bc.g, &many, line, sizeof line);
+    ck_assert_msg(strstr(line, "; the same in `bn1`, `bn2`, `bn3`, `bn4`, `bn5`, `bn6` and 5 more "
+                               "like it (12 layers)") != NULL, "%s", line);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------
  * Noise floor: a test-only backend whose three-way add changes its summation order on
  * every call, as a GPU reduction with atomics would
@@ -343,6 +504,9 @@ Suite *suite_bisect(void)
     tcase_add_test(tc, batchnorm_canary_is_bisected_to_the_running_statistics);
     tcase_add_test(tc, identical_case_has_nothing_to_explain);
     tcase_add_test(tc, segment_search_finds_the_one_segment_at_fault);
+    tcase_add_test(tc, segment_search_reports_every_segment_that_diverges_on_its_own);
+    tcase_add_test(tc, every_batchnorm_updated_twice_is_named);
+    tcase_add_test(tc, segment_search_stops_at_its_cap_and_says_so);
     tcase_add_test(tc, noise_floor_explains_the_whole_difference);
     tcase_add_test(tc, verify_recompute_catches_a_difference_gradients_miss);
     suite_add_tcase(s, tc);

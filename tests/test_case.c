@@ -66,7 +66,7 @@ static const bad_row bad_rows[] = {
      AT_PARSE},
     {"unknown layer key", HEAD CONV("'filters': 4, 'kernal': 3"),
      "layers[0] (a).kernal: unknown key for conv2d (allowed: name, op, inputs, filters, kernel, "
-     "stride, padding, dilation, bias, init)",
+     "stride, padding, dilation, bias, init, share)",
      AT_PARSE},
     {"option of another op", HEAD "'layers': [{'name': 'a', 'op': 'relu', 'rate': 0.5}]}",
      "layers[0] (a).rate: unknown key for relu", AT_PARSE},
@@ -284,6 +284,60 @@ static const bad_row bad_rows[] = {
      "checkpoint.every: must be a positive integer, got 0", AT_PARSE},
     {"policy none", HEAD ONE_LAYER ", 'checkpoint': {'policy': 'none'}}",
      "checkpoint.policy: must be one of sqrt, got \"none\"", AT_PARSE},
+    /* shared parameters ("share") */
+#define TOK "{'name': 't', 'input': {'shape': [2, 5], 'dist': 'tokens', 'vocab': 7}, "
+#define TIED(share) TOK "'layers': [{'name': 'tok', 'op': 'embedding', 'vocab': 7, 'units': 4}, " \
+    "{'name': 'ln', 'op': 'layernorm', 'normalized_shape': 4}, " \
+    "{'name': 'q', 'op': 'linear', 'units': 4}, " \
+    "{'name': 'head', 'op': 'linear', 'units': 7, 'bias': false, 'share': " share "}], " \
+    "'loss': {'op': 'cross_entropy', 'class_dim': -1}}"
+    {"share of no layer", TIED("'tk.weight'"),
+     "layers[3] (head).share: \"tk.weight\" names no layer of the case (no layer is called \"tk\")",
+     AT_GRAPH},
+    {"share of a missing parameter", TIED("'tok.bias'"),
+     "layers[3] (head).share: layer tok (embedding) has no parameter `bias`", AT_GRAPH},
+    {"share of another shape", TIED("'q.weight'"),
+     "layers[3] (head).share: head.weight is [7, 4] but q.weight is [4, 4]: a shared parameter "
+     "has one shape", AT_GRAPH},
+    {"share of its own parameter", TIED("'head.weight'"),
+     "layers[3] (head).share: \"head.weight\" is a parameter of this layer itself", AT_GRAPH},
+    {"share of a slot the layer lacks", TIED("{'bias': 'q.bias'}"),
+     "layers[3] (head).share.bias: layer head (linear) has no parameter `bias` to share",
+     AT_GRAPH},
+    {"share without a parameter name", TIED("'tok'"),
+     "layers[3] (head).share: must name a parameter of another layer, \"LAYER.weight\"", AT_PARSE},
+    {"share of the wrong type", TIED("['tok.weight']"),
+     "layers[3] (head).share: must be \"LAYER.weight\" (this layer uses the weight of LAYER) or an "
+     "object", AT_PARSE},
+    {"share with an unknown slot", TIED("{'weights': 'tok.weight'}"),
+     "layers[3] (head).share.weights: unknown key (allowed: weight, bias)", AT_PARSE},
+    {"share of nothing", TIED("{}"), "layers[3] (head).share: names no parameter", AT_PARSE},
+    {"share on an op without parameters",
+     HEAD "'layers': [{'name': 'a', 'op': 'relu', 'share': 'b.weight'}]}",
+     "layers[0] (a).share: unknown key for relu", AT_PARSE},
+    {"share of a buffer",
+     "{'name': 't', 'input': {'shape': [2, 3]}, 'layers': [{'name': 'bn', 'op': 'batchnorm'}, "
+     "{'name': 'l', 'op': 'linear', 'units': 3, 'share': {'bias': 'bn.running_mean'}}]}",
+     "layers[1] (l).share.bias: layer bn (batchnorm) has a buffer `running_mean`: only "
+     "parameters (weight, bias) can be shared", AT_GRAPH},
+    {"shares in a cycle",
+     "{'name': 't', 'input': {'shape': [2, 3]}, 'layers': ["
+     "{'name': 'a', 'op': 'linear', 'units': 3, 'share': 'b.weight'}, "
+     "{'name': 'b', 'op': 'linear', 'units': 3, 'share': 'a.weight'}]}",
+     "layers[0] (a).share: the shares form a cycle (a.weight -> b.weight -> a.weight)", AT_GRAPH},
+    /* loss options */
+    {"label_smoothing above 1",
+     TOK "'layers': [{'name': 'tok', 'op': 'embedding', 'vocab': 7, 'units': 4}], "
+     "'loss': {'op': 'cross_entropy', 'label_smoothing': 1.5}}",
+     "loss.label_smoothing: must be", AT_PARSE},
+    {"label_smoothing on mse", HEAD ONE_LAYER ", 'loss': {'op': 'mse', 'label_smoothing': 0.1}}",
+     "loss.label_smoothing: applies only to cross_entropy (this loss is mse)", AT_PARSE},
+    /* instancenorm: groupnorm with one group per channel */
+    {"instancenorm with groups",
+     HEAD "'layers': [{'name': 'n', 'op': 'instancenorm', 'groups': 3}]}",
+     "layers[0] (n).groups: instancenorm has one group per channel", AT_PARSE},
+    {"groupnorm without groups", HEAD "'layers': [{'name': 'n', 'op': 'groupnorm'}]}",
+     "layers[0] (n).groups: required for groupnorm", AT_PARSE},
     /* shapes (found by ck_graph_build) */
     {"add of different shapes",
      HEAD "'layers': [{'name': 'a', 'op': 'conv2d', 'filters': 4, 'kernel': 3}, "
@@ -826,8 +880,8 @@ START_TEST(catalogue_options_match_the_keys_the_parser_accepts)
         *close = '\0';
         char *save = NULL;
         for (char *k = strtok_r(keys, ", ", &save); k; k = strtok_r(NULL, ", ", &save)) {
-            if (!strcmp(k, "name") || !strcmp(k, "op"))
-                continue;
+            if (!strcmp(k, "name") || !strcmp(k, "op") || !strcmp(k, "share"))
+                continue; /* the keys every layer (with parameters) takes */
             if (!strcmp(k, "inputs") && cat[i].kind != CK_OP_ADD && cat[i].kind != CK_OP_CONCAT)
                 continue;
             ck_assert_msg(strstr(cat[i].options, k) != NULL,

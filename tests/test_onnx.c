@@ -236,6 +236,36 @@ START_TEST(gpt_block_matches_pytorch_in_eval_mode)
 }
 END_TEST
 
+/* GPT-2's tied head (nanoGPT): one initializer read by the Gather and the head's MatMul
+ * imports as one parameter, tok.weight, that the head names with "share"; the forward
+ * matches PyTorch's */
+START_TEST(gpt_tied_head_imports_as_a_share_and_matches_pytorch)
+{
+    check_against_pytorch("gpt_tied", false);
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/gpt_tied.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    cJSON *root = NULL;
+    ck_tensorset w;
+    ck_assert_msg(ck_onnx_import(&m, full, NULL, &root, &w, &err) == CK_OK, "%s", err.msg);
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    const cJSON *head = cJSON_GetArrayItem(layers, cJSON_GetArraySize(layers) - 1);
+    const cJSON *share = cJSON_GetObjectItem(head, "share");
+    ck_assert_msg(cJSON_IsString(share) && strcmp(share->valuestring, "tok.weight") == 0,
+                  "the head does not share tok.weight");
+    int n_vocab_sized = 0;
+    for (int i = 0; i < w.n; i++)
+        n_vocab_sized += w.t[i].shape.ndim == 2 && w.t[i].shape.dim[0] == 32 &&
+                         w.t[i].shape.dim[1] == 16;
+    ck_assert_int_eq(n_vocab_sized, 1); /* the [32, 16] weight is written once */
+    cJSON_Delete(root);
+    ck_tensorset_free(&w);
+    ck_onnx_free(&m);
+}
+END_TEST
+
 START_TEST(upmix_matches_pytorch_in_train_mode)
 {
     check_against_pytorch("upmix", false);
@@ -726,6 +756,7 @@ Suite *suite_onnx(void)
     tcase_add_test(tc, upmix_maps_onto_ops);
     tcase_add_test(tc, gpt_block_matches_pytorch_in_train_mode);
     tcase_add_test(tc, gpt_block_matches_pytorch_in_eval_mode);
+    tcase_add_test(tc, gpt_tied_head_imports_as_a_share_and_matches_pytorch);
     tcase_add_test(tc, gpt_block_maps_onto_transformer_ops);
     tcase_add_test(tc, imported_models_checkpoint_bitwise_identically);
     tcase_add_test(tc, keras_upsampling_matches_keras);

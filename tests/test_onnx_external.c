@@ -266,12 +266,69 @@ START_TEST(module_names_come_from_the_exporters_scopes)
 }
 END_TEST
 
+START_TEST(dynamo_module_names_come_from_the_node_metadata)
+{
+    static const struct {
+        const char *scopes, *module;
+    } rows[] = {
+        {"['', 'h.0', 'h.0.attn', 'view_1']", "h.0.attn"},
+        {"['', 'layer1', 'layer1.0', 'layer1.0.bn1', '_native_batch_norm_legit_functional_1']",
+         "layer1.0.bn1"},
+        {"['', 'add_2']", ""},       /* the root module */
+        {"['x']", ""},
+        {"[\"a'b\", 'mean']", "a'b"}, /* Python's repr of a name holding a quote */
+        {"['a\\'b', 'mean']", "a'b"},
+        {"[]", ""},
+        {"", ""},
+        {"['h.0', 'view'", ""},       /* malformed: no closing bracket */
+        {"['h.0' 'view']", ""},
+        {"['h.0', view]", ""},
+        {"['h.0, 'view']", ""},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char out[128];
+        ck_onnx_scopes_module(rows[i].scopes, out, sizeof out);
+        ck_assert_msg(strcmp(out, rows[i].module) == 0, "%s: `%s`, want `%s`", rows[i].scopes,
+                      out, rows[i].module);
+    }
+    char out[64];
+    ck_onnx_scopes_module(NULL, out, sizeof out);
+    ck_assert_str_eq(out, "");
+    /* the committed dynamo export: modules from the metadata, a node the exporter's
+     * optimiser made has none; a TorchScript export's name scopes come first */
+    char path[1100];
+    tu_fixture_path(path, sizeof path, "onnx/corpus/nanogpt_dynamo.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(path, &m, &err) == CK_OK, "%s", err.msg);
+    static const char *const want[][2] = {{"node_view_1", "h.0.attn"},
+                                          {"node_layer_norm", "h.0.ln_1"},
+                                          {"node_softmax_1", "h.1.attn"},
+                                          {"node_Split_79", ""}};
+    int found = 0;
+    for (int i = 0; i < m.n_nodes; i++)
+        for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+            if (strcmp(m.nodes[i].name, want[k][0]) == 0) {
+                ck_onnx_node_module(&m.nodes[i], out, sizeof out);
+                ck_assert_msg(strcmp(out, want[k][1]) == 0, "%s: `%s`", want[k][0], out);
+                found++;
+            }
+    ck_assert_int_eq(found, 4);
+    ck_onnx_node scoped = m.nodes[0];
+    scoped.name = "/blocks.0/attn/Split";
+    ck_onnx_node_module(&scoped, out, sizeof out);
+    ck_assert_str_eq(out, "blocks.0.attn");
+    ck_onnx_free(&m);
+}
+END_TEST
+
 Suite *suite_onnx_external(void)
 {
     Suite *s = suite_create("onnx_external");
     TCase *tc = tcase_create("external");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, external_tensors_are_attached_from_a_buffer_with_bounds_checked);
+    tcase_add_test(tc, dynamo_module_names_come_from_the_node_metadata);
     tcase_add_test(tc, bad_external_data_entries_are_refused_with_one_line);
     tcase_add_test(tc, external_files_are_read_only_inside_the_models_folder);
     tcase_add_test(tc, module_names_come_from_the_exporters_scopes);

@@ -683,7 +683,7 @@ START_TEST(cross_entropy_over_a_class_dim_ignores_positions)
     t[0] = 1;
     t[1] = 0;
     t[2] = 0;
-    ck_loss_spec spec = {CK_LOSS_CROSS_ENTROPY, 2, true, 0};
+    ck_loss_spec spec = {CK_LOSS_CROSS_ENTROPY, 2, true, 0, 0.0};
     spec.ignore_index = 0;
     /* with ignore_index 0 both class-0 positions are ignored: the loss is position 0's */
     double L = 0;
@@ -703,6 +703,71 @@ START_TEST(cross_entropy_over_a_class_dim_ignores_positions)
     tu_tensor_free(ty);
     tu_tensor_free(tt);
     tu_tensor_free(dy);
+}
+END_TEST
+
+/* label smoothing e (PyTorch's): the loss written out for one counted position, and the
+ * gradient against float64 central differences over a class dim with ignored positions */
+START_TEST(cross_entropy_label_smoothing_matches_hand_values_and_differences)
+{
+    const double y[] = {0.0, 1.0, 5.0, -5.0, 2.0, 0.0};
+    ck_tensor *ty = tu_tensor_of("y", CK_F64, SHAPE(1, 3, 2), y);
+    ck_tensor *tt = tu_tensor_new("t", CK_I32, SHAPE(1, 3));
+    int32_t *t = tt->data;
+    t[0] = 1;
+    t[1] = 0;
+    t[2] = 0;
+    ck_loss_spec spec = {CK_LOSS_CROSS_ENTROPY, 2, true, 0, 0.2};
+    double L = 0;
+    ck_error err = {{0}};
+    ck_assert_int_eq(tu_cpu->ce_forward(tu_cpu, &spec, ty, tt, &L, &err), CK_OK);
+    /* position 0 alone: (1 - e) (lse - y1) + e / 2 ((lse - y0) + (lse - y1)) */
+    const double lse = log(1.0 + exp(1.0));
+    const double want = 0.8 * (lse - 1.0) + 0.1 * ((lse - 0.0) + (lse - 1.0));
+    ck_assert_msg(fabs(L - want) < 1e-15, "loss %.17g, want %.17g", L, want);
+    ck_tensor *dy = tu_tensor_new("dy", CK_F64, SHAPE(1, 3, 2));
+    ck_assert_int_eq(tu_cpu->ce_backward(tu_cpu, &spec, ty, tt, 1.0, dy, &err), CK_OK);
+    const double p1 = exp(1.0) / (1.0 + exp(1.0));
+    const double want_dy[] = {(1.0 - p1) - 0.1, p1 - 0.8 - 0.1, 0, 0, 0, 0};
+    tu_assert_values("smoothed cross_entropy gradient", dy, want_dy, 1e-15, 1e-16);
+    tu_tensor_free(ty);
+    tu_tensor_free(tt);
+    tu_tensor_free(dy);
+
+    /* (2, 4 classes, 3) over class dim 1, targets with ignore_index 2, e = 0.1, scale 1.5 */
+    ck_tensor *x = tu_tensor_new("x", CK_F64, SHAPE(2, 4, 3));
+    ck_tensor *tg = tu_tensor_new("t", CK_I32, SHAPE(2, 3));
+    ck_rng_stream s = ck_rng_keyed(9, 0, CK_PURPOSE_TEST, 0);
+    for (int64_t i = 0; i < 24; i++)
+        tu_tset(x, i, 2.0 * ck_rng_normal_f64(&s, (uint64_t)i));
+    const int32_t cls[] = {0, 2, 3, 1, 2, 0};
+    memcpy(tg->data, cls, sizeof cls);
+    ck_loss_spec sp = {CK_LOSS_CROSS_ENTROPY, 1, true, 2, 0.1};
+    ck_tensor *g = tu_tensor_new("g", CK_F64, SHAPE(2, 4, 3));
+    const double scale = 1.5, h = 1e-6;
+    ck_assert_int_eq(tu_cpu->ce_backward(tu_cpu, &sp, x, tg, scale, g, &err), CK_OK);
+    for (int64_t i = 0; i < 24; i++) {
+        double v = tu_tget(x, i), lp, lm;
+        tu_tset(x, i, v + h);
+        ck_assert_int_eq(tu_cpu->ce_forward(tu_cpu, &sp, x, tg, &lp, &err), CK_OK);
+        tu_tset(x, i, v - h);
+        ck_assert_int_eq(tu_cpu->ce_forward(tu_cpu, &sp, x, tg, &lm, &err), CK_OK);
+        tu_tset(x, i, v);
+        double numeric = scale * (lp - lm) / (2.0 * h);
+        ck_assert_msg(fabs(tu_tget(g, i) - numeric) <= 1e-7 + 1e-5 * fabs(numeric),
+                      "dy[%lld] = %.12g, central difference %.12g", (long long)i, tu_tget(g, i),
+                      numeric);
+    }
+    /* label_smoothing 0 is the plain loss bit for bit */
+    double l0, l_plain;
+    sp.label_smoothing = 0.0;
+    ck_assert_int_eq(tu_cpu->ce_forward(tu_cpu, &sp, x, tg, &l0, &err), CK_OK);
+    ck_loss_spec plain = {CK_LOSS_CROSS_ENTROPY, 1, true, 2, 0.0};
+    ck_assert_int_eq(tu_cpu->ce_forward(tu_cpu, &plain, x, tg, &l_plain, &err), CK_OK);
+    ck_assert(l0 == l_plain);
+    tu_tensor_free(x);
+    tu_tensor_free(tg);
+    tu_tensor_free(g);
 }
 END_TEST
 
@@ -867,6 +932,7 @@ Suite *suite_ops_transformer(void)
     tcase_add_test(tc, attention_is_causal_and_its_dropout_follows_the_stream);
     tcase_add_test(tc, embedding_rejects_ids_outside_the_vocabulary);
     tcase_add_test(tc, cross_entropy_over_a_class_dim_ignores_positions);
+    tcase_add_test(tc, cross_entropy_label_smoothing_matches_hand_values_and_differences);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("cases");

@@ -4,6 +4,8 @@
  * Plan: the trainings it says it will run are the ones that run (counted by the one
  * training entry), for the default, --verify-recompute, --against, --precision-check off,
  * a tolerance override, a noise floor and --bisect on an identical and a mismatching case.
+ * Progress: every training of a low-precision case (fp32 reference, calibration runs) is
+ * named, and the fraction of the case's work counts them and never goes back.
  * Wire: a result encoded and decoded renders the same JSON report and text, byte for
  * byte, for plain, low-precision, bisected, cross-backend and recompute-checked runs; every
  * shortened, lengthened or altered encoding is refused with one line.
@@ -109,6 +111,67 @@ START_TEST(plan_says_which_trainings_run)
     }
     tu_free_built(&bc);
     ref->destroy(ref);
+    b->destroy(b);
+}
+END_TEST
+
+/* Every progress event of a case: which trainings it named and whether the fraction of
+ * the case's work ever went back or past 1. */
+typedef struct {
+    char labels[8][32];
+    int n_labels, events, n_runs;
+    double last, first_ref;
+    bool went_back;
+} progress_seen;
+
+static void record_progress(void *user, const ck_progress_info *in)
+{
+    progress_seen *ps = user;
+    ps->events++;
+    ps->n_runs = in->n_runs;
+    if (in->fraction < ps->last || in->fraction > 1.0)
+        ps->went_back = true;
+    ps->last = in->fraction;
+    int k = 0;
+    while (k < ps->n_labels && strcmp(ps->labels[k], in->run_label) != 0)
+        k++;
+    if (k == ps->n_labels && k < 8) {
+        snprintf(ps->labels[k], sizeof ps->labels[k], "%s", in->run_label);
+        ps->n_labels++;
+        if (strcmp(in->run_label, "fp32 reference") == 0)
+            ps->first_ref = in->fraction;
+    }
+}
+
+START_TEST(progress_names_the_reference_and_calibration_runs)
+{
+    ck_backend *b = tu_cpu_backend();
+    tu_built_case bc;
+    tu_build_file(&bc, "cnn_bn.json");
+    static const char *const want[] = {"plain", "checkpointed", "fp32 reference",
+                                       "calibration 1/3", "calibration 2/3", "calibration 3/3"};
+    for (int low = 0; low < 2; low++) {
+        progress_seen ps = {.n_labels = 0};
+        ck_case_run_opts ro = {.progress = record_progress, .progress_user = &ps};
+        ck_result r;
+        ck_error err;
+        ck_assert_msg(ck_run_case_ex(b, &bc.g, low ? CK_F16 : CK_F32, &ro, &r, &err) == CK_OK,
+                      "%s", err.msg);
+        int n = low ? 6 : 2;
+        ck_assert_msg(ps.n_labels == n && ps.n_runs == n, "%s: %d runs named, %d said",
+                      low ? "fp16" : "fp32", ps.n_labels, ps.n_runs);
+        for (int k = 0; k < n; k++)
+            ck_assert_msg(strcmp(ps.labels[k], want[k]) == 0, "run %d named \"%s\", want \"%s\"",
+                          k, ps.labels[k], want[k]);
+        ck_assert_msg(!ps.went_back, "the fraction went back or past 1");
+        /* the references take their share: the last event is the end of the last run */
+        ck_assert_msg(ps.last > 0.99, "the case ends at fraction %g", ps.last);
+        if (low) /* step 0 of the reference starts after two fifths of step 0 */
+            ck_assert_msg(ps.first_ref < 0.5 / bc.cs.steps,
+                          "the reference starts at %g of %d steps", ps.first_ref, bc.cs.steps);
+        ck_result_free(&r);
+    }
+    tu_free_built(&bc);
     b->destroy(b);
 }
 END_TEST
@@ -335,6 +398,16 @@ START_TEST(out_of_range_fields_are_refused)
     assert_refused(&bc.g, r, "cause.layer");
     r->bisect->causes[0].layer = saved;
 
+    saved = r->bisect->culprit_set[0];
+    r->bisect->culprit_set[0] = CK_BISECT_MAX_SETS; /* beyond the sets there can be */
+    assert_refused(&bc.g, r, "bisect.culprit_set");
+    r->bisect->culprit_set[0] = saved;
+
+    saved = r->bisect->causes[0].n_layers;
+    r->bisect->causes[0].n_layers = bc.g.n + 1; /* more layers than the graph has */
+    assert_refused(&bc.g, r, "cause.n_layers");
+    r->bisect->causes[0].n_layers = saved;
+
     saved = r->first_divergence;
     r->first_divergence = r->n_tensors;
     assert_refused(&bc.g, r, "first_divergence");
@@ -437,6 +510,7 @@ Suite *suite_run_plan(void)
     TCase *tc = tcase_create("plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, plan_says_which_trainings_run);
+    tcase_add_test(tc, progress_names_the_reference_and_calibration_runs);
     tcase_add_test(tc, noise_floor_of_a_deterministic_case_is_one_more_plain_run);
     tcase_add_test(tc, bisect_on_mismatch_runs_only_where_the_runs_part);
     tcase_add_test(tc, an_error_names_the_training_it_came_from);

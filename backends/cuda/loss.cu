@@ -202,7 +202,8 @@ ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
 }
 
 /*
- * CUDA cross-entropy over a class dim with ignore_index (backends/ref/loss.c):
+ * CUDA cross-entropy over a class dim with ignore_index and label smoothing
+ * (backends/ref/loss.c):
  * one thread per position computes its term; one thread then sums the terms in position
  * order, the reference's order, so the loss is the reference's bit for bit when the
  * per-position exp/log agree.
@@ -221,41 +222,56 @@ static __device__ void ce_terms(ck_dv y, int64_t base, int64_t C, int64_t inner,
     *lse = log(s);
 }
 
-static __global__ void ce_term_kernel(double *terms, ck_dv y, const int32_t *t, int64_t outer, int64_t C,
-                               int64_t inner, long long ignore)
+/* smooth (NULL without label smoothing): the position's -sum_c log p_c */
+static __global__ void ce_term_kernel(double *terms, double *smooth, ck_dv y, const int32_t *t,
+                                      int64_t outer, int64_t C, int64_t inner, long long ignore)
 {
     CK_GRID_STRIDE(r, outer * inner)
     {
         const int32_t cls = t[r];
         if ((long long)cls == ignore) {
             terms[r] = 0.0;
+            if (smooth)
+                smooth[r] = 0.0;
             continue;
         }
         const int64_t base = (r / inner) * C * inner + r % inner;
         double m, lse;
         ce_terms(y, base, C, inner, &m, &lse);
         terms[r] = m + lse - ck_ld(y, base + (int64_t)cls * inner);
+        if (smooth) {
+            double s = 0.0;
+            for (int64_t c = 0; c < C; c++)
+                s = __dadd_rn(s, m + lse - ck_ld(y, base + c * inner));
+            smooth[r] = s;
+        }
     }
 }
 
-static __global__ void ce_sum_kernel(double *out, const double *terms, const int32_t *t, int64_t n,
-                              long long ignore)
+static __global__ void ce_sum_kernel(double *out, const double *terms, const double *smooth,
+                                     const int32_t *t, int64_t n, long long ignore,
+                                     double smoothing, int64_t C)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0)
         return;
-    double s = 0.0;
+    double s = 0.0, u = 0.0;
     int64_t count = 0;
     for (int64_t i = 0; i < n; i++)
         if ((long long)t[i] != ignore) {
             s = __dadd_rn(s, terms[i]);
+            if (smooth)
+                u = __dadd_rn(u, smooth[i]);
             count++;
         }
     out[0] = s / (double)count;
+    if (smooth) /* the reference's (1 - e) nll + e / C smooth, each a mean over count */
+        out[0] = (1.0 - smoothing) * out[0] + smoothing / (double)C * (u / (double)count);
     out[1] = (double)count;
 }
 
 static __global__ void ce_grad_kernel(ck_dv dy, ck_dv y, const int32_t *t, int64_t outer, int64_t C,
-                               int64_t inner, long long ignore, const double *count, double scale)
+                               int64_t inner, long long ignore, const double *count, double scale,
+                               double smoothing)
 {
     CK_GRID_STRIDE(r, outer * inner)
     {
@@ -269,9 +285,17 @@ static __global__ void ce_grad_kernel(ck_dv dy, ck_dv y, const int32_t *t, int64
         const double g = scale / count[1];
         double m, lse;
         ce_terms(y, base, C, inner, &m, &lse);
+        if (smoothing == 0.0) {
+            for (int64_t c = 0; c < C; c++)
+                ck_st(dy, base + c * inner,
+                      g * (exp(ck_ld(y, base + c * inner) - m - lse) - (c == cls ? 1.0 : 0.0)));
+            continue;
+        }
+        const double on = 1.0 - smoothing, uniform = smoothing / (double)C;
         for (int64_t c = 0; c < C; c++)
             ck_st(dy, base + c * inner,
-                  g * (exp(ck_ld(y, base + c * inner) - m - lse) - (c == cls ? 1.0 : 0.0)));
+                  g * (exp(ck_ld(y, base + c * inner) - m - lse) - (c == cls ? on : 0.0) -
+                       uniform));
     }
 }
 
@@ -301,14 +325,20 @@ ck_status cuda_ce_forward(ck_cuda *cu, const ck_loss_spec *loss, const ck_tensor
     const int64_t n = outer * inner;
     CK_TRY(ce_host_targets(cu, loss, target, n, C, err));
     const long long ignore = loss->has_ignore ? (long long)loss->ignore_index : LLONG_MIN;
-    ck_dev_buf terms, res;
+    const double e = loss->label_smoothing;
+    ck_dev_buf terms, smooth, res;
     CK_TRY(terms.alloc(cu, sizeof(double) * (size_t)(n ? n : 1), "cross-entropy terms", err));
+    if (e != 0.0)
+        CK_TRY(smooth.alloc(cu, sizeof(double) * (size_t)(n ? n : 1), "label-smoothing terms",
+                            err));
     CK_TRY(res.alloc(cu, 2 * sizeof(double), "cross-entropy result", err));
+    double *sm = e != 0.0 ? smooth.as<double>() : NULL;
     ce_term_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-        terms.as<double>(), ck_view(y), (const int32_t *)target->data, outer, C, inner, ignore);
+        terms.as<double>(), sm, ck_view(y), (const int32_t *)target->data, outer, C, inner,
+        ignore);
     CK_LAUNCH_CHECK();
-    ce_sum_kernel<<<1, 1, 0, cu->stream>>>(res.as<double>(), terms.as<double>(),
-                                           (const int32_t *)target->data, n, ignore);
+    ce_sum_kernel<<<1, 1, 0, cu->stream>>>(res.as<double>(), terms.as<double>(), sm,
+                                           (const int32_t *)target->data, n, ignore, e, C);
     CK_LAUNCH_CHECK();
     double h[2];
     CK_CUDA_CHECK(cudaMemcpyAsync(h, res.p, sizeof h, cudaMemcpyDeviceToHost, cu->stream));
@@ -326,18 +356,24 @@ ck_status cuda_ce_backward(ck_cuda *cu, const ck_loss_spec *loss, const ck_tenso
     CK_TRY(ce_host_targets(cu, loss, target, n, C, err));
     CK_TRY(ck_opc_loss_dy(CK_LOSS_CROSS_ENTROPY, y, dy, err));
     const long long ignore = loss->has_ignore ? (long long)loss->ignore_index : LLONG_MIN;
-    ck_dev_buf terms, res;
+    const double e = loss->label_smoothing;
+    ck_dev_buf terms, smooth, res;
     CK_TRY(terms.alloc(cu, sizeof(double) * (size_t)(n ? n : 1), "cross-entropy terms", err));
+    if (e != 0.0)
+        CK_TRY(smooth.alloc(cu, sizeof(double) * (size_t)(n ? n : 1), "label-smoothing terms",
+                            err));
     CK_TRY(res.alloc(cu, 2 * sizeof(double), "cross-entropy result", err));
+    double *sm = e != 0.0 ? smooth.as<double>() : NULL;
     ce_term_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
-        terms.as<double>(), ck_view(y), (const int32_t *)target->data, outer, C, inner, ignore);
+        terms.as<double>(), sm, ck_view(y), (const int32_t *)target->data, outer, C, inner,
+        ignore);
     CK_LAUNCH_CHECK();
-    ce_sum_kernel<<<1, 1, 0, cu->stream>>>(res.as<double>(), terms.as<double>(),
-                                           (const int32_t *)target->data, n, ignore);
+    ce_sum_kernel<<<1, 1, 0, cu->stream>>>(res.as<double>(), terms.as<double>(), sm,
+                                           (const int32_t *)target->data, n, ignore, e, C);
     CK_LAUNCH_CHECK();
     ce_grad_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(
         ck_view(dy), ck_view(y), (const int32_t *)target->data, outer, C, inner, ignore,
-        res.as<double>(), scale);
+        res.as<double>(), scale, e);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }

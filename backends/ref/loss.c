@@ -135,8 +135,8 @@ ck_status ref_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tens
 }
 
 /*
- * Cross-entropy over a class dim with ignore_index (PyTorch F.cross_entropy, reduction
- * mean, no weights, no label smoothing), in double (wide_kernels.h).
+ * Cross-entropy over a class dim with ignore_index and label smoothing (PyTorch
+ * F.cross_entropy, reduction mean, no weights), in double (wide_kernels.h).
  */
 #include "backends/ref/wide_scope.h"
 
@@ -155,9 +155,9 @@ static void terms(const double *y, int64_t C, int64_t inner, double *max, double
 }
 
 double f64_ce_loss(const double *y, const int32_t *t, int64_t outer, int64_t C, int64_t inner,
-                   int64_t ignore_index)
+                   int64_t ignore_index, double smoothing)
 {
-    double sum = 0.0;
+    double sum = 0.0, smooth = 0.0; /* sum of -log p_target; of -sum_c log p_c */
     int64_t count = 0;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
@@ -168,13 +168,19 @@ double f64_ce_loss(const double *y, const int32_t *t, int64_t outer, int64_t C, 
             double m, lse;
             terms(yr, C, inner, &m, &lse);
             sum += m + lse - yr[(int64_t)cls * inner];
+            if (smoothing != 0.0)
+                for (int64_t c = 0; c < C; c++)
+                    smooth += m + lse - yr[c * inner];
             count++;
         }
+    if (smoothing != 0.0) /* PyTorch's (1 - e) nll + e / C smooth, each a mean over count */
+        return (1.0 - smoothing) * (sum / (double)count) +
+               smoothing / (double)C * (smooth / (double)count);
     return sum / (double)count; /* 0/0 = NaN when all are ignored, as PyTorch */
 }
 
 void f64_ce_grad(double *dy, const double *y, const int32_t *t, int64_t outer, int64_t C,
-                 int64_t inner, int64_t ignore_index, double scale)
+                 int64_t inner, int64_t ignore_index, double smoothing, double scale)
 {
     int64_t count = 0;
     for (int64_t j = 0; j < outer * inner; j++)
@@ -192,8 +198,15 @@ void f64_ce_grad(double *dy, const double *y, const int32_t *t, int64_t outer, i
             }
             double m, lse;
             terms(yr, C, inner, &m, &lse);
+            if (smoothing == 0.0) {
+                for (int64_t c = 0; c < C; c++)
+                    dr[c * inner] = gsc * (exp(yr[c * inner] - m - lse) - (c == cls ? 1.0 : 0.0));
+                continue;
+            }
+            const double on = 1.0 - smoothing, uniform = smoothing / (double)C;
             for (int64_t c = 0; c < C; c++)
-                dr[c * inner] = gsc * (exp(yr[c * inner] - m - lse) - (c == cls ? 1.0 : 0.0));
+                dr[c * inner] =
+                    gsc * (exp(yr[c * inner] - m - lse) - (c == cls ? on : 0.0) - uniform);
         }
 }
 
@@ -211,7 +224,8 @@ ck_status ref_ce_forward(const ck_loss_spec *loss, const ck_tensor *y, const ck_
     const double *yv = ref_scope_in(&s, y);
     if (s.st == CK_OK)
         *out = f64_ce_loss(yv, target->data, outer, C, inner,
-                           loss->has_ignore ? loss->ignore_index : INT64_MIN);
+                           loss->has_ignore ? loss->ignore_index : INT64_MIN,
+                           loss->label_smoothing);
     return ref_scope_end(&s, true);
 }
 
@@ -228,6 +242,7 @@ ck_status ref_ce_backward(const ck_loss_spec *loss, const ck_tensor *y, const ck
     double *d = ref_scope_out(&s, dy);
     if (s.st == CK_OK)
         f64_ce_grad(d, yv, target->data, outer, C, inner,
-                    loss->has_ignore ? loss->ignore_index : INT64_MIN, scale);
+                    loss->has_ignore ? loss->ignore_index : INT64_MIN, loss->label_smoothing,
+                    scale);
     return ref_scope_end(&s, true);
 }

@@ -99,15 +99,16 @@ void f64_upsample_linear_bwd(double *dx, const double *dy, const ck_lerp_geom *g
 void f64_pool_fwd(double *y, const double *x, const ck_pool_pad_geom *g);
 void f64_pool_bwd(double *dx, const double *dy, const double *x, const ck_pool_pad_geom *g);
 
-/* ---- cross entropy with a class dim and ignore_index ----
+/* ---- cross entropy with a class dim, ignore_index and label smoothing ----
  * logits viewed (outer, C, inner) with the class dim in the middle; target (outer, inner)
  * i32. Positions whose target == ignore_index count for nothing; the loss is the mean over
  * the others (NaN when every position is ignored, as PyTorch). Every other target must be
- * in [0, C) (checked by the caller). */
+ * in [0, C) (checked by the caller). With smoothing e (PyTorch's label_smoothing): (1 - e)
+ * times that mean plus e / C times the mean over the same positions of -sum_c log p_c. */
 double f64_ce_loss(const double *y, const int32_t *t, int64_t outer, int64_t C, int64_t inner,
-                   int64_t ignore_index);
-/* dy = scale dL/dy (overwrites) */
+                   int64_t ignore_index, double smoothing);
+/* dy = scale dL/dy (overwrites): scale / count (p_c - (1 - e) [c == t] - e / C) */
 void f64_ce_grad(double *dy, const double *y, const int32_t *t, int64_t outer, int64_t C,
-                 int64_t inner, int64_t ignore_index, double scale);
+                 int64_t inner, int64_t ignore_index, double smoothing, double scale);
 
 #endif

@@ -120,10 +120,13 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
         ck_json_add_string(&jb, jc, "file", g->cs->path);
         cJSON *jentries = ck_json_add_array(&jb, jc, "entries");
         char shown_path[1024];
+        ck_text_escape(g->cs->path, shown_path, sizeof shown_path);
+        const char *shown = shown_path, *slash = strrchr(shown_path, '/');
+        if (strlen(g->cs->name) + strlen(shown_path) + 4 > 80 && slash) /* as progress does */
+            shown = slash + 1;
         if (!o->quiet)
             printf("%s (%s):\n  float64 central differences (eps %g), |a - n| <= %g + %g |n|,\n"
-                   "  up to %d elements per tensor\n", g->cs->name,
-                   ck_text_escape(g->cs->path, shown_path, sizeof shown_path), go.eps, go.atol,
+                   "  up to %d elements per tensor\n", g->cs->name, shown, go.eps, go.atol,
                    go.rtol, go.max_samples);
         if (!o->quiet)
             printf("  %-27s %-18s %7s %9s %8s\n", "layer (op)", "tensor", "checked",

@@ -171,6 +171,7 @@ typedef struct {
     const ck_case *c;
     const char *dump_dir;
     FILE *out, *errf;
+    ck_progress *prog; /* the live line on a terminal (NULL: none) */
 } stage_words;
 
 static void on_stage(void *user, ck_stage stage, bool done)
@@ -178,6 +179,14 @@ static void on_stage(void *user, ck_stage stage, bool done)
     stage_words *w = user;
     if (stage == CK_STAGE_PLAIN_VS_CHECKPOINTED && done && w->dump_dir && !w->o->quiet)
         fprintf(w->out, "dump: %s/manifest.json\n", w->dump_dir);
+    /* on a terminal the live line says which stage runs; elsewhere bisect gets a line */
+    static const char *const live[CK_STAGE_KINDS] = {
+        [CK_STAGE_VERIFY_RECOMPUTE] = "verifying the recomputation",
+        [CK_STAGE_VS_BACKEND] = "against the other backend", [CK_STAGE_BISECT] = "bisecting"};
+    if (!done && w->prog && w->prog->tty && live[stage]) {
+        ck_progress_stage(w->prog, live[stage]);
+        return;
+    }
     if (stage == CK_STAGE_BISECT && !done && !w->o->quiet && (w->o->force_bisect || w->o->bisect))
         fprintf(w->errf, "%s: bisecting\n", w->c->name);
 }
@@ -208,7 +217,8 @@ static ck_status execute_item(const ck_run_opts *o, ck_backend *b, ck_backend *r
     }
     if (!o->quiet)
         ck_cli_note_segmentwise(errf, c, &plan, &rq, limit_what);
-    stage_words words = {.o = o, .c = c, .dump_dir = rq.run.dump_dir, .out = out, .errf = errf};
+    stage_words words = {.o = o, .c = c, .dump_dir = rq.run.dump_dir, .out = out, .errf = errf,
+                         .prog = prog};
     ck_cli_clear_algo_records(b);
     ck_status st = ck_run_plan_execute(&plan, &rq, b, ref, g, on_stage, &words, oc, &err);
     if (st == CK_OK)

@@ -24,25 +24,28 @@ void ck_progress_init(ck_progress *p, bool quiet, int total)
     p->t_start = now_s();
 }
 
-/* "  ETA 12s" from the cases done plus the fraction of this one, against their time */
-static void eta_text(const ck_progress *p, double t, double frac, char *eta, size_t n)
-{
-    double elapsed = t - p->t_start;
-    double done = (p->k - 1) + (frac > 0 && frac <= 1 ? frac : 0);
-    eta[0] = '\0';
-    if (done > 0.05)
-        snprintf(eta, n, "  ETA %.0fs", elapsed / done * (p->total - done));
-}
-
+/* The line is "[k/n] LABEL DTYPE  WHAT  3.2s  ETA 12s" in at most 79 columns (one terminal
+ * line, the cursor after it): the case's name gives way first (down to 8 characters), then
+ * WHAT, so the dtype, the time and the ETA always show. */
 static void draw(ck_progress *p, const char *what, double frac)
 {
-    double t = now_s();
-    char eta[32];
-    eta_text(p, t, frac, eta, sizeof eta);
-    char line[256];
-    snprintf(line, sizeof line, "[%d/%d] %s  %s  %.1fs%s", p->k, p->total, p->label, what,
-             t - p->t_case, eta);
-    line[79] = '\0'; /* one terminal line */
+    double t = now_s(), elapsed = t - p->t_start;
+    /* cases done plus the fraction of this one, against the time they took */
+    double done = (p->k - 1) + (frac > 0 && frac <= 1 ? frac : 0);
+    char eta[32] = "";
+    if (done > 0.05)
+        snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / done * (p->total - done));
+    char head[32], timing[64];
+    int nh = snprintf(head, sizeof head, "[%d/%d] ", p->k, p->total);
+    int nt = snprintf(timing, sizeof timing, "  %.1fs%s", t - p->t_case, eta);
+    int nd = (int)strlen(p->dtype) + 1, nl = (int)strlen(p->label), nw = (int)strlen(what);
+    int room = 79 - nh - nd - nt - 2; /* for the name and WHAT */
+    int name = nl + nw <= room ? nl : room - nw >= 8 ? room - nw : nl < 8 ? nl : 8;
+    int wroom = room - name > 0 ? room - name : 0;
+    char line[512];
+    snprintf(line, sizeof line, "%s%.*s%s %s  %.*s%s", head, name < nl ? name - 1 : name,
+             p->label, name < nl ? "~" : "", p->dtype, nw <= wroom ? nw : wroom, what, timing);
+    line[79] = '\0';
     fprintf(stderr, "\r%s\033[K", line);
     fflush(stderr);
     p->drawn = true;
@@ -59,7 +62,8 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
     char sn[128], sf[1024];
     ck_text_escape(name, sn, sizeof sn);
     ck_text_escape(file, sf, sizeof sf);
-    snprintf(p->label, sizeof p->label, "%.120s %.16s", sn, dtype);
+    snprintf(p->label, sizeof p->label, "%s", sn);
+    snprintf(p->dtype, sizeof p->dtype, "%s", dtype);
     if (p->quiet)
         return;
     if (!p->tty) {
@@ -74,33 +78,26 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
     draw(p, "starting", 0.0);
 }
 
-static double fraction(const ck_progress_info *info, double pos)
-{
-    return ((double)info->run * info->steps + info->step + pos) /
-           ((double)info->n_runs * (info->steps > 0 ? info->steps : 1));
-}
-
-/* Elsewhere than a terminal: a line when a run has finished a step, if the last line is
- * CK_PROGRESS_LOG_S old (short cases print none). */
+/* Elsewhere than a terminal: a line when a training has finished a step, if the last line
+ * is CK_PROGRESS_LOG_S old (short cases print none). */
 static void log_step(ck_progress *p, const ck_progress_info *info)
 {
-    bool moved = info->run != p->last_run || info->step != p->last_step;
-    if (moved && p->last_run >= 0) {
+    if ((info->run != p->last_run || info->step != p->last_step) && p->last_run >= 0) {
         double t = now_s();
         if (t - p->t_logged >= CK_PROGRESS_LOG_S) {
-            ck_progress_info done = *info;
-            done.run = p->last_run;
-            done.step = p->last_step;
-            char eta[32];
-            eta_text(p, t, fraction(&done, 1.0), eta, sizeof eta);
-            fprintf(stderr, "  %s step %d/%d done  %.0fs%s\n", p->last_label,
-                    p->last_step + 1, info->steps, t - p->t_case, eta);
+            double done = (p->k - 1) + p->last_fraction, elapsed = t - p->t_start;
+            char eta[32] = "";
+            if (done > 0.05)
+                snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / done * (p->total - done));
+            fprintf(stderr, "  %s step %d/%d done  %.0fs%s\n", p->last_label, p->last_step + 1,
+                    info->steps, t - p->t_case, eta);
             fflush(stderr);
             p->t_logged = t;
         }
     }
     p->last_run = info->run;
     p->last_step = info->step;
+    p->last_fraction = info->fraction;
     snprintf(p->last_label, sizeof p->last_label, "%s", info->run_label);
 }
 
@@ -116,12 +113,17 @@ void ck_progress_update(void *user, const ck_progress_info *info)
     if (p->drawn && now_s() - p->t_drawn < 0.1)
         return;
     char what[128];
-    snprintf(what, sizeof what, "%s step %d/%d  %s%s %d/%d", info->run_label, info->step + 1,
-             info->steps, info->backward ? "backward" : "forward",
-             info->recompute ? " (recompute)" : "", info->layer + 1, info->n_layers);
-    double per_step = info->n_layers > 0 ? 2.0 * info->n_layers : 1.0;
-    double pos = info->backward ? 2.0 * info->n_layers - info->layer : info->layer;
-    draw(p, what, fraction(info, pos / per_step));
+    snprintf(what, sizeof what, "%s step %d/%d  %s %d/%d", info->run_label, info->step + 1,
+             info->steps, info->backward ? "backward" : info->recompute ? "recompute" : "forward",
+             info->layer + 1, info->n_layers);
+    draw(p, what, info->fraction);
+}
+
+void ck_progress_stage(ck_progress *p, const char *what)
+{
+    if (p->quiet || !p->tty)
+        return;
+    draw(p, what, 1.0);
 }
 
 void ck_progress_done(ck_progress *p)

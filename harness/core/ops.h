@@ -164,12 +164,14 @@ typedef enum {
 
 /* The loss as the backends' loss entries see it (backend.h, ce_forward/ce_backward and
  * supports_loss): cross-entropy over class_dim (resolved >= 0; 1 is PyTorch's layout)
- * whose positions with target == ignore_index count for nothing. */
+ * whose positions with target == ignore_index count for nothing, with label_smoothing e
+ * (PyTorch's: each counted position's target is (1 - e) one-hot + e / C uniform). */
 typedef struct {
     ck_loss_kind kind;
     int class_dim;
     bool has_ignore;
     int64_t ignore_index;
+    double label_smoothing; /* 0 (the default) to 1 */
 } ck_loss_spec;
 
 typedef enum {

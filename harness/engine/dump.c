@@ -345,6 +345,8 @@ ck_status ck_manifest_describe(ck_manifest *m, const ck_graph *g, const ck_plan 
         cJSON_AddNumberToObject(loss, "ignore_index", (double)g->loss_spec.ignore_index);
     else
         cJSON_AddNullToObject(loss, "ignore_index");
+    if (g->loss_spec.label_smoothing != 0.0) /* written only when set */
+        cJSON_AddNumberToObject(loss, "label_smoothing", g->loss_spec.label_smoothing);
     cJSON *in = cJSON_AddObjectToObject(cfg, "input");
     cJSON_AddStringToObject(in, "dist", c->input_dist == CK_DIST_TOKENS   ? "tokens"
                                         : c->input_dist == CK_DIST_NORMAL ? "normal"
@@ -372,6 +374,15 @@ ck_status ck_manifest_describe(ck_manifest *m, const ck_graph *g, const ck_plan 
             cJSON_AddNumberToObject(l, "dim", nd->op.dim);
         if (nd->op.kind == CK_OP_PERMUTE)
             cJSON_AddItemToObject(l, "dims", int_array(nd->op.perm, nd->op.n_perm));
+        /* a parameter this layer uses but does not own: {"weight": "tok.weight"} */
+        cJSON *sh = nd->n_shares ? cJSON_AddObjectToObject(l, "shares") : NULL;
+        for (int k = 0; sh && k < nd->n_shares; k++) {
+            char owner[160];
+            const ck_node *own = &g->nodes[nd->shares[k].layer];
+            snprintf(owner, sizeof owner, "%s.%s", own->spec->name,
+                     own->params[nd->shares[k].slot].suffix);
+            cJSON_AddStringToObject(sh, nd->shares[k].suffix, owner);
+        }
         cJSON_AddItemToArray(layers, l);
     }
     cJSON_AddItemToObject((cJSON *)m->root, "config", cfg);

@@ -495,12 +495,13 @@ fail:
  * --------------------------------------------------------------------------------------- */
 
 
-/* cross_entropy over a class dim other than 1 or with an ignore_index runs through the
- * backend's ce_forward / ce_backward (backend.h) */
+/* cross_entropy over a class dim other than 1, with an ignore_index or with label smoothing
+ * runs through the backend's ce_forward / ce_backward (backend.h) */
 static bool loss_needs_spec(const ck_graph *g, ck_loss_kind kind)
 {
     return kind == CK_LOSS_CROSS_ENTROPY &&
-           (g->loss_spec.class_dim != 1 || g->loss_spec.has_ignore);
+           (g->loss_spec.class_dim != 1 || g->loss_spec.has_ignore ||
+            g->loss_spec.label_smoothing != 0.0);
 }
 
 static ck_status loss_fwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, const ck_tensor *y,

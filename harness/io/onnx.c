@@ -653,6 +653,7 @@ static void node_free(ck_onnx_node *n)
     free(n->name);
     free(n->op_type);
     free(n->domain);
+    free(n->torch_scopes);
     for (int i = 0; i < n->n_in; i++)
         free(n->in[i]);
     for (int i = 0; i < n->n_out; i++)
@@ -665,11 +666,49 @@ static void node_free(ck_onnx_node *n)
     memset(n, 0, sizeof *n);
 }
 
+/* A metadata_props entry (StringStringEntryProto: key 1, value 2): the value of
+ * `pkg.torch.onnx.name_scopes` into n->torch_scopes. Metadata only names things in messages,
+ * so an entry that is not a well-formed string (too long, NUL, not UTF-8) is skipped, not
+ * refused; a wrong wire type is refused as everywhere. */
+static ck_status rd_node_metadata(pb *r, ck_onnx_node *n)
+{
+    static const char key_want[] = "pkg.torch.onnx.name_scopes";
+    pb key = {0}, val = {0};
+    bool have_key = false, have_val = false;
+    while (r->p < r->end) {
+        uint32_t f;
+        int wt;
+        CK_TRY(rd_tag(r, &f, &wt));
+        if (f == 1 || f == 2) {
+            CK_TRY(want(r, "StringStringEntryProto", f, wt, WT_LEN));
+            CK_TRY(rd_len(r, f == 1 ? &key : &val));
+            *(f == 1 ? &have_key : &have_val) = true;
+        } else {
+            CK_TRY(skip_field(r, wt));
+        }
+    }
+    size_t kn = have_key ? (size_t)(key.end - key.p) : 0;
+    size_t vn = have_val ? (size_t)(val.end - val.p) : 0;
+    if (kn != sizeof key_want - 1 || memcmp(key.p, key_want, kn) != 0 || vn > MAX_NAME_BYTES ||
+        (vn && memchr(val.p, '\0', vn)) || !ck_utf8_valid((const char *)val.p, vn))
+        return CK_OK;
+    char *c = malloc(vn + 1);
+    if (!c)
+        return oom(r);
+    if (vn)
+        memcpy(c, val.p, vn);
+    c[vn] = '\0';
+    free(n->torch_scopes);
+    n->torch_scopes = c;
+    return CK_OK;
+}
+
 static ck_status rd_node(pb *r, ck_onnx_node *n)
 {
     ck_status st = CK_OK;
     memset(n, 0, sizeof *n);
-    if (!(n->name = calloc(1, 1)) || !(n->op_type = calloc(1, 1)) || !(n->domain = calloc(1, 1))) {
+    if (!(n->name = calloc(1, 1)) || !(n->op_type = calloc(1, 1)) || !(n->domain = calloc(1, 1)) ||
+        !(n->torch_scopes = calloc(1, 1))) {
         node_free(n);
         return oom(r);
     }
@@ -678,7 +717,7 @@ static ck_status rd_node(pb *r, ck_onnx_node *n)
         int wt;
         if ((st = rd_tag(r, &f, &wt)) != CK_OK)
             break;
-        if ((f >= 1 && f <= 5) || f == 7)
+        if ((f >= 1 && f <= 5) || f == 7 || f == 9)
             if ((st = want(r, "NodeProto", f, wt, WT_LEN)) != CK_OK)
                 break;
         switch (f) {
@@ -687,6 +726,12 @@ static ck_status rd_node(pb *r, ck_onnx_node *n)
         case 3: st = rd_string(r, "a node name", &n->name); break;
         case 4: st = rd_string(r, "an op type", &n->op_type); break;
         case 7: st = rd_string(r, "a domain", &n->domain); break;
+        case 9: { /* metadata_props */
+            pb s;
+            if ((st = rd_len(r, &s)) == CK_OK)
+                st = rd_node_metadata(&s, n);
+            break;
+        }
         case 5: {
             pb s;
             if ((st = rd_len(r, &s)) != CK_OK)

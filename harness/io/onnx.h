@@ -90,6 +90,10 @@ typedef struct {
     char *name;        /* may be "" in a file; never NULL here */
     char *op_type;
     char *domain;      /* "" for the default domain */
+    /* metadata_props `pkg.torch.onnx.name_scopes` as written (torch 2.x's dynamo exporter:
+     * the module scopes of the node, a Python list such as "['', 'h.0', 'h.0.attn',
+     * 'view_1']"); "" when absent. Every other metadata entry is skipped. */
+    char *torch_scopes;
     int n_in, n_out, n_attr;
     char **in;         /* "" marks an omitted optional input */
     char **out;

@@ -346,6 +346,16 @@ static ck_status check_layer_options(const ck_jctx *cx, const cJSON *item, const
         if (is_transpose)
             op->n_perm = 0; /* the graph builder fills perm from dim0, dim1 */
     }
+    if (info->kind == CK_OP_GROUPNORM) {
+        const bool instance = strcmp(info->name, "instancenorm") == 0;
+        const bool has_groups = cJSON_GetObjectItemCaseSensitive(item, "groups") != NULL;
+        ck_jpath_key(kpath, sizeof kpath, lpath, "groups");
+        if (instance && has_groups)
+            return ck_jfail(cx, kpath, "instancenorm has one group per channel (for other "
+                                       "groups use groupnorm)");
+        if (!instance && !has_groups)
+            return ck_jfail(cx, kpath, "required for groupnorm");
+    }
     if (info->kind == CK_OP_UPSAMPLE && op->mode == CK_UPSAMPLE_NEAREST &&
         cJSON_GetObjectItemCaseSensitive(item, "align_corners")) {
         ck_jpath_key(kpath, sizeof kpath, lpath, "align_corners");
@@ -371,6 +381,56 @@ static ck_status check_layer_options(const ck_jctx *cx, const cJSON *item, const
                                 "(PyTorch's limit: every window must hold an input element)",
                                 op->pad[d], d, op->kernel[d]);
             }
+    return CK_OK;
+}
+
+/* "share": "LAYER.weight" (this layer's weight is LAYER's) or {"weight": "LAYER.weight",
+ * "bias": "OTHER.bias"}: the syntax here; the names, shapes and cycles in ck_graph_build. */
+static ck_status parse_share_target(const ck_jctx *cx, const cJSON *v, const char *jpath,
+                                    const char *suffix, ck_layer_spec *L)
+{
+    const char *t = NULL;
+    char shown[64];
+    ck_status st = ck_jget_string(cx, v, jpath, &t);
+    if (st != CK_OK)
+        return st;
+    const char *dot = strrchr(t, '.');
+    if (!dot || dot == t || !dot[1])
+        return ck_jfail(cx, jpath, "must name a parameter of another layer, \"LAYER.weight\" or "
+                                   "\"LAYER.bias\", got \"%s\"",
+                        ck_jprintable(t, shown, sizeof shown));
+    ck_share_spec *sh = &L->shares[L->n_shares];
+    if (!(sh->suffix = strdup(suffix)) || !(sh->target = strdup(t)))
+        return ck_fail(cx->err, CK_ERR_NOMEM, "%s: out of memory", cx->path);
+    L->n_shares++;
+    return CK_OK;
+}
+
+static ck_status parse_share(const ck_jctx *cx, const cJSON *v, const char *lpath,
+                             ck_layer_spec *L)
+{
+    static const char *const slots[] = {"weight", "bias"};
+    char kpath[CK_JPATH_MAX], spath[CK_JPATH_MAX];
+    ck_jpath_key(kpath, sizeof kpath, lpath, "share");
+    if (cJSON_IsString(v))
+        return parse_share_target(cx, v, kpath, "weight", L);
+    if (!cJSON_IsObject(v))
+        return ck_jfail(cx, kpath, "must be \"LAYER.weight\" (this layer uses the weight of "
+                                   "LAYER) or an object {\"weight\": \"LAYER.weight\", \"bias\": "
+                                   "\"LAYER.bias\"}, got %s",
+                        ck_json_type_name(v));
+    ck_status st = ck_jcheck_keys(cx, v, kpath, slots, COUNT(slots), NULL);
+    if (st != CK_OK)
+        return st;
+    if (!v->child)
+        return ck_jfail(cx, kpath, "names no parameter: give \"weight\" and/or \"bias\"");
+    L->share_object = true;
+    for (int k = 0; k < COUNT(slots); k++) {
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(v, slots[k]);
+        ck_jpath_key(spath, sizeof spath, kpath, slots[k]);
+        if (item && (st = parse_share_target(cx, item, spath, slots[k], L)) != CK_OK)
+            return st;
+    }
     return CK_OK;
 }
 
@@ -424,13 +484,15 @@ static ck_status parse_layer(const ck_jctx *cx, ck_case *c, const cJSON *layers_
 
     /* Allowed keys: the common three, then the op's own, straight from the table. */
     const ck_option_def *opts = ck_op_options(info->kind);
-    const char *allowed[3 + 12];
+    const char *allowed[4 + 12];
     int n_allowed = 0;
     allowed[n_allowed++] = "name";
     allowed[n_allowed++] = "op";
     allowed[n_allowed++] = "inputs";
-    for (const ck_option_def *d = opts; d->key && n_allowed < COUNT(allowed); d++)
+    for (const ck_option_def *d = opts; d->key && n_allowed < COUNT(allowed) - 1; d++)
         allowed[n_allowed++] = d->key;
+    if (ck_op_def_of(info->kind)->state) /* an op that may have parameters may share them */
+        allowed[n_allowed++] = "share";
     if ((st = ck_jcheck_keys(cx, item, lpath, allowed, n_allowed, info->name)) != CK_OK)
         return st;
 
@@ -457,6 +519,9 @@ static ck_status parse_layer(const ck_jctx *cx, ck_case *c, const cJSON *layers_
 
     if ((st = parse_inputs(cx, c, layers_json, index,
                            cJSON_GetObjectItemCaseSensitive(item, "inputs"), lpath, L)) != CK_OK)
+        return st;
+    v = cJSON_GetObjectItemCaseSensitive(item, "share");
+    if (v && (st = parse_share(cx, v, lpath, L)) != CK_OK)
         return st;
     if (info->kind == CK_OP_MATMUL) {
         ck_jpath_key(kpath, sizeof kpath, lpath, "units");
@@ -558,7 +623,8 @@ static ck_status parse_input(const ck_jctx *cx, const cJSON *v, ck_case *c)
 
 static ck_status parse_loss(const ck_jctx *cx, const cJSON *v, ck_case *c)
 {
-    static const char *const keys[] = {"op", "class_dim", "ignore_index"};
+    static const char *const keys[] = {"op", "class_dim", "ignore_index", "label_smoothing"};
+    static const ck_real_range unit = CK_RANGE_UNIT_CLOSED;
     ck_status st;
     int choice;
     if (!v)
@@ -575,8 +641,12 @@ static ck_status parse_loss(const ck_jctx *cx, const cJSON *v, ck_case *c)
     c->loss = (ck_loss_kind)choice;
     const cJSON *cd = cJSON_GetObjectItemCaseSensitive(v, "class_dim");
     const cJSON *ig = cJSON_GetObjectItemCaseSensitive(v, "ignore_index");
-    if ((cd || ig) && c->loss != CK_LOSS_CROSS_ENTROPY)
-        return ck_jfail(cx, cd ? "loss.class_dim" : "loss.ignore_index",
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(v, "label_smoothing");
+    if ((cd || ig || ls) && c->loss != CK_LOSS_CROSS_ENTROPY)
+        return ck_jfail(cx,
+                        cd   ? "loss.class_dim"
+                        : ig ? "loss.ignore_index"
+                             : "loss.label_smoothing",
                         "applies only to cross_entropy (this loss is %s)",
                         ck_loss_kind_name(c->loss));
     int64_t x;
@@ -592,6 +662,10 @@ static ck_status parse_loss(const ck_jctx *cx, const cJSON *v, ck_case *c)
         c->loss_has_ignore = true;
         c->loss_ignore_index = x;
     }
+    /* PyTorch's range: 0 (the default, one-hot targets) to 1 (uniform targets) */
+    if (ls && (st = ck_jget_real(cx, ls, "loss.label_smoothing", &unit,
+                                 &c->loss_label_smoothing)) != CK_OK)
+        return st;
     return CK_OK;
 }
 
@@ -1231,6 +1305,10 @@ void ck_case_free(ck_case *c)
     for (int i = 0; c->layers && i < c->n_layers; i++) {
         free(c->layers[i].name);
         free(c->layers[i].op_name);
+        for (int k = 0; k < c->layers[i].n_shares; k++) {
+            free(c->layers[i].shares[k].suffix);
+            free(c->layers[i].shares[k].target);
+        }
     }
     free(c->layers);
     free(c->segments);

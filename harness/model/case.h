@@ -22,12 +22,24 @@ typedef struct {
     double rel_l2; /* < 0: unset; else the tensor is close when ||a - ref|| / ||ref|| <= it */
 } ck_tol_pattern;
 
+/* A parameter of this layer that is another layer's ("share", cases/README.md): the one
+ * tensor, its gradient accumulated once per use; resolved by ck_graph_build. */
+typedef struct {
+    char *suffix; /* this layer's parameter: "weight" or "bias" */
+    char *target; /* the owner's parameter as written: "LAYER.SUFFIX" */
+} ck_share_spec;
+
+#define CK_MAX_SHARES 2
+
 typedef struct {
     char *name;          /* unique within the case */
     char *op_name;       /* as written: "conv3d", "maxpool2d", ... */
     ck_op_params op;     /* options parsed; padding not yet resolved */
     int n_in;
     int in[CK_MAX_INPUTS]; /* layer indices, all < this layer's; -1 = the model input */
+    int n_shares;
+    ck_share_spec shares[CK_MAX_SHARES];
+    bool share_object;     /* "share" was written as an object (messages name share.SUFFIX) */
 } ck_layer_spec;
 
 typedef struct {
@@ -48,6 +60,7 @@ typedef struct {
                                  from the end; resolved in the graph's ck_loss_spec) */
     bool loss_has_ignore;     /* cross_entropy: ignore_index given */
     int64_t loss_ignore_index;
+    double loss_label_smoothing; /* cross_entropy: label_smoothing in [0, 1], default 0 */
 
     ck_ckpt_kind ckpt_kind; /* default sqrt */
     int ckpt_every;         /* CK_CKPT_EVERY */

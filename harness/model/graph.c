@@ -103,6 +103,7 @@ static ck_status infer_target(const ck_case *c, ck_graph *g, ck_error *err)
     g->loss_spec.class_dim = 1;
     g->loss_spec.has_ignore = c->loss_has_ignore;
     g->loss_spec.ignore_index = c->loss_ignore_index;
+    g->loss_spec.label_smoothing = c->loss_label_smoothing;
     switch (c->loss) {
     case CK_LOSS_MEAN:
     case CK_LOSS_SUM:
@@ -176,6 +177,171 @@ static bool pattern_matches_any(const ck_graph *g, const char *pattern)
         }
     }
     return false;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Shared parameters ("share")                                                           */
+/* ------------------------------------------------------------------------------------ */
+
+static int param_slot(const ck_node *node, const char *suffix, size_t n)
+{
+    for (int p = 0; p < node->n_params; p++)
+        if (strlen(node->params[p].suffix) == n && strncmp(node->params[p].suffix, suffix, n) == 0)
+            return p;
+    return -1;
+}
+
+/* "the JSON path of layer i's share": layers[3] (head).share or ...share.bias */
+static void share_path(const ck_case *c, int i, int k, char *buf, size_t n)
+{
+    const ck_layer_spec *L = &c->layers[i];
+    snprintf(buf, n, "%s: layers[%d] (%s).share%s%s", c->path ? c->path : "(case)", i, L->name,
+             L->share_object ? "." : "", L->share_object ? L->shares[k].suffix : "");
+}
+
+/* The owner (layer, slot in its written params) of share k of layer i, checked. */
+static ck_status share_target(const ck_case *c, const ck_graph *g, int i, int k, int *lj,
+                              int *lq, ck_error *err)
+{
+    char where[CK_JPATH_MAX + 64], a[128], b[128];
+    const ck_share_spec *sh = &c->layers[i].shares[k];
+    const ck_node *self = &g->nodes[i];
+    share_path(c, i, k, where, sizeof where);
+    if (param_slot(self, sh->suffix, strlen(sh->suffix)) < 0)
+        return ck_fail(err, CK_ERR_INPUT, "%s: layer %s (%s) has no parameter `%s` to share",
+                       where, self->spec->name, self->spec->op_name, sh->suffix);
+    const char *dot = strrchr(sh->target, '.');
+    size_t nl = (size_t)(dot - sh->target);
+    int j = -1;
+    for (int t = 0; t < g->n && j < 0; t++)
+        if (strlen(c->layers[t].name) == nl && strncmp(c->layers[t].name, sh->target, nl) == 0)
+            j = t;
+    if (j < 0)
+        return ck_fail(err, CK_ERR_INPUT, "%s: \"%s\" names no layer of the case (no layer is "
+                                          "called \"%.*s\")",
+                       where, sh->target, (int)nl, sh->target);
+    const ck_node *own = &g->nodes[j];
+    int q = param_slot(own, dot + 1, strlen(dot + 1));
+    if (q < 0) {
+        bool buffer = false;
+        for (int k2 = 0; k2 < own->n_buffers; k2++)
+            buffer = buffer || strcmp(own->buffers[k2].suffix, dot + 1) == 0;
+        return ck_fail(err, CK_ERR_INPUT, "%s: layer %s (%s) has %s `%s`%s", where,
+                       own->spec->name, own->spec->op_name,
+                       buffer ? "a buffer" : "no parameter", dot + 1,
+                       buffer ? ": only parameters (weight, bias) can be shared" : "");
+    }
+    int p = param_slot(self, sh->suffix, strlen(sh->suffix));
+    if (j == i && q == p)
+        return ck_fail(err, CK_ERR_INPUT, "%s: \"%s\" is a parameter of this layer itself", where,
+                       sh->target);
+    if (!ck_shape_equal(&self->params[p].shape, &own->params[q].shape))
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: %s.%s is %s but %s is %s: a shared parameter has one shape (a tied "
+                       "output head is a linear layer with units = vocab and bias false on "
+                       "the embedding's units)",
+                       where, self->spec->name, sh->suffix,
+                       ck_shape_str(&self->params[p].shape, a, sizeof a), sh->target,
+                       ck_shape_str(&own->params[q].shape, b, sizeof b));
+    *lj = j;
+    *lq = q;
+    return CK_OK;
+}
+
+/* Resolves every share to its root owner (a share of a share is the root's), refuses a
+ * cycle, then moves shared slots out of params[] into shares[] (owner slots renumbered). */
+static ck_status resolve_shares(const ck_case *c, ck_graph *g, ck_error *err)
+{
+    int n = g->n, any = 0;
+    for (int i = 0; i < n; i++)
+        any += c->layers[i].n_shares;
+    if (!any)
+        return CK_OK;
+    int (*to)[2][2] = malloc((size_t)n * sizeof *to); /* [layer][slot] -> (layer, slot) */
+    if (!to)
+        return ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", c->path ? c->path : "(case)");
+    ck_status st = CK_OK;
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < 2; p++)
+            to[i][p][0] = to[i][p][1] = -1;
+    for (int i = 0; i < n && st == CK_OK; i++)
+        for (int k = 0; k < c->layers[i].n_shares && st == CK_OK; k++) {
+            const char *sfx = c->layers[i].shares[k].suffix;
+            int p = param_slot(&g->nodes[i], sfx, strlen(sfx)), j = -1, q = -1;
+            if ((st = share_target(c, g, i, k, &j, &q, err)) == CK_OK) {
+                to[i][p][0] = j;
+                to[i][p][1] = q;
+            }
+        }
+    /* roots: follow each chain; more hops than slots is a cycle */
+    int (*root)[2][2] = st == CK_OK ? malloc((size_t)n * sizeof *root) : NULL;
+    if (st == CK_OK && !root)
+        st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", c->path ? c->path : "(case)");
+    for (int i = 0; i < n && st == CK_OK; i++)
+        for (int p = 0; p < 2 && st == CK_OK; p++) {
+            int j = i, q = p, hops = 0;
+            while (to[j][q][0] >= 0 && hops <= 2 * n) {
+                int nj = to[j][q][0];
+                q = to[j][q][1];
+                j = nj;
+                hops++;
+            }
+            root[i][p][0] = j;
+            root[i][p][1] = q;
+            if (hops > 2 * n) {
+                char where[CK_JPATH_MAX + 64], chain[512];
+                int k = 0;
+                while (strcmp(c->layers[i].shares[k].suffix, g->nodes[i].params[p].suffix))
+                    k++;
+                share_path(c, i, k, where, sizeof where);
+                size_t used = (size_t)snprintf(chain, sizeof chain, "%s.%s", c->layers[i].name,
+                                               g->nodes[i].params[p].suffix);
+                for (int cj = i, cq = p, h = 0; h < 8 && used < sizeof chain; h++) {
+                    int nj = to[cj][cq][0];
+                    cq = to[cj][cq][1];
+                    cj = nj;
+                    used += (size_t)snprintf(chain + used, sizeof chain - used, " -> %s.%s",
+                                             c->layers[cj].name, g->nodes[cj].params[cq].suffix);
+                    if (cj == i && cq == p)
+                        break;
+                }
+                st = ck_fail(err, CK_ERR_INPUT, "%s: the shares form a cycle (%s): one layer "
+                                                "must own the parameter",
+                             where, chain);
+            }
+        }
+    /* renumber: the slots left in params[] after the shared ones are moved out */
+    int (*renum)[2] = st == CK_OK ? malloc((size_t)n * sizeof *renum) : NULL;
+    if (st == CK_OK && !renum)
+        st = ck_fail(err, CK_ERR_NOMEM, "%s: out of memory", c->path ? c->path : "(case)");
+    for (int i = 0; i < n && st == CK_OK; i++)
+        for (int p = 0, kept = 0; p < 2; p++)
+            renum[i][p] = p < g->nodes[i].n_params && to[i][p][0] < 0 ? kept++ : -1;
+    for (int i = 0; i < n && st == CK_OK; i++) {
+        ck_node *node = &g->nodes[i];
+        ck_param_spec kept[2];
+        int n_kept = 0, skipped = 0;
+        node->n_shares = 0;
+        for (int p = 0; p < node->n_params; p++) {
+            if (to[i][p][0] < 0) {
+                node->init_slot_skip[n_kept] = (unsigned char)skipped;
+                kept[n_kept++] = node->params[p];
+                continue;
+            }
+            skipped++;
+            int rj = root[i][p][0], rq = root[i][p][1];
+            node->shares[node->n_shares++] =
+                (ck_param_share){.suffix = node->params[p].suffix, .layer = rj,
+                                 .slot = renum[rj][rq]};
+        }
+        for (int p = 0; p < n_kept; p++)
+            node->params[p] = kept[p];
+        node->n_params = n_kept;
+    }
+    free(renum);
+    free(root);
+    free(to);
+    return st;
 }
 
 ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err)
@@ -263,6 +429,8 @@ ck_status ck_graph_build(const ck_case *c, ck_graph *g, ck_error *err)
             g->nodes[node->in[j]].last_consumer = i;
         }
     }
+    if ((st = resolve_shares(c, g, err)) != CK_OK)
+        goto cleanup;
     g->nodes[g->n - 1].n_consumers++; /* the loss reads the output layer */
     g->nodes[g->n - 1].last_consumer = g->n;
 

@@ -17,6 +17,14 @@ typedef struct {
     double a;           /* UNIFORM: values in [-a, a); CONST: the value; NORMAL: N(0, a^2) */
 } ck_param_spec;
 
+/* A parameter of the node that is another node's (a case's "share"): the node binds the
+ * owner's tensor, so gradients of every use accumulate into one tensor that is initialised,
+ * updated, recorded and named once, as its owner's. */
+typedef struct {
+    const char *suffix; /* this node's slot: "weight" or "bias" */
+    int layer, slot;    /* the owner: nodes[layer].params[slot] (never itself a share) */
+} ck_param_share;
+
 typedef struct ck_node {
     const ck_layer_spec *spec; /* name, op_name as written */
     ck_op_params op;           /* with pad_lo/pad_hi resolved */
@@ -24,7 +32,12 @@ typedef struct ck_node {
     int in[CK_MAX_INPUTS];     /* producer layer index, -1 = model input */
     ck_shape out_shape;
     int n_params;
-    ck_param_spec params[2];   /* weight, bias (in that order when present) */
+    ck_param_spec params[2];   /* weight, bias (in that order when present): the node's own,
+                                  without the shared ones */
+    unsigned char init_slot_skip[2]; /* shared slots before params[p]: its init stream is
+                                        that of its slot as the op defines it (p + skip) */
+    int n_shares;
+    ck_param_share shares[2];
     int n_buffers;
     ck_param_spec buffers[3];
     bool has_saved;

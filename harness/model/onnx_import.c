@@ -311,6 +311,13 @@ out:
     }
     free(im.alias_of);
     free(im.alias_src);
+    for (int i = 0; i < im.n_tied; i++) {
+        free(im.tied_src[i]);
+        free(im.tied_param[i]);
+    }
+    free(im.tied_src);
+    free(im.tied_param);
+    free(im.tied_transposed);
     ck_onnx_shape_cache_free(&im.shapes);
     for (int i = 0; i < im.n_pend; i++)
         free(im.pend[i].value);

@@ -59,9 +59,19 @@ typedef struct {
 } ck_onnx_import_opts;
 
 /* The framework module of an ONNX node, from the scope in its name ("/blocks.0/attn/Split"
- * -> "blocks.0.attn"); "" when the name has none. Every refusal names it first:
+ * -> "blocks.0.attn"); "" when the name has none. Every refusal names the node's module
+ * (ck_onnx_node_module) first:
  * "model.onnx: module blocks.0.attn: node `/blocks.0/attn/Split` (Split): ...". */
 void ck_onnx_module_of(const char *node_name, char *out, size_t n);
+
+/* The module of torch 2.x's dynamo export of a node, from the scopes it records in the
+ * node's metadata (ck_onnx_node.torch_scopes): "['', 'h.0', 'h.0.attn', 'view_1']" ->
+ * "h.0.attn"; "" for the root module, or when the list is absent or malformed. */
+void ck_onnx_scopes_module(const char *scopes, char *out, size_t n);
+
+/* The module refusals name: the name's scope (ck_onnx_module_of), else the scopes in the
+ * node's metadata (ck_onnx_scopes_module). */
+void ck_onnx_node_module(const ck_onnx_node *node, char *out, size_t n);
 
 /* The class dim written for --loss cross_entropy without --class-dim: -1 when the input is
  * token ids (a GPT's (N, L, vocab) logits with (N, L) targets; for (N, classes) logits -1

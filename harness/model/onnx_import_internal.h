@@ -48,6 +48,12 @@ typedef struct {
      * in order: nn.Embedding(arange)): constant name -> initializer name */
     int n_alias;
     char **alias_of, **alias_src;
+    /* weights added so far (imp_add_weight): the initializer behind each, its orientation
+     * in the case, and the case tensor ("tok.weight"); a later use of the same initializer
+     * in the same orientation is a share of it (imp_shared_weight) */
+    int n_tied, cap_tied;
+    char **tied_src, **tied_param;
+    bool *tied_transposed;
 } imp;
 
 /* The stages of the causal attention pattern (onnx_match_attention.c), and a value inside
@@ -99,6 +105,12 @@ ck_status imp_value_shape(imp *im, const char *value, ck_shape *out);
 ck_status imp_add_weight(imp *im, const char *layer, const char *what, const ck_onnx_tensor *t,
                          bool transpose);
 ck_status imp_add_nbt(imp *im, const char *layer);
+/* The case tensor ("tok.weight") that already holds initializer t in the orientation a
+ * layer would store it (transpose as imp_add_weight takes it), into owner; "" when none: the
+ * same initializer used by two layers (a tied embedding and output head) is one parameter,
+ * written once, and the second layer names it with "share". */
+ck_status imp_shared_weight(imp *im, const ck_onnx_tensor *t, bool transpose, char *owner,
+                            size_t n);
 
 /* onnx_import_layers.c */
 cJSON *imp_new_layer(imp *im, const char *name, const char *op);

@@ -37,6 +37,82 @@ void ck_onnx_module_of(const char *node_name, char *out, size_t n)
     }
 }
 
+/* One quoted string of a Python list's repr at *p ('...' or "...", backslash escapes) into
+ * out (cut to n - 1 bytes); *p moves past it. false when *p is not such a string. */
+static bool py_string(const char **p, char *out, size_t n)
+{
+    char q = **p;
+    size_t k = 0;
+    if (q != '\'' && q != '"')
+        return false;
+    const char *s = *p + 1;
+    for (; *s && *s != q; s++) {
+        if (*s == '\\' && !*++s)
+            return false;
+        if (k + 1 < n)
+            out[k++] = *s;
+    }
+    out[k] = '\0';
+    if (*s != q)
+        return false;
+    *p = s + 1;
+    return true;
+}
+
+/* The last two scopes of torch's dynamo exporter's `pkg.torch.onnx.name_scopes` list (a
+ * Python list repr, from the root module down to the node's own op): the module (the one
+ * before last) and the op's own scope (the last); false when the list is absent or
+ * malformed. */
+static bool scopes_last_two(const char *scopes, char *module, char *own, size_t n)
+{
+    const char *p = scopes ? scopes : "";
+    int count = 0;
+    module[0] = own[0] = '\0';
+    while (*p == ' ')
+        p++;
+    if (*p++ != '[')
+        return false;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        if (*p == ']' && count == 0)
+            return false;
+        memcpy(module, own, n);
+        if (!py_string(&p, own, n))
+            return false;
+        count++;
+        while (*p == ' ')
+            p++;
+        if (*p == ']')
+            break;
+        if (*p++ != ',')
+            return false;
+    }
+    if (count < 2)
+        module[0] = '\0';
+    return true;
+}
+
+/* The module scope torch's dynamo exporter records in a node's metadata
+ * (`pkg.torch.onnx.name_scopes`: "['', 'h.0', 'h.0.attn', 'view_1']" -> "h.0.attn"); ""
+ * when the list is absent, malformed or the node sits in the root module. */
+void ck_onnx_scopes_module(const char *scopes, char *out, size_t n)
+{
+    char module[256], own[256];
+    if (n == 0)
+        return;
+    out[0] = '\0';
+    if (scopes_last_two(scopes, module, own, sizeof module))
+        snprintf(out, n, "%s", module);
+}
+
+void ck_onnx_node_module(const ck_onnx_node *node, char *out, size_t n)
+{
+    ck_onnx_module_of(node->name, out, n);
+    if (n && !out[0])
+        ck_onnx_scopes_module(node->torch_scopes, out, n);
+}
+
 ck_status imp_fail_node(imp *im, const char *fmt, ...)
 {
     char why[512], module[256] = "";
@@ -46,7 +122,7 @@ ck_status imp_fail_node(imp *im, const char *fmt, ...)
     va_end(ap);
     const ck_onnx_node *n = im->node;
     if (n)
-        ck_onnx_module_of(n->name, module, sizeof module);
+        ck_onnx_node_module(n, module, sizeof module);
     return ck_error_one_line(
         im->err, ck_fail(im->err, CK_ERR_INPUT, "%s: %s%s%snode `%s` (%s): %s", im->path,
                          module[0] ? "module " : "", module, module[0] ? ": " : "",
@@ -89,6 +165,25 @@ static int cmp_str_ptr(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* torch 2.x's dynamo exporter folds each BatchNorm into the convolution before it
+ * whatever training= says, and its metadata says so: the Conv's own scope is the
+ * BatchNorm op (`_native_batch_norm_legit_functional_3` under module layer1.0.bn1). Any node
+ * that is not a BatchNormalization but whose own scope is a batch_norm op computes a
+ * BatchNorm the graph no longer has: the case would train another model. */
+static ck_status refuse_rewritten_batchnorm(imp *im, const ck_onnx_node *n)
+{
+    char module[256], own[256];
+    if (strcmp(n->op_type, "BatchNormalization") == 0 ||
+        !scopes_last_two(n->torch_scopes, module, own, sizeof module) || !strstr(own, "batch_norm"))
+        return CK_OK;
+    return imp_fail_node(im, "this %s node is the exporter's rewrite of BatchNorm `%s` (its "
+                         "metadata says so): the exporter folded BatchNorm into the "
+                         "convolutions, so the graph would train another model; export with "
+                         "the TorchScript exporter (dynamo=False, "
+                         "training=TrainingMode.TRAINING, do_constant_folding=False)",
+                         n->op_type, own);
+}
+
 /* Every node: a first output that is named, a known op's input and output counts within
  * its spec, required inputs present; every value produced once (by one node, or as a
  * graph input or initializer). Runs before any matcher, which may then read out[0] and
@@ -101,6 +196,7 @@ ck_status imp_validate_nodes(imp *im)
         im->node = n;
         if (n->n_out < 1 || !n->out[0][0])
             return imp_fail_node(im, "has no output");
+        CK_TRY(refuse_rewritten_batchnorm(im, n));
         /* a NaN or Inf attribute would reach the case as JSON null ("got null") */
         for (int a = 0; a < n->n_attr; a++) {
             const ck_onnx_attr *at = &n->attr[a];

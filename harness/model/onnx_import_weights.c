@@ -20,27 +20,62 @@ void ck_onnx_origins_free(ck_onnx_origins *os)
     memset(os, 0, sizeof *os);
 }
 
-/* Records that case tensor `param` holds t (transposed or not). A constant folded from a
- * Transpose of an initializer (nn.Linear at opset 17) comes from that initializer, with
- * the transposition flipped. */
-static ck_status record_origin(imp *im, const char *param, const ck_onnx_tensor *t,
-                               bool transposed)
+/* The initializer behind t: t itself, the initializer a folded alias stands for, or the
+ * input of a Transpose that made t (nn.Linear at opset 17), with *transposed flipped then;
+ * "" for a made-up weight. */
+static const char *weight_source(const imp *im, const ck_onnx_tensor *t, bool *transposed)
 {
-    if (!im->origins)
-        return CK_OK;
-    const char *source = im->made_up ? "" : t->name;
-    for (int i = 0; !im->made_up && i < im->n_alias; i++)
+    if (im->made_up)
+        return "";
+    const char *source = t->name;
+    for (int i = 0; i < im->n_alias; i++)
         if (strcmp(im->alias_of[i], t->name) == 0)
             source = im->alias_src[i];
-    for (int i = 0; !im->made_up && i < im->m->n_nodes; i++) {
+    for (int i = 0; i < im->m->n_nodes; i++) {
         const ck_onnx_node *n = &im->m->nodes[i];
         if (strcmp(n->op_type, "Transpose") == 0 && n->n_in == 1 && n->n_out == 1 &&
             strcmp(n->out[0], t->name) == 0 && ck_onnx_init_find(im->m, n->in[0])) {
-            source = n->in[0];
-            transposed = !transposed;
-            break;
+            *transposed = !*transposed;
+            return n->in[0];
         }
     }
+    return source;
+}
+
+/* Records that case tensor `param` holds t (transposed or not), for origins (when asked)
+ * and for later shares of the same initializer. */
+static ck_status record_origin(imp *im, const char *param, const ck_onnx_tensor *t,
+                               bool transposed)
+{
+    const char *source = weight_source(im, t, &transposed);
+    if (source[0] && strrchr(param, '.') && strcmp(strrchr(param, '.'), ".weight") == 0) {
+        if (im->n_tied == im->cap_tied) {
+            int nc = im->cap_tied ? im->cap_tied * 2 : 16;
+            char **a = realloc(im->tied_src, (size_t)nc * sizeof *a);
+            if (a)
+                im->tied_src = a;
+            char **b = realloc(im->tied_param, (size_t)nc * sizeof *b);
+            if (b)
+                im->tied_param = b;
+            bool *c = realloc(im->tied_transposed, (size_t)nc * sizeof *c);
+            if (c)
+                im->tied_transposed = c;
+            if (!a || !b || !c)
+                return imp_oom(im);
+            im->cap_tied = nc;
+        }
+        im->tied_src[im->n_tied] = strdup(source);
+        im->tied_param[im->n_tied] = strdup(param);
+        im->tied_transposed[im->n_tied] = transposed;
+        if (!im->tied_src[im->n_tied] || !im->tied_param[im->n_tied]) {
+            free(im->tied_src[im->n_tied]);
+            free(im->tied_param[im->n_tied]);
+            return imp_oom(im);
+        }
+        im->n_tied++;
+    }
+    if (!im->origins)
+        return CK_OK;
     ck_onnx_origins *os = im->origins;
     if (os->n == os->cap) {
         int nc = os->cap ? os->cap * 2 : 32;
@@ -60,6 +95,20 @@ static ck_status record_origin(imp *im, const char *param, const ck_onnx_tensor 
         return imp_oom(im);
     }
     os->n++;
+    return CK_OK;
+}
+
+ck_status imp_shared_weight(imp *im, const ck_onnx_tensor *t, bool transpose, char *owner,
+                            size_t n)
+{
+    owner[0] = '\0';
+    bool transposed = transpose && t->ndim == 2;
+    const char *source = weight_source(im, t, &transposed);
+    for (int i = 0; source[0] && i < im->n_tied; i++)
+        if (strcmp(im->tied_src[i], source) == 0 && im->tied_transposed[i] == transposed) {
+            snprintf(owner, n, "%s", im->tied_param[i]);
+            break;
+        }
     return CK_OK;
 }
 

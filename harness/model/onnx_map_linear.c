@@ -59,8 +59,10 @@ ck_status imp_map_linear(imp *im, int idx, const ck_onnx_node *n)
         units = W->dims[1];
         fused = fused_bias_add(im, idx, n->out[0], units, &B);
     }
-    char name[CK_NAME_MAX + 1];
-    CK_TRY(imp_name_for(im, n, n->in[1], name));
+    char name[CK_NAME_MAX + 1], owner[CK_NAME_MAX + 16];
+    CK_TRY(imp_shared_weight(im, W, transpose, owner, sizeof owner));
+    /* a layer using another's weight (a tied head) is named after its node, not the weight */
+    CK_TRY(imp_name_for(im, n, owner[0] ? NULL : n->in[1], name));
     cJSON *L = imp_new_layer(im, name, "linear");
     if (!L)
         return imp_oom(im);
@@ -69,7 +71,10 @@ ck_status imp_map_linear(imp *im, int idx, const ck_onnx_node *n)
     if (!cJSON_AddNumberToObject(L, "units", (double)units) ||
         !cJSON_AddBoolToObject(L, "bias", B != NULL))
         return imp_oom(im);
-    CK_TRY(imp_add_weight(im, name, "weight", W, transpose));
+    if (owner[0] && !cJSON_AddStringToObject(L, "share", owner)) /* a tied head */
+        return imp_oom(im);
+    if (!owner[0])
+        CK_TRY(imp_add_weight(im, name, "weight", W, transpose));
     if (B)
         CK_TRY(imp_add_weight(im, name, "bias", B, false));
     CK_TRY(imp_bind(im, n->out[0], name));
@@ -100,7 +105,12 @@ ck_status imp_map_gather(imp *im, const ck_onnx_node *n)
         !cJSON_AddNumberToObject(L, "vocab", (double)W->dims[0]) ||
         !cJSON_AddNumberToObject(L, "units", (double)W->dims[1]))
         return imp_oom(im);
-    CK_TRY(imp_add_weight(im, name, "weight", W, false));
+    char owner[CK_NAME_MAX + 16];
+    CK_TRY(imp_shared_weight(im, W, false, owner, sizeof owner));
+    if (owner[0] && !cJSON_AddStringToObject(L, "share", owner)) /* tied to a head before it */
+        return imp_oom(im);
+    if (!owner[0])
+        CK_TRY(imp_add_weight(im, name, "weight", W, false));
     return imp_bind(im, n->out[0], name);
 }
 

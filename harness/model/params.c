@@ -124,6 +124,18 @@ ck_status ck_model_create(ck_model *m, ck_backend *b, const ck_graph *g, ck_dtyp
             ck_dtype dt = bs->dtype == CK_I64 ? CK_I64 : m->master_dtype;
             st = alloc_state_tensor(m, &ls->buffer[k], ln, bs->suffix, dt, &bs->shape, err);
         }
+        /* a shared parameter: this use's own low-dtype copy and gradient, as its own
+           parameters have (the owner's may not cast, or may cast to the same values) */
+        for (int k = 0; k < nd->n_shares && st == CK_OK; k++) {
+            const ck_param_share *sh = &nd->shares[k];
+            const ck_shape *shape = &g->nodes[sh->layer].params[sh->slot].shape;
+            if (!(low && ck_op_casts_params(nd->op.kind)))
+                continue;
+            st = alloc_state_tensor(m, &ls->share_low_param[k], ln, sh->suffix, dtype, shape, err);
+            if (st == CK_OK)
+                st = alloc_state_tensor(m, &ls->share_low_grad[k], ln, sh->suffix, dtype, shape,
+                                        err);
+        }
     }
     if (st != CK_OK)
         ck_model_free(m);
@@ -161,7 +173,8 @@ ck_status ck_model_init(ck_model *m, uint64_t seed, ck_error *err)
         const ck_node *nd = &m->g->nodes[i];
         ck_layer_state *ls = &m->layers[i];
         for (int p = 0; p < nd->n_params && st == CK_OK; p++) {
-            st = fill_spec(m, &ls->param[p], &nd->params[p], seed, (uint32_t)i, (uint32_t)p, err);
+            st = fill_spec(m, &ls->param[p], &nd->params[p], seed, (uint32_t)i,
+                           (uint32_t)(p + nd->init_slot_skip[p]), err);
             if (st == CK_OK)
                 st = m->b->zero(m->b, &ls->state0[p], err);
             if (st == CK_OK)
@@ -250,6 +263,27 @@ ck_status ck_graph_check_weight_set(const ck_graph *g, const ck_tensorset *set, 
     return check_set(NULL, g, set, path, err);
 }
 
+/* The owner's name ("tok.weight") when name is a parameter a layer shares ("head.weight"),
+ * else NULL (static storage). */
+static const char *shared_owner(const ck_graph *g, const char *name)
+{
+    static _Thread_local char owner[160];
+    for (int i = 0; i < g->n; i++) {
+        const ck_node *nd = &g->nodes[i];
+        for (int k = 0; k < nd->n_shares; k++) {
+            char mine[160];
+            snprintf(mine, sizeof mine, "%s.%s", nd->spec->name, nd->shares[k].suffix);
+            if (strcmp(mine, name) != 0)
+                continue;
+            const ck_node *own = &g->nodes[nd->shares[k].layer];
+            snprintf(owner, sizeof owner, "%s.%s", own->spec->name,
+                     own->params[nd->shares[k].slot].suffix);
+            return owner;
+        }
+    }
+    return NULL;
+}
+
 /* Loads (m) or checks (m NULL) every parameter and buffer of g from the set. */
 static ck_status check_set(ck_model *m, const ck_graph *g, const ck_tensorset *sp,
                            const char *path, ck_error *err)
@@ -277,12 +311,19 @@ static ck_status check_set(ck_model *m, const ck_graph *g, const ck_tensorset *s
             st = load_one(NULL, &set, path, &t, used, err);
         }
     }
-    for (int k = 0; k < set.n && st == CK_OK; k++)
-        if (!used[k])
+    for (int k = 0; k < set.n && st == CK_OK; k++) {
+        const char *owner = used[k] ? NULL : shared_owner(g, set.t[k].name);
+        if (owner)
+            st = ck_fail(err, CK_ERR_INPUT,
+                         "%s: `%s` is shared: that layer uses %s (its \"share\"), which the "
+                         "file holds once under that name",
+                         set.file[k], set.t[k].name, owner);
+        else if (!used[k])
             st = ck_fail(err, CK_ERR_INPUT,
                          "%s: `%s` matches no parameter or buffer of case %s (names are "
                          "<layer>.<weight|bias|running_mean|running_var|num_batches_tracked>)",
                          set.file[k], set.t[k].name, g->cs->name);
+    }
     free(used);
     return st;
 }
@@ -299,16 +340,28 @@ ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *
 
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err)
 {
-    for (int i = 0; i < m->g->n; i++)
+    for (int i = 0; i < m->g->n; i++) {
+        ck_layer_state *ls = &m->layers[i];
         for (int p = 0; p < m->g->nodes[i].n_params; p++) {
-            ck_layer_state *ls = &m->layers[i];
             ck_status st = m->b->zero(m->b, &ls->grad[p], err);
             if (st == CK_OK && ls->low_grad[p].data)
                 st = m->b->zero(m->b, &ls->low_grad[p], err);
             if (st != CK_OK)
                 return st;
         }
+        for (int k = 0; k < m->g->nodes[i].n_shares; k++)
+            if (ls->share_low_grad[k].data)
+                CK_TRY(m->b->zero(m->b, &ls->share_low_grad[k], err));
+    }
     return CK_OK;
+}
+
+/* The owner's master parameter (grad false) or gradient of share k of layer i. */
+static ck_tensor *share_master(ck_model *m, int i, int k, bool grad)
+{
+    const ck_param_share *sh = &m->g->nodes[i].shares[k];
+    ck_layer_state *own = &m->layers[sh->layer];
+    return grad ? &own->grad[sh->slot] : &own->param[sh->slot];
 }
 
 ck_status ck_model_cast_params(ck_model *m, ck_error *err)
@@ -325,35 +378,53 @@ ck_status ck_model_cast_params(ck_model *m, ck_error *err)
                 return st;
             }
         }
+    for (int i = 0; i < m->g->n; i++)
+        for (int k = 0; k < m->g->nodes[i].n_shares; k++) {
+            ck_tensor *low = &m->layers[i].share_low_param[k];
+            if (!low->data)
+                continue;
+            ck_status st = m->b->convert(m->b, low, share_master(m, i, k, false), 1.0, false, err);
+            if (st != CK_OK) {
+                ck_error_prefix(err, "casting %s (shared) to %s", low->name,
+                                ck_dtype_name(m->dtype));
+                return st;
+            }
+        }
     return CK_OK;
+}
+
+/* fp32 -> low -> fp32 in place on the backend, through a low-dtype copy */
+static ck_status round_in_place(ck_model *m, ck_tensor *t, ck_dtype low, ck_error *err)
+{
+    if (t->dtype != CK_F32)
+        return CK_OK;
+    ck_tensor tmp = {t->name, low, t->shape, NULL};
+    ck_status st = m->b->alloc(m->b, ck_tensor_bytes(&tmp), &tmp.data, err);
+    if (st == CK_OK)
+        st = m->b->convert(m->b, &tmp, t, 1.0, false, err);
+    if (st == CK_OK)
+        st = m->b->convert(m->b, t, &tmp, 1.0, false, err);
+    if (tmp.data)
+        m->b->free(m->b, tmp.data);
+    if (st != CK_OK)
+        ck_error_prefix(err, "rounding %s to %s", t->name, ck_dtype_name(low));
+    return st;
 }
 
 ck_status ck_model_round_cast_params(ck_model *m, ck_dtype low, ck_error *err)
 {
     /* on the backend, through a low-dtype copy: fp32 -> low -> fp32 with the backend's
      * convert (one rounding to nearest even each way, the second exact), so no weight
-     * moves through the host */
+     * moves through the host. A parameter a linear/conv layer shares is rounded as its
+     * owner (rounding twice to the same dtype is rounding once). */
     for (int i = 0; i < m->g->n; i++) {
         const ck_node *nd = &m->g->nodes[i];
         if (nd->op.kind != CK_OP_LINEAR && nd->op.kind != CK_OP_CONV)
             continue;
-        for (int p = 0; p < nd->n_params; p++) {
-            ck_tensor *t = &m->layers[i].param[p];
-            if (t->dtype != CK_F32)
-                continue;
-            ck_tensor tmp = {t->name, low, t->shape, NULL};
-            ck_status st = m->b->alloc(m->b, ck_tensor_bytes(&tmp), &tmp.data, err);
-            if (st == CK_OK)
-                st = m->b->convert(m->b, &tmp, t, 1.0, false, err);
-            if (st == CK_OK)
-                st = m->b->convert(m->b, t, &tmp, 1.0, false, err);
-            if (tmp.data)
-                m->b->free(m->b, tmp.data);
-            if (st != CK_OK) {
-                ck_error_prefix(err, "rounding %s to %s", t->name, ck_dtype_name(low));
-                return st;
-            }
-        }
+        for (int p = 0; p < nd->n_params; p++)
+            CK_TRY(round_in_place(m, &m->layers[i].param[p], low, err));
+        for (int k = 0; k < nd->n_shares; k++)
+            CK_TRY(round_in_place(m, share_master(m, i, k, false), low, err));
     }
     return CK_OK;
 }
@@ -371,6 +442,18 @@ ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err)
                 st = m->b->convert(m->b, &ls->grad[p], &ls->low_grad[p], inv, true, err);
             if (st != CK_OK) {
                 ck_error_prefix(err, "unscaling the gradient of %s", ls->param[p].name);
+                return st;
+            }
+        }
+    /* every master gradient is unscaled: add each shared use's, in layer order */
+    for (int i = 0; i < m->g->n; i++)
+        for (int k = 0; k < m->g->nodes[i].n_shares; k++) {
+            ck_tensor *lg = &m->layers[i].share_low_grad[k];
+            if (!lg->data)
+                continue;
+            ck_status st = m->b->convert(m->b, share_master(m, i, k, true), lg, inv, true, err);
+            if (st != CK_OK) {
+                ck_error_prefix(err, "adding the gradient of %s (shared)", lg->name);
                 return st;
             }
         }
@@ -409,6 +492,8 @@ void ck_model_free(ck_model *m)
     for (int i = 0; i < m->g->n; i++) {
         ck_layer_state *ls = &m->layers[i];
         for (int p = 0; p < 2; p++) {
+            free_state_tensor(m, &ls->share_low_param[p]);
+            free_state_tensor(m, &ls->share_low_grad[p]);
             free_state_tensor(m, &ls->low_param[p]);
             free_state_tensor(m, &ls->low_grad[p]);
             free_state_tensor(m, &ls->param[p]);
@@ -427,11 +512,19 @@ void ck_model_bind(ck_model *m, int i, bool master, ck_op_io *io, ck_op_grads *g
 {
     const ck_node *nd = &m->g->nodes[i];
     ck_layer_state *ls = &m->layers[i];
-    for (int p = 0; p < nd->n_params; p++) {
-        bool low = !master && ls->low_param[p].data;
-        ck_tensor *param = low ? &ls->low_param[p] : &ls->param[p];
-        ck_tensor *grad = low ? &ls->low_grad[p] : &ls->grad[p];
-        if (strcmp(nd->params[p].suffix, "bias") == 0) {
+    for (int p = 0; p < nd->n_params + nd->n_shares; p++) {
+        const int k = p - nd->n_params; /* >= 0: shares[k], the owner's tensor */
+        bool low = !master && (k < 0 ? ls->low_param[p].data : ls->share_low_param[k].data);
+        ck_tensor *param, *grad;
+        if (k < 0) {
+            param = low ? &ls->low_param[p] : &ls->param[p];
+            grad = low ? &ls->low_grad[p] : &ls->grad[p];
+        } else {
+            param = low ? &ls->share_low_param[k] : share_master(m, i, k, false);
+            grad = low ? &ls->share_low_grad[k] : share_master(m, i, k, true);
+        }
+        const char *suffix = k < 0 ? nd->params[p].suffix : nd->shares[k].suffix;
+        if (strcmp(suffix, "bias") == 0) {
             io->bias = param;
             if (g)
                 g->dbias = grad;

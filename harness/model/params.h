@@ -21,6 +21,10 @@ typedef struct {
      * and the low-dtype gradient backward accumulates into (data NULL otherwise) */
     ck_tensor low_param[2], low_grad[2];
     ck_tensor buffer[3]; /* per buffers[] slot: master dtype (num_batches_tracked i64) */
+    /* per shares[] entry of the node (another layer's parameter it uses), low-precision runs
+     * of an op that casts: this use's low-dtype copy and gradient, whose unscaled value is
+     * added into the owner's master gradient (data NULL otherwise) */
+    ck_tensor share_low_param[2], share_low_grad[2];
 } ck_layer_state;
 
 typedef struct {
@@ -56,7 +60,8 @@ ck_status ck_model_cast_params(ck_model *m, ck_error *err);
  * in place, so an fp32 run's forward sees exactly what the low-precision forward sees. */
 ck_status ck_model_round_cast_params(ck_model *m, ck_dtype low, ck_error *err);
 /* After backward with loss scale S: master grad = (master grad + low grad) / S, rounded
- * once to the master dtype. Nothing to do for S == 1 without low copies. */
+ * once to the master dtype; then, layer by layer, each shared use's low grad / S is added
+ * into its owner's master grad. Nothing to do for S == 1 without low copies. */
 ck_status ck_model_unscale_grads(ck_model *m, double scale, ck_error *err);
 /* One optimizer update of every parameter (step is 1-based). */
 ck_status ck_model_update(ck_model *m, const ck_optimizer *opt, int64_t step, double grad_scale,
@@ -65,7 +70,8 @@ void ck_model_free(ck_model *m);
 
 /* Fills io's weight/bias/buffers and g's dweight/dbias (g may be NULL) for layer i: the
  * low-precision copies when the layer has them, unless `master` asks for the fp32 masters
- * (a recomputation under autocast_recompute `drop`). */
+ * (a recomputation under autocast_recompute `drop`). A shared parameter binds its owner's
+ * master tensor and gradient (or this layer's own low-dtype copy of it). */
 void ck_model_bind(ck_model *m, int i, bool master, ck_op_io *io, ck_op_grads *g);
 
 /* Converts n doubles to dtype dt (f32/f64/f16/bf16/i32/i64) into dst, rounding once. */

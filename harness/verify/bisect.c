@@ -30,6 +30,15 @@ typedef struct {
 
 typedef struct recorder recorder;
 
+/* What localisation saw in each layer (bisect's per-layer marks, one byte per layer). */
+enum {
+    MARK_FIRST_DIFF = 1,     /* the first recomputed output of its segment that differs */
+    MARK_DTYPE = 2,          /* ... recomputed in another dtype than the original */
+    MARK_RNG = 4,            /* its dropout/noise draws differ on recomputation */
+    MARK_STATE = 8,          /* a buffer changed during recomputation */
+    MARK_STATE_COUNTED = 16, /* ... with num_batches_tracked counted again */
+};
+
 struct recorder {
     ck_backend *b;
     const ck_graph *g;
@@ -56,6 +65,7 @@ struct recorder {
     char state_buffer[32];
     ck_metrics state_m;
     int64_t nbt_orig, nbt_recomp;
+    unsigned char *marks; /* per layer (bisect's localisation); NULL: not kept */
 };
 
 static void copy_free(host_copy *c)
@@ -224,6 +234,18 @@ static ck_status on_forward(recorder *r, const ck_exec_event_info *ev, ck_error 
         ck_verdict v;
         if ((st = compare_live(r, io_buffer(ev->io, k), &r->buf[i][k], &m, &v, err)) != CK_OK)
             return st;
+        if (v != CK_VERDICT_IDENTICAL && r->marks) {
+            r->marks[i] |= MARK_STATE;
+            host_copy now;
+            memset(&now, 0, sizeof now);
+            int64_t before = nbt_value(&r->buf[i][2]), after = -1;
+            if (ev->io->num_batches_tracked &&
+                copy_tensor(r->b, ev->io->num_batches_tracked, &now, err) == CK_OK)
+                after = nbt_value(&now);
+            copy_free(&now);
+            if (before >= 0 && after >= 0)
+                r->marks[i] |= MARK_STATE_COUNTED;
+        }
         if (v != CK_VERDICT_IDENTICAL && (r->state_layer < 0 || i < r->state_layer)) {
             r->state_layer = i;
             snprintf(r->state_buffer, sizeof r->state_buffer, "%s", buffer_suffix(k));
@@ -484,17 +506,17 @@ static ck_status subset_diverges(search_ctx *s, const bool *enabled, bool *out, 
     return st;
 }
 
-/* Narrows the set of checkpointed segments: halves while one half alone diverges, then
- * drops segments one by one while the rest still diverges (a 1-minimal set), then
- * confirms the final set with one more run. */
-static ck_status search_segments(search_ctx *s, int k, bool *set, ck_error *err)
+/* Narrows the set of checkpointed segments (known to diverge): halves while one half alone
+ * diverges (when `narrow`), then drops segments one by one while the rest still diverges
+ * (a 1-minimal set), then confirms the final set with one more run. */
+static ck_status search_segments(search_ctx *s, int k, bool *set, bool narrow, ck_error *err)
 {
     bool *trial = calloc((size_t)k + 1, sizeof *trial);
     if (!trial)
         return ck_fail(err, CK_ERR_NOMEM, "out of memory searching segments");
     ck_status st = CK_OK;
     bool d = false;
-    for (;;) {
+    for (; narrow;) {
         int members[4096], m = 0;
         for (int i = 0; i < k && m < 4096; i++)
             if (set[i])
@@ -543,6 +565,87 @@ out:
     return st;
 }
 
+/* Records a found set as the next independent set (br->n_culprit_sets counts them). */
+static void take_set(ck_bisect_result *br, int k, const bool *set)
+{
+    for (int i = 0; i < k; i++)
+        if (set[i])
+            br->culprit_set[i] = br->n_culprit_sets;
+    br->n_culprit_sets++;
+}
+
+/* Finds independent culprit sets among `members`, whose checkpointing is known to diverge:
+ * a single segment is one; otherwise each half that diverges on its own is searched the
+ * same way, and when neither half does, the members need each other and are minimised
+ * into one set. Takes at least one set (unless the cap is reached). */
+static ck_status split_search(search_ctx *s, int k, const bool *members, ck_error *err)
+{
+    ck_bisect_result *br = s->br;
+    if (br->n_culprit_sets >= CK_BISECT_MAX_SETS) {
+        br->sets_capped = true;
+        return CK_OK;
+    }
+    int m = 0;
+    for (int i = 0; i < k; i++)
+        m += members[i];
+    bool *half = calloc(2 * ((size_t)k + 1), sizeof *half);
+    if (!half)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory searching segments");
+    ck_status st = CK_OK;
+    if (m == 1) {
+        take_set(br, k, members);
+        goto out;
+    }
+    bool d[2] = {false, false};
+    for (int h = 0, seen = 0; h < 2; h++) {
+        bool *hs = half + (size_t)h * ((size_t)k + 1);
+        seen = 0;
+        for (int i = 0; i < k; i++)
+            if (members[i])
+                hs[i] = h ? seen++ >= m / 2 : seen++ < m / 2;
+        if ((st = subset_diverges(s, hs, &d[h], err)) != CK_OK)
+            goto out;
+    }
+    for (int h = 0; h < 2 && st == CK_OK; h++)
+        if (d[h])
+            st = split_search(s, k, half + (size_t)h * ((size_t)k + 1), err);
+    if (st == CK_OK && !d[0] && !d[1]) {
+        memcpy(half, members, (size_t)k * sizeof *half);
+        if ((st = search_segments(s, k, half, false, err)) == CK_OK)
+            take_set(br, k, half);
+    }
+out:
+    free(half);
+    return st;
+}
+
+/* After the first set: while checkpointing every segment in no set yet still diverges, the
+ * independent sets among them. Ends with one run that diverges no more (or at the cap). */
+static ck_status search_other_sets(search_ctx *s, int k, ck_error *err)
+{
+    ck_bisect_result *br = s->br;
+    bool *rest = calloc((size_t)k + 1, sizeof *rest);
+    if (!rest)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory searching segments");
+    ck_status st = CK_OK;
+    while (!br->sets_capped) {
+        int m = 0;
+        for (int i = 0; i < k; i++)
+            m += rest[i] = br->culprit_set[i] < 0;
+        bool d = false;
+        if (m == 0 || (st = subset_diverges(s, rest, &d, err)) != CK_OK || !d)
+            break;
+        if (br->n_culprit_sets >= CK_BISECT_MAX_SETS) {
+            br->sets_capped = true;
+            break;
+        }
+        if ((st = split_search(s, k, rest, err)) != CK_OK)
+            break;
+    }
+    free(rest);
+    return st;
+}
+
 /* =======================================================================================
  * Layer localisation
  * ======================================================================================= */
@@ -551,7 +654,8 @@ out:
  * against their originals, and output gradients from its inputs' producers on against the
  * plain run's. Memory: one copy of the segment's outputs and gradients. */
 static ck_status localise_layers(const bisect_env *e, const ck_plan *plan,
-                                 const ck_segment *seg, ck_bisect_result *br, ck_error *err)
+                                 const ck_segment *seg, ck_bisect_result *br,
+                                 unsigned char *marks, ck_error *err)
 {
     ck_backend *b = e->b;
     const ck_graph *g = e->g;
@@ -575,14 +679,22 @@ static ck_status localise_layers(const bisect_env *e, const ck_plan *plan,
     rc.check_recompute = true;
     rc.plan = plan;
     rc.ref = &rp;
+    rc.marks = marks;
     if ((st = train_observed(e, CK_TRAINING_BISECT, NULL, &rp, &p, err)) != CK_OK ||
         (st = train_observed(e, CK_TRAINING_BISECT, plan, &rc, &c, err)) != CK_OK)
         goto out;
     /* the first recomputed layer (topological order) whose output differs */
+    bool first = true;
     for (int k = 0; k < rc.n_checks; k++) {
         const ck_recompute_check *ck = &rc.checks[k];
+        if (ck->rng_differs > 0)
+            marks[ck->layer] |= MARK_RNG;
         if (ck->verdict == CK_VERDICT_IDENTICAL)
             continue;
+        if (first)
+            marks[ck->layer] |= MARK_FIRST_DIFF |
+                                (ck->orig_dtype != ck->recomp_dtype ? MARK_DTYPE : 0);
+        first = false;
         if (br->forward.layer < 0 || ck->layer < br->forward.layer) {
             br->forward = (ck_layer_finding){.layer = ck->layer, .step = ck->step, .m = ck->m,
                                              .verdict = ck->verdict};
@@ -648,8 +760,26 @@ static void explain_noise(const ck_graph *g, ck_bisect_result *br)
         c->factor = CK_NOISE_FLOOR_FACTOR;
 }
 
-/* The forward culprit and the state change, when localisation found them. */
-static void explain_recompute(const ck_graph *g, ck_bisect_result *br)
+/* The cause's layers: `layer` first, then every other layer whose marks hold all of `want`
+ * and none of `unless`, in topological order. */
+static void cause_layers(const ck_graph *g, const unsigned char *marks, unsigned want,
+                         unsigned unless, ck_bisect_cause *c)
+{
+    c->n_layers = 1;
+    c->layers[0] = c->layer;
+    for (int i = 0; marks && i < g->n; i++) {
+        if (i == c->layer || (marks[i] & want) != want || (marks[i] & unless))
+            continue;
+        if (c->n_layers < CK_CAUSE_MAX_LAYERS)
+            c->layers[c->n_layers] = i;
+        c->n_layers++;
+    }
+}
+
+/* The forward culprit and the state change, when localisation found them; each names every
+ * layer of the culprit segments where the same thing happened. */
+static void explain_recompute(const ck_graph *g, const unsigned char *marks,
+                              ck_bisect_result *br)
 {
     const ck_case *cs = g->cs;
     ck_bisect_cause *c;
@@ -660,6 +790,7 @@ static void explain_recompute(const ck_graph *g, ck_bisect_result *br)
             c->rng = cs->rng;
             c->count = br->rng.rng_differs;
             c->total = g->nodes[f].draw_elems;
+            cause_layers(g, marks, MARK_RNG, 0, c);
         }
     } else if (f >= 0 && br->forward_orig_dtype != br->forward_recomp_dtype) {
         if ((c = add_cause(br, CK_CAUSE_RECOMPUTE_DTYPE))) {
@@ -667,6 +798,7 @@ static void explain_recompute(const ck_graph *g, ck_bisect_result *br)
             c->dtype = br->forward_recomp_dtype;
             c->orig_dtype = br->forward_orig_dtype;
             c->max_abs = br->forward.m.max_abs;
+            cause_layers(g, marks, MARK_FIRST_DIFF | MARK_DTYPE, 0, c);
         }
     } else if (f >= 0 && br->state_layer < 0) {
         if ((c = add_cause(br, CK_CAUSE_RECOMPUTE_DIFFERS))) {
@@ -675,6 +807,7 @@ static void explain_recompute(const ck_graph *g, ck_bisect_result *br)
             c->max_abs = br->forward.m.max_abs;
             c->count = differing(&br->forward.m);
             c->total = br->forward.m.numel;
+            cause_layers(g, marks, MARK_FIRST_DIFF, MARK_DTYPE | MARK_RNG | MARK_STATE, c);
         }
     }
     if (br->state_layer >= 0) {
@@ -686,11 +819,14 @@ static void explain_recompute(const ck_graph *g, ck_bisect_result *br)
             c->nbt_orig = counted ? br->nbt_orig : -1;
             c->bn = cs->bn;
             c->max_abs = counted ? 0.0 : br->state_m.max_abs;
+            cause_layers(g, marks, MARK_STATE | (counted ? MARK_STATE_COUNTED : 0),
+                         counted ? 0 : MARK_STATE_COUNTED, c);
         }
     }
 }
 
-static void explain(const ck_graph *g, ck_dtype dtype, const ck_plan *full, ck_bisect_result *br)
+static void explain(const ck_graph *g, ck_dtype dtype, const ck_plan *full,
+                    const unsigned char *marks, ck_bisect_result *br)
 {
     const ck_case *cs = g->cs;
     ck_bisect_cause *c;
@@ -698,7 +834,7 @@ static void explain(const ck_graph *g, ck_dtype dtype, const ck_plan *full, ck_b
         explain_noise(g, br);
     if (br->step < 0)
         return;
-    explain_recompute(g, br);
+    explain_recompute(g, marks, br);
     /* the float32-only filter: the first culprit segment's low-dtype input lost its gradient */
     int fseg = -1;
     for (int s = 0; cs->recompute_fp32_only && (dtype == CK_F16 || dtype == CK_BF16) && full &&
@@ -761,15 +897,20 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
     memset(&plain, 0, sizeof plain);
     ck_plan full;
     memset(&full, 0, sizeof full);
+    unsigned char *marks = NULL; /* per layer: what localisation saw (MARK_*) */
     ck_status st = ck_plan_build(g, &full, err);
     if (st != CK_OK)
         goto out;
     br->n_segments = full.n_segments;
     br->culprit = calloc((size_t)full.n_segments + 1, sizeof *br->culprit);
-    if (!br->culprit) {
+    br->culprit_set = malloc(((size_t)full.n_segments + 1) * sizeof *br->culprit_set);
+    marks = calloc((size_t)g->n + 1, 1);
+    if (!br->culprit || !br->culprit_set || !marks) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
         goto out;
     }
+    for (int s = 0; s < full.n_segments; s++)
+        br->culprit_set[s] = -1;
     bisect_env env = {.b = b, .g = g, .dtype = dtype, .log = o->log};
     if ((st = train_observed(&env, CK_TRAINING_BISECT, NULL, NULL, &plain, err)) != CK_OK)
         goto out;
@@ -787,8 +928,15 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         for (int s = 0; s < full.n_segments; s++)
             br->culprit[s] = true;
         search_ctx sc = {.e = &env, .g = g, .dtype = dtype, .plain = &plain, .br = br};
-        if (full.n_segments > 1 && (st = search_segments(&sc, full.n_segments, br->culprit, err)) != CK_OK)
+        if (full.n_segments > 1 &&
+            (st = search_segments(&sc, full.n_segments, br->culprit, true, err)) != CK_OK)
             goto out;
+        take_set(br, full.n_segments, br->culprit);
+        /* every other segment, or set of segments, that diverges on its own */
+        if (full.n_segments > 1 && (st = search_other_sets(&sc, full.n_segments, err)) != CK_OK)
+            goto out;
+        for (int s = 0; s < full.n_segments; s++)
+            br->culprit[s] = br->culprit_set[s] >= 0;
         br->searched = true;
         br->search_runs = sc.runs;
 
@@ -811,7 +959,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
             ck_bisect_result part = *br;
             part.forward.layer = part.backward.layer = part.state_layer = -1;
             part.rng.layer = -1;
-            st = localise_layers(&env, &culprit_plan, seg, &part, err);
+            st = localise_layers(&env, &culprit_plan, seg, &part, marks, err);
             if (st != CK_OK)
                 break;
             if (part.forward.layer >= 0 && br->forward.layer < 0) {
@@ -830,14 +978,13 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
             if (part.backward.layer >= 0 &&
                 (br->backward.layer < 0 || part.backward.layer > br->backward.layer))
                 br->backward = part.backward;
-            if (br->forward.layer >= 0 || br->state_layer >= 0)
-                break;
+            /* on to the next segment: every layer of the same cause is named */
         }
         ck_plan_free(&culprit_plan);
         if (st != CK_OK)
             goto out;
     }
-    explain(g, dtype, &full, br);
+    explain(g, dtype, &full, marks, br);
     explain_scaler(res, br);
     if (br->within_noise_floor && res->verdict == CK_VERDICT_MISMATCH) {
         /* the measured differences are noise: judge the case against the floor */
@@ -845,6 +992,7 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         ck_result_judge(res);
     }
 out:
+    free(marks);
     ck_record_free(&plain);
     ck_plan_free(&full);
     if (st != CK_OK) {

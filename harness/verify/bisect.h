@@ -6,7 +6,12 @@
  *    is localised and the checkpointed run is judged against that floor.
  *  - Segment search: over which segments are checkpointed (binary narrowing, then removing
  *    one segment at a time, then a confirming run), the smallest set whose checkpointing
- *    alone makes the runs diverge.
+ *    alone makes the runs diverge; then, while checkpointing every segment in no set yet
+ *    still diverges, the independent sets among those (halving, each diverging half
+ *    searched on its own, halves that diverge only together minimised into one set), up
+ *    to CK_BISECT_MAX_SETS sets.
+ *  - Localisation covers every culprit segment, so a cause names every layer where it
+ *    holds (each dropout that drew again, each BatchNorm updated twice).
  *  - Layer localisation at the first divergent step: forward (the first layer whose
  *    recomputed output differs from its original output, value by value), backward (the
  *    first layer, in backward order, whose output gradient differs from the plain run's),

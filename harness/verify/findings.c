@@ -13,5 +13,6 @@ void ck_bisect_result_free(ck_bisect_result *br)
         free(br->floor[i].name);
     free(br->floor);
     free(br->culprit);
+    free(br->culprit_set);
     memset(br, 0, sizeof *br);
 }

@@ -18,6 +18,10 @@
 typedef struct ck_bisect_result ck_bisect_result;
 
 #define CK_BISECT_MAX_CAUSES 8
+/* Layers one cause keeps by name (layers[]); past it they are counted (n_layers). */
+#define CK_CAUSE_MAX_LAYERS 32
+/* Independent culprit sets the segment search looks for before it stops. */
+#define CK_BISECT_MAX_SETS 16
 
 /* Why two runs part, as bisect found it. Each kind says which fields of ck_bisect_cause
  * it fills; the others keep their defaults (-1 for indexes, 0 otherwise). */
@@ -54,9 +58,15 @@ typedef enum {
     CK_CAUSE_KINDS
 } ck_cause_kind;
 
+/* A cause may hold for several layers: every dropout that drew again, every BatchNorm
+ * updated twice, the first differing layer of every culprit segment. layers[0] is `layer`;
+ * n_layers counts them all, the first CK_CAUSE_MAX_LAYERS in topological order kept by
+ * index (0: the cause names `layer` alone, or none). */
 typedef struct {
     ck_cause_kind kind;
     int layer;              /* the layer named first, -1 none */
+    int n_layers;
+    int layers[CK_CAUSE_MAX_LAYERS];
     int last_layer;         /* a segment's last layer, -1 none */
     int source_layer;       /* the producer of a segment's input, -1 the model input / none */
     int step;
@@ -102,7 +112,11 @@ struct ck_bisect_result {
     /* segment search */
     bool searched;
     int n_segments;           /* segments of the full plan */
-    bool *culprit;            /* per segment: in the smallest diverging set */
+    bool *culprit;            /* per segment: in one of the independent culprit sets */
+    int *culprit_set;         /* per segment: which set (0 the first found), -1 none */
+    int n_culprit_sets;       /* independent sets: each diverges on its own, each minimal */
+    bool sets_capped;         /* the search stopped at CK_BISECT_MAX_SETS sets while the
+                                 remaining segments still diverged */
     int search_runs;          /* checkpointed runs the search took */
 
     /* layer localisation */

@@ -14,7 +14,23 @@ ck_status ck_gradcheck_layer(ck_backend *b, const ck_graph *g, int layer,
                              const ck_gradcheck_opts *opts, ck_gradcheck_result *res,
                              ck_error *err)
 {
-    const ck_node *nd = &g->nodes[layer];
+    /* the layer on its own: a parameter it shares (ck_param_share) is one of its own here,
+     * weight before bias as the op defines them */
+    ck_node alone = g->nodes[layer];
+    for (int k = 0; k < alone.n_shares && alone.n_params < 2; k++) {
+        const ck_param_share *sh = &alone.shares[k];
+        ck_param_spec ps = g->nodes[sh->layer].params[sh->slot];
+        ps.suffix = sh->suffix;
+        if (strcmp(sh->suffix, "weight") == 0 && alone.n_params == 1) {
+            alone.params[1] = alone.params[0];
+            alone.params[0] = ps;
+            alone.n_params = 2;
+        } else {
+            alone.params[alone.n_params++] = ps;
+        }
+    }
+    alone.n_shares = 0;
+    const ck_node *nd = &alone;
     ck_shape in_shapes[CK_MAX_INPUTS];
     for (int j = 0; j < nd->n_in; j++)
         in_shapes[j] = nd->in[j] < 0 ? g->input_shape : g->nodes[nd->in[j]].out_shape;

@@ -294,6 +294,9 @@ static void io_cause(wio *x, ck_bisect_cause *c)
 {
     IO_ENUM(x, c->kind, CK_CAUSE_KINDS, "cause.kind");
     io_layer(x, &c->layer, true, "cause.layer");
+    io_int(x, &c->n_layers, 0, x->g->n, "cause.n_layers");
+    for (int i = 0; i < c->n_layers && i < CK_CAUSE_MAX_LAYERS; i++)
+        io_layer(x, &c->layers[i], false, "cause.layers");
     io_layer(x, &c->last_layer, true, "cause.last_layer");
     io_layer(x, &c->source_layer, true, "cause.source_layer");
     io_int(x, &c->step, -1, x->steps, "cause.step");
@@ -323,6 +326,17 @@ static void io_bisect_search(wio *x, ck_bisect_result *br)
         return;
     for (int s = 0; s < br->n_segments; s++)
         io_bool(x, &br->culprit[s], "bisect.culprit");
+    if (io_present(x, br->culprit_set, "bisect.culprit_set")) {
+        if (x->reading && !(br->culprit_set = calloc((size_t)br->n_segments + 1,
+                                                     sizeof *br->culprit_set))) {
+            ck_wire_fail(x->r, "bisect.culprit_set", "out of memory");
+            return;
+        }
+        for (int s = 0; s < br->n_segments; s++)
+            io_int(x, &br->culprit_set[s], -1, CK_BISECT_MAX_SETS - 1, "bisect.culprit_set");
+    }
+    io_int(x, &br->n_culprit_sets, 0, CK_BISECT_MAX_SETS, "bisect.n_culprit_sets");
+    io_bool(x, &br->sets_capped, "bisect.sets_capped");
     io_int(x, &br->search_runs, 0, 1 << 30, "bisect.search_runs");
 }
 

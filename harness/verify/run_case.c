@@ -13,7 +13,6 @@
 #include "harness/engine/memory_plan.h"
 #include "harness/io/files.h"
 #include "harness/verify/judge.h"
-#include "harness/verify/lowp_refs.h"
 #include "harness/verify/training.h"
 
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
@@ -22,21 +21,44 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
     return ck_run_case_ex(b, g, dtype, NULL, res, err);
 }
 
-/* The executor's layer events, passed on as progress. */
+/* The executor's layer events of one lockstep training, passed on as progress. */
 typedef struct {
     const ck_case_run_opts *opts;
     ck_progress_info info;
+    char label[32];
 } progress_relay;
+
+/* A relay for lockstep training `run` of n_runs, named `label`. */
+static void relay_init(progress_relay *r, const ck_case_run_opts *opts, const ck_graph *g,
+                       int run, int n_runs, const char *label)
+{
+    memset(r, 0, sizeof *r);
+    r->opts = opts;
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->info = (ck_progress_info){.run = run, .n_runs = n_runs, .run_label = r->label,
+                                 .steps = g->cs->steps, .n_layers = g->n};
+}
 
 static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_error *err)
 {
     (void)err;
     progress_relay *r = user;
-    r->info.step = ev->step;
-    r->info.layer = ev->layer;
-    r->info.backward = ev->ev == CK_EVENT_BACKWARD;
-    r->info.recompute = ev->recompute;
-    r->opts->progress(r->opts->progress_user, &r->info);
+    ck_progress_info *in = &r->info;
+    in->run_label = r->label;
+    in->step = ev->step;
+    in->layer = ev->layer;
+    in->backward = ev->ev == CK_EVENT_BACKWARD;
+    in->recompute = ev->recompute;
+    /* a step is n_layers forward passes and n_layers backward ones; the trainings take
+     * each step in turn, so step s of run k comes after step s of runs 0..k-1 */
+    double per_step = in->n_layers > 0 ? 2.0 * in->n_layers : 1.0;
+    double pos = in->backward ? 2.0 * in->n_layers - in->layer : in->layer;
+    double frac = ((double)in->step * in->n_runs + in->run + pos / per_step) /
+                  ((double)in->n_runs * (in->steps > 0 ? in->steps : 1));
+    frac = frac > 1.0 ? 1.0 : frac;
+    if (frac > in->fraction) /* a recomputation's forward events come within backward */
+        in->fraction = frac;
+    r->opts->progress(r->opts->progress_user, in);
     return CK_OK;
 }
 
@@ -61,16 +83,17 @@ typedef struct {
     progress_relay rplain, rckpt;
 } run_pair_hooks;
 
+/* n_runs: the trainings that advance in lockstep with the pair (the pair's two and a
+ * low-precision case's references), for the progress fraction. */
 static ck_status pair_hooks_init(run_pair_hooks *h, const ck_graph *g, const ck_plan *plan,
-                                 ck_dtype dtype, const ck_case_run_opts *opts, ck_error *err)
+                                 ck_dtype dtype, const ck_case_run_opts *opts, int n_runs,
+                                 ck_error *err)
 {
     const ck_case *c = g->cs;
     memset(h, 0, sizeof *h);
     h->dumping = opts && opts->dump_dir;
-    h->rplain = (progress_relay){opts, {.run = 0, .n_runs = 2, .run_label = "plain",
-                                        .steps = c->steps, .n_layers = g->n}};
-    h->rckpt = (progress_relay){opts, {.run = 1, .n_runs = 2, .run_label = "checkpointed",
-                                       .steps = c->steps, .n_layers = g->n}};
+    relay_init(&h->rplain, opts, g, 0, n_runs, "plain");
+    relay_init(&h->rckpt, opts, g, 1, n_runs, "checkpointed");
     if (opts && opts->progress) {
         h->hplain.observer = h->hckpt.observer = relay_progress;
         h->hplain.observer_user = &h->rplain;
@@ -96,11 +119,103 @@ static ck_status pair_hooks_init(run_pair_hooks *h, const ck_graph *g, const ck_
     return CK_OK;
 }
 
+/* The fp32 reference and calibration runs that judge a low-precision run (precision_judge.h),
+ * trained in lockstep with it: each step is judged (ck_lowp_judge) and every run's tensors
+ * dropped, so memory does not grow with the steps. The fp32 runs take the low run's updates:
+ * a step its loss scaler skipped is skipped there too, or every later step would compare
+ * different models (skip_like reads the plain run's decision for the step, made first). */
+typedef struct {
+    const ck_case_run_opts *opts;
+    int n_calib;
+    ck_trainer tf, tcal[CK_PRECISION_CALIB_RUNS];
+    bool have_tf;
+    int have_cal;
+    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
+    ck_lowp_judge j;
+    progress_relay rf, rcal[CK_PRECISION_CALIB_RUNS]; /* runs 2 and 3.. of the lockstep */
+} lowp_refs;
+
+/* The references' trainings: the fp32 reference and the calibration runs. */
+static int lowp_refs_count(const ck_case_run_opts *opts)
+{
+    return 1 + (opts && opts->precision_override.set ? 0 : CK_PRECISION_CALIB_RUNS);
+}
+
+static ck_status lowp_refs_begin(lowp_refs *r, ck_backend *b, const ck_graph *g, ck_dtype dtype,
+                                 const ck_case_run_opts *opts, const ck_record *plain,
+                                 ck_error *err)
+{
+    const ck_case *c = g->cs;
+    ck_training_log *log = opts ? opts->log : NULL;
+    const ck_precision_override *ov =
+        opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    r->n_calib = ov ? 0 : CK_PRECISION_CALIB_RUNS;
+    ck_lowp_judge_init(&r->j, c, dtype, r->n_calib, ov);
+    /* the reference runs keep the current step's loss and scale only (train.h) */
+    ck_run_hooks href = {.skip_like = plain->scales, .latest_step_only = true};
+    bool progress = opts && opts->progress;
+    int n_runs = 2 + 1 + r->n_calib;
+    relay_init(&r->rf, opts, g, 2, n_runs, "fp32 reference");
+    if (progress) {
+        href.observer = relay_progress;
+        href.observer_user = &r->rf;
+    }
+    ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .dtype = CK_F32,
+                         .hooks = &href, .log = log};
+    ck_status st = ck_training_begin(&t_ref, &r->tf, &r->fp32, err);
+    r->have_tf = st == CK_OK;
+    for (; st == CK_OK && r->have_cal < r->n_calib; r->have_cal++) {
+        int j = r->have_cal;
+        ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
+                             .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
+                             .skip_like = plain->scales, .latest_step_only = true};
+        char label[32];
+        snprintf(label, sizeof label, "calibration %d/%d", j + 1, r->n_calib);
+        relay_init(&r->rcal[j], opts, g, 3 + j, n_runs, label);
+        if (progress) {
+            hcal.observer = relay_progress;
+            hcal.observer_user = &r->rcal[j];
+        }
+        ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .dtype = CK_F32,
+                             .hooks = &hcal, .log = log};
+        if ((st = ck_training_begin(&t_cal, &r->tcal[j], &r->calib[j], err)) != CK_OK)
+            break;
+    }
+    return st;
+}
+
+/* Step `step` of the reference runs, judged against the plain run's entries of that step. */
+static ck_status lowp_refs_step(lowp_refs *r, const ck_graph *g, const ck_record *plain_step,
+                                int step, ck_error *err)
+{
+    ck_status st = ck_trainer_step(&r->tf, step, err);
+    for (int j = 0; j < r->n_calib && st == CK_OK; j++)
+        st = ck_trainer_step(&r->tcal[j], step, err);
+    if (st == CK_OK)
+        st = ck_lowp_judge_add(&r->j, g, &r->fp32, r->calib, plain_step, step, err);
+    ck_record_drop_entries(&r->fp32);
+    for (int j = 0; j < r->n_calib; j++)
+        ck_record_drop_entries(&r->calib[j]);
+    return st;
+}
+
+static void lowp_refs_free(lowp_refs *r)
+{
+    if (r->have_tf)
+        ck_trainer_free(&r->tf);
+    for (int j = 0; j < r->have_cal; j++)
+        ck_trainer_free(&r->tcal[j]);
+    ck_record_free(&r->fp32);
+    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
+        ck_record_free(&r->calib[j]);
+    ck_lowp_judge_free(&r->j);
+}
+
 /* Plain and checkpointed train in lockstep (with the low-precision run's references when
  * refs is not NULL); each step is judged and its tensors dropped, so memory does not grow
  * with the steps. */
 static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
-                            run_pair_hooks *h, ck_training_log *log, ck_lowp_refs *refs,
+                            run_pair_hooks *h, ck_training_log *log, lowp_refs *refs,
                             ck_record *plain, ck_record *ckpt, ck_result *res, ck_error *err)
 {
     const ck_case *c = g->cs;
@@ -124,7 +239,7 @@ static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *pla
         goto steps_done;
     have_tc = true;
     /* after the plain run began: its per-step scales tell the references which steps to skip */
-    if (refs && (st = ck_lowp_refs_begin(refs, b, g, NULL, dtype, plain, err)) != CK_OK)
+    if (refs && (st = lowp_refs_begin(refs, b, g, dtype, refs->opts, plain, err)) != CK_OK)
         goto steps_done;
     for (int step = 0; step < c->steps; step++) {
         if ((st = ck_trainer_step(&tp, step, err)) != CK_OK ||
@@ -134,7 +249,7 @@ static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *pla
             goto steps_done;
         ck_vacuity_count(plain, dtype, vp);
         ck_vacuity_count(ckpt, dtype, vc);
-        if (refs && (st = ck_lowp_refs_step(refs, g, plain, step, err)) != CK_OK)
+        if (refs && (st = lowp_refs_step(refs, g, plain, step, err)) != CK_OK)
             goto steps_done;
         ck_record_drop_entries(plain);
         ck_record_drop_entries(ckpt);
@@ -218,7 +333,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_plan plan;
     run_pair_hooks hooks;
     memset(&hooks, 0, sizeof hooks);
-    ck_lowp_refs refs;
+    lowp_refs refs;
     memset(&refs, 0, sizeof refs);
     memset(res, 0, sizeof *res);
     memset(&plain, 0, sizeof plain);
@@ -241,10 +356,10 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     bool low = dtype == CK_F16 || dtype == CK_BF16;
     res->precision_check = opts ? opts->precision_check : CK_PRECISION_CHECK_FAIL;
     bool judge_lowp = low && res->precision_check != CK_PRECISION_CHECK_OFF;
-    if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, err)) != CK_OK)
+    int n_lockstep = 2 + (judge_lowp ? lowp_refs_count(opts) : 0);
+    if ((st = pair_hooks_init(&hooks, g, &plan, dtype, opts, n_lockstep, err)) != CK_OK)
         goto out;
-    refs.log = opts ? opts->log : NULL;
-    refs.ov = opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    refs.opts = opts;
     if ((st = train_pair(b, g, &plan, dtype, &hooks, opts ? opts->log : NULL,
                          judge_lowp ? &refs : NULL, &plain, &ckpt, res, err)) != CK_OK)
         goto out;
@@ -254,7 +369,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     if ((st = predict_runs(g, &plan, dtype, res, err)) != CK_OK)
         goto out;
 out:
-    ck_lowp_refs_free(&refs);
+    lowp_refs_free(&refs);
     if (hooks.dumping)
         ck_manifest_free(&hooks.manifest);
     ck_record_free(&plain);

@@ -9,15 +9,19 @@
 #include "harness/verify/result.h"
 #include "harness/verify/training.h"
 
-/* Progress of a case, called by the engine at every layer's forward and backward of the
- * plain (run 0) and checkpointed (run 1) training runs; the caller renders it (the library
- * never prints). */
+/* Progress of a case, called by the engine at every layer's forward and backward of each
+ * training that advances in lockstep: the plain (run 0) and checkpointed (run 1) runs and,
+ * for a low-precision case, its fp32 reference (run 2) and calibration runs (3 on). They
+ * train step by step in turn (step 0 of every run, then step 1, ...), so `fraction` is the
+ * share of all their work done so far; it never goes back. The caller renders it (the
+ * library never prints). */
 typedef struct {
-    int run, n_runs;       /* 0 plain, 1 checkpointed; of 2 */
-    const char *run_label; /* "plain", "checkpointed" */
+    int run, n_runs;       /* which of the n_runs lockstep trainings */
+    const char *run_label; /* "plain", "checkpointed", "fp32 reference", "calibration 2/3" */
     int step, steps;
     int layer, n_layers;
     bool backward, recompute;
+    double fraction;       /* of every lockstep training's layer passes, 0..1 */
 } ck_progress_info;
 typedef void (*ck_progress_fn)(void *user, const ck_progress_info *p);
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # The HTML page in a real browser: renders a run's page (a failing canary and two passing
 # cases) in headless Chromium, takes a screenshot and checks facts from the DOM the browser
-# built: the number of cases, the failing case's name in a failing section, every chart
-# drawn with data. Skipped, with a message, where Chromium is not installed (CI installs
+# built: the number of cases, the failing case first and in a failing section, its bisect
+# cause with the layer and policy as code elements, every chart drawn with data. Skipped, with a message, where Chromium is not installed (CI installs
 # Debian's `chromium`). The page and the screenshot stay in $CK_OUT/browser/ to look at.
 # Usage: CK_PROG=build/ckpt-harness CK_OUT=build/test-out sh tests/cli/browser.sh
 set -u
@@ -47,6 +47,9 @@ class Dom(HTMLParser):
         self.sections = []      # (status, name)
         self.charts = []        # [data-points, drawn marks]
         self.in_name = False
+        self.in_cause = False
+        self.cause_code = []    # the <code> texts inside the first cause item
+        self.in_code = False
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
         if tag == "section" and "case" in a.get("class", "").split():
@@ -57,20 +60,33 @@ class Dom(HTMLParser):
             self.charts.append([int(a.get("data-points", "0")), 0])
         if tag in ("path", "circle") and self.charts:
             self.charts[-1][1] += 1
+        if tag == "code" and self.in_cause:
+            self.in_code = True
+            self.cause_code.append("")
     def handle_endtag(self, tag):
         if tag == "span":
             self.in_name = False
+        if tag == "code":
+            self.in_code = False
+        if tag == "li" and self.in_cause:
+            self.in_cause = None  # only the first cause
     def handle_data(self, data):
         if self.in_name and self.sections:
             self.sections[-1][1] += data
+        if data == "cause:" and self.in_cause is False:
+            self.in_cause = True
+        if self.in_code and self.in_cause:
+            self.cause_code[-1] += data
 
 d = Dom()
 d.feed(open(sys.argv[1], encoding="utf-8").read())
 problems = []
 if len(d.sections) != 3:
     problems.append("%d case sections, want 3" % len(d.sections))
-if ["fail", "canary_fails"] not in d.sections:
-    problems.append("no failing section for canary_fails: %s" % d.sections)
+if d.sections[:1] != [["fail", "canary_fails"]]:
+    problems.append("the failing canary_fails is not the first section: %s" % d.sections)
+if d.cause_code[:2] != ["drop1", "stateful"]:
+    problems.append("the first cause's code spans are %s, want drop1, stateful" % d.cause_code)
 if len(d.charts) != 9:
     problems.append("%d charts, want 3 per case" % len(d.charts))
 for i, (points, marks) in enumerate(d.charts):

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The CI features end to end (docs/ci.md): JUnit checked against tests/junit/junit.xsd,
-# summary.json, --shard/--jobs/--filter and merge (4 shards with --jobs 2 merged equal the
-# serial run), non-case files in a cases folder, --keep-going, --reproducible, GitHub
-# annotations and step summary, gradcheck/compare --junit.
+# summary.json, --shard/--jobs/--filter and merge (4 shards with --jobs 2 --bisect merged
+# equal the serial run), non-case files in a cases folder, --keep-going, --reproducible,
+# GitHub annotations and step summary (of run and of merge), the HTML page (failures first,
+# the bisect story with its code spans), progress on a terminal, gradcheck/compare --junit.
 # Usage: CK_PROG=build/ckpt-harness CK_OUT=build/test-out sh tests/cli/ci.sh
 set -u
 PROG=${CK_PROG:-build/ckpt-harness}
@@ -43,7 +44,7 @@ printf '{"default": {"rtol": 1e-5, "atol": 1e-8}}\n' >"$C/tolerances.json"
 
 # ---- serial run: JUnit, summary, HTML; the tolerance file is skipped with a notice ----------
 run 1 "serial run with a failing canary" -- "$PROG" run "$C" --report "$TMP/serial/" \
-    --junit "$TMP/serial.xml" --html "$TMP/serial.html" --reproducible --quiet
+    --junit "$TMP/serial.xml" --html "$TMP/serial.html" --reproducible --quiet --bisect
 grep -q "tolerances.json is not a case file" "$TMP/err" && ok || bad "non-case file notice: $(cat "$TMP/err")"
 cp "$TMP/out" "$TMP/serial.out"
 junit_ok "$TMP/serial.xml" 6 1 0 0 canary_fails
@@ -51,6 +52,21 @@ grep -q '"fail":	1' "$TMP/serial/summary.json" && grep -q '"pass":	5' "$TMP/seri
     || bad "summary.json counts"
 [ "$(ls "$TMP/serial" | wc -l)" -eq 7 ] && ok || bad "serial report folder: $(ls "$TMP/serial")"
 grep -q 'class="case-name">canary_fails<' "$TMP/serial.html" && ok || bad "html names the failing case"
+# the page says why (--bisect, as docs/ci.md's workflow runs): failures first, the bisect
+# story of the failing canary with its layer names set as code, no Markdown backticks
+$PY - "$TMP/serial.html" <<'PYEOF' && ok || bad "html: failures first, bisect cause as code"
+import re, sys
+t = open(sys.argv[1], encoding="utf-8").read()
+rows = re.findall(r'<tr class="item" data-status="(\w+)">', t)
+sections = re.findall(r'<section class="case" id="case-\d+" data-status="(\w+)"><h2>.*?class="case-name">([^<]*)<', t)
+assert rows[0] == "fail" and rows.count("fail") == 1, rows
+assert sections[0] == ("fail", "canary_fails"), sections
+story = t[t.index("<h3>bisect</h3>"):]
+story = story[:story.index("</ul>")]
+assert "<b>cause:</b> dropout <code>drop1</code> drew a different mask" in story, story
+assert "rng policy <code>stateful</code>" in story and "`" not in story, story
+assert "checkpointing segment 0 (<code>fc1</code>" in story, story
+PYEOF
 
 # ---- text for people: 80 columns, one line per passing case, progress lines, colour -------
 run 1 "default text" -- "$PROG" run "$C"
@@ -71,11 +87,34 @@ if command -v script >/dev/null 2>&1; then
         grep -q "$(printf '\r')\[1/1\] canary_no_saving fp32 " "$TMP/typescript" && \
             grep -q "$(printf '\033')\[K" "$TMP/typescript" && ok || bad "no live progress line on a terminal: $(cat -A "$TMP/typescript" | head -3)"
     fi
+    # a low-precision case (about 2 s): its fp32 reference and calibration runs are named
+    # as they train, with an ETA, every frame within 79 columns; --quiet draws nothing
+    cat >"$TMP/progress_mlp.json" <<'EOF'
+{"name": "progress_mlp_with_a_name_long_enough_to_be_shortened", "seed": 1,
+ "input": {"shape": [128, 512]},
+ "layers": [{"name": "l0", "op": "linear", "units": 512}, {"name": "a0", "op": "tanh"},
+            {"name": "l1", "op": "linear", "units": 512}, {"name": "a1", "op": "tanh"},
+            {"name": "l2", "op": "linear", "units": 512}, {"name": "a2", "op": "tanh"},
+            {"name": "out", "op": "linear", "units": 4}],
+ "loss": {"op": "mse"}, "checkpoint": {"segments": [["l0", "a1"]]}, "train": {"steps": 4}}
+EOF
+    script -qc "\"$PROG\" run \"$TMP/progress_mlp.json\" --dtype fp16 >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" | grep '^\[1/1\] ' >"$TMP/frames"
+    grep -Eq ' fp16  (fp32 reference|calibration [123]/3) step [1-4]/4 .*ETA [0-9]+s$' "$TMP/frames" && ok \
+        || bad "the fp32 reference and calibration runs are not named with an ETA: $(tail -3 "$TMP/frames")"
+    awk 'length($0) > 79 { n++ } END { exit n > 0 }' "$TMP/frames" && ok || bad "progress frames over 79 columns: $(awk 'length($0) > 79' "$TMP/frames" | head -2)"
+    script -qc "\"$PROG\" run \"$TMP/progress_mlp.json\" --dtype fp16 --quiet >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    grep -q '\[1/1\]' "$TMP/typescript" && bad "--quiet draws progress on a terminal" || ok
+    # bisect is a stage of the live line, not a line written into it
+    script -qc "\"$PROG\" run \"$C/canary_fails.json\" --bisect --rows 0 >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" >"$TMP/frames"
+    grep -q '^\[1/1\] canary_fails fp32  bisecting  ' "$TMP/frames" && ! grep -q 'canary_fails: bisecting' "$TMP/frames" && ok \
+        || bad "bisect on a terminal: $(cat "$TMP/frames" | head -5)"
 fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
 run 1 "--jobs 2" -- "$PROG" run "$C" --report "$TMP/jobs/" --junit "$TMP/jobs.xml" \
-    --html "$TMP/jobs.html" --reproducible --quiet --jobs 2
+    --html "$TMP/jobs.html" --reproducible --quiet --bisect --jobs 2
 cmp -s "$TMP/out" "$TMP/serial.out" && ok || bad "--jobs 2 stdout differs from the serial run"
 cmp -s "$TMP/jobs.xml" "$TMP/serial.xml" && ok || bad "--jobs 2 JUnit differs"
 cmp -s "$TMP/jobs/summary.json" "$TMP/serial/summary.json" && ok || bad "--jobs 2 summary differs"
@@ -89,18 +128,23 @@ for f in "$TMP"/serial/*.json; do
 done
 [ $diff_reports = 0 ] && ok || bad "--jobs 2 reports differ from the serial run's (command line aside)"
 
-# ---- docs/ci.md's workflow: 4 shards with --jobs 2, then merge == the serial run ----------
+# ---- docs/ci.md's workflow: 4 shards with --jobs 2 --bisect, then merge == the serial run ---
 n_items=0
 for i in 1 2 3 4; do
-    "$PROG" run "$C" --shard "$i/4" --jobs 2 --report "$TMP/shard$i/" --reproducible --quiet >"$TMP/shard$i.out" 2>&1
+    "$PROG" run "$C" --shard "$i/4" --jobs 2 --report "$TMP/shard$i/" --reproducible --quiet --bisect >"$TMP/shard$i.out" 2>&1
     rc=$?
     [ "$rc" -le 1 ] && ok || bad "shard $i/4: exit $rc"
     k=$($PY -c "import json,sys; print(len(json.load(open(sys.argv[1]))['items']))" "$TMP/shard$i/summary.json")
     n_items=$((n_items + k))
 done
 [ "$n_items" -eq 6 ] && ok || bad "the shards hold $n_items items, want 6"
-run 1 "merge of 4 shards" -- "$PROG" merge "$TMP/shard1" "$TMP/shard2" "$TMP/shard3" "$TMP/shard4" \
+: >"$TMP/merge_summary.md"
+run 1 "merge of 4 shards" -- env GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/merge_summary.md" \
+    "$PROG" merge "$TMP/shard1" "$TMP/shard2" "$TMP/shard3" "$TMP/shard4" \
     --report "$TMP/merged/" --junit "$TMP/merged.xml" --html "$TMP/merged.html"
+# the merge job's GitHub outputs: one annotation for the one failure, the step summary
+[ "$(grep -c "^::error file=$C/canary_fails.json," "$TMP/out")" -eq 1 ] && ok || bad "merge: ::error annotation: $(grep '::' "$TMP/out")"
+grep -q '| :x: | canary_fails | fp32 |' "$TMP/merge_summary.md" && ok || bad "merge step summary: $(cat "$TMP/merge_summary.md")"
 grep -q "5 passed, 1 failed, 0 errors, 0 skipped" "$TMP/out" && ok || bad "merge totals: $(tail -3 "$TMP/out")"
 cmp -s "$TMP/merged.xml" "$TMP/serial.xml" && ok || { bad "merged JUnit differs from the serial run"; diff "$TMP/merged.xml" "$TMP/serial.xml" | head -5; }
 cmp -s "$TMP/merged/summary.json" "$TMP/serial/summary.json" && ok || bad "merged summary.json differs"

@@ -92,7 +92,10 @@ rc=$?
 [ "$rc" -eq 0 ] && grep -q "check-against .*unet3d.ref.npz: the import matches the framework in training mode" "$TMP/out" && grep -q "11 gradients" "$TMP/out" && [ -s "$TMP/ok.json" ] && ok || bad "--check-against a faithful export: exit $rc $(cat "$TMP/out" "$TMP/err")"
 refused "folded BatchNorm (dynamo, external data)" "the exporter folded BatchNorm into the convolutions" -- "$PROG" import "$C/unet3d_dynamo.onnx" -o "$TMP/fold.json" --check-against "$C/unet3d.ref.npz"
 [ ! -e "$TMP/fold.json" ] && ok || bad "nothing written for a folded import"
-"$PROG" import "$C/unet3d_dynamo.onnx" -o "$TMP/ext.json" >"$TMP/out" 2>"$TMP/err" && grep -q '"op":[[:space:]]*"conv3d"' "$TMP/ext.json" && ok || bad "a model with external data imports: $(cat "$TMP/err")"
+"$PROG" import "$C/llama_block_dynamo.onnx" -o "$TMP/ext.json" >"$TMP/out" 2>"$TMP/err" && grep -q '"op":[[:space:]]*"rmsnorm"' "$TMP/ext.json" && ok || bad "a model with external data imports: $(cat "$TMP/err")"
+# the dynamo exporter's metadata says a Conv is a folded BatchNorm: refused without a reference
+refused "folded BatchNorm seen in the dynamo exporter's metadata" "module enc1.1: node \`node_Conv_39\` (Conv): this Conv node is the exporter's rewrite of BatchNorm" -- "$PROG" import "$C/unet3d_dynamo.onnx" -o "$TMP/fold2.json"
+[ ! -e "$TMP/fold2.json" ] && ok || bad "nothing written for a folded import without a reference"
 refused "reference of another model" "\`output\` is [6, 10], the imported model's output is" -- "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/o.json" --check-against "$C/resnet18.ref.npz"
 refused "missing reference" "nope.npz" -- "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/o.json" --check-against "$TMP/nope.npz"
 cp "$C/unet3d_dynamo.onnx" "$TMP/lonely.onnx"

@@ -148,6 +148,33 @@ for dt in fp32 fp16 bf16; do
     expect_exit 0 "vocabulary 50,257 passes in $dt by default" -- "$PROG" run "$ROOT/tests/cli/cases/gpt_vocab50257.json" --dtype $dt --quiet
 done
 
+# ---- GPT-2's tied head ("share": "tok.weight") at vocabulary 50,257 ------------------------
+for dt in fp32 fp16 bf16; do
+    expect_exit 0 "a tied head at vocabulary 50,257 passes in $dt by default" -- "$PROG" run "$ROOT/tests/cli/cases/gpt_tied_vocab50257.json" --dtype $dt --quiet --report "$TMP/tied.$dt.json"
+    "$PY" -c "
+import json, sys
+names = {t['name'] for t in json.load(open(sys.argv[1]))['tensors']}
+sys.exit(0 if 'tok.weight' in names and not any(n.startswith('head.') for n in names) else 1)" "$TMP/tied.$dt.json" && ok || bad "tied $dt: the report names tok.weight once and no head.weight"
+done
+expect_exit 0 "the tied case dumps" -- "$PROG" run "$ROOT/tests/cli/cases/gpt_tied_vocab50257.json" --dtype fp32 --quiet --dump "$TMP/tied_dump"
+W=$(find "$TMP/tied_dump" -path '*plain/init/weights.safetensors' | head -n 1)
+"$PY" - "$W" "$TMP/tied_extra.safetensors" <<'PYEOF'
+import json, struct, sys
+blob = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", blob[:8])[0]
+head, data = json.loads(blob[8:8 + n]), blob[8 + n:]
+meta = dict(head["tok.weight"])
+a, b = meta["data_offsets"]
+meta["data_offsets"] = [len(data), len(data) + b - a]
+head["head.weight"] = meta
+h = json.dumps(head).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + data + data[a:b])
+PYEOF
+expect_exit 0 "the dumped weights (tok.weight once) load back" -- "$PROG" run "$ROOT/tests/cli/cases/gpt_tied_vocab50257.json" --dtype fp32 --quiet --init "$W"
+expect_exit 2 "a weight file that also holds the shared head.weight is refused" -- "$PROG" run "$ROOT/tests/cli/cases/gpt_tied_vocab50257.json" --dtype fp32 --quiet --init "$TMP/tied_extra.safetensors"
+tr '\n' ' ' <"$TMP/err" | grep -q '`head.weight` is shared: that layer uses tok.weight' && ok || bad "the refusal names the share: $(cat "$TMP/err")"
+
 if [ "${CK_SEED_FULL:-0}" = 1 ]; then
     for dt in fp32 fp16 bf16; do
         expect_exit 0 "seed model 64x64x32 $dt" -- "$PROG" run "$ROOT/tests/bench/cases/seed_unet_64x64x32.json" --dtype $dt --rows 0 --report "$TMP/seedfull.$dt.json"

@@ -96,6 +96,13 @@ expect("replay of a corrupted dump mismatches", 1, rp, [os.path.join(dump, "conv
 expect("replay of dropout applies the dump's masks", 0, rp,
        [os.path.join(dump, "mlp_dropout"), "--harness", PROG, "--out", os.path.join(TMP, "dr")],
        ["PASS close"])
+# shared parameters (one tensor, both uses' gradients) and a label-smoothed cross-entropy
+rc = subprocess.run([PROG, "run", os.path.join(ROOT, "tests", "cli", "cases", "mlp_tied.json"),
+                     "--dtype", "fp32", "--dump", dump, "--quiet"],
+                    stdout=subprocess.DEVNULL).returncode
+expect("replay of shared parameters and label smoothing", 0, rp,
+       [os.path.join(dump, "mlp_tied"), "--harness", PROG, "--out", os.path.join(TMP, "tied")],
+       ["PASS close"])
 # an op the example does not replay is refused as such, not blamed on missing masks
 rc = subprocess.run([PROG, "run", os.path.join(ROOT, "cases", "unet3d_groupnorm.json"),
                      "--dtype", "fp32", "--dump", dump, "--quiet"],

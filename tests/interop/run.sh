@@ -1,7 +1,8 @@
 #!/bin/sh
 # The interop examples under PyTorch (tests/interop/check_torch.py): each documented option
 # of examples/pytorch_checkpoint_dump.py gives its documented exit code, and
-# examples/replay_torch.py matches the harness on two shipped cases. Skips with one line
+# examples/replay_torch.py matches the harness on two shipped cases; the PyTorch driver's
+# verify (check_torch_driver.py) and export (check_torch_export.py) commands. Skips with one line
 # when the Python ($CK_PYTHON, default /usr/bin/python3) cannot import torch.
 # Usage: CK_PROG=build/ckpt-harness sh tests/interop/run.sh
 set -u
@@ -18,4 +19,5 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 "$PY" "$ROOT/tests/interop/check_torch.py" "$PROG" "$TMP"
 rc=$?
 "$PY" "$ROOT/tests/interop/check_torch_driver.py" "$PROG" "$TMP" || rc=1
+"$PY" "$ROOT/tests/interop/check_torch_export.py" "$PROG" "$TMP" || rc=1
 exit $rc

@@ -131,8 +131,11 @@ static void rmsnorm_state(ck_node *node, const ck_shape *in0)
 
 /* ---- groupnorm: per sample over groups of channels, per-channel affine ---- */
 
+/* groups: required by groupnorm (checked by the case parser); instancenorm is groupnorm
+ * with one group per channel and refuses it (0 until groupnorm_infer sets C) */
 static const ck_option_def groupnorm_options[] = {
-    CK_OPT("groups", SIZE, groups, .required = true, .type_text = "size dividing C"),
+    CK_OPT("groups", SIZE, groups, .type_text = "size dividing C",
+           .default_text = "required by groupnorm; instancenorm: C (not allowed)"),
     CK_OPT("eps", REAL, eps, .range = CK_RANGE_POSITIVE),
     CK_OPTIONS_END,
 };
@@ -142,6 +145,8 @@ static ck_status groupnorm_infer(ck_op_params *op, int n_in, const ck_shape *in,
 {
     char s[128];
     CK_TRY(ck_op_need_min_rank(op, &in[0], 2, "(N, C, ...)", err));
+    if (op->groups == 0) /* instancenorm: one group per channel */
+        op->groups = in[0].dim[1];
     if (op->groups < 1 || in[0].dim[1] % op->groups != 0)
         return ck_fail(err, CK_ERR_INPUT,
                        "groupnorm: groups %lld does not divide the %lld channels of input %s",
@@ -182,7 +187,10 @@ const ck_op_def ck_op_defs_norm[] = {
      .backward_reads = CK_BWD_READS_INPUTS}, /* recomputes the statistic from x */
     {.kind = CK_OP_GROUPNORM,
      .spellings = {{"groupnorm", 0,
-                    "normalisation per sample over groups of channels, per-channel affine"}},
+                    "normalisation per sample over groups of channels, per-channel affine"},
+                   {"instancenorm", 0,
+                    "groupnorm with one group per channel: per sample and channel over the "
+                    "spatial dims, affine"}},
      .min_inputs = 1, .max_inputs = 1,
      .options = groupnorm_options,
      .infer = groupnorm_infer,

@@ -1,4 +1,5 @@
-"""python3 -m ckpt_harness.torch verify SCRIPT.py [options]"""
+"""python3 -m ckpt_harness.torch verify SCRIPT.py [options]
+python3 -m ckpt_harness.torch export SCRIPT.py -o MODEL.onnx [options]"""
 import argparse
 import sys
 
@@ -37,6 +38,64 @@ def build_parser():
     return ap
 
 
+def build_export_parser():
+    from ckpt_harness.torch.onnx_export import EXPORTERS, LOSSES
+    ap = _Parser(prog=PROG + " export",
+                 description="Export SCRIPT.py's model to ONNX the way that keeps its training "
+                             "semantics (the TorchScript exporter, training=TRAINING, "
+                             "do_constant_folding=False), write PyTorch's train-mode reference "
+                             "(output, loss, every gradient) and run `ckpt-harness import "
+                             "--check-against` on it: an import that is not the same model is "
+                             "refused and nothing is written (docs/onnx.md).",
+                 epilog="exit codes: 0 exported and matched, 2 refused or bad input")
+    ap.add_argument("script", metavar="SCRIPT.py",
+                    help="defines build() -> (model, inputs, loss_fn); the model is exported "
+                         "on inputs(0), its one input")
+    ap.add_argument("-o", "--output", required=True, metavar="MODEL.onnx",
+                    help="the ONNX file (external data files beside it when the exporter "
+                         "writes them, over 2 GB)")
+    ap.add_argument("--ref", metavar="REF.npz",
+                    help="the reference file (default: MODEL.ref.npz)")
+    ap.add_argument("--case", metavar="CASE.json",
+                    help="also write the imported case (and CASE.safetensors)")
+    ap.add_argument("--loss", choices=LOSSES, default="mean",
+                    help="the loss of the reference and of the case (default mean: the "
+                         "output's mean)")
+    ap.add_argument("--class-dim", type=int, metavar="D",
+                    help="cross_entropy: the classes' dim (default as `ckpt-harness import`)")
+    ap.add_argument("--ignore-index", type=int, metavar="I",
+                    help="cross_entropy: targets equal to I count for nothing")
+    ap.add_argument("--opset", type=cli._positive_int, metavar="N",
+                    help="ONNX opset (default 17 for torchscript: LayerNorm as one node; the "
+                         "exporter's own for dynamo)")
+    ap.add_argument("--exporter", choices=EXPORTERS, default="torchscript",
+                    help="torchscript (default); dynamo (torch 2.x's default exporter: it "
+                         "folds BatchNorm into the convolutions, and the check refuses it)")
+    ap.add_argument("--seed", type=cli._non_negative_int, default=0,
+                    help="seed of the reference's targets (mse, cross_entropy)")
+    for opt, what in (("optimizer", "O"), ("lr", "X"), ("steps", "N"), ("checkpoint", "SPEC"),
+                      ("precision", "P")):
+        ap.add_argument("--" + opt, metavar=what,
+                        help=f"with --case: `ckpt-harness import --{opt}`")
+    ap.add_argument("--harness", metavar="PATH",
+                    help="the ckpt-harness program (default: $CKPT_HARNESS, the source "
+                         "tree's build/ckpt-harness, or PATH)")
+    return ap
+
+
+def _export(argv):
+    a = build_export_parser().parse_args(argv)
+    from ckpt_harness.torch.onnx_export import export_script
+    opts = {k: getattr(a, k) for k in ("optimizer", "lr", "steps", "checkpoint", "precision")}
+    if not a.case and any(v is not None for v in opts.values()):
+        raise UsageError("--optimizer, --lr, --steps, --checkpoint and --precision are the "
+                         "case's: give --case CASE.json")
+    export_script(a.script, a.output, ref_path=a.ref, case_path=a.case, loss=a.loss,
+                  class_dim=a.class_dim, ignore_index=a.ignore_index, exporter=a.exporter,
+                  opset=a.opset, seed=a.seed, harness=a.harness, import_options=opts)
+    return 0
+
+
 def _verify(argv):
     ap = build_parser()
     a = ap.parse_args(argv)
@@ -62,12 +121,16 @@ def _verify(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: {PROG} verify SCRIPT.py [options]   ({PROG} verify --help)")
+        print(f"usage: {PROG} verify SCRIPT.py [options]   ({PROG} verify --help)\n"
+              f"       {PROG} export SCRIPT.py -o MODEL.onnx [options]   "
+              f"({PROG} export --help)")
         return 0 if argv else 2
-    if argv[0] != "verify":
-        print(f"{PROG}: unknown command {argv[0]!r} (expected verify)", file=sys.stderr)
+    commands = {"verify": _verify, "export": _export}
+    if argv[0] not in commands:
+        print(f"{PROG}: unknown command {argv[0]!r} (expected verify or export)",
+              file=sys.stderr)
         return 2
-    return cli.run_main(PROG, _verify, argv[1:])
+    return cli.run_main(PROG, commands[argv[0]], argv[1:])
 
 
 if __name__ == "__main__":
