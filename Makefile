@@ -59,7 +59,7 @@ PROG := $(BUILD)/ckpt-harness
 LIB  := $(BUILD)/libckpt.a
 TESTS := $(BUILD)/check_runner
 
-.PHONY: all deps check check-run check-seed check-asan check-tsan check-tsan-run run-cases run-cases-run bench bench-run clean
+.PHONY: all deps check check-run check-seed check-asan check-tsan check-tsan-run run-cases run-cases-run bench bench-run bench-origin clean
 
 all: $(PROG)
 
@@ -364,6 +364,12 @@ bench: deps
 
 bench-run: $(PROG) $(BUILD)/sgemm_peak
 	sh tests/bench/run.sh $(PROG) $(BUILD)/sgemm_peak
+
+# The origin's 3-D U-Net at full size (1x1x368x368x224) on the cpu backend, verified segment
+# by segment under a 24 GB memory limit (docs/memory.md); tens of minutes, about 16 GB.
+# Not part of check or bench.
+bench-origin: $(PROG)
+	sh tests/bench/origin.sh $(PROG)
 
 $(BUILD)/sgemm_peak: $(BUILD)/obj/tests/bench/sgemm_peak.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

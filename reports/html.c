@@ -125,9 +125,13 @@ static void memory_cell(ck_strbuf *b, const cJSON *rep)
         return;
     }
     char p[32], c[32];
-    ck_format_bytes((int64_t)jnum(get(mem, "plain_peak_bytes")), p, sizeof p);
+    const cJSON *plain = get(mem, "plain_peak_bytes");
+    bool predicted = cJSON_IsNull(plain); /* segment by segment: the plain run did not run */
+    ck_format_bytes((int64_t)jnum(predicted ? get(mem, "plain_predicted_peak_bytes") : plain), p,
+                    sizeof p);
     ck_format_bytes((int64_t)jnum(get(mem, "checkpointed_peak_bytes")), c, sizeof c);
-    ck_sb_addf(b, "%s &#8594; %s (saving %.1f%%)", p, c, jnum(get(mem, "saving")) * 100.0 + 0.0);
+    ck_sb_addf(b, "%s%s &#8594; %s (saving %.1f%%)", p, predicted ? " (predicted)" : "", c,
+               jnum(get(mem, "saving")) * 100.0 + 0.0);
 }
 
 static void summary_table(ck_strbuf *b, const ck_run_set *s, const int *order)
@@ -405,6 +409,13 @@ static void case_section(ck_strbuf *b, const ck_run_item *it, int i)
     if (!it->report) {
         ck_sb_add(b, "</section>\n");
         return;
+    }
+    char eq[CK_REPORT_LINE_MAX];
+    ck_report_equivalence_from_json(it->report, eq, sizeof eq);
+    if (eq[0]) {
+        ck_sb_add(b, "<p>");
+        ck_sb_add_xml(b, eq);
+        ck_sb_add(b, "</p>\n");
     }
     const cJSON *f;
     cJSON_ArrayForEach(f, get(it->report, "failures")) {

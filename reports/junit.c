@@ -5,6 +5,7 @@
  * tensors; a case that could not run has an <error>; an unsupported combination is
  * <skipped>. Attributes are limited to the common schema (tests/junit/junit.xsd).
  */
+#include "reports/report.h"
 #include "reports/run_set.h"
 
 #include <math.h>
@@ -108,6 +109,12 @@ char *ck_junit_string(const ck_run_set *s)
         if (it->report_file) {
             ck_sb_add(&b, "\nreport: ");
             ck_sb_add_xml(&b, it->report_file);
+        }
+        char eq[CK_REPORT_LINE_MAX];
+        ck_report_equivalence_from_json(it->report, eq, sizeof eq);
+        if (eq[0]) {
+            ck_sb_add(&b, "\n");
+            ck_sb_add_xml(&b, eq);
         }
         ck_sb_add(&b, "</system-out>\n    </testcase>\n");
     }

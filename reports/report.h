@@ -19,6 +19,9 @@
 
 #define CK_REPORT_SCHEMA "ckpt-harness/report"
 #define CK_REPORT_SCHEMA_VERSION 2
+/* A report whose plain-equivalence was established segment by segment: runs.plain and
+ * memory.plain_peak_bytes are null there (no plain run), which version 2 does not allow. */
+#define CK_REPORT_SCHEMA_VERSION_SEGMENTWISE 3
 
 /* Where a report came from (the `run` section, SCHEMA.md "Run metadata"). NULL strings
  * are written as null; host and started_utc are left out under reproducible. */
@@ -124,6 +127,24 @@ void ck_report_vacuity_text(const ck_vacuity *v, char *buf, size_t n);
 /* Which run is vacuous and why ("plain run: ..."), empty when neither is: the report's
  * vacuous_reason. */
 void ck_report_vacuous_reason(const ck_result *r, char *buf, size_t n);
+
+/* ---- How plain-equivalence was established (equivalence.c): segment by segment
+ * (harness/verify/segmentwise.h) or plain against checkpointed ---- */
+
+bool ck_report_segmentwise(const ck_result *r);
+/* The plain run's peak: measured, or segment by segment the exact prediction. */
+int64_t ck_report_plain_peak(const ck_result *r);
+int64_t ck_report_largest_segment_run_peak(const ck_result *r);
+const char *ck_report_segmentwise_reason_name(ck_segmentwise_reason why);
+/* "plain run not run: predicted ... bytes, over the memory limit of ...; plain-equivalence
+ * established segment by segment: ..."; empty for the ordinary comparison. */
+void ck_report_equivalence_line(const ck_result *r, char *buf, size_t n);
+/* That line and one per segment run (80 columns); nothing for the ordinary comparison. */
+void ck_report_print_segment_runs(FILE *f, const ck_result *r);
+/* The same from a report's JSON tree, one sentence (JUnit, HTML); empty for the ordinary
+ * comparison. */
+void ck_report_equivalence_from_json(const cJSON *report, char *buf, size_t n);
+
 
 /* "512 B", "1.50 KiB", "1.23 MiB", ... (binary units, two decimals). */
 char *ck_format_bytes(int64_t bytes, char *buf, size_t n);

@@ -229,9 +229,16 @@ static void add_run_metadata(ck_json_builder *b, cJSON *root, const ck_report_me
 static void add_memory(ck_json_builder *b, cJSON *root, const ck_result *r)
 {
     cJSON *mem = ck_json_add_object(b, root, "memory");
-    ck_json_add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
+    if (ck_report_segmentwise(r)) /* the plain run did not run: its exact prediction */
+        ck_json_add_null(b, mem, "plain_peak_bytes");
+    else
+        ck_json_add_int(b, mem, "plain_peak_bytes", r->plain.peak_activation_bytes);
     ck_json_add_int(b, mem, "checkpointed_peak_bytes", r->ckpt.peak_activation_bytes);
-    if (r->plain.predicted && r->ckpt.predicted) {
+    if (ck_report_segmentwise(r)) {
+        ck_json_add_int(b, mem, "plain_predicted_peak_bytes", r->plain_predicted_peak_bytes);
+        ck_json_add_int(b, mem, "checkpointed_predicted_peak_bytes",
+                        r->ckpt.predicted_peak_bytes);
+    } else if (r->plain.predicted && r->ckpt.predicted) {
         ck_json_add_int(b, mem, "plain_predicted_peak_bytes", r->plain.predicted_peak_bytes);
         ck_json_add_int(b, mem, "checkpointed_predicted_peak_bytes",
                         r->ckpt.predicted_peak_bytes);
@@ -696,6 +703,52 @@ static void add_recompute_check(ck_json_builder *b, cJSON *root, const ck_result
     }
 }
 
+/* The `equivalence` section (SCHEMA.md version 3); nothing for the ordinary comparison. */
+static void add_equivalence(ck_json_builder *b, cJSON *root, const ck_result *r,
+                                    bool include_wall_time)
+{
+    if (!ck_report_segmentwise(r))
+        return;
+    cJSON *o = ck_json_add_object(b, root, "equivalence");
+    ck_json_add_string(b, o, "method", "segment-by-segment");
+    ck_json_add_string(b, o, "reason",
+                       r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT
+                           ? "plain_over_memory_limit"
+                           : "requested");
+    ck_json_add_int(b, o, "plain_predicted_peak_bytes", r->plain_predicted_peak_bytes);
+    if (r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
+        ck_json_add_int(b, o, "memory_limit_bytes", r->memory_limit_bytes);
+    else
+        ck_json_add_null(b, o, "memory_limit_bytes");
+    ck_json_add_int(b, o, "shown_run", r->shown_segment_run);
+    cJSON *runs = ck_json_add_array(b, o, "runs");
+    for (int k = 0; k < r->n_segment_runs; k++) {
+        const ck_segment_run *sr = &r->segment_runs[k];
+        cJSON *ro = ck_json_add_object(b, runs, NULL);
+        ck_json_add_int(b, ro, "segment_kept", sr->segment);
+        ck_json_add_string(b, ro, "label", sr->label);
+        ck_json_add_int(b, ro, "peak_activation_bytes", sr->peak_activation_bytes);
+        ck_json_add_int(b, ro, "predicted_peak_activation_bytes", sr->predicted_peak_bytes);
+        ck_json_add_int(b, ro, "recomputed_layers", sr->recomputed_layers);
+        ck_json_add_string(b, ro, "verdict", ck_verdict_name(sr->verdict));
+        ck_json_add_int(b, ro, "tensors", sr->tensors_judged);
+        ck_json_add_int(b, ro, "identical", sr->counts[0]);
+        ck_json_add_int(b, ro, "close", sr->counts[1]);
+        ck_json_add_int(b, ro, "mismatch", sr->counts[2]);
+        ck_json_add_int(b, ro, "scale_mismatches", sr->scale_mismatches);
+        if (sr->first_step >= 0) {
+            cJSON *fd = ck_json_add_object(b, ro, "first_divergence");
+            ck_json_add_int(b, fd, "step", sr->first_step);
+            ck_json_add_string(b, fd, "name", sr->first_name);
+            ck_json_add_string(b, fd, "kind", ck_tensor_kind_name(sr->first_kind));
+        } else {
+            ck_json_add_null(b, ro, "first_divergence");
+        }
+        if (include_wall_time)
+            ck_json_add_real(b, ro, "wall_time_s", sr->wall_time_s);
+    }
+}
+
 cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
 {
     ck_json_builder b = {false};
@@ -704,7 +757,9 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
         return NULL;
 
     ck_json_add_string(&b, root, "schema", CK_REPORT_SCHEMA);
-    ck_json_add_int(&b, root, "schema_version", CK_REPORT_SCHEMA_VERSION);
+    ck_json_add_int(&b, root, "schema_version", ck_report_segmentwise(r)
+                                                     ? CK_REPORT_SCHEMA_VERSION_SEGMENTWISE
+                                                     : CK_REPORT_SCHEMA_VERSION);
     cJSON *tool = ck_json_add_object(&b, root, "tool");
     ck_json_add_string(&b, tool, "name", "ckpt-harness");
     ck_json_add_string(&b, tool, "version",
@@ -723,9 +778,15 @@ cJSON *ck_report_to_json(const ck_result *r, const ck_report_meta *meta)
     ck_json_add_string(&b, root, "dtype", ck_dtype_name(r->dtype));
     add_config(&b, root, r);
     cJSON *runs = ck_json_add_object(&b, root, "runs");
-    add_run(&b, runs, "plain", &r->plain, meta);
+    if (ck_report_segmentwise(r)) { /* no plain run: the segment run whose rows are shown */
+        ck_json_add_null(&b, runs, "plain");
+        add_run(&b, runs, "segment_kept", &r->plain, meta);
+    } else {
+        add_run(&b, runs, "plain", &r->plain, meta);
+    }
     add_run(&b, runs, "checkpointed", &r->ckpt, meta);
     add_memory(&b, root, r);
+    add_equivalence(&b, root, r, meta && meta->include_wall_time);
     add_tensors(&b, root, r);
     add_outcome(&b, root, r);
     add_precision(&b, root, r);

@@ -212,11 +212,11 @@ void ck_report_memory_message(const ck_result *r, char *buf, size_t n)
     char saved[32], plain[32], ckpt[32], min[32];
     size_t used = 0;
     fmt_pct(r->memory_saving, saved, sizeof saved);
-    ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain);
+    ck_format_bytes(ck_report_plain_peak(r), plain, sizeof plain);
     ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt);
     append(buf, n, &used,
-           "checkpointing saved %s of peak activation memory (plain %s, checkpointed %s)", saved,
-           plain, ckpt);
+           "checkpointing saved %s of peak activation memory (plain %s%s, checkpointed %s)",
+           saved, plain, ck_report_segmentwise(r) ? " predicted" : "", ckpt);
     if (r->cs && r->cs->has_min_memory_saving)
         append(buf, n, &used, "; the case requires at least %s",
                fmt_pct(r->cs->min_memory_saving, min, sizeof min));
@@ -551,10 +551,12 @@ static void print_header(FILE *f, const ck_result *r)
     /* two short lines rather than one wide one: the text fits 80 columns */
     fprintf(f, "case %s: %s, verdict %s (%s, %s)\n", case_name(r), status_word(r),
             ck_verdict_name(r->verdict), r->backend[0] ? r->backend : "?", ck_dtype_name(r->dtype));
-    fprintf(f, "memory: plain %s, checkpointed %s (saving %s)\n",
-            ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
+    fprintf(f, "memory: plain %s%s, checkpointed %s (saving %s)\n",
+            ck_format_bytes(ck_report_plain_peak(r), plain, sizeof plain),
+            ck_report_segmentwise(r) ? " predicted, not run" : "",
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt),
             fmt_pct(r->memory_saving, saved, sizeof saved));
+    ck_report_print_segment_runs(f, r);
     verdict_counts c = count_verdicts(r);
     if (r->n_retained_steps > 0) {
         /* a long run: counts over every step, rows of the kept steps only */
@@ -817,7 +819,7 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
                   q->other_inf + p->act.inf + q->act.inf;
     fprintf(f, "%s %s %s  %s  memory %s -> %s (saving %s)", status_word(r), case_name(r),
             ck_dtype_name(r->dtype), ck_verdict_name(r->verdict),
-            ck_format_bytes(r->plain.peak_activation_bytes, plain, sizeof plain),
+            ck_format_bytes(ck_report_plain_peak(r), plain, sizeof plain),
             ck_format_bytes(r->ckpt.peak_activation_bytes, ckpt, sizeof ckpt), change);
     if (nan + inf)
         fprintf(f, "  %s: NaN %lld, Inf %lld",
@@ -849,8 +851,18 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
             fprintf(f, "; cause: %s", short_cause[c.kind]);
     } else if (!r->pass && !r->expect_met && r->first_divergence >= 0) {
         const ck_tensor_result *t = &r->tensors[r->first_divergence];
-        fprintf(f, "  plain vs checkpointed: first %s %s step %d", ck_tensor_kind_name(t->kind),
-                t->name, t->step);
+        fprintf(f, "  %s vs checkpointed: first %s %s step %d",
+                ck_report_segmentwise(r) ? r->plain.label : "plain",
+                ck_tensor_kind_name(t->kind), t->name, t->step);
     }
     fprintf(f, "\n");
+    if (ck_report_segmentwise(r)) { /* say how, on a line of its own (80 columns) */
+        char big[32];
+        fprintf(f, "  segment by segment (%s): %d runs, largest peak %s\n",
+                r->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT
+                    ? "plain over the limit"
+                    : "--plain",
+                r->n_segment_runs,
+                ck_format_bytes(ck_report_largest_segment_run_peak(r), big, sizeof big));
+    }
 }

@@ -55,6 +55,7 @@ typedef struct {
     bool has_memory_limit; /* --memory-limit BYTES|auto */
     bool memory_limit_auto; /* auto: MemAvailable of /proc/meminfo */
     int64_t memory_limit;   /* BYTES */
+    bool plain_segmentwise; /* --plain segment-by-segment (default --plain run) */
     bool keep_going;       /* --keep-going: bad cases and unsupported combinations do not stop the rest */
     bool reproducible;     /* --reproducible: no host, clock or wall times in any output file */
     bool rows_given;       /* --rows was given: print rows for passing cases too */

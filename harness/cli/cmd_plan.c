@@ -10,6 +10,7 @@
 #include "harness/model/case.h"
 #include "harness/model/graph.h"
 #include "harness/model/plan.h"
+#include "harness/verify/segmentwise.h"
 
 static const char usage_plan[] =
     "usage: ckpt-harness plan CASE.json [--dtype LIST]\n"
@@ -19,6 +20,8 @@ static const char usage_plan[] =
     "of each checkpoint segment (its recomputation and backward). Nothing is allocated:\n"
     "the executor's schedule of allocations and frees is run without a backend, so the\n"
     "numbers equal the peaks a run measures (the report's peak_activation_bytes).\n"
+    "Last, the peak of each run segment by segment (run --plain segment-by-segment):\n"
+    "the run keeping that segment's activations, the other segments checkpointed.\n"
     "\n"
     "  --dtype LIST   fp32, fp16, bf16, comma-separated (default: the case's precision)\n";
 
@@ -53,9 +56,29 @@ static int plan_dtype(const ck_graph *g, const ck_plan *plan, ck_dtype dt)
                  g->nodes[plan->segments[s].last].spec->name);
         print_bytes(label, cp.segment_peak[s]);
     }
+    int rc = CK_EXIT_PASS;
+    for (int s = 0; s < cp.n_segments && rc == CK_EXIT_PASS; s++) {
+        ck_plan keep;
+        ck_memory_prediction kp;
+        if (ck_segmentwise_plan(g, plan, s, &keep, &err) != CK_OK) {
+            ck_cli_error(err.msg);
+            rc = CK_EXIT_USAGE;
+            break;
+        }
+        if (ck_predict_memory(g, &keep, dt, &kp, &err) != CK_OK) {
+            ck_cli_error(err.msg);
+            rc = CK_EXIT_USAGE;
+        } else {
+            char label[64];
+            snprintf(label, sizeof label, "run keeping segment %d peak", s);
+            print_bytes(label, kp.peak_bytes);
+            ck_memory_prediction_free(&kp);
+        }
+        ck_plan_free(&keep);
+    }
     ck_memory_prediction_free(&pp);
     ck_memory_prediction_free(&cp);
-    return CK_EXIT_PASS;
+    return rc;
 }
 
 /* Parses "fp32,fp16" into dts; false on an unknown name. */

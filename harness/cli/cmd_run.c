@@ -144,7 +144,7 @@ static ck_run_request request_of(const ck_run_opts *o, ck_dtype dtype, ck_progre
         .run = {.dump_activations = o->dump_activations,
                 .dump_activation_grads = o->dump_activation_grads,
                 .dump_optimizer = o->dump_optimizer,
-                .progress = prog && prog->tty ? ck_progress_update : NULL,
+                .progress = prog && !prog->quiet ? ck_progress_update : NULL,
                 .progress_user = prog,
                 .precision_check = (ck_precision_check)o->precision_check},
         .verify_recompute = o->verify_recompute,
@@ -152,7 +152,8 @@ static ck_run_request request_of(const ck_run_opts *o, ck_dtype dtype, ck_progre
          * checkpointing */
         .noise_floor = o->noise_floor || (o->algo && strcmp(o->algo, "fastest") == 0),
         .bisect = o->bisect,
-        .force_bisect = o->force_bisect};
+        .force_bisect = o->force_bisect,
+        .plain = o->plain_segmentwise ? CK_PLAIN_SEGMENTWISE : CK_PLAIN_RUN};
     if (o->has_rtol || o->has_atol || o->has_rel_l2) {
         /* unset elementwise parts default to the dtype's torch.testing tolerance */
         rq.run.precision_override = (ck_precision_override){
@@ -207,6 +208,15 @@ static ck_status execute_item(const ck_run_opts *o, ck_backend *b, ck_backend *r
     }
     ck_run_plan plan;
     ck_run_plan_make(c, w->dtype, &rq, ref != NULL, &plan);
+    const char *limit_what;
+    rq.memory_limit = ck_cli_memory_limit(o, &limit_what); /* checked by the preflight */
+    if (ck_run_plan_fit(&plan, g, &rq, limit_what, &err) != CK_OK) {
+        ck_cli_error_to(errf, err.msg);
+        *message = strdup(err.msg);
+        return CK_ERR_INPUT;
+    }
+    if (!o->quiet)
+        ck_cli_note_segmentwise(errf, c, &plan, &rq, limit_what);
     stage_words words = {.o = o, .c = c, .dump_dir = rq.run.dump_dir, .out = out, .errf = errf,
                          .prog = prog};
     ck_cli_clear_algo_records(b);
@@ -506,9 +516,10 @@ static int preflight_long_runs(const ck_run_opts *o, const ck_loaded_case *lc,
         if (!c->built)
             continue;
         ck_run_request rq = request_of(o, work[k].dtype, NULL);
+        rq.run.dump_dir = o->dump; /* only whether there is one */
         ck_run_plan p;
         ck_run_plan_make(&c->cs, work[k].dtype, &rq, o->against != NULL, &p);
-        int mrc = ck_cli_check_memory_limit(o, c, work[k].dtype, p.stage[CK_STAGE_VS_FP32]);
+        int mrc = ck_cli_fit_run_plan(o, c, &rq, &p);
         if (mrc != CK_EXIT_PASS)
             return mrc;
         if (!p.too_long)

@@ -113,7 +113,13 @@ static const char *usage_run =
     "  --memory-limit BYTES|auto\n"
     "                     refuse, before anything runs, a case whose plain or checkpointed\n"
     "                     run is predicted (`plan`) to need more activation bytes (auto:\n"
-    "                     the machine's available memory, cpu and ref backends)\n"
+    "                     the machine's available memory, cpu and ref backends); a case\n"
+    "                     whose plain run alone does not fit is verified segment by\n"
+    "                     segment (--plain) when its checkpointed runs fit\n"
+    "  --plain MODE       run (default): train the plain configuration; segment-by-\n"
+    "                     segment: never hold the whole plain run, per segment a run\n"
+    "                     keeping only that segment's activations against the\n"
+    "                     checkpointed run (docs/memory.md)\n"
     "  --keep-going       a case file that does not load is counted (error) and the\n"
     "                     other cases still run (a case/dtype the backend does not run\n"
     "                     is always skipped, with the reason)\n"
@@ -313,7 +319,7 @@ enum { OPT_DEVICE = 200, OPT_ALGO, OPT_AGAINST, OPT_THREADS = 240, OPT_RNG = 256
        OPT_ROWS, OPT_QUIET, OPT_BISECT, OPT_NOISE, OPT_VERIFY, OPT_DUMP, OPT_DUMP_ACT, OPT_DUMP_AGRAD, OPT_DUMP_OPT, OPT_INIT, OPT_EPS, OPT_ATOL, OPT_RTOL, OPT_SAMPLES, OPT_WHOLE, OPT_OPS,
        OPT_JUNIT = 300, OPT_HTML, OPT_FILTER, OPT_SHARD, OPT_JOBS, OPT_KEEP_GOING, OPT_REPRODUCIBLE, OPT_COLOR };
 /* the activation-memory limit (run) */
-enum { OPT_MEMORY_LIMIT = 370 };
+enum { OPT_MEMORY_LIMIT = 370, OPT_PLAIN };
 /* the precision judgement (run) and compare's cross-dtype mode */
 enum { OPT_PRECISION_CHECK = 350, OPT_REL_L2, OPT_CROSS_DTYPE };
 
@@ -374,6 +380,14 @@ static int parse_run_option(const char *cmd, int c, ck_run_opts *o, bool *has_de
         if (!ck_bn_policy_parse(optarg, &o->bn))
             return usage_error(cmd, "--bn-recompute %s: expected skip or update", optarg);
         o->has_bn = true;
+        return -1;
+    case OPT_PLAIN:
+        if (strcmp(optarg, "segment-by-segment") == 0)
+            o->plain_segmentwise = true;
+        else if (strcmp(optarg, "run") == 0)
+            o->plain_segmentwise = false;
+        else
+            return usage_error(cmd, "--plain %s: expected run or segment-by-segment", optarg);
         return -1;
     case OPT_MEMORY_LIMIT:
         if (strcmp(optarg, "auto") == 0) {
@@ -523,6 +537,7 @@ static int main_run(int argc, char **argv, bool bisect_cmd)
         {"filter", required_argument, 0, OPT_FILTER}, {"shard", required_argument, 0, OPT_SHARD},
         {"jobs", required_argument, 0, OPT_JOBS}, {"keep-going", no_argument, 0, OPT_KEEP_GOING},
         {"memory-limit", required_argument, 0, OPT_MEMORY_LIMIT},
+        {"plain", required_argument, 0, OPT_PLAIN},
         {"reproducible", no_argument, 0, OPT_REPRODUCIBLE},
         {"color", required_argument, 0, OPT_COLOR},
         {"checkpoint", required_argument, 0, OPT_ONNX_CHECKPOINT},

@@ -55,7 +55,8 @@ static void draw(ck_progress *p, const char *what, double frac)
 void ck_progress_case(ck_progress *p, int k, const char *name, const char *file, const char *dtype)
 {
     p->k = k;
-    p->t_case = now_s();
+    p->t_case = p->t_logged = now_s();
+    p->last_run = p->last_step = -1;
     /* the case name and file are user text: escaped (no line break, no terminal escape,
      * no "::" a CI runner would read as a command) */
     char sn[128], sf[1024];
@@ -77,11 +78,38 @@ void ck_progress_case(ck_progress *p, int k, const char *name, const char *file,
     draw(p, "starting", 0.0);
 }
 
+/* Elsewhere than a terminal: a line when a training has finished a step, if the last line
+ * is CK_PROGRESS_LOG_S old (short cases print none). */
+static void log_step(ck_progress *p, const ck_progress_info *info)
+{
+    if ((info->run != p->last_run || info->step != p->last_step) && p->last_run >= 0) {
+        double t = now_s();
+        if (t - p->t_logged >= CK_PROGRESS_LOG_S) {
+            double done = (p->k - 1) + p->last_fraction, elapsed = t - p->t_start;
+            char eta[32] = "";
+            if (done > 0.05)
+                snprintf(eta, sizeof eta, "  ETA %.0fs", elapsed / done * (p->total - done));
+            fprintf(stderr, "  %s step %d/%d done  %.0fs%s\n", p->last_label, p->last_step + 1,
+                    info->steps, t - p->t_case, eta);
+            fflush(stderr);
+            p->t_logged = t;
+        }
+    }
+    p->last_run = info->run;
+    p->last_step = info->step;
+    p->last_fraction = info->fraction;
+    snprintf(p->last_label, sizeof p->last_label, "%s", info->run_label);
+}
+
 void ck_progress_update(void *user, const ck_progress_info *info)
 {
     ck_progress *p = user;
-    if (p->quiet || !p->tty)
+    if (p->quiet)
         return;
+    if (!p->tty) {
+        log_step(p, info);
+        return;
+    }
     if (p->drawn && now_s() - p->t_drawn < 0.1)
         return;
     char what[128];

@@ -1047,3 +1047,72 @@ out:
     ck_plan_free(&plan);
     return st;
 }
+
+/* =======================================================================================
+ * One segment's recompute check riding along another training (segmentwise.h)
+ * ======================================================================================= */
+
+struct ck_recompute_watch {
+    recorder r;
+    ck_plan plan; /* the watched segment alone: the recorder keeps originals of its layers */
+};
+
+ck_status ck_recompute_watch_new(ck_backend *b, const ck_graph *g, const ck_plan *full,
+                                 int segment, ck_recompute_watch **out, ck_error *err)
+{
+    *out = NULL;
+    if (segment < 0 || segment >= full->n_segments)
+        return ck_fail(err, CK_ERR_INPUT, "recompute check: no segment %d", segment);
+    ck_recompute_watch *w = calloc(1, sizeof *w);
+    bool *enabled = calloc((size_t)full->n_segments, sizeof *enabled);
+    ck_status st = CK_OK;
+    if (!w || !enabled) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory creating a recompute check");
+        goto fail;
+    }
+    enabled[segment] = true;
+    if ((st = ck_plan_build_subset(g, enabled, &w->plan, err)) != CK_OK ||
+        (st = recorder_init(&w->r, b, g, -1, 0, g->n - 1, err)) != CK_OK)
+        goto fail;
+    w->r.check_recompute = true;
+    w->r.plan = &w->plan;
+    free(enabled);
+    *out = w;
+    return CK_OK;
+fail:
+    free(enabled);
+    ck_recompute_watch_free(w);
+    return st;
+}
+
+ck_status ck_recompute_watch_observe(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    ck_recompute_watch *w = user;
+    return recorder_observe(&w->r, ev, err);
+}
+
+ck_status ck_recompute_watch_take(ck_recompute_watch *w, ck_result *res, ck_error *err)
+{
+    int n = res->n_recompute_checks + w->r.n_checks;
+    ck_recompute_check *all = realloc(res->recompute_checks, (size_t)(n ? n : 1) * sizeof *all);
+    if (!all)
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory gathering recompute checks");
+    res->recompute_checks = all;
+    for (int k = 0; k < w->r.n_checks; k++) {
+        all[res->n_recompute_checks++] = w->r.checks[k];
+        res->recompute_mismatches += w->r.checks[k].verdict != CK_VERDICT_IDENTICAL;
+    }
+    w->r.n_checks = 0;
+    res->verified_recompute = true;
+    return CK_OK;
+}
+
+void ck_recompute_watch_free(ck_recompute_watch *w)
+{
+    if (!w)
+        return;
+    if (w->r.g)
+        recorder_free(&w->r);
+    ck_plan_free(&w->plan);
+    free(w);
+}

@@ -53,4 +53,19 @@ ck_status ck_verify_recompute(ck_backend *b, const ck_graph *g, ck_dtype dtype, 
 ck_status ck_verify_recompute_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
                                  ck_training_log *log, ck_result *res, ck_error *err);
 
+/* A value-level recompute check of one segment riding along a training (segment by
+ * segment, segmentwise.h): during the forward the original outputs of that segment's layers
+ * are copied to the host, compared value by value with their recomputation in backward and
+ * freed once compared, every step; so the host holds one segment's outputs at a time. The
+ * training's plan must checkpoint that segment. */
+typedef struct ck_recompute_watch ck_recompute_watch;
+
+ck_status ck_recompute_watch_new(ck_backend *b, const ck_graph *g, const ck_plan *full,
+                                 int segment, ck_recompute_watch **out, ck_error *err);
+/* The executor observer (ck_exec_observer) of the watched training; user is the watch. */
+ck_status ck_recompute_watch_observe(void *user, const ck_exec_event_info *ev, ck_error *err);
+/* Appends the watch's checks to res->recompute_checks (counting mismatches). */
+ck_status ck_recompute_watch_take(ck_recompute_watch *w, ck_result *res, ck_error *err);
+void ck_recompute_watch_free(ck_recompute_watch *w);
+
 #endif

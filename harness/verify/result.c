@@ -45,6 +45,7 @@ void ck_result_free(ck_result *r)
         free(r->bisect);
     }
     free(r->recompute_checks);
+    free(r->segment_runs);
     /* Zeroed so that a second free, or a reuse by mistake, finds nothing to follow. */
     memset(r, 0, sizeof *r);
     r->first_divergence = -1;

@@ -59,6 +59,37 @@ typedef struct {
     bool all_grads;               /* every gradient value is NaN or Inf */
 } ck_nonfinite_counts;
 
+/* How plain-equivalence was established (run_plan.h, segmentwise.h). */
+typedef enum {
+    CK_EQUIVALENCE_PLAIN = 0, /* the plain run against the checkpointed run */
+    CK_EQUIVALENCE_SEGMENTS   /* segment by segment: for each segment a run keeping only that
+                                 segment's forward activations, against the checkpointed run */
+} ck_equivalence;
+
+/* Why plain-equivalence was established segment by segment. */
+typedef enum {
+    CK_SEGMENTWISE_REQUESTED = 0,  /* run --plain segment-by-segment */
+    CK_SEGMENTWISE_PLAIN_OVER_LIMIT /* the plain run is predicted not to fit --memory-limit */
+} ck_segmentwise_reason;
+
+/* One run of segment-by-segment equivalence: segment `segment` keeps its forward
+ * activations (is not recomputed), every other segment is checkpointed; judged against the
+ * fully checkpointed run over every step. */
+typedef struct {
+    int segment;                   /* index into ck_result.segments */
+    char label[32];                /* "segment 2 kept" (run summaries point here) */
+    int64_t peak_activation_bytes; /* measured */
+    int64_t predicted_peak_bytes;  /* the plan's prediction (memory_plan.h) */
+    int64_t recomputed_layers;
+    double wall_time_s;            /* excluded from determinism checks */
+    ck_verdict verdict;            /* worst over every step */
+    int64_t tensors_judged, counts[3]; /* identical, close, mismatch */
+    int first_step;                /* the first tensor at or beyond the verdict: its step, -1 */
+    ck_tensor_kind first_kind;
+    char first_name[96];           /* and its name */
+    int scale_mismatches;          /* steps whose loss scale or skip decision differ */
+} ck_segment_run;
+
 typedef struct {
     const ck_case *cs;
     const ck_graph *g;
@@ -72,7 +103,17 @@ typedef struct {
     int n_segments;
     ck_segment *segments; /* resolved checkpoint segments */
 
-    ck_run_summary plain, ckpt;
+    ck_run_summary plain, ckpt; /* segment by segment: `plain` summarises the segment run
+                                   whose comparison `tensors` holds (shown_segment_run) */
+
+    /* how plain-equivalence was established; CK_EQUIVALENCE_SEGMENTS fills the rest */
+    ck_equivalence equivalence;
+    ck_segmentwise_reason segmentwise_reason;
+    int64_t memory_limit_bytes;         /* PLAIN_OVER_LIMIT: the limit; else 0 */
+    int64_t plain_predicted_peak_bytes; /* the plain run that was not run: its prediction */
+    int n_segment_runs;                 /* one per segment, in segment order */
+    ck_segment_run *segment_runs;       /* owned */
+    int shown_segment_run;              /* the first run with the worst verdict */
 
     int n_tensors;
     ck_tensor_result *tensors; /* in comparison order: per step loss, buffers, grads

@@ -232,7 +232,8 @@ static void io_step_doubles(wio *x, double **v, int steps, const char *what)
 
 static void io_summary(wio *x, ck_run_summary *s, const char *label)
 {
-    s->label = label;
+    if (x->reading) /* writing leaves the result as it is */
+        s->label = label;
     io_int(x, &s->steps, x->steps, x->steps, "run.steps");
     if (x->reading && x->r->failed)
         return;
@@ -454,6 +455,40 @@ static void io_extras(wio *x, ck_result *r)
     io_step(x, &r->first_scale_mismatch, true, "first_scale_mismatch");
 }
 
+/* How plain-equivalence was established, and segment by segment each run's facts. */
+static void io_equivalence(wio *x, ck_result *r)
+{
+    IO_ENUM(x, r->equivalence, CK_EQUIVALENCE_SEGMENTS + 1, "equivalence");
+    if (r->equivalence != CK_EQUIVALENCE_SEGMENTS)
+        return;
+    IO_ENUM(x, r->segmentwise_reason, CK_SEGMENTWISE_PLAIN_OVER_LIMIT + 1, "segmentwise_reason");
+    io_i64(x, &r->memory_limit_bytes, "memory_limit_bytes");
+    io_i64(x, &r->plain_predicted_peak_bytes, "plain_predicted_peak_bytes");
+    if (io_array(x, (void **)&r->segment_runs, &r->n_segment_runs, r->n_segments,
+                 sizeof *r->segment_runs, 16, "segment_runs"))
+        for (int k = 0; k < r->n_segment_runs && !(x->reading && x->r->failed); k++) {
+            ck_segment_run *sr = &r->segment_runs[k];
+            io_int(x, &sr->segment, 0, r->n_segments - 1, "segment_run.segment");
+            io_chars(x, sr->label, sizeof sr->label, "segment_run.label");
+            io_i64(x, &sr->peak_activation_bytes, "segment_run.peak");
+            io_i64(x, &sr->predicted_peak_bytes, "segment_run.predicted");
+            io_i64(x, &sr->recomputed_layers, "segment_run.recomputed_layers");
+            io_f64(x, &sr->wall_time_s, "segment_run.wall_time_s");
+            IO_ENUM(x, sr->verdict, CK_VERDICT_MISMATCH + 1, "segment_run.verdict");
+            io_i64(x, &sr->tensors_judged, "segment_run.tensors_judged");
+            for (int c = 0; c < 3; c++)
+                io_i64(x, &sr->counts[c], "segment_run.counts");
+            io_step(x, &sr->first_step, true, "segment_run.first_step");
+            IO_ENUM(x, sr->first_kind, CK_KIND_BUFFER + 1, "segment_run.first_kind");
+            io_chars(x, sr->first_name, sizeof sr->first_name, "segment_run.first_name");
+            io_int(x, &sr->scale_mismatches, 0, x->steps, "segment_run.scale_mismatches");
+        }
+    io_int(x, &r->shown_segment_run, 0, r->n_segment_runs > 0 ? r->n_segment_runs - 1 : 0,
+           "shown_segment_run");
+    if (x->reading && !x->r->failed && r->n_segment_runs > 0)
+        r->plain.label = r->segment_runs[r->shown_segment_run].label;
+}
+
 static void io_precision(wio *x, ck_result *r)
 {
     io_bool(x, &r->has_vs_fp32, "has_vs_fp32");
@@ -497,6 +532,7 @@ static void io_result(wio *x, ck_result *r)
     io_summary(x, &r->ckpt, "checkpointed");
     io_main_judgement(x, r);
     io_extras(x, r);
+    io_equivalence(x, r);
     io_precision(x, r);
     io_backends(x, r);
 }

@@ -19,7 +19,8 @@
 #include "harness/verify/result.h"
 
 #define CK_RESULT_WIRE_MAGIC "CKRESULT"
-#define CK_RESULT_WIRE_VERSION 2 /* 2: each run's predicted peak and held bytes */
+#define CK_RESULT_WIRE_VERSION 3 /* 2: each run's predicted peak and held bytes; 3: how
+                                    plain-equivalence was established */
 
 /* Appends r's encoding to w (w->failed when out of memory). */
 void ck_result_encode(const ck_result *r, ck_wire_out *w);

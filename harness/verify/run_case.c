@@ -63,7 +63,7 @@ static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_err
 }
 
 /* The backend's identity, copied into the result. */
-static void describe_backend(ck_backend *b, ck_result *res)
+void ck_result_describe_backend(ck_backend *b, ck_result *res)
 {
     ck_backend_info info;
     b->info(b, &info);
@@ -341,7 +341,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     res->cs = c;
     res->g = g;
     res->dtype = dtype;
-    describe_backend(b, res);
+    ck_result_describe_backend(b, res);
 
     ck_status st = ck_plan_build(g, &plan, err);
     if (st != CK_OK)

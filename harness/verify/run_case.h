@@ -46,4 +46,7 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
 ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
                          const ck_case_run_opts *opts, ck_result *res, ck_error *err);
 
+/* The backend's identity, copied into res (shared by every way a case is run). */
+void ck_result_describe_backend(ck_backend *b, ck_result *res);
+
 #endif

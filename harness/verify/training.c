@@ -6,7 +6,7 @@
 
 static const char *const kind_names[CK_TRAINING_KINDS] = {
     "plain", "checkpointed", "fp32 reference", "calibration", "other backend",
-    "recompute check", "noise floor", "bisect"};
+    "recompute check", "noise floor", "bisect", "segment kept"};
 
 const char *ck_training_kind_name(ck_training_kind k)
 {

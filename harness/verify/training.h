@@ -18,11 +18,13 @@ typedef enum {
     CK_TRAINING_RECOMPUTE_CHECK, /* checkpointed, keeping originals (--verify-recompute) */
     CK_TRAINING_NOISE_FLOOR,     /* plain again, and the recorded pair that localises noise */
     CK_TRAINING_BISECT,          /* bisect's plain reference, segment search and localisation */
+    CK_TRAINING_SEGMENT_KEPT,    /* segment by segment: one segment keeps its activations, the
+                                    others are checkpointed (segmentwise.h) */
     CK_TRAINING_KINDS
 } ck_training_kind;
 
 /* "plain", "checkpointed", "fp32 reference", "calibration", "other backend",
- * "recompute check", "noise floor", "bisect". */
+ * "recompute check", "noise floor", "bisect", "segment kept". */
 const char *ck_training_kind_name(ck_training_kind k);
 
 /* How many trainings of each kind ran (filled by every call below that is given one). */

@@ -252,6 +252,23 @@ expect_exit 2 "a memory limit below the plain peak" -- "$PROG" run "$ROOT/cases/
 [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "plain run is predicted to need $PP bytes of activations, the --memory-limit is $((PP - 1)) bytes" "$TMP/err" && ok || bad "one line with predicted and available bytes: $(cat "$TMP/err")"
 [ ! -f "$TMP/lim.json" ] && ok || bad "nothing ran under a memory limit that does not fit"
 expect_exit 0 "a memory limit at the plain peak" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --memory-limit "$PP" --quiet
+# a plain run over the limit whose checkpointed runs fit: verified segment by segment, said
+expect_exit 0 "plan unet3d_groupnorm" -- "$PROG" plan "$ROOT/cases/unet3d_groupnorm.json" --dtype fp32
+GP=$(awk '/^  plain peak / {print $3}' "$TMP/out")
+grep -q "^  run keeping segment 2 peak " "$TMP/out" && ok || bad "plan prints each segment run's peak"
+expect_exit 0 "a plain run over the limit, checkpointed runs within" -- "$PROG" run "$ROOT/cases/unet3d_groupnorm.json" --dtype fp32 --memory-limit $((GP - 1)) --rows 1 --report "$TMP/seg.json"
+tr '\n' ' ' <"$TMP/err" | grep -q "the plain run is predicted to need $GP bytes of activations, the --memory-limit is $((GP - 1)) bytes: not run; segment by segment instead" && ok || bad "the note says the plain run is skipped: $(cat "$TMP/err")"
+tr '\n' ' ' <"$TMP/out" | grep -q "plain run not run: predicted $GP bytes" && ok || bad "the report says which way: $(cat "$TMP/out")"
+tr -d ' \t\n' <"$TMP/seg.json" | grep -q '"equivalence":{"method":"segment-by-segment","reason":"plain_over_memory_limit","plain_predicted_peak_bytes":'"$GP"',"memory_limit_bytes":'"$((GP - 1))" && ok || bad "the JSON equivalence section"
+tr -d ' \t\n' <"$TMP/seg.json" | grep -q '"runs":{"plain":null,"segment_kept":{' && ok || bad "no plain run in the JSON runs"
+expect_exit 0 "segment by segment catches the BatchNorm canary's double update (expected)" -- "$PROG" run "$ROOT/cases/canary_bn_update.json" --dtype fp32 --plain segment-by-segment --rows 3
+grep -q "^case canary_bn_update: PASS, verdict mismatch" "$TMP/out" && grep -q "first buffer bn1.running_" "$TMP/out" && ok || bad "the canary's mismatch and buffer are named: $(cat "$TMP/out")"
+expect_exit 0 "segment by segment in JUnit and HTML" -- "$PROG" run "$ROOT/cases/unet3d_groupnorm.json" --dtype fp32 --memory-limit $((GP - 1)) --junit "$TMP/seg.xml" --html "$TMP/seg.html" --quiet
+grep -q "plain-equivalence established segment by segment (the plain run is predicted not to fit the memory limit)" "$TMP/seg.xml" && ok || bad "JUnit says which way equivalence was established"
+grep -q "plain-equivalence established segment by segment" "$TMP/seg.html" && grep -q "(predicted) &#8594;" "$TMP/seg.html" && ok || bad "HTML says which way, with the plain peak predicted"
+expect_exit 2 "--plain with a bad mode" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --plain half
+expect_exit 2 "segment by segment with --against" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --dtype fp32 --plain segment-by-segment --against ref --report "$TMP/ag.json"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "against.*cannot run segment by segment" "$TMP/err" && [ ! -f "$TMP/ag.json" ] && ok || bad "one line, nothing written: $(cat "$TMP/err")"
 expect_exit 2 "a memory limit that is not a number" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --memory-limit lots
 expect_exit 0 "--memory-limit auto" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --dtype fp32 --memory-limit auto --quiet
 

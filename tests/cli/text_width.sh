@@ -31,6 +31,8 @@ done
 "$PROG" list >"$TMP/list.txt" 2>&1; fits "list" "$TMP/list.txt"
 "$PROG" run "$ROOT/cases" --dtype fp32 >"$TMP/run.txt" 2>&1; fits "run cases/ --dtype fp32" "$TMP/run.txt"
 "$PROG" run "$ROOT/cases" --dtype fp32 --quiet >"$TMP/quiet.txt" 2>&1; fits "run --quiet" "$TMP/quiet.txt"
+"$PROG" run "$ROOT/cases" --dtype fp32 --plain segment-by-segment --rows 2 >"$TMP/seg.txt" 2>&1; fits "run --plain segment-by-segment" "$TMP/seg.txt"
+"$PROG" run "$ROOT/cases/unet3d_groupnorm.json" --dtype fp32 --memory-limit 352255 >"$TMP/seglim.txt" 2>&1; fits "run under a limit the plain run exceeds" "$TMP/seglim.txt"
 n=$(grep -c "expect.fp16: not used" "$TMP/run.txt")
 [ "$n" -eq 1 ] && ok || bad "the expect.fp16 note is given $n times, want once"
 grep -q "(2 cases: .*canary_autocast_drop.json" "$TMP/run.txt" && ok || bad "the note names its cases: $(grep -A2 'expect.fp16' "$TMP/run.txt")"
