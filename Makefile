@@ -433,7 +433,7 @@ FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_S
                 -D_DEFAULT_SOURCE -I. -MMD -MP $(FUZZ_SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 
-.PHONY: fuzz fuzz-smoke fuzz-build $(FUZZ_TARGETS:%=fuzz-%)
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-seeds-result_wire $(FUZZ_TARGETS:%=fuzz-%)
 .SECONDARY: $(FUZZ_LIB_OBJ)
 
 $(FUZZ_BUILD)/obj/%.o: %.c
@@ -455,5 +455,12 @@ fuzz: $(FUZZ_TARGETS:%=fuzz-%)
 
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
+
+# the result_wire seeds, written again by the current encoder (after a wire version change)
+$(BUILD)/make_result_wire_seeds: fuzz/make_result_wire_seeds.c fuzz/result_wire_case.h $(LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+fuzz-seeds-result_wire: $(BUILD)/make_result_wire_seeds
+	$< fuzz/corpus/result_wire
 
 -include $(FUZZ_LIB_OBJ:.o=.d)

@@ -15,16 +15,7 @@
 #include "harness/verify/result_wire.h"
 #include "reports/report.h"
 
-static const char case_json[] =
-    "{\"name\": \"fuzz_cnn\", \"seed\": 42, \"input\": {\"shape\": [4, 3, 8, 8]},"
-    " \"layers\": [{\"name\": \"conv1\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3,"
-    " \"padding\": \"same\"}, {\"name\": \"bn1\", \"op\": \"batchnorm\"},"
-    " {\"name\": \"relu1\", \"op\": \"relu\"}, {\"name\": \"pool1\", \"op\": \"maxpool2d\","
-    " \"pool\": 2}, {\"name\": \"flat\", \"op\": \"flatten\"}, {\"name\": \"fc\", \"op\":"
-    " \"linear\", \"units\": 5}], \"loss\": {\"op\": \"cross_entropy\"},"
-    " \"checkpoint\": {\"segments\": [[\"conv1\", \"pool1\"]]},"
-    " \"train\": {\"steps\": 1, \"optimizer\": \"sgd\", \"lr\": 0.01},"
-    " \"policies\": {\"batchnorm_recompute\": \"update\"}, \"expect\": \"mismatch\"}";
+#include "fuzz/result_wire_case.h"
 
 static ck_case cs;
 static ck_graph g;

@@ -30,6 +30,17 @@ static void io_i64(wio *x, int64_t *v, const char *what)
         ck_wire_put_i64(x->w, *v);
 }
 
+/* A count of values or an element index: in [lo, 2^53], so that the sums and products the
+ * reports form of a few of them cannot overflow. */
+#define CK_WIRE_MAX_COUNT ((int64_t)1 << 53)
+static void io_count(wio *x, int64_t *v, int64_t lo, const char *what)
+{
+    if (x->reading)
+        *v = ck_wire_get_range(x->r, lo, CK_WIRE_MAX_COUNT, what);
+    else
+        ck_wire_put_i64(x->w, *v);
+}
+
 static void io_u64(wio *x, uint64_t *v, const char *what)
 {
     int64_t t = (int64_t)*v;
@@ -152,6 +163,14 @@ static void io_metrics(wio *x, ck_metrics *m, const ck_shape *shape)
         ck_wire_fail(x->r, "metrics", "an element count or index out of range");
 }
 
+static void io_cast_count(wio *x, int64_t *v, int64_t most, const char *what)
+{
+    if (x->reading)
+        *v = ck_wire_get_range(x->r, -1, most, what);
+    else
+        ck_wire_put_i64(x->w, *v);
+}
+
 static void io_tensor(wio *x, ck_tensor_result *t)
 {
     if (x->reading)
@@ -169,9 +188,15 @@ static void io_tensor(wio *x, ck_tensor_result *t)
     io_f64(x, &t->rtol, "tensor.rtol");
     io_f64(x, &t->atol, "tensor.atol");
     io_f64(x, &t->rel_l2_limit, "tensor.rel_l2_limit");
-    io_i64(x, &t->cast_overflow, "tensor.cast_overflow");
-    io_i64(x, &t->cast_flushed, "tensor.cast_flushed");
-    io_i64(x, &t->cast_subnormal, "tensor.cast_subnormal");
+    /* counts of the tensor's own elements (-1: not measured), at most 2^36 each so that a
+     * report's sums over every tensor (MAX_TENSORS of them) cannot overflow */
+    int64_t numel = 0;
+    if (!(x->reading && x->r->failed))
+        ck_shape_numel_checked(&t->shape, 0, &numel);
+    int64_t most = numel < ((int64_t)1 << 36) ? numel : ((int64_t)1 << 36);
+    io_cast_count(x, &t->cast_overflow, most, "tensor.cast_overflow");
+    io_cast_count(x, &t->cast_flushed, most, "tensor.cast_flushed");
+    io_cast_count(x, &t->cast_subnormal, most, "tensor.cast_subnormal");
     IO_ENUM(x, t->bound_source, CK_BOUND_SKIPPED + 1, "tensor.bound_source");
     io_f64(x, &t->error, "tensor.error");
     io_f64(x, &t->bound, "tensor.bound");
@@ -255,19 +280,21 @@ static void io_summary(wio *x, ck_run_summary *s, const char *label)
             io_bool(x, &s->scales[k].skipped, "run.skipped");
         }
     }
-    io_i64(x, &s->recomputed_other_dtype, "run.recomputed_other_dtype");
+    io_count(x, &s->recomputed_other_dtype, 0, "run.recomputed_other_dtype");
     io_layer(x, &s->first_other_dtype_layer, true, "run.first_other_dtype_layer");
+    if (x->reading && s->recomputed_other_dtype > 0 && s->first_other_dtype_layer < 0)
+        ck_wire_fail(x->r, "run.first_other_dtype_layer", "none for a count above 0");
     io_vacuity(x, &s->vacuity);
     ck_act_nonfinite *a = &s->act_nonfinite;
-    io_i64(x, &a->nan, "run.act_nonfinite.nan");
-    io_i64(x, &a->inf, "run.act_nonfinite.inf");
-    io_i64(x, &a->excused, "run.act_nonfinite.excused");
+    io_count(x, &a->nan, 0, "run.act_nonfinite.nan");
+    io_count(x, &a->inf, 0, "run.act_nonfinite.inf");
+    io_count(x, &a->excused, 0, "run.act_nonfinite.excused");
     io_int(x, &a->layers, 0, x->g->n, "run.act_nonfinite.layers");
     io_layer(x, &a->first.layer, true, "run.act_nonfinite.first.layer");
     io_int(x, &a->first.step, -1, 1 << 30, "run.act_nonfinite.first.step");
     io_bool(x, &a->first.backward, "run.act_nonfinite.first.backward");
     io_bool(x, &a->first.recompute, "run.act_nonfinite.first.recompute");
-    io_i64(x, &a->first.index, "run.act_nonfinite.first.index");
+    io_count(x, &a->first.index, -1, "run.act_nonfinite.first.index");
     io_bool(x, &a->first.nan, "run.act_nonfinite.first.nan");
 }
 
@@ -367,14 +394,14 @@ static void io_bisect(wio *x, ck_bisect_result *br)
 
 static void io_nonfinite(wio *x, ck_nonfinite_counts *c)
 {
-    io_i64(x, &c->loss_values, "nonfinite.loss_values");
-    io_i64(x, &c->loss_nan, "nonfinite.loss_nan");
-    io_i64(x, &c->loss_inf, "nonfinite.loss_inf");
-    io_i64(x, &c->grad_values, "nonfinite.grad_values");
-    io_i64(x, &c->grad_nan, "nonfinite.grad_nan");
-    io_i64(x, &c->grad_inf, "nonfinite.grad_inf");
-    io_i64(x, &c->other_nan, "nonfinite.other_nan");
-    io_i64(x, &c->other_inf, "nonfinite.other_inf");
+    io_count(x, &c->loss_values, 0, "nonfinite.loss_values");
+    io_count(x, &c->loss_nan, 0, "nonfinite.loss_nan");
+    io_count(x, &c->loss_inf, 0, "nonfinite.loss_inf");
+    io_count(x, &c->grad_values, 0, "nonfinite.grad_values");
+    io_count(x, &c->grad_nan, 0, "nonfinite.grad_nan");
+    io_count(x, &c->grad_inf, 0, "nonfinite.grad_inf");
+    io_count(x, &c->other_nan, 0, "nonfinite.other_nan");
+    io_count(x, &c->other_inf, 0, "nonfinite.other_inf");
     io_int(x, &c->tensors, 0, 1 << 30, "nonfinite.tensors");
     io_bool(x, &c->all_loss, "nonfinite.all_loss");
     io_bool(x, &c->all_grads, "nonfinite.all_grads");
