@@ -14,7 +14,8 @@ ck_status ck_lowp_refs_begin(ck_lowp_refs *r, ck_backend *b, const ck_graph *g,
     r->n_calib = ov ? 0 : CK_PRECISION_CALIB_RUNS;
     ck_lowp_judge_init(&r->j, c, dtype, r->n_calib, ov);
     /* the reference runs keep the current step's loss and scale only (train.h) */
-    ck_run_hooks href = {.skip_like = low->scales, .latest_step_only = true};
+    ck_run_hooks href = {.skip_like = low->scales, .latest_step_only = true,
+                         .observer = r->observer, .observer_user = r->observer_user[0]};
     ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .plan = plan,
                          .dtype = CK_F32, .hooks = &href, .log = log};
     ck_status st = ck_training_begin(&t_ref, &r->tf, &r->fp32, err);
@@ -23,7 +24,8 @@ ck_status ck_lowp_refs_begin(ck_lowp_refs *r, ck_backend *b, const ck_graph *g,
         int j = r->have_cal;
         ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
                              .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                             .skip_like = low->scales, .latest_step_only = true};
+                             .skip_like = low->scales, .latest_step_only = true,
+                             .observer = r->observer, .observer_user = r->observer_user[1 + j]};
         ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .plan = plan,
                              .dtype = CK_F32, .hooks = &hcal, .log = log};
         if ((st = ck_training_begin(&t_cal, &r->tcal[j], &r->calib[j], err)) != CK_OK)

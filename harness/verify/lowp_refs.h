@@ -24,11 +24,15 @@ typedef struct {
     int have_cal;
     ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
     ck_lowp_judge j;
+    /* progress, when observer is set: the fp32 reference reports to it with
+     * observer_user[0], calibration run j with observer_user[1 + j] */
+    ck_exec_observer observer;
+    void *observer_user[1 + CK_PRECISION_CALIB_RUNS];
 } ck_lowp_refs;
 
 /* Begins the references of the low-precision run `low` (which has begun: its per-step
- * scales say which steps to skip), training plan (NULL: plain). r->log and r->ov are set
- * by the caller; free with ck_lowp_refs_free also after a failure. */
+ * scales say which steps to skip), training plan (NULL: plain). r->log, r->ov and the
+ * observer fields are set by the caller; free with ck_lowp_refs_free also after a failure. */
 ck_status ck_lowp_refs_begin(ck_lowp_refs *r, ck_backend *b, const ck_graph *g,
                              const ck_plan *plan, ck_dtype dtype, const ck_record *low,
                              ck_error *err);

@@ -13,6 +13,7 @@
 #include "harness/engine/memory_plan.h"
 #include "harness/io/files.h"
 #include "harness/verify/judge.h"
+#include "harness/verify/lowp_refs.h"
 #include "harness/verify/training.h"
 
 ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_result *res,
@@ -119,20 +120,12 @@ static ck_status pair_hooks_init(run_pair_hooks *h, const ck_graph *g, const ck_
     return CK_OK;
 }
 
-/* The fp32 reference and calibration runs that judge a low-precision run (precision_judge.h),
- * trained in lockstep with it: each step is judged (ck_lowp_judge) and every run's tensors
- * dropped, so memory does not grow with the steps. The fp32 runs take the low run's updates:
- * a step its loss scaler skipped is skipped there too, or every later step would compare
- * different models (skip_like reads the plain run's decision for the step, made first). */
+/* The fp32 reference and calibration runs that judge a low-precision run (lowp_refs.h), with
+ * the progress of each relayed as runs 2, 3.. of the lockstep. */
 typedef struct {
     const ck_case_run_opts *opts;
-    int n_calib;
-    ck_trainer tf, tcal[CK_PRECISION_CALIB_RUNS];
-    bool have_tf;
-    int have_cal;
-    ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
-    ck_lowp_judge j;
-    progress_relay rf, rcal[CK_PRECISION_CALIB_RUNS]; /* runs 2 and 3.. of the lockstep */
+    ck_lowp_refs core;
+    progress_relay rf, rcal[CK_PRECISION_CALIB_RUNS];
 } lowp_refs;
 
 /* The references' trainings: the fp32 reference and the calibration runs. */
@@ -145,70 +138,21 @@ static ck_status lowp_refs_begin(lowp_refs *r, ck_backend *b, const ck_graph *g,
                                  const ck_case_run_opts *opts, const ck_record *plain,
                                  ck_error *err)
 {
-    const ck_case *c = g->cs;
-    ck_training_log *log = opts ? opts->log : NULL;
-    const ck_precision_override *ov =
-        opts && opts->precision_override.set ? &opts->precision_override : NULL;
-    r->n_calib = ov ? 0 : CK_PRECISION_CALIB_RUNS;
-    ck_lowp_judge_init(&r->j, c, dtype, r->n_calib, ov);
-    /* the reference runs keep the current step's loss and scale only (train.h) */
-    ck_run_hooks href = {.skip_like = plain->scales, .latest_step_only = true};
-    bool progress = opts && opts->progress;
-    int n_runs = 2 + 1 + r->n_calib;
+    r->core.log = opts ? opts->log : NULL;
+    r->core.ov = opts && opts->precision_override.set ? &opts->precision_override : NULL;
+    int n_calib = lowp_refs_count(opts) - 1;
+    int n_runs = 2 + 1 + n_calib;
     relay_init(&r->rf, opts, g, 2, n_runs, "fp32 reference");
-    if (progress) {
-        href.observer = relay_progress;
-        href.observer_user = &r->rf;
-    }
-    ck_training t_ref = {.kind = CK_TRAINING_FP32_REFERENCE, .b = b, .g = g, .dtype = CK_F32,
-                         .hooks = &href, .log = log};
-    ck_status st = ck_training_begin(&t_ref, &r->tf, &r->fp32, err);
-    r->have_tf = st == CK_OK;
-    for (; st == CK_OK && r->have_cal < r->n_calib; r->have_cal++) {
-        int j = r->have_cal;
-        ck_run_hooks hcal = {.round_to = dtype, .perturb_rel = j == 0 ? 0.0 : ck_unit_roundoff(dtype),
-                             .perturb_seed = c->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(j + 1)),
-                             .skip_like = plain->scales, .latest_step_only = true};
+    r->core.observer_user[0] = &r->rf;
+    for (int j = 0; j < n_calib; j++) {
         char label[32];
-        snprintf(label, sizeof label, "calibration %d/%d", j + 1, r->n_calib);
+        snprintf(label, sizeof label, "calibration %d/%d", j + 1, n_calib);
         relay_init(&r->rcal[j], opts, g, 3 + j, n_runs, label);
-        if (progress) {
-            hcal.observer = relay_progress;
-            hcal.observer_user = &r->rcal[j];
-        }
-        ck_training t_cal = {.kind = CK_TRAINING_CALIBRATION, .b = b, .g = g, .dtype = CK_F32,
-                             .hooks = &hcal, .log = log};
-        if ((st = ck_training_begin(&t_cal, &r->tcal[j], &r->calib[j], err)) != CK_OK)
-            break;
+        r->core.observer_user[1 + j] = &r->rcal[j];
     }
-    return st;
-}
-
-/* Step `step` of the reference runs, judged against the plain run's entries of that step. */
-static ck_status lowp_refs_step(lowp_refs *r, const ck_graph *g, const ck_record *plain_step,
-                                int step, ck_error *err)
-{
-    ck_status st = ck_trainer_step(&r->tf, step, err);
-    for (int j = 0; j < r->n_calib && st == CK_OK; j++)
-        st = ck_trainer_step(&r->tcal[j], step, err);
-    if (st == CK_OK)
-        st = ck_lowp_judge_add(&r->j, g, &r->fp32, r->calib, plain_step, step, err);
-    ck_record_drop_entries(&r->fp32);
-    for (int j = 0; j < r->n_calib; j++)
-        ck_record_drop_entries(&r->calib[j]);
-    return st;
-}
-
-static void lowp_refs_free(lowp_refs *r)
-{
-    if (r->have_tf)
-        ck_trainer_free(&r->tf);
-    for (int j = 0; j < r->have_cal; j++)
-        ck_trainer_free(&r->tcal[j]);
-    ck_record_free(&r->fp32);
-    for (int j = 0; j < CK_PRECISION_CALIB_RUNS; j++)
-        ck_record_free(&r->calib[j]);
-    ck_lowp_judge_free(&r->j);
+    if (opts && opts->progress)
+        r->core.observer = relay_progress;
+    return ck_lowp_refs_begin(&r->core, b, g, NULL, dtype, plain, err);
 }
 
 /* Plain and checkpointed train in lockstep (with the low-precision run's references when
@@ -249,7 +193,7 @@ static ck_status train_pair(ck_backend *b, const ck_graph *g, const ck_plan *pla
             goto steps_done;
         ck_vacuity_count(plain, dtype, vp);
         ck_vacuity_count(ckpt, dtype, vc);
-        if (refs && (st = lowp_refs_step(refs, g, plain, step, err)) != CK_OK)
+        if (refs && (st = ck_lowp_refs_step(&refs->core, g, plain, step, err)) != CK_OK)
             goto steps_done;
         ck_record_drop_entries(plain);
         ck_record_drop_entries(ckpt);
@@ -280,7 +224,7 @@ steps_done:
         res->nonfinite_plain = jmain.nonfinite[0];
         res->nonfinite_ckpt = jmain.nonfinite[1];
         res->nonfinite_counted = true;
-        if (refs && (st = ck_lowp_judge_finish(&refs->j, res, err)) == CK_OK)
+        if (refs && (st = ck_lowp_judge_finish(&refs->core.j, res, err)) == CK_OK)
             res->plain.vacuity.flushed = res->vs_fp32_flushed_grads;
     }
     ck_step_judge_free(&jmain);
@@ -369,7 +313,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     if ((st = predict_runs(g, &plan, dtype, res, err)) != CK_OK)
         goto out;
 out:
-    lowp_refs_free(&refs);
+    ck_lowp_refs_free(&refs.core);
     if (hooks.dumping)
         ck_manifest_free(&hooks.manifest);
     ck_record_free(&plain);
