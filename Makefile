@@ -309,6 +309,7 @@ check-run: $(PROG) $(TESTS) $(OOM_SWEEP)
 	python3 tests/layout/check_layers.py
 	python3 tests/layout/test_check_layers.py
 	python3 scripts/update_op_docs.py --check $(PROG)
+	python3 tests/mutation/run.py --check
 	$(OOM_SWEEP) $(CURDIR)
 	CK_PROG=$(PROG) sh tests/cli/run.sh
 	CK_PROG=$(PROG) sh tests/cli/compare.sh
