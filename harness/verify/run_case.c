@@ -40,12 +40,8 @@ static void relay_init(progress_relay *r, const ck_case_run_opts *opts, const ck
                                  .steps = g->cs->steps, .n_layers = g->n};
 }
 
-static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_error *err)
+void ck_progress_advance(ck_progress_info *in, const ck_exec_event_info *ev)
 {
-    (void)err;
-    progress_relay *r = user;
-    ck_progress_info *in = &r->info;
-    in->run_label = r->label;
     in->step = ev->step;
     in->layer = ev->layer;
     in->backward = ev->ev == CK_EVENT_BACKWARD;
@@ -59,6 +55,15 @@ static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_err
     frac = frac > 1.0 ? 1.0 : frac;
     if (frac > in->fraction) /* a recomputation's forward events come within backward */
         in->fraction = frac;
+}
+
+static ck_status relay_progress(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    (void)err;
+    progress_relay *r = user;
+    ck_progress_info *in = &r->info;
+    in->run_label = r->label;
+    ck_progress_advance(in, ev);
     r->opts->progress(r->opts->progress_user, in);
     return CK_OK;
 }

@@ -24,6 +24,9 @@ typedef struct {
     double fraction;       /* of every lockstep training's layer passes, 0..1 */
 } ck_progress_info;
 typedef void (*ck_progress_fn)(void *user, const ck_progress_info *p);
+/* Moves p to the executor event ev of its training (step, layer, pass) and raises
+ * p->fraction to the share of lockstep work that event completes (never lowers it). */
+void ck_progress_advance(ck_progress_info *p, const ck_exec_event_info *ev);
 
 typedef struct {
     const char *dump_dir;  /* write the plain and checkpointed runs' tensors here; NULL: no */

@@ -47,20 +47,8 @@ static ck_status relay(void *user, const ck_exec_event_info *ev, ck_error *err)
             return st;
     }
     if (r->opts && r->opts->progress) {
-        r->info.step = ev->step;
-        r->info.layer = ev->layer;
-        r->info.backward = ev->ev == CK_EVENT_BACKWARD;
-        r->info.recompute = ev->recompute;
-        /* the trainings take each step in turn: step s of run k comes after step s of runs
-         * 0..k-1; a step is n_layers forward passes and n_layers backward ones */
         ck_progress_info *in = &r->info;
-        double per_step = in->n_layers > 0 ? 2.0 * in->n_layers : 1.0;
-        double pos = in->backward ? 2.0 * in->n_layers - in->layer : in->layer;
-        double frac = ((double)in->step * in->n_runs + in->run + pos / per_step) /
-                      ((double)in->n_runs * (in->steps > 0 ? in->steps : 1));
-        frac = frac > 1.0 ? 1.0 : frac;
-        if (frac > in->fraction) /* a recomputation's forward events come within backward */
-            in->fraction = frac;
+        ck_progress_advance(in, ev);
         r->opts->progress(r->opts->progress_user, in);
     }
     return CK_OK;
