@@ -66,6 +66,18 @@ static void print_entry(const char *layer, const char *op, const ck_gradcheck_en
                e->worst_analytic, e->worst_numeric);
 }
 
+/* No pass that compares nothing: a case whose every gradient is not checkable by finite
+ * differences (ck_gradcheck_not_smooth) fails, saying so. */
+static bool compared_something(bool had_error, int64_t compared, char *first_fail, size_t n)
+{
+    if (had_error || compared > 0)
+        return true;
+    snprintf(first_fail, n, "no gradient of the case can be checked by finite differences");
+    if (!quiet_mode)
+        printf("  %s\n", first_fail);
+    return false;
+}
+
 int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
 {
     ck_error err;
@@ -188,13 +200,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
                 ok = ok && r.ok;
             }
         }
-        if (ok && !had_error && compared == 0) { /* no pass that compares nothing */
-            ok = false;
-            snprintf(first_fail, sizeof first_fail, "no gradient of the case can be checked by "
-                     "finite differences");
-            if (!o->quiet)
-                printf("  %s\n", first_fail);
-        }
+        ok = ok && compared_something(had_error, compared, first_fail, sizeof first_fail);
         printf(o->quiet ? "%s %s\n" : "%s %s\n\n", ok ? "PASS" : "FAIL", g->cs->name);
         failed_cases += !ok;
         ck_json_add_bool(&jb, jc, "pass", ok);
