@@ -202,9 +202,10 @@ ck_status imp_shared_weight(imp *im, const ck_onnx_tensor *t, bool transpose, ch
         if (strcmp(im->tied_src[i], source) != 0)
             continue;
         if (im->tied_transposed[i] != transposed)
-            return imp_fail_node(im, "`%s` is read here %s and by the layer holding %s %s: a "
-                                     "case cannot tie a parameter to its transpose, and two "
-                                     "parameters would train apart",
+            return imp_fail_node(im, "parameter `%s` would be held here %s and by %s %s: a "
+                                     "case cannot tie a parameter to its transpose (a share "
+                                     "has one orientation), and two parameters would train "
+                                     "apart",
                                  source, transposed ? "transposed" : "as stored",
                                  im->tied_param[i], transposed ? "as stored" : "transposed");
         const ck_named_tensor *o = ck_tensorset_find(im->w, im->tied_param[i]);
