@@ -1,6 +1,7 @@
 /*
  * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
- * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c). Every other op,
+ * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c), fp32 max pooling,
+ * concat and nearest upsampling (pool.c, shape.c, upsample.c). Every other op,
  * the losses, the optimizer and dtype conversion are the reference backend's own entry
  * points (backends/ref/ref_ops.h), called directly (split into slices across threads where
  * an op never mixes them: delegate.c), so they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
@@ -49,6 +50,10 @@ static const struct {
     [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward},
     /* relu in fp32 here; the other activations go on to the reference */
     [CK_OP_RELU] = {cpu_pointwise_forward, cpu_pointwise_backward},
+    /* fp32 max pooling, concat, nearest upsampling; other cases go on to the reference */
+    [CK_OP_MAXPOOL] = {cpu_pool_forward, cpu_pool_backward},
+    [CK_OP_CONCAT] = {cpu_shape_forward, cpu_shape_backward},
+    [CK_OP_UPSAMPLE] = {cpu_upsample_forward, cpu_upsample_backward},
 };
 
 static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,

@@ -38,6 +38,9 @@ typedef struct {
 CPU_OP_DECL(linear)     /* CK_OP_LINEAR: packed SGEMM */
 CPU_OP_DECL(conv)       /* CK_OP_CONV: direct or implicit-GEMM convolution */
 CPU_OP_DECL(pointwise)  /* relu fp32 multi-threaded; the rest delegated to ref */
+CPU_OP_DECL(pool)       /* CK_OP_MAXPOOL fp32 unpadded; the rest delegated */
+CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
+CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */
 
 #undef CPU_OP_DECL
 
