@@ -128,12 +128,30 @@ static void *cpu_get_proc(ck_backend *b, const char *name)
     return u.p;
 }
 
+static ck_status cpu_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
+{
+    return cpu_mem_alloc(ctx_of(b)->blocks, bytes, ptr, err);
+}
+
+static void cpu_free(ck_backend *b, void *ptr)
+{
+    cpu_mem_free(ctx_of(b)->blocks, ptr);
+}
+
+static ck_status cpu_zero(ck_backend *b, ck_tensor *t, ck_error *err)
+{
+    (void)err;
+    cpu_mem_zero(ctx_of(b)->pool, t->data, ck_tensor_bytes(t));
+    return CK_OK;
+}
+
 static void cpu_destroy(ck_backend *b)
 {
     if (!b)
         return;
     cpu_backend *cb = b->impl;
     cpk_pool_destroy(cb->ctx.pool);
+    cpu_block_cache_destroy(cb->ctx.blocks);
     free(cb);
 }
 
@@ -181,7 +199,12 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
         return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
     cb->ctx.threads = threads;
     cb->ctx.isa = want;
+    if (!(cb->ctx.blocks = cpu_block_cache_create())) {
+        free(cb);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
+    }
     if (!(cb->ctx.pool = cpk_pool_create(threads))) {
+        cpu_block_cache_destroy(cb->ctx.blocks);
         free(cb);
         return ck_fail(err, CK_ERR_NOMEM, "cpu backend: cannot start %d threads", threads);
     }
@@ -189,6 +212,9 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->name = "cpu";
     b->impl = cb;
     ck_host_memory_install(b);
+    b->alloc = cpu_alloc; /* host memory that keeps freed blocks for reuse (memory.c) */
+    b->free = cpu_free;
+    b->zero = cpu_zero;
     b->calibration_round = cpu_round_for_calibration;
     b->supports = cpu_supports;
     b->forward = cpu_forward;
