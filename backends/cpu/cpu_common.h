@@ -45,6 +45,7 @@ CPU_OP_DECL(pointwise)  /* relu fp32 multi-threaded; the rest delegated to ref *
 CPU_OP_DECL(pool)       /* CK_OP_MAXPOOL fp32 unpadded; the rest delegated */
 CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
 CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */
+CPU_OP_DECL(attention)  /* CK_OP_ATTENTION fp32 without dropout; the rest delegated */
 
 #undef CPU_OP_DECL
 
