@@ -6,7 +6,7 @@
  *    fp32, fp16 and bf16, with 1, 2 and 3 threads, on shapes large enough to be split;
  *  - the fp32 kernels for relu, max pooling, concat and nearest upsampling give the
  *    reference's bits on inputs full of ties, NaNs, signed zeros and Infs, on every ISA
- *    path the machine has and 1, 2 and 3 threads;
+ *    path the machine has and 1, 2 and 3 threads; so does the fp32 attention kernel;
  *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
  *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
  *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
@@ -315,6 +315,91 @@ START_TEST(test_fast_layout_ops_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
+// the fp32 attention kernel (backends/cpu/attention.c): the reference's bits on every ISA
+// path and thread count, causal or not, square or not, vector-wide or not
+
+typedef struct {
+    const char *desc;
+    int64_t N, Lq, Lk, H, Dk, Dv;
+    bool causal;
+    bool missing_dq; /* backward without a gradient for q */
+} attn_row;
+
+static const attn_row attn_rows[] = {
+    {"causal, 3 heads of 16", 2, 37, 37, 3, 16, 16, true, false},
+    {"cross, 2 heads, Dk 13 Dv 9", 3, 11, 22, 2, 13, 9, false, false},
+    {"causal, Lk < Lq, no dq", 2, 9, 6, 1, 8, 24, true, true},
+};
+
+START_TEST(test_attention_bitwise_ref)
+{
+    const attn_row *r = &attn_rows[_i];
+    ck_op_params op;
+    memset(&op, 0, sizeof op);
+    ck_op_params_default(&op, CK_OP_ATTENTION, 0);
+    op.heads = (int)r->H;
+    op.causal = r->causal;
+    const ck_shape sh[4] = {SHAPE(r->N, r->Lq, r->H * r->Dk), SHAPE(r->N, r->Lk, r->H * r->Dk),
+                            SHAPE(r->N, r->Lk, r->H * r->Dv), SHAPE(r->N, r->Lq, r->H * r->Dv)};
+    ck_tensor *init[8] = {0}, *want[8] = {0}; /* every run starts from init */
+    for (int i = 0; i < 3; i++) {
+        init[i] = tu_tensor_rand("in", CK_F32, sh[i], 41, (uint32_t)i, true);
+        init[5 + i] = tu_tensor_rand("din", CK_F32, sh[i], 42, (uint32_t)i, false);
+    }
+    init[3] = tu_tensor_new("out", CK_F32, sh[3]);
+    init[4] = tu_tensor_rand("dout", CK_F32, sh[3], 43, 0, true);
+    for (int k = 0; k < 8; k++)
+        want[k] = tu_tensor_new("want", CK_F32, init[k]->shape);
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    for (int s = -1; s <= (int)cpk_isa_detect(); s++)
+        for (int threads = 1; threads <= (s < 0 ? 1 : 3); threads++) {
+            ck_backend *b = s < 0 ? ref : make_cpu(threads, isas[s]);
+            ck_tensor *t[8];
+            for (int k = 0; k < 8; k++) {
+                t[k] = tu_tensor_new("t", CK_F32, init[k]->shape);
+                memcpy(t[k]->data, init[k]->data, ck_tensor_bytes(init[k]));
+            }
+            ck_fwd_args args;
+            memset(&args, 0, sizeof args);
+            ck_op_io io;
+            memset(&io, 0, sizeof io);
+            io.n_in = 3;
+            io.in[0] = t[0], io.in[1] = t[1], io.in[2] = t[2];
+            io.out = t[3];
+            ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc,
+                          err.msg);
+            ck_op_grads g;
+            memset(&g, 0, sizeof g);
+            g.dout = t[4];
+            g.din[0] = r->missing_dq ? NULL : t[5];
+            g.din[1] = t[6], g.din[2] = t[7];
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s: %s",
+                          r->desc, err.msg);
+            if (s < 0) { /* the reference's results are the ones to match */
+                for (int k = 3; k < 8; k++)
+                    memcpy(want[k]->data, t[k]->data, ck_tensor_bytes(t[k]));
+            } else {
+                for (int k = 3; k < 8; k++)
+                    REQUIRE(k == 4 || memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
+                            "attention %s, %s, %d threads: %s differs from ref bitwise", r->desc,
+                            isas[s], threads, k == 3 ? "output" : k == 5 ? "dq" : k == 6 ? "dk" : "dv");
+                b->destroy(b);
+            }
+            for (int k = 0; k < 8; k++)
+                tu_tensor_free(t[k]);
+        }
+    for (int k = 0; k < 8; k++) {
+        tu_tensor_free(init[k]);
+        tu_tensor_free(want[k]);
+    }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
 // NaN/Inf counts where the tensor lives
 
 /* plants a NaN (kind 0) or an Inf (kind 1, sign by index) at element i */
@@ -376,6 +461,7 @@ Suite *suite_cpu_delegate(void)
     tcase_set_timeout(k, 120);
     tcase_add_loop_test(k, test_delegated_ops_bitwise_ref, 0, COUNT(delegate_rows));
     tcase_add_loop_test(k, test_fast_layout_ops_bitwise_ref, 0, COUNT(layout_rows));
+    tcase_add_loop_test(k, test_attention_bitwise_ref, 0, COUNT(attn_rows));
     tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
     suite_add_tcase(s, k);
     return s;

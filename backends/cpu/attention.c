@@ -38,13 +38,13 @@ typedef struct {
 
 /* the task's double copies: kt[d][j], vt[d][j] (keys along a row), kh[j][d], vh[j][d] */
 typedef struct {
-    double *kt, *vt, *kh, *vh, *p, *ds, *row, *gy, *dkw, *dvw;
+    double *kt, *vt, *kh, *vh, *p, *ds, *row, *gy, *dqr, *dkw, *dvw;
 } attn_scratch;
 
 static bool scratch_make(const ck_attn_geom *g, bool backward, attn_scratch *s, double **mem)
 {
     const size_t Lk = (size_t)(g->Lk ? g->Lk : 1), Dk = (size_t)g->Dk, Dv = (size_t)g->Dv;
-    const size_t n = 2 * Lk * Dk + 2 * Lk * Dv + 2 * Lk + Dk + Dv + (backward ? Lk * (Dk + Dv) : 0);
+    const size_t n = 2 * Lk * Dk + 2 * Lk * Dv + 2 * Lk + 2 * Dk + Dv + (backward ? Lk * (Dk + Dv) : 0);
     double *m = malloc(n * sizeof *m);
     *mem = m;
     if (!m)
@@ -57,6 +57,7 @@ static bool scratch_make(const ck_attn_geom *g, bool backward, attn_scratch *s, 
     s->ds = m, m += Lk;
     s->row = m, m += Dk;
     s->gy = m, m += Dv;
+    s->dqr = m, m += Dk;
     s->dkw = backward ? m : NULL;
     s->dvw = backward ? m + Lk * Dk : NULL;
     if (backward)
@@ -236,11 +237,10 @@ static void backward_row(const attn_job *j, attn_scratch *s, int64_t n, int64_t 
     for (int64_t t = 0; t < jend; t++)
         ds[t] = p[t] * (ds[t] - dot) * g->scale;
     if (j->dq) {
-        double *dqr = s->gy; /* gy is no longer needed */
-        sums_of_rows(j->simd, ds, s->kh, jend, g->Dk, dqr);
+        sums_of_rows(j->simd, ds, s->kh, jend, g->Dk, s->dqr);
         float *dst = j->dq + qoff;
         for (int64_t d = 0; d < g->Dk; d++)
-            dst[d] = (float)((double)dst[d] + (0.0 + dqr[d]));
+            dst[d] = (float)((double)dst[d] + (0.0 + s->dqr[d]));
     }
     if (j->dk)
         for (int64_t t = 0; t < jend; t++)
