@@ -17,7 +17,8 @@
 
 #define HEADER 64                               /* bytes in front of the data: the size */
 #define KEEP_MIN_BYTES ((size_t)256 << 10)      /* smaller blocks go back to malloc */
-#define KEEP_TOTAL_BYTES ((size_t)64 << 20)     /* most bytes kept at once */
+#define KEEP_MAX_BYTES ((size_t)64 << 20)       /* larger blocks go back to the system */
+#define KEEP_TOTAL_BYTES ((size_t)256 << 20)    /* most bytes kept at once */
 #define KEEP_SLOTS 32
 #define ZERO_CHUNK ((size_t)1 << 20)            /* bytes per zeroing task */
 
@@ -87,7 +88,7 @@ void cpu_mem_free(cpu_block_cache *c, void *ptr)
     char *base = (char *)ptr - HEADER;
     size_t total;
     memcpy(&total, base, sizeof total);
-    if (!c || total < KEEP_MIN_BYTES || total > KEEP_TOTAL_BYTES) {
+    if (!c || total < KEEP_MIN_BYTES || total > KEEP_MAX_BYTES) {
         free(base);
         return;
     }
