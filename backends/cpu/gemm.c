@@ -413,7 +413,8 @@ typedef struct {
     cpk_isa isa;
     /* current block */
     int64_t j0, nc, k0, kc;
-    int64_t kcb; /* the k block size */
+    int64_t kcb;       /* the k block size */
+    const float *afull; /* fused: A packed once for every k block (block at k0: Mr * k0) */
     float *bpack;
     int64_t mb, mblocks, pspan, nspans; /* task = (M block, span of pspan panels) */
     float **apack; /* per thread */
@@ -518,12 +519,12 @@ static void fused_task(void *vctx, int64_t task, int tid)
     const gemm_job *j = vctx;
     const int64_t npanels = (j->N + j->uk.nr - 1) / j->uk.nr;
     const int64_t p0 = task * j->pspan, p1 = p0 + j->pspan < npanels ? p0 + j->pspan : npanels;
+    const int64_t Mr = (j->M + j->uk.mr - 1) / j->uk.mr * j->uk.mr;
     gemm_job jk = *j;
     for (int64_t k0 = 0; k0 < j->K; k0 += j->kcb) {
         jk.k0 = k0;
         jk.kc = j->K - k0 < j->kcb ? j->K - k0 : j->kcb;
-        pack_A(j->s, 0, j->M, jk.k0, jk.kc, j->uk.mr, j->apack[tid]);
-        fused_panels(&jk, j->apack[tid], p0, p1, tid);
+        fused_panels(&jk, j->afull + Mr * k0, p0, p1, tid);
     }
 }
 
@@ -608,10 +609,19 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     }
     j.kcb = kcb;
     if (ok && j.fused) {
+        /* A (at most MC rows) packed once, by the caller, for every task and k block */
+        const int64_t Mr = (M + MR - 1) / MR * MR;
+        float *afull = alloc_floats(Mr * K);
+        ok = afull != NULL;
+        for (int64_t k0 = 0; ok && k0 < K; k0 += kcb)
+            pack_A(s, 0, M, k0, K - k0 < kcb ? K - k0 : kcb, MR, afull + Mr * k0);
+        j.afull = afull;
         j.j0 = 0;
         j.nc = N;
         plan_spans(&j, (N + NR - 1) / NR, T);
-        cpk_parallel(p, j.nspans, fused_task, &j);
+        if (ok)
+            cpk_parallel(p, j.nspans, fused_task, &j);
+        free(afull);
     }
     for (int64_t j0 = 0; ok && !j.fused && j0 < N; j0 += NC) {
         j.j0 = j0;
