@@ -65,7 +65,7 @@ static void concat_task(void *vctx, int64_t task, int tid)
     while (pos < hi) {
         const int64_t n = pos / j->out_block;
         int64_t off = pos - n * j->out_block, k = 0;
-        while (off >= j->block[k]) /* blocks sum to out_block, so k stays < n_in */
+        while (k < j->n_in - 1 && off >= j->block[k]) /* the blocks sum to out_block */
             off -= j->block[k++];
         const int64_t len = j->block[k] - off < hi - pos ? j->block[k] - off : hi - pos;
         const int64_t src = n * j->block[k] + off;
