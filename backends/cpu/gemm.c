@@ -602,9 +602,10 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     j.bpack = alloc_floats(j.fused ? 1 : (ncmax + NR) * kcmax);
     bool ok = j.bpack != NULL;
     for (int t = 0; t < T; t++) {
-        ok = (apack[t] = ok ? alloc_floats(j.mb * kcmax) : NULL) != NULL && ok;
-        bpanel[t] = NULL;
-        if (j.fused)
+        apack[t] = bpanel[t] = NULL; /* fused: A is packed once (afull below) */
+        if (!j.fused)
+            ok = (apack[t] = ok ? alloc_floats(j.mb * kcmax) : NULL) != NULL && ok;
+        else
             ok = (bpanel[t] = ok ? alloc_floats(NR * kcmax) : NULL) != NULL && ok;
     }
     j.kcb = kcb;
