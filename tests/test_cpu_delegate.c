@@ -6,7 +6,8 @@
  *    fp32, fp16 and bf16, with 1, 2 and 3 threads, on shapes large enough to be split;
  *  - the fp32 kernels for relu, max pooling, concat and nearest upsampling give the
  *    reference's bits on inputs full of ties, NaNs, signed zeros and Infs, on every ISA
- *    path the machine has and 1, 2 and 3 threads; so does the fp32 attention kernel;
+ *    path the machine has and 1, 2 and 3 threads; so do the fp32 attention and layernorm
+ *    kernels;
  *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
  *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
  *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
@@ -400,6 +401,93 @@ START_TEST(test_attention_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
+// the fp32 layernorm kernel (backends/cpu/norm.c): the reference's bits, with and without
+// weight and bias, with fp32 and fp64 saved statistics, 1-3 threads
+
+typedef struct {
+    const char *desc;
+    ck_shape x;
+    int n_norm;
+    bool affine;
+    ck_dtype saved;
+} ln_row;
+
+static const ln_row ln_rows[] = {
+    {"rows of 150, affine, fp32 saved", SHAPE_INIT(3, 13, 150), 1, true, CK_F32},
+    {"rows of 2 x 10, no affine, fp64 saved", SHAPE_INIT(5, 7, 2, 10), 2, false, CK_F64},
+};
+
+START_TEST(test_layernorm_bitwise_ref)
+{
+    const ln_row *r = &ln_rows[_i];
+    ck_op_params op;
+    memset(&op, 0, sizeof op);
+    ck_op_params_default(&op, CK_OP_LAYERNORM, 0);
+    op.n_norm = r->n_norm;
+    int64_t D = 1;
+    for (int d = r->x.ndim - r->n_norm; d < r->x.ndim; d++)
+        D *= r->x.dim[d];
+    const int64_t N = ck_shape_numel(&r->x) / D;
+    /* [0] x, [1] weight, [2] bias, [3] out, [4] saved, [5] dout, [6] dx, [7] dw, [8] db */
+    ck_tensor *init[9] = {
+        tu_tensor_rand("x", CK_F32, r->x, 51, 0, true),
+        r->affine ? tu_tensor_rand("w", CK_F32, SHAPE(D), 51, 1, true) : NULL,
+        r->affine ? tu_tensor_rand("b", CK_F32, SHAPE(D), 51, 2, true) : NULL,
+        tu_tensor_new("out", CK_F32, r->x),
+        tu_tensor_new("saved", r->saved, SHAPE(2, N)),
+        tu_tensor_rand("dout", CK_F32, r->x, 51, 3, true),
+        tu_tensor_rand("dx", CK_F32, r->x, 51, 4, true),
+        r->affine ? tu_tensor_rand("dw", CK_F32, SHAPE(D), 51, 5, true) : NULL,
+        r->affine ? tu_tensor_rand("db", CK_F32, SHAPE(D), 51, 6, true) : NULL,
+    };
+    ck_tensor *want[9] = {0};
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    for (int threads = 0; threads <= 3; threads++) { /* 0: the reference */
+        ck_backend *b = threads == 0 ? ref : make_cpu(threads, NULL);
+        ck_tensor *t[9] = {0};
+        for (int k = 0; k < 9; k++)
+            if (init[k]) {
+                t[k] = tu_tensor_new("t", init[k]->dtype, init[k]->shape);
+                memcpy(t[k]->data, init[k]->data, ck_tensor_bytes(init[k]));
+            }
+        ck_fwd_args args;
+        memset(&args, 0, sizeof args);
+        ck_op_io io;
+        memset(&io, 0, sizeof io);
+        io.n_in = 1;
+        io.in[0] = t[0], io.weight = t[1], io.bias = t[2], io.out = t[3], io.saved = t[4];
+        ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc, err.msg);
+        ck_op_grads g;
+        memset(&g, 0, sizeof g);
+        g.dout = t[5], g.din[0] = t[6], g.dweight = t[7], g.dbias = t[8];
+        ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s: %s", r->desc,
+                      err.msg);
+        for (int k = 3; k < 9; k++) {
+            if (!t[k] || k == 5)
+                continue;
+            if (threads == 0)
+                want[k] = t[k], t[k] = NULL;
+            else
+                REQUIRE(memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
+                        "layernorm %s, %d threads: tensor %d differs from ref bitwise", r->desc,
+                        threads, k);
+        }
+        for (int k = 0; k < 9; k++)
+            tu_tensor_free(t[k]);
+        if (threads > 0)
+            b->destroy(b);
+    }
+    for (int k = 0; k < 9; k++) {
+        tu_tensor_free(init[k]);
+        tu_tensor_free(want[k]);
+    }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
 // NaN/Inf counts where the tensor lives
 
 /* plants a NaN (kind 0) or an Inf (kind 1, sign by index) at element i */
@@ -462,6 +550,7 @@ Suite *suite_cpu_delegate(void)
     tcase_add_loop_test(k, test_delegated_ops_bitwise_ref, 0, COUNT(delegate_rows));
     tcase_add_loop_test(k, test_fast_layout_ops_bitwise_ref, 0, COUNT(layout_rows));
     tcase_add_loop_test(k, test_attention_bitwise_ref, 0, COUNT(attn_rows));
+    tcase_add_loop_test(k, test_layernorm_bitwise_ref, 0, COUNT(ln_rows));
     tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
     suite_add_tcase(s, k);
     return s;

@@ -2,7 +2,7 @@
  * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
  * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c), fp32 max pooling,
  * concat and nearest upsampling (pool.c, shape.c, upsample.c), fp32 attention without
- * dropout (attention.c). Every other op,
+ * dropout (attention.c) and fp32 layernorm (norm.c). Every other op,
  * the losses, the optimizer and dtype conversion are the reference backend's own entry
  * points (backends/ref/ref_ops.h), called directly (split into slices across threads where
  * an op never mixes them: delegate.c), so they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
@@ -57,6 +57,8 @@ static const struct {
     [CK_OP_UPSAMPLE] = {cpu_upsample_forward, cpu_upsample_backward},
     /* attention in fp32 without dropout, the reference's double arithmetic by head */
     [CK_OP_ATTENTION] = {cpu_attention_forward, cpu_attention_backward},
+    /* layernorm in fp32, the reference's double arithmetic by rows and columns */
+    [CK_OP_LAYERNORM] = {cpu_norm_forward, cpu_norm_backward},
 };
 
 static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,

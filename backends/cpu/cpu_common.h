@@ -46,6 +46,7 @@ CPU_OP_DECL(pool)       /* CK_OP_MAXPOOL fp32 unpadded; the rest delegated */
 CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
 CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */
 CPU_OP_DECL(attention)  /* CK_OP_ATTENTION fp32 without dropout; the rest delegated */
+CPU_OP_DECL(norm)       /* CK_OP_LAYERNORM fp32; the rest delegated */
 
 #undef CPU_OP_DECL
 
