@@ -6,12 +6,10 @@
  * double expression and round-to-odd sum as the reference); with din0_fresh (backend.h) dx
  * starts as +0 and may be dy's own buffer. Every other activation, relu
  * in fp64 or mixed dtypes, is delegated to the reference backend
- * (backends/ref/pointwise.c), except gelu's tanh form in fp32, which runs the reference's
- * own double functions per element here (without its widened copies).
+ * (backends/ref/pointwise.c) for now.
  */
 #include "backends/cpu/cpu_common.h"
 
-#include "backends/ref/wide_kernels.h"
 #include "harness/core/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -135,76 +133,9 @@ static ck_dtype shared_dtype(const ck_tensor *const *t, int n)
     return dt;
 }
 
-/* ---- gelu, tanh form, fp32: the reference's own double functions (f64_gelu_tanh,
- * f64_dgelu_tanh) per element, without its widened copies; y rounded once, dx + (0 + dy d)
- * rounded once, as the reference's wide scratch gives ---- */
-
-typedef struct {
-    const float *x, *dy;
-    float *y, *dx;
-    int64_t n;
-} gelu_job;
-
-static void gelu_fwd_task(void *vctx, int64_t task, int tid)
-{
-    (void)tid;
-    const gelu_job *j = vctx;
-    const int64_t i1 = (task + 1) * ELEMS_PER_TASK < j->n ? (task + 1) * ELEMS_PER_TASK : j->n;
-    for (int64_t i = task * ELEMS_PER_TASK; i < i1; i++)
-        j->y[i] = (float)f64_gelu_tanh((double)j->x[i]);
-}
-
-static void gelu_bwd_task(void *vctx, int64_t task, int tid)
-{
-    (void)tid;
-    const gelu_job *j = vctx;
-    const int64_t i1 = (task + 1) * ELEMS_PER_TASK < j->n ? (task + 1) * ELEMS_PER_TASK : j->n;
-    for (int64_t i = task * ELEMS_PER_TASK; i < i1; i++)
-        j->dx[i] = (float)((double)j->dx[i] +
-                           (0.0 + (double)j->dy[i] * f64_dgelu_tanh((double)j->x[i])));
-}
-
-/* true when the call is the fast path's: tanh form, one input, every tensor fp32 and of
- * x's shape (the reference's checks pass) */
-static bool gelu_fast(const ck_op_params *op, const ck_op_io *io, const ck_tensor *y,
-                      const ck_tensor *dx)
-{
-    if (!ck_gelu_is_tanh(op) || io->n_in != 1 || !io->in[0] || !y ||
-        io->in[0]->dtype != CK_F32 || y->dtype != CK_F32 || (dx && dx->dtype != CK_F32))
-        return false;
-    const ck_tensor *ts[] = {y, NULL, dx, NULL};
-    ck_error ignored = {{0}};
-    return ck_opc_pointwise(CPU_BE, "gelu", io->in[0], ts, 4, &ignored) == CK_OK;
-}
-
-static ck_status gelu_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
-                              ck_op_io *io, ck_error *err)
-{
-    if (!gelu_fast(op, io, io->out, NULL))
-        return cpu_delegate_forward(c, op, args, io, err);
-    gelu_job j = {.x = io->in[0]->data, .y = io->out->data,
-                  .n = ck_shape_numel(&io->in[0]->shape)};
-    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, gelu_fwd_task, &j);
-    return CK_OK;
-}
-
-static ck_status gelu_backward(const cpu_ctx *c, const ck_op_params *op,
-                               const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
-                               ck_error *err)
-{
-    if (!g->din[0] || g->din0_fresh || !gelu_fast(op, io, g->dout, g->din[0]))
-        return cpu_delegate_backward(c, op, args, io, g, err);
-    gelu_job j = {.x = io->in[0]->data, .dy = g->dout->data, .dx = g->din[0]->data,
-                  .n = ck_shape_numel(&io->in[0]->shape)};
-    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, gelu_bwd_task, &j);
-    return CK_OK;
-}
-
 ck_status cpu_pointwise_forward(const cpu_ctx *c, const ck_op_params *op,
                                  const ck_fwd_args *args, ck_op_io *io, ck_error *err)
 {
-    if (op->kind == CK_OP_GELU)
-        return gelu_forward(c, op, args, io, err);
     CK_TRY(ck_opc_activation_fwd(CPU_BE, op, io, err));
     const ck_tensor *all[] = {io->in[0], io->out};
     const ck_dtype dt = shared_dtype(all, 2);
@@ -221,8 +152,6 @@ ck_status cpu_pointwise_backward(const cpu_ctx *c, const ck_op_params *op,
                                   const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
                                   ck_error *err)
 {
-    if (op->kind == CK_OP_GELU)
-        return gelu_backward(c, op, args, io, g, err);
     CK_TRY(ck_opc_activation_bwd(CPU_BE, op, io, g, err));
     if (!g->din[0])
         return CK_OK;
