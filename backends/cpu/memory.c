@@ -1,8 +1,8 @@
 /*
  * The cpu backend's tensor memory: host memory (64-byte aligned), with two differences
  * from backends/host_memory.c that change no value:
- *  - freed blocks of 256 KiB or more are kept, up to 64 MiB in all, for the next request
- *    of the same size. A training step frees and asks again for the same activation and
+ *  - freed blocks of 256 KiB to 64 MiB are kept, up to 256 MiB in all, for the next
+ *    request of the same size. A training step frees and asks again for the same activation and
  *    gradient sizes every step, and a fresh multi-megabyte block from the system costs a
  *    page fault and a page clear per 4 KiB (about 9 % of a 2-D U-Net step on one thread);
  *    larger blocks (a full-size 3-D model's tensors) go back to the system at once;
