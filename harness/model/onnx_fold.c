@@ -503,8 +503,8 @@ static ck_status fold_reshape(fctx *c, const ck_onnx_node *n, const dval *x, con
             neg = d;
         } else if (dims[d] < 0) {
             return nope(c, "Reshape dim %lld", (long long)dims[d]);
-        } else {
-            known *= dims[d];
+        } else if (__builtin_mul_overflow(known, dims[d], &known)) {
+            return nope(c, "Reshape dims whose product overflows");
         }
     }
     if (neg >= 0)
