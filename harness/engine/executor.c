@@ -508,6 +508,71 @@ static bool shares_add_gradient(const ck_exec *e, int i)
     return true;
 }
 
+/* Whether layer src's output is freed right after layer i's backward (i consumes it): every
+ * consumer's backward has then run, and no later backward reads it — its own does not read
+ * its output, or (the kept copy of a segment's output read from outside the segment) this
+ * is the last of its outside uses (liveness.h). */
+static bool input_dies_after_backward(const ck_exec *e, int i, int src)
+{
+    const ck_liveness *lv = &e->live;
+    bool outside_rule = (lv->release_after_backward[src] >= 0 ||
+                         lv->release_after_recompute[src] >= 0) &&
+                        e->cfg.plan->segment_of[i] != e->cfg.plan->segment_of[src];
+    return outside_rule ? lv->release_after_backward[src] == i
+                        : lv->first_consumer[src] == i && !(lv->reads[src] & CK_BWD_READS_OUTPUT);
+}
+
+/* The input whose gradient layer i's backward writes over that input's own buffer, or -1:
+ * a linear or convolution (ck_backward_dx_over_input, backend.h) whose input gets its first
+ * gradient here (no buffer yet) in the input's own dtype and shape, and whose buffer dies
+ * with this backward anyway (input_dies_after_backward). The backward then runs as two
+ * calls: the weight and bias gradients first, reading the input; then the buffer is zeroed
+ * and the input gradient, which does not read the input, is accumulated into it — the bits
+ * of a fresh zeroed gradient, without a buffer of its own beside the input. */
+static int dx_over_input_source(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (!ck_backward_dx_over_input(nd->op.kind) || nd->n_in != 1)
+        return -1;
+    int src = nd->in[0];
+    if (src < 0 || e->grad_shared_with[src] >= 0 || filtered_input(e, i, src) ||
+        e->dout[src].data || !e->out[src].data || e->out[src].dtype != e->dout[src].dtype ||
+        !ck_shape_equal(&e->out[src].shape, &e->dout[src].shape) ||
+        !input_dies_after_backward(e, i, src))
+        return -1;
+    return src;
+}
+
+/* The two calls of a backward whose input gradient takes over its input's buffer
+ * (dx_over_input_source): weight and bias gradients with the input, then the input's buffer,
+ * zeroed, as its gradient, with the input hidden (the input gradient does not read it). */
+static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io,
+                                        ck_op_grads *g, ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    ck_backend *b = e->cfg.b;
+    ck_status st = CK_OK;
+    g->din[0] = NULL;
+    if (!e->cfg.dry_run && (g->dweight || g->dbias) &&
+        (st = b->backward(b, &nd->op, &e->args[i], io, g, err)) != CK_OK)
+        return st;
+    /* ownership moves: the input's buffer is its gradient now (no allocation, no free) */
+    e->dout[src].data = e->out[src].data;
+    e->out[src].data = NULL;
+    if (e->cfg.dry_run)
+        return CK_OK;
+    if ((st = b->zero(b, &e->dout[src], err)) != CK_OK)
+        return st;
+    ck_tensor hidden_x = *io->in[0];
+    hidden_x.data = NULL;
+    ck_op_io dx_io = *io;
+    dx_io.in[0] = &hidden_x;
+    ck_op_grads dx_g = *g;
+    dx_g.din[0] = &e->dout[src];
+    dx_g.dweight = dx_g.dbias = NULL;
+    return b->backward(b, &nd->op, &e->args[i], &dx_io, &dx_g, err);
+}
+
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                 ck_error *err)
 {
@@ -530,11 +595,13 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     unsigned reads = e->live.reads[i];
     int fresh = fresh_grad_source(e, i);
     bool share = shares_add_gradient(e, i);
+    int over_input = dx_over_input_source(e, i);
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
-        if (src >= 0 && src != fresh && !share && !filtered_input(e, i, src)) {
+        if (src >= 0 && src != fresh && src != over_input && !share &&
+            !filtered_input(e, i, src)) {
             if ((st = ensure_grad(e, src, err)) != CK_OK)
                 goto fail;
             g.din[j] = &e->dout[src];
@@ -568,8 +635,11 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     }
     if (!e->cfg.dry_run)
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
-    if (!e->cfg.dry_run &&
-        (st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
+    if (over_input >= 0)
+        st = backward_dx_over_input(e, i, over_input, &io, &g, err);
+    else if (!e->cfg.dry_run)
+        st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err);
+    if (st != CK_OK)
         goto fail;
 done:
     /* every consumer's backward has run (they come later in topological order) */
@@ -582,14 +652,7 @@ done:
         int src = nd->in[j];
         if (src < 0 || !first_mention(nd, j))
             continue;
-        const ck_liveness *lv = &e->live;
-        /* the kept copy of a segment's output read from outside it; its recomputed copy
-           (consumers inside the segment) follows the rule below */
-        bool outside_rule = (lv->release_after_backward[src] >= 0 ||
-                             lv->release_after_recompute[src] >= 0) &&
-                            e->cfg.plan->segment_of[i] != e->cfg.plan->segment_of[src];
-        if (outside_rule ? lv->release_after_backward[src] == i
-                         : lv->first_consumer[src] == i && !(lv->reads[src] & CK_BWD_READS_OUTPUT))
+        if (input_dies_after_backward(e, i, src))
             ck_act_free_tensor(&e->act, &e->out[src]);
     }
     return CK_OK;
