@@ -51,17 +51,19 @@ static const corpus_row rows[] = {
     {"resnet18_dynamo", "resnet18", "mean", FOLDED, FOLD_LINE}, /* its global pool: ReduceMean */
     {"llama_block_ts13_opset17", "llama_block", "cross_entropy", FAITHFUL, NULL},
     {"llama_block_ts2_opset17", "llama_block", "cross_entropy", FAITHFUL, NULL},
-    {"llama_block_dynamo", "llama_block", "cross_entropy", NOT_YET,
-     "the reference has 8 gradients of parameters the imported model does not have"},
+    /* the dynamo exporter folds Transpose(weight) into new initializers (val_N) and records
+     * the parameter each came from (folded_from): imported under the parameter's name */
+    {"llama_block_dynamo", "llama_block", "cross_entropy", FAITHFUL, NULL},
     {"unet2d_ts13_opset17", "unet2d", "mean", FAITHFUL, NULL},
     {"unet2d_ts2_opset17", "unet2d", "mean", FAITHFUL, NULL},
     {"unet2d_dynamo", "unet2d", "mean", FOLDED, FOLD_LINE},
     {"nanogpt_ts13_opset17", "nanogpt", "cross_entropy", FAITHFUL, NULL},
     {"nanogpt_ts2_opset17", "nanogpt", "cross_entropy", FAITHFUL, NULL},
-    /* the dynamo exporter stores transposed copies of weights under new names (val_N): the
-     * output matches, the gradients cannot be matched to the framework's parameters */
-    {"nanogpt_dynamo", "nanogpt", "cross_entropy", NOT_YET,
-     "the reference has 10 gradients of parameters the imported model does not have"},
+    /* dynamo: the head's folded transposed copy of the tied weight (val_85, folded from
+     * lm_head.weight) is checked equal to the embedding's and shared; the positions folded
+     * from wpe.weight and constants are wpe.weight; PyTorch names the tied weight
+     * wte.weight, the exporter lm_head.weight: the reference says so (tied.lm_head.weight) */
+    {"nanogpt_dynamo", "nanogpt", "cross_entropy", FAITHFUL, NULL},
     /* nn.MultiheadAttention on the generic path: scaling by constants, the additive -inf
      * mask inside the softmax (softmax's mask_shape) */
     {"mha_block_ts13_opset17", "mha_block", "mean", FAITHFUL, NULL},
@@ -75,11 +77,13 @@ static const corpus_row rows[] = {
     /* nn.LayerNorm below opset 17 (ReduceMean/Sub/Pow/.../Div/Mul/Add): the LayerNorm pattern */
     {"ln_block_ts13_opset14", "ln_block", "mean", FAITHFUL, NULL},
     {"ln_block_ts2_opset14", "ln_block", "mean", FAITHFUL, NULL},
-    {"ln_block_dynamo", "ln_block", "mean", NOT_YET,
-     "the reference has 2 gradients of parameters the imported model does not have"},
+    {"ln_block_dynamo", "ln_block", "mean", FAITHFUL, NULL},
 };
 
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
+
+/* An edit of the loaded model before the import (a lying folded_from record), or NULL. */
+static void (*edit_model)(ck_onnx_model *m);
 
 /* The imported case of a row: built with dropout as exported (ckpt) or with every dropout
  * rate 0 (the comparison), its weights in wpath; scopes false: the module scopes of torch's
@@ -98,6 +102,8 @@ static ck_status import_row(const corpus_row *r, bool dropout_off, bool scopes,
         return st;
     for (int i = 0; !scopes && i < m.n_nodes; i++)
         m.nodes[i].torch_scopes[0] = '\0';
+    if (edit_model)
+        edit_model(&m);
     snprintf(wpath, wn, "/tmp/ck_test_corpus_XXXXXX.safetensors");
     int fd = mkstemps(wpath, 12);
     ck_assert(fd >= 0);
@@ -300,12 +306,85 @@ START_TEST(corpus_row_is_faithful_or_refused)
 }
 END_TEST
 
+/* ln_block_dynamo with the folded_from records of fc1's and fc2's weights swapped (both
+ * 8 x 8): the import names them after the wrong parameters */
+static void swap_folded_sources(ck_onnx_model *m)
+{
+    ck_onnx_fold *a = NULL, *b = NULL;
+    for (int i = 0; i < m->n_folds; i++) {
+        if (m->folds[i].n_src == 1 && strcmp(m->folds[i].src[0], "fc1.weight") == 0)
+            a = &m->folds[i];
+        if (m->folds[i].n_src == 1 && strcmp(m->folds[i].src[0], "fc2.weight") == 0)
+            b = &m->folds[i];
+    }
+    ck_assert(a && b);
+    char *t = a->src[0];
+    a->src[0] = b->src[0];
+    b->src[0] = t;
+}
+
+/* fc1's record names two parameters (both in the graph signature): fc1's weight keeps val_0 */
+static void ambiguous_folded_source(ck_onnx_model *m)
+{
+    const ck_onnx_fold *f = ck_onnx_fold_find(m, "val_0");
+    ck_assert(f && f->n_src == 1);
+    ck_assert_int_eq(ck_onnx_add_signature(m, "p: PARAMETER target='fc2.weight'\n", 32), CK_OK);
+    char *two[2] = {strdup("fc1.weight"), strdup("fc2.weight")};
+    ck_assert(two[0] && two[1]);
+    for (int i = 0; i < m->n_folds; i++)
+        if (strcmp(m->folds[i].value, "val_0") == 0) {
+            free(m->folds[i].src[0]);
+            m->folds[i].src[0] = two[0];
+            m->folds[i].src[1] = two[1]; /* src has room for CK_ONNX_MAX_FOLD_SOURCES */
+            m->folds[i].n_src = 2;
+        }
+}
+
+/* A folded_from record that lies (names the other layer's weight) or is ambiguous imports,
+ * and the faithfulness check refuses it: never a PASS. */
+START_TEST(a_lying_or_ambiguous_folded_from_is_refused_by_the_check)
+{
+    static const corpus_row row = {"ln_block_dynamo", "ln_block", "mean", FAITHFUL, NULL};
+    void (*edits[2])(ck_onnx_model *) = {swap_folded_sources, ambiguous_folded_source};
+    static const char *const why[2] = {"grad.fc", "the reference has 1 gradients of parameters "
+                                                  "the imported model does not have (first: "
+                                                  "fc1.weight)"};
+    for (int k = 0; k < 2; k++) {
+        tu_built_case bc;
+        ck_onnx_origins origins;
+        int n_bn, n_drop;
+        char wpath[256], ref_path[1100];
+        ck_error err;
+        edit_model = edits[k];
+        ck_status st = import_row(&row, true, true, &bc, &origins, &n_bn, &n_drop, wpath,
+                                  sizeof wpath, &err);
+        edit_model = NULL;
+        ck_assert_msg(st == CK_OK, "%s", err.msg);
+        tu_fixture_path(ref_path, sizeof ref_path, "onnx/corpus/ln_block.ref.npz");
+        ck_tensorset ref;
+        ck_assert_int_eq(ck_tensorset_load(ref_path, &ref, &err), CK_OK);
+        ck_backend *b = tu_cpu_backend();
+        ck_faithful_result res;
+        ck_assert_int_eq(ck_faithful_check(b, &bc.g, &origins, &ref, ref_path, n_bn, n_drop,
+                                           &res, &err), CK_OK);
+        ck_assert_msg(!res.pass && strstr(res.why, why[k]), "edit %d: '%s'", k, res.why);
+        ck_faithful_result_free(&res);
+        b->destroy(b);
+        ck_tensorset_free(&ref);
+        ck_onnx_origins_free(&origins);
+        tu_free_built(&bc);
+        unlink(wpath);
+    }
+}
+END_TEST
+
 Suite *suite_onnx_corpus(void)
 {
     Suite *s = suite_create("onnx_corpus");
     TCase *tc = tcase_create("corpus");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, corpus_row_is_faithful_or_refused, 0, N_ROWS);
+    tcase_add_test(tc, a_lying_or_ambiguous_folded_from_is_refused_by_the_check);
     suite_add_tcase(s, tc);
     return s;
 }

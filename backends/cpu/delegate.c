@@ -86,15 +86,18 @@ static void slice_view(const ck_tensor *t, split_kind k, int64_t lo, int64_t hi,
 {
     *v = *t;
     const size_t es = ck_dtype_size(t->dtype);
+    size_t offset;
     if (k == SPLIT_ELEMENTS) {
         v->shape.ndim = 1;
         v->shape.dim[0] = hi - lo;
-        v->data = (char *)t->data + (size_t)lo * es;
-        return;
+        offset = (size_t)lo * es;
+    } else {
+        const int64_t per = t->shape.dim[0] ? ck_shape_numel(&t->shape) / t->shape.dim[0] : 0;
+        v->shape.dim[0] = hi - lo;
+        offset = (size_t)(lo * per) * es;
     }
-    const int64_t per = t->shape.dim[0] ? ck_shape_numel(&t->shape) / t->shape.dim[0] : 0;
-    v->shape.dim[0] = hi - lo;
-    v->data = (char *)t->data + (size_t)(lo * per) * es;
+    /* a tensor without storage (one the op does not read) stays without it in every slice */
+    v->data = t->data ? (char *)t->data + offset : NULL;
 }
 
 typedef struct {

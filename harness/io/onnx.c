@@ -19,6 +19,8 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 #define MAX_NAME_BYTES 4096
 #define MAX_COUNT 1000000
+/* a metadata text the reader parses (folded_from, the graph signature) */
+#define MAX_META_TEXT_BYTES (64u << 20)
 
 typedef struct {
     const uint8_t *p, *end;
@@ -666,32 +668,49 @@ static void node_free(ck_onnx_node *n)
     memset(n, 0, sizeof *n);
 }
 
-/* A metadata_props entry (StringStringEntryProto: key 1, value 2): the value of
- * `pkg.torch.onnx.name_scopes` into n->torch_scopes. Metadata only names things in messages,
- * so an entry that is not a well-formed string (too long, NUL, not UTF-8) is skipped, not
- * refused; a wrong wire type is refused as everywhere. */
-static ck_status rd_node_metadata(pb *r, ck_onnx_node *n)
+/* A metadata_props entry (StringStringEntryProto: key 1, value 2) as two sub-readers
+ * (empty when absent). A wrong wire type is refused as everywhere. */
+static ck_status rd_meta_entry(pb *r, pb *key, pb *val)
 {
-    static const char key_want[] = "pkg.torch.onnx.name_scopes";
-    pb key = {0}, val = {0};
-    bool have_key = false, have_val = false;
+    *key = *val = (pb){r->p, r->p, r->path, r->err};
     while (r->p < r->end) {
         uint32_t f;
         int wt;
         CK_TRY(rd_tag(r, &f, &wt));
         if (f == 1 || f == 2) {
             CK_TRY(want(r, "StringStringEntryProto", f, wt, WT_LEN));
-            CK_TRY(rd_len(r, f == 1 ? &key : &val));
-            *(f == 1 ? &have_key : &have_val) = true;
+            CK_TRY(rd_len(r, f == 1 ? key : val));
         } else {
             CK_TRY(skip_field(r, wt));
         }
     }
-    size_t kn = have_key ? (size_t)(key.end - key.p) : 0;
-    size_t vn = have_val ? (size_t)(val.end - val.p) : 0;
-    if (kn != sizeof key_want - 1 || memcmp(key.p, key_want, kn) != 0 || vn > MAX_NAME_BYTES ||
-        (vn && memchr(val.p, '\0', vn)) || !ck_utf8_valid((const char *)val.p, vn))
+    return CK_OK;
+}
+
+static bool meta_key_is(const pb *key, const char *want_key)
+{
+    size_t kn = (size_t)(key->end - key->p);
+    return kn == strlen(want_key) && memcmp(key->p, want_key, kn) == 0;
+}
+
+/* A metadata value that is text: no NUL, valid UTF-8, at most max bytes. */
+static bool meta_text_ok(const pb *val, size_t max)
+{
+    size_t vn = (size_t)(val->end - val->p);
+    return vn <= max && (!vn || !memchr(val->p, '\0', vn)) &&
+           ck_utf8_valid((const char *)val->p, vn);
+}
+
+/* A node's metadata_props entry: the value of `pkg.torch.onnx.name_scopes` into
+ * n->torch_scopes. Metadata only names things in messages, so an entry that is not a
+ * well-formed string (too long, NUL, not UTF-8) is skipped, not refused. */
+static ck_status rd_node_metadata(pb *r, ck_onnx_node *n)
+{
+    pb key, val;
+    CK_TRY(rd_meta_entry(r, &key, &val));
+    if (!meta_key_is(&key, "pkg.torch.onnx.name_scopes") || !meta_text_ok(&val, MAX_NAME_BYTES))
         return CK_OK;
+    size_t vn = (size_t)(val.end - val.p);
     char *c = malloc(vn + 1);
     if (!c)
         return oom(r);
@@ -862,6 +881,59 @@ static ck_status rd_value(pb *r, ck_onnx_value *val)
     return st;
 }
 
+/* A value_info entry (ValueInfoProto: name 1, metadata_props 4; its type is not kept, the
+ * importer infers shapes itself): a `pkg.onnxscript.optimizer.folded_from` record into
+ * m->folds (onnx_metadata.c). */
+static ck_status rd_value_info(pb *r, ck_onnx_model *m)
+{
+    char *name = NULL;
+    pb folded = {0};
+    bool has_folded = false;
+    ck_status st = CK_OK;
+    while (r->p < r->end && st == CK_OK) {
+        uint32_t f;
+        int wt;
+        if ((st = rd_tag(r, &f, &wt)) != CK_OK)
+            break;
+        if (f == 1 || f == 4)
+            if ((st = want(r, "ValueInfoProto", f, wt, WT_LEN)) != CK_OK)
+                break;
+        if (f == 1) {
+            free(name);
+            name = NULL;
+            st = rd_string(r, "a value name", &name);
+        } else if (f == 4) {
+            pb s, key, val;
+            if ((st = rd_len(r, &s)) == CK_OK && (st = rd_meta_entry(&s, &key, &val)) == CK_OK &&
+                meta_key_is(&key, "pkg.onnxscript.optimizer.folded_from") &&
+                meta_text_ok(&val, MAX_META_TEXT_BYTES)) {
+                folded = val;
+                has_folded = true;
+            }
+        } else {
+            st = skip_field(r, wt);
+        }
+    }
+    if (st == CK_OK && has_folded && name && name[0] &&
+        ck_onnx_add_fold(m, name, (const char *)folded.p, (size_t)(folded.end - folded.p)) != CK_OK)
+        st = oom(r);
+    free(name);
+    return st;
+}
+
+/* A graph's metadata_props entry: torch.export's graph signature into m->torch_params. */
+static ck_status rd_graph_metadata(pb *r, ck_onnx_model *m)
+{
+    pb key, val;
+    CK_TRY(rd_meta_entry(r, &key, &val));
+    if (!meta_key_is(&key, "pkg.torch.export.ExportedProgram.graph_signature") ||
+        !meta_text_ok(&val, MAX_META_TEXT_BYTES))
+        return CK_OK;
+    if (ck_onnx_add_signature(m, (const char *)val.p, (size_t)(val.end - val.p)) != CK_OK)
+        return oom(r);
+    return CK_OK;
+}
+
 /* Grows an array of `size`-byte elements by one; NULL when out of memory or over max. */
 static void *grow(void **a, int n, size_t size, int max)
 {
@@ -882,7 +954,7 @@ static ck_status rd_graph(pb *r, ck_onnx_model *m)
         int wt;
         if ((st = rd_tag(r, &f, &wt)) != CK_OK)
             break;
-        if (f == 1 || f == 5 || f == 11 || f == 12 || f == 15)
+        if (f == 1 || f == 5 || f == 11 || f == 12 || f == 13 || f == 15 || f == 16)
             if ((st = want(r, "GraphProto", f, wt, WT_LEN)) != CK_OK)
                 break;
         pb s;
@@ -926,6 +998,14 @@ static ck_status rd_graph(pb *r, ck_onnx_model *m)
                 (*cnt)++;
             break;
         }
+        case 13:
+            if ((st = rd_len(r, &s)) == CK_OK)
+                st = rd_value_info(&s, m);
+            break;
+        case 16:
+            if ((st = rd_len(r, &s)) == CK_OK)
+                st = rd_graph_metadata(&s, m);
+            break;
         case 15: st = bad(r, "sparse initializers are not supported"); break;
         default: st = skip_field(r, wt); break;
         }
@@ -1048,6 +1128,16 @@ void ck_onnx_free(ck_onnx_model *m)
     free(m->inits);
     free(m->inputs);
     free(m->outputs);
+    for (int i = 0; i < m->n_folds; i++) {
+        free(m->folds[i].value);
+        for (int k = 0; k < m->folds[i].n_src; k++)
+            free(m->folds[i].src[k]);
+        free(m->folds[i].src);
+    }
+    free(m->folds);
+    for (int i = 0; i < m->n_torch_params; i++)
+        free(m->torch_params[i]);
+    free(m->torch_params);
     free(m->producer);
     memset(m, 0, sizeof *m);
 }

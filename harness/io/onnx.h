@@ -15,7 +15,9 @@
  * are well formed. Every failure is CK_ERR_INPUT with one line "<file>: onnx: <what>".
  *
  * Field numbers follow onnx.proto (ModelProto.graph = 7, GraphProto.node = 1, ...); the
- * reader keeps them in one table per message in onnx.c.
+ * reader keeps them in one table per message in onnx.c. Of the metadata (onnx_metadata.c) it
+ * keeps only what names things: torch's node scopes, the dynamo optimiser's folded_from
+ * records and the exported program's parameter names; a malformed entry is skipped.
  */
 #ifndef CK_ONNX_H
 #define CK_ONNX_H
@@ -108,6 +110,19 @@ typedef struct {
     int64_t dims[CK_MAX_DIMS];
 } ck_onnx_value;
 
+/* A value the dynamo exporter's optimiser made by constant folding (value_info metadata
+ * `pkg.onnxscript.optimizer.folded_from`, a Python list of the values it was computed from,
+ * such as "['fc1.weight']"): the value's name and those sources. An entry that is not a
+ * well-formed list of plain quoted names (too long, escapes, more than CK_ONNX_MAX_FOLD_SOURCES)
+ * is skipped, so the value has no record and keeps the name the file gives it. */
+typedef struct {
+    char *value;
+    int n_src;
+    char **src;
+} ck_onnx_fold;
+
+#define CK_ONNX_MAX_FOLD_SOURCES 256
+
 typedef struct {
     int64_t ir_version;
     int64_t opset;     /* the default domain's opset version; 0 when absent */
@@ -117,6 +132,14 @@ typedef struct {
     ck_onnx_tensor *inits;
     ck_onnx_value *inputs;
     ck_onnx_value *outputs;
+    /* torch 2.x's dynamo exporter only (metadata; empty for other files): the folded
+     * values (graph value_info), and the targets of the exported program's PARAMETER inputs
+     * (graph metadata `pkg.torch.export.ExportedProgram.graph_signature`, lines such as
+     * "p_fc1_weight: PARAMETER target='fc1.weight'"), every parameter of the module by
+     * each of its names, in the module's order */
+    int n_folds, n_torch_params;
+    ck_onnx_fold *folds;
+    char **torch_params;
 } ck_onnx_model;
 
 /* Parses a whole .onnx file's bytes; path names the file in messages. On failure *out is
@@ -149,6 +172,16 @@ const char *ck_onnx_type_name(int data_type);
 
 /* The attribute named name of node n, or NULL. */
 const ck_onnx_attr *ck_onnx_attr_find(const ck_onnx_node *n, const char *name);
+/* The fold record of value name, or NULL. */
+const ck_onnx_fold *ck_onnx_fold_find(const ck_onnx_model *m, const char *name);
+/* Whether name is a PARAMETER target of the exported program's signature. */
+bool ck_onnx_is_torch_param(const ck_onnx_model *m, const char *name);
+/* The metadata texts (onnx_metadata.c), parsed into m; malformed text is ignored (metadata
+ * only names things), so these fail only when out of memory. A folded_from list of value
+ * `value`; a graph signature. */
+ck_status ck_onnx_add_fold(ck_onnx_model *m, const char *value, const char *text, size_t n);
+ck_status ck_onnx_add_signature(ck_onnx_model *m, const char *text, size_t n);
+
 /* The initializer named name, or NULL. */
 const ck_onnx_tensor *ck_onnx_init_find(const ck_onnx_model *m, const char *name);
 

@@ -109,10 +109,19 @@ ck_status imp_value_shape(imp *im, const char *value, ck_shape *out);
 ck_status imp_add_weight(imp *im, const char *layer, const char *what, const ck_onnx_tensor *t,
                          bool transpose);
 ck_status imp_add_nbt(imp *im, const char *layer);
+/* The module parameter an initializer folded by torch's dynamo exporter stands for: the one
+ * source of its folded_from record that is a parameter of the exported program (the one
+ * source, in a file without a graph signature), when that name is no other value of the
+ * graph (an initializer of that name is the other read of a tied weight, checked by value);
+ * NULL otherwise (no record, several or no parameters, a name taken): the file's name
+ * stands, and --check-against refuses what it cannot match. */
+const char *imp_folded_param(const imp *im, const char *value);
 /* The case tensor ("tok.weight") that already holds initializer t in the orientation a
  * layer would store it (transpose as imp_add_weight takes it), into owner; "" when none: the
  * same initializer used by two layers (a tied embedding and output head) is one parameter,
- * written once, and the second layer names it with "share". */
+ * written once, and the second layer names it with "share". The two reads must hold equal
+ * values element by element; the same parameter read in the other orientation (a weight and
+ * its transpose) is refused: a share cannot transpose, two parameters would train apart. */
 ck_status imp_shared_weight(imp *im, const ck_onnx_tensor *t, bool transpose, char *owner,
                             size_t n);
 

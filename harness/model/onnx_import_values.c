@@ -100,6 +100,9 @@ ck_status imp_name_for(imp *im, const ck_onnx_node *n, const char *weight_value,
                        char out[CK_NAME_MAX + 1])
 {
     char from[512];
+    const char *param = imp_folded_param(im, weight_value);
+    if (param)
+        weight_value = param; /* a dynamo fold: named after its module's parameter */
     for (int i = 0; weight_value && i < im->n_alias; i++)
         if (strcmp(im->alias_of[i], weight_value) == 0)
             weight_value = im->alias_src[i];

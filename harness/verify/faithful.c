@@ -272,14 +272,33 @@ static ck_status download_grads(ck_backend *b, const ck_graph *g, ck_model *mode
     return CK_OK;
 }
 
+/* Whether the case's `source` is the reference's parameter `name`: the same name, or a name
+ * the reference says is the same tensor (`tied.<source>`: the UTF-8 bytes of the name it
+ * is recorded under: PyTorch names a tied weight once, by its first name, while an
+ * exporter may keep another, as the dynamo exporter keeps lm_head.weight for nanoGPT's
+ * wte.weight). */
+static bool names_param(const ck_tensorset *ref, const char *source, const char *name)
+{
+    if (strcmp(source, name) == 0)
+        return true;
+    char key[4200]; /* names are at most 4096 bytes (the ONNX reader) */
+    if ((size_t)snprintf(key, sizeof key, "tied.%s", source) >= sizeof key)
+        return false;
+    const ck_named_tensor *t = ck_tensorset_find(ref, key);
+    size_t n = strlen(name);
+    return t && t->dtype == CK_FT_U8 && t->shape.ndim == 1 && (size_t)t->shape.dim[0] == n &&
+           memcmp(t->data, name, n) == 0;
+}
+
 /* The sum of every case gradient whose origin is `source`, in the reference's layout
  * (transposed back where the case holds the weight transposed); NULL when none. */
-static double *sum_for(case_grad *cg, int n, const char *source, int64_t numel, int *count)
+static double *sum_for(case_grad *cg, int n, const ck_tensorset *ref, const char *source,
+                       int64_t numel, int *count)
 {
     double *s = NULL;
     *count = 0;
     for (int i = 0; i < n; i++) {
-        if (!cg[i].origin || strcmp(cg[i].origin->source, source) != 0 ||
+        if (!cg[i].origin || !names_param(ref, cg[i].origin->source, source) ||
             ck_shape_numel(&cg[i].shape) != numel)
             continue;
         if (!s && !(s = calloc((size_t)numel + 1, sizeof *s)))
@@ -310,7 +329,7 @@ static ck_status judge_grads(ck_faithful_result *res, const ck_tensorset *ref, c
             continue;
         int64_t numel = ck_shape_numel(&t->shape);
         int count = 0;
-        double *s = sum_for(cg, n_cg, t->name + 5, numel, &count);
+        double *s = sum_for(cg, n_cg, ref, t->name + 5, numel, &count);
         if (!s) {
             if (count)
                 return ck_fail(err, CK_ERR_NOMEM, "out of memory");

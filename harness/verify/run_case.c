@@ -26,7 +26,7 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
 typedef struct {
     const ck_case_run_opts *opts;
     ck_progress_info info;
-    char label[48];
+    char label[32];
 } progress_relay;
 
 /* A relay for lockstep training `run` of n_runs, named `label`. */
@@ -150,7 +150,7 @@ static ck_status lowp_refs_begin(lowp_refs *r, ck_backend *b, const ck_graph *g,
     relay_init(&r->rf, opts, g, 2, n_runs, "fp32 reference");
     r->core.observer_user[0] = &r->rf;
     for (int j = 0; j < n_calib; j++) {
-        char label[48]; /* "calibration N/M": room for two ints */
+        char label[48]; /* two ints of up to 11 characters each */
         snprintf(label, sizeof label, "calibration %d/%d", j + 1, n_calib);
         relay_init(&r->rcal[j], opts, g, 3 + j, n_runs, label);
         r->core.observer_user[1 + j] = &r->rcal[j];

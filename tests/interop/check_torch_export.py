@@ -50,6 +50,24 @@ def build():
     torch.manual_seed(0)
     return M(), lambda step: (torch.randint(0, 16, (2, 6)),), lambda out, step: out.mean()
 ''',
+    # linear layers and a head tied to the embedding: torch 2.x's dynamo exporter folds the
+    # transposed weights into new initializers (val_N) and keeps the tied weight as
+    # head.weight, which PyTorch names emb.weight
+    "tied.py": '''
+import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(16, 8)
+        self.fc = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 16, bias=False)
+        self.head.weight = self.emb.weight
+    def forward(self, ids):
+        return self.head(torch.tanh(self.fc(self.emb(ids))))
+def build():
+    torch.manual_seed(0)
+    return M(), lambda step: (torch.randint(0, 16, (2, 6)),), lambda out, step: out.mean()
+''',
     # the corpus's 3-D U-Net at 2x1x32^3: with --loss mean BatchNorm cancels most of a
     # gradient and PyTorch's own fp32 gradients differ from its fp64 ones by ~1e-3
     "big_unet.py": '''
@@ -216,8 +234,14 @@ def main():
                ["export", os.path.join(t, "conv_only.py"), "-o", os.path.join(e, "m.onnx"),
                 "--exporter", "dynamo", "--case", os.path.join(e, "c.json")],
                must=["the import matches", "4 gradients"])
+        expect("linear layers and a tied head through the dynamo exporter: the folded "
+               "weights imported under the module's names, the tie shared", 0,
+               ["export", os.path.join(t, "tied.py"), "-o", os.path.join(e, "tied.onnx"),
+                "--exporter", "dynamo", "--loss", "cross_entropy"],
+               must=["the import matches", "3 gradients"])
+        left = [f for f in left_in(e) if not f.startswith("tied.")]
         check("the model's external data file came along",
-              left_in(e) == ["c.json", "c.safetensors", "m.onnx", "m.onnx.data", "m.ref.npz"],
+              left == ["c.json", "c.safetensors", "m.onnx", "m.onnx.data", "m.ref.npz"],
               str(left_in(e)))
     else:
         expect("--exporter dynamo on torch 1.x is one line", 2,

@@ -167,6 +167,21 @@ def _target(y, kind, class_dim, seed):
     return torch.randint(0, y.shape[cd], shape, generator=g)
 
 
+def tied_names(model):
+    """A tied parameter's other names: {"tied.<name>": the UTF-8 bytes of its first name}
+    (the one `grad.` uses), so an exporter that keeps another name (torch's dynamo exporter
+    keeps nanoGPT's lm_head.weight for wte.weight) still matches. Module by module, as
+    torch 1.13's named_parameters cannot list duplicates."""
+    first, out = {}, {}
+    for mname, mod in model.named_modules():
+        for pname, p in mod.named_parameters(recurse=False):
+            name = mname + "." + pname if mname else pname
+            if id(p) in first and first[id(p)] != name:
+                out["tied." + name] = np.frombuffer(first[id(p)].encode(), dtype=np.uint8)
+            first.setdefault(id(p), name)
+    return out
+
+
 def reference(model, x, loss="mean", class_dim=None, ignore_index=None, seed=0):
     """PyTorch's train-mode reference of model on x, as `import --check-against` reads it.
     UsageError when the train-mode output is random even with every dropout module at 0
@@ -205,6 +220,7 @@ def reference(model, x, loss="mean", class_dim=None, ignore_index=None, seed=0):
     for name, p in m.named_parameters():  # a tied weight once, under its first name
         if p.grad is not None:
             ref["grad." + name] = p.grad.detach().numpy()
+    ref.update(tied_names(m))
     e = copy.deepcopy(model).eval()
     with torch.no_grad():
         ref["output_eval"] = e(x).numpy()
