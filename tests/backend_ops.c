@@ -623,6 +623,18 @@ static void run_lowp_rule(bo_ctx *c, int index, ck_dtype low)
     call_free(&k);
 }
 
+/* A rounding (a cast to or from float16/bfloat16): finite differences measure nothing
+ * (gradcheck.h, ck_gradcheck_not_smooth); the row's forward and backward are still compared
+ * with ref's in every dtype, and the rounding against exact values and PyTorch's in
+ * tests/test_ops_unary.c and tests/test_torch_fixtures.c. */
+static bool not_smooth(bo_ctx *c, const bo_row *r, const ck_node *nd, const char *variant)
+{
+    const char *why = ck_gradcheck_not_smooth(nd);
+    if (why)
+        result(c, 2, "%s [%s]: not checkable by finite differences: %s", r->desc, variant, why);
+    return why != NULL;
+}
+
 /* The fp32 backward of the tested backend against float64 central differences of ref's
  * forward (L = sum(y * dout)), on up to 24 elements of every input and parameter. */
 static void run_fp32_gradcheck(bo_ctx *c, int index)
@@ -630,7 +642,8 @@ static void run_fp32_gradcheck(bo_ctx *c, int index)
     int n;
     const bo_row *r = &bo_rows(&n)[index];
     ck_node nd;
-    if (r->alias || !supported(c, r, "fp32 gradcheck", CK_F32) || !node_of(c, r, &nd))
+    if (r->alias || !supported(c, r, "fp32 gradcheck", CK_F32) || !node_of(c, r, &nd) ||
+        not_smooth(c, r, &nd, "fp32 gradcheck"))
         return;
     bo_row normal = *r;
     normal.vals = BO_VALS_NORMAL; /* no ties: every element has a derivative */
@@ -719,7 +732,8 @@ static void run_fp64_gradcheck(bo_ctx *c, int index)
     int n;
     const bo_row *r = &bo_rows(&n)[index];
     ck_node nd;
-    if (r->alias || !supported(c, r, "fp64 gradcheck", CK_F64) || !node_of(c, r, &nd))
+    if (r->alias || !supported(c, r, "fp64 gradcheck", CK_F64) || !node_of(c, r, &nd) ||
+        not_smooth(c, r, &nd, "fp64 gradcheck"))
         return;
     ck_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -963,6 +977,20 @@ static void build_pointwise(void)
     p = mkop(CK_OP_GELU, 0);
     p.gelu_tanh = true;
     ADD1("gelu tanh", p, BO_SHAPE(3, 5, 7), BO_VALS_TIES, BO_TRANS, BO_TRANS);
+    /* cast: one rounding each way (harness/core/half.h's rule on every backend), exact */
+    static const struct {
+        const char *name;
+        ck_dtype to, from;
+    } casts[] = {{"cast to float16", CK_F16, CK_F32},
+                 {"cast to float32 from float16", CK_F32, CK_F16},
+                 {"cast to bfloat16", CK_BF16, CK_F32},
+                 {"cast to bfloat16 from float16", CK_BF16, CK_F16}};
+    for (size_t c = 0; c < sizeof casts / sizeof casts[0]; c++) {
+        p = mkop(CK_OP_CAST, 0);
+        p.cast_to = casts[c].to;
+        p.cast_from = casts[c].from;
+        ADD1(casts[c].name, p, BO_SHAPE(3, 5, 7), BO_VALS_TIES, BO_EXACT, BO_EXACT);
+    }
     p = mkop(CK_OP_ADD, 0);
     add("add of 3", p, 3, (ck_shape[]){BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5), BO_SHAPE(2, 3, 5)},
         BO_VALS_NORMAL, BO_EXACT, BO_EXACT);

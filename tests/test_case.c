@@ -402,6 +402,11 @@ static const bad_row bad_rows[] = {
     {"cross_entropy with one class",
      "{'name': 't', 'input': {'shape': [4, 1]}, " ONE_LAYER ", 'loss': {'op': 'cross_entropy'}}",
      "loss.op: cross_entropy needs 2 to", AT_GRAPH},
+    {"cast without a target dtype",
+     HEAD "'layers': [{'name': 'c', 'op': 'cast'}]}", "layers[0] (c).to: required for cast", AT_PARSE},
+    {"cast to an integer dtype",
+     HEAD "'layers': [{'name': 'c', 'op': 'cast', 'to': 'int64'}]}",
+     "layers[0] (c).to: must be one of float32, float16, bfloat16, got \"int64\"", AT_PARSE},
     {"a layer nobody reads",
      HEAD "'layers': [{'name': 'a', 'op': 'relu'}, {'name': 'b', 'op': 'tanh', 'inputs': 'input'}]}",
      "layers[0] (a): output is never used", AT_GRAPH},
@@ -832,6 +837,26 @@ START_TEST(policy_names_round_trip)
 }
 END_TEST
 
+/* cast's `to` and `from` are ck_dtype values; `from` defaults to float32 */
+START_TEST(cast_dtypes_parse_into_the_layer)
+{
+    char *text = q(HEAD "'layers': [{'name': 'h', 'op': 'cast', 'to': 'float16'},"
+                   "{'name': 'f', 'op': 'cast', 'to': 'float32', 'from': 'float16'},"
+                   "{'name': 'b', 'op': 'cast', 'to': 'bfloat16', 'from': 'float32'}]}");
+    ck_case c;
+    ck_error err = {{0}};
+    ck_assert_msg(ck_case_parse(text, strlen(text), CASE_PATH, &c, &err) == CK_OK, "%s", err.msg);
+    ck_assert_int_eq(c.layers[0].op.cast_to, CK_F16);
+    ck_assert_int_eq(c.layers[0].op.cast_from, CK_F32);
+    ck_assert_int_eq(c.layers[1].op.cast_to, CK_F32);
+    ck_assert_int_eq(c.layers[1].op.cast_from, CK_F16);
+    ck_assert_int_eq(c.layers[2].op.cast_to, CK_BF16);
+    ck_assert_int_eq(c.layers[2].op.cast_from, CK_F32);
+    ck_case_free(&c);
+    free(text);
+}
+END_TEST
+
 START_TEST(catalogue_lists_every_op_once)
 {
     static const char *const required[] = {
@@ -845,7 +870,7 @@ START_TEST(catalogue_lists_every_op_once)
         "sqrt",      "rsqrt",     "reciprocal", "exp",        "log",        "neg",
         "erf",       "abs",       "slice",      "sub",        "div",        "maximum",
         "minimum",   "pow",       "masked_fill", "expand",    "sum",        "mean",
-        "amax"};
+        "amax",      "cast"};
     int n = 0;
     const ck_op_info *cat = ck_op_catalogue(&n);
     /* every spelling a case could use before is still there (new ops may join) */
@@ -929,6 +954,7 @@ Suite *suite_case(void)
     tcase_add_test(good, load_reads_files_and_rejects_empty_ones);
     tcase_add_test(good, policy_names_round_trip);
     tcase_add_test(good, catalogue_lists_every_op_once);
+    tcase_add_test(good, cast_dtypes_parse_into_the_layer);
     tcase_add_test(good, catalogue_options_match_the_keys_the_parser_accepts);
     suite_add_tcase(s, good);
 

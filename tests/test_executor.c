@@ -217,6 +217,37 @@ START_TEST(residual_add_hands_its_gradient_buffer_to_both_inputs)
 }
 END_TEST
 
+START_TEST(chained_adds_share_a_gradient_buffer_only_between_two_layers)
+{
+    /* input (2, 4, 6) -> fc1, fc2, fc3 linear 5 (each reads the input), s = fc1 + fc2,
+     * t = s + fc3, mean loss, fp32: every hidden tensor 2*4*5*4 = 160 B. t hands dt's
+     * buffer to s and fc3; s's gradient is then that shared buffer, so s must not hand it
+     * on: doing so made one buffer of four owners, freed by fc3's backward while fc1's and
+     * fc2's still read it ("free(): invalid pointer"; ASan: use after free). s gives fc1 and
+     * fc2 one new buffer between them. The peaks are the forward's three linear outputs
+     * (plain 480 B) and, checkpointed, the recomputed segment beside fc3's output (640 B);
+     * `plan` predicts both. */
+    static const char *text =
+        "{\"name\": \"adds\", \"input\": {\"shape\": [2, 4, 6]}, \"layers\": ["
+        "{\"name\": \"fc1\", \"op\": \"linear\", \"inputs\": \"input\", \"units\": 5},"
+        "{\"name\": \"fc2\", \"op\": \"linear\", \"inputs\": \"input\", \"units\": 5},"
+        "{\"name\": \"fc3\", \"op\": \"linear\", \"inputs\": \"input\", \"units\": 5},"
+        "{\"name\": \"s\", \"op\": \"add\", \"inputs\": [\"fc1\", \"fc2\"]},"
+        "{\"name\": \"t\", \"op\": \"add\", \"inputs\": [\"s\", \"fc3\"]}],"
+        "\"loss\": {\"op\": \"mean\"}, \"checkpoint\": {\"segments\": [[\"fc1\", \"s\"]]},"
+        "\"train\": {\"steps\": 2}}";
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    ck_result r;
+    run(&bc, &r);
+    ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 480);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 640);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+}
+END_TEST
+
 START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
 {
     /* input (4, 8) -> l0 linear 16 -> ln layernorm -> l1 linear 16 -> wide linear 64 ->
@@ -981,6 +1012,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, peak_activation_bytes_match_a_hand_count);
     tcase_add_test(tc, norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak);
     tcase_add_test(tc, residual_add_hands_its_gradient_buffer_to_both_inputs);
+    tcase_add_test(tc, chained_adds_share_a_gradient_buffer_only_between_two_layers);
     tcase_add_test(tc, reused_gradient_buffers_change_no_bit);
     tcase_add_test(tc, concat_gradient_move_has_the_concat_kernels_bits);
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);

@@ -74,7 +74,7 @@ static void import_fixture(const char *stem, bool eval, bool keep_dropout, tu_bu
      * fixtures exercise nearest upsampling instead */
     bool keras = strncmp(stem, "keras_", 6) == 0;
     /* generic_ops exercises the generic path: neither batchnorm nor dropout */
-    keras = keras || strcmp(stem, "generic_ops") == 0;
+    keras = keras || strcmp(stem, "generic_ops") == 0 || strcmp(stem, "cast_ops") == 0;
     ck_assert_msg(keras || ((n_bn > 0 || n_attn > 0) && (keep_dropout || n_dropout > 0)),
                   "%s: the fixture exercises batchnorm (%d) or attention (%d), and dropout (%d)",
                   stem, n_bn, n_attn, n_dropout);
@@ -524,6 +524,80 @@ START_TEST(imported_models_checkpoint_bitwise_identically)
 }
 END_TEST
 
+/* Casts between float types (export_models.py, CastOps): each value-changing Cast is a
+ * `cast` layer with the ONNX types as `to` and `from` (the source's type known from the Cast
+ * that made it); the model matches PyTorch's forward, and runs plain vs checkpointed bitwise
+ * identically in fp32, fp16 and bf16. */
+START_TEST(cast_ops_import_as_casts_and_match_pytorch)
+{
+    static const char *const want[] = {"cast", "cast", "cast", "cast", "cast", "cast",
+                                       "concat", "linear"};
+    static const char *const to_from[][2] = {{"float16", "float32"},  {"float32", "float16"},
+                                             {"bfloat16", "float32"}, {"float32", "bfloat16"},
+                                             {"bfloat16", "float16"}, {"float32", "bfloat16"}};
+    cJSON *root = import_ops("cast_ops", want, (int)(sizeof want / sizeof want[0]));
+    const cJSON *layers = cJSON_GetObjectItem(root, "layers");
+    for (int i = 0; i < 6; i++) {
+        const cJSON *L = cJSON_GetArrayItem(layers, i);
+        ck_assert_str_eq(cJSON_GetObjectItem(L, "to")->valuestring, to_from[i][0]);
+        ck_assert_str_eq(cJSON_GetObjectItem(L, "from")->valuestring, to_from[i][1]);
+    }
+    cJSON_Delete(root);
+    check_against_pytorch("cast_ops", false);
+    tu_built_case bc;
+    char wpath[256];
+    import_fixture("cast_ops", false, true, &bc, wpath, sizeof wpath);
+    ck_backend *b = tu_cpu_backend();
+    const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    for (int k = 0; k < 3; k++) {
+        ck_result res;
+        ck_error err;
+        ck_assert_msg(ck_run_case(b, &bc.g, dts[k], &res, &err) == CK_OK, "%s", err.msg);
+        ck_assert_msg(res.verdict == CK_VERDICT_IDENTICAL, "cast_ops %s: %s",
+                      ck_dtype_name(dts[k]), ck_verdict_name(res.verdict));
+        ck_result_free(&res);
+    }
+    b->destroy(b);
+    tu_free_built(&bc);
+    unlink(wpath);
+}
+END_TEST
+
+/* A Cast to an integer type of a float activation is refused naming the node; a float16
+ * value read by anything but a Cast (here: the identity Cast to float16 of a float16 value
+ * is folded, so the Concat reads float16) is refused, as the case's ops compute in the
+ * run's dtype, not in float16. */
+START_TEST(cast_to_an_integer_or_compute_in_float16_is_refused)
+{
+    char full[1100];
+    tu_fixture_path(full, sizeof full, "onnx/cast_ops.onnx");
+    ck_onnx_model m;
+    ck_error err;
+    ck_assert_msg(ck_onnx_load(full, &m, &err) == CK_OK, "%s", err.msg);
+    ck_onnx_attr *to1 = NULL;
+    int casts = 0;
+    for (int i = 0; i < m.n_nodes; i++)
+        if (strcmp(m.nodes[i].op_type, "Cast") == 0 && casts++ == 1)
+            for (int k = 0; k < m.nodes[i].n_attr; k++)
+                if (strcmp(m.nodes[i].attr[k].name, "to") == 0)
+                    to1 = &m.nodes[i].attr[k];
+    ck_assert_msg(to1 && to1->i == CK_ONNX_FLOAT, "the second Cast of cast_ops goes back to float");
+    cJSON *root = NULL;
+    ck_tensorset w;
+    to1->i = CK_ONNX_INT64;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "(Cast): a Cast of an activation to int64 is not supported"),
+                  "'%s'", err.msg);
+    to1->i = CK_ONNX_FLOAT16;
+    ck_assert_int_eq(ck_onnx_import(&m, "m.onnx", NULL, &root, &w, &err), CK_ERR_INPUT);
+    ck_assert_msg(strstr(err.msg, "(Concat): reads `") &&
+                      strstr(err.msg, "a float16 value (a Cast made it): an op computed in "
+                                      "float16 is not supported"),
+                  "'%s'", err.msg);
+    ck_onnx_free(&m);
+}
+END_TEST
+
 /* ---- malformed and unsupported ---- */
 
 static void refuse(const char *desc, const void *buf, size_t len, const char *fragment)
@@ -788,6 +862,8 @@ Suite *suite_onnx(void)
     tcase_add_test(tc, upmix_matches_pytorch_in_train_mode);
     tcase_add_test(tc, upmix_matches_pytorch_in_eval_mode);
     tcase_add_test(tc, generic_ops_match_pytorch);
+    tcase_add_test(tc, cast_ops_import_as_casts_and_match_pytorch);
+    tcase_add_test(tc, cast_to_an_integer_or_compute_in_float16_is_refused);
     tcase_add_test(tc, upmix_maps_onto_ops);
     tcase_add_test(tc, gpt_block_matches_pytorch_in_train_mode);
     tcase_add_test(tc, gpt_block_matches_pytorch_in_eval_mode);

@@ -69,6 +69,42 @@ START_TEST(every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16)
 }
 END_TEST
 
+/* Casts in fp16 and bf16 runs (cases/README.md, `cast`): the value is rounded to the cast's
+ * dtype and stored in the run's, the same in both runs, so plain and checkpointed stay
+ * bitwise identical; the fp32 reference rounds at the same casts, so the judgement against
+ * it passes a healthy model (round trips to float16 and bfloat16, a float16 -> bfloat16
+ * chain: tests/fixtures/torch/cases/cast_ops.json) and compares real numbers. */
+START_TEST(casts_stay_identical_and_pass_the_judgement_in_fp16_and_bf16)
+{
+    ck_backend *b = tu_cpu_backend();
+    char path[1024], *text = NULL;
+    snprintf(path, sizeof path, "%s/tests/fixtures/torch/cases/cast_ops.json", tu_root());
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s", path);
+    text = calloc(1, 1 << 16);
+    ck_assert(text && fread(text, 1, (1 << 16) - 1, f) > 0);
+    fclose(f);
+    tu_built_case bc;
+    tu_build_named(&bc, text, path);
+    free(text);
+    const ck_dtype dts[] = {CK_F16, CK_BF16};
+    for (int k = 0; k < 2; k++) {
+        ck_result r;
+        ck_error err;
+        ck_assert_msg(ck_run_case(b, &bc.g, dts[k], &r, &err) == CK_OK, "%s", err.msg);
+        ck_assert_msg(r.verdict == CK_VERDICT_IDENTICAL, "cast_ops in %s: plain and "
+                      "checkpointed differ", ck_dtype_name(dts[k]));
+        ck_assert(r.has_vs_fp32);
+        ck_assert_msg(r.vs_fp32_verdict != CK_VERDICT_MISMATCH, "cast_ops in %s: judged a "
+                      "mismatch against fp32", ck_dtype_name(dts[k]));
+        ck_assert_int_gt(r.vs_fp32_judged, 0);
+        ck_result_free(&r);
+    }
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------
  * autocast_recompute drop
  * --------------------------------------------------------------------------------------- */
@@ -468,6 +504,7 @@ Suite *suite_precision(void)
     TCase *tc = tcase_create("runs");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, every_non_canary_case_is_bitwise_identical_in_fp16_and_bf16);
+    tcase_add_test(tc, casts_stay_identical_and_pass_the_judgement_in_fp16_and_bf16);
     tcase_add_test(tc, autocast_drop_canary_is_caught_with_its_cause);
     tcase_add_test(tc, long_low_precision_runs_keep_a_bounded_few_rows);
     tcase_add_test(tc, dynamic_scaling_skips_exactly_the_overflowing_steps);

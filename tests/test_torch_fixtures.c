@@ -12,6 +12,10 @@
  *   ||ours - torch||_2 <= 1e-5 * G.
  * Every tensor of the fixture must exist in our run with its shape, every parameter of our
  * run must have a fixture gradient, and the fixture's gradients must not all be zero.
+ *
+ * cast_values.safetensors (gen_cast_values.py) pins the cast op value by value: PyTorch's
+ * x.half().float(), x.bfloat16().float() and x.half().bfloat16().float() with their
+ * gradients on rounding ties, overflow, subnormals and NaN, bit for bit.
  */
 #include <check.h>
 #include <dirent.h>
@@ -197,6 +201,101 @@ START_TEST(a_different_run_is_caught)
 }
 END_TEST
 
+/* ---- cast, value by value (tests/fixtures/torch/gen_cast_values.py) ---- */
+
+/* The chains of cast_values.safetensors as the case's cast layers: {to, from} each. */
+static const struct {
+    const char *name;
+    int n;
+    int to_from[3][2];
+} cast_chains[] = {
+    {"f16", 2, {{CK_F16, CK_F32}, {CK_F32, CK_F16}}},
+    {"bf16", 2, {{CK_BF16, CK_F32}, {CK_F32, CK_BF16}}},
+    {"f16_bf16", 3, {{CK_F16, CK_F32}, {CK_BF16, CK_F16}, {CK_F32, CK_BF16}}},
+};
+
+static const ck_named_tensor *cast_fx(const ck_tensorset *fx, const char *chain, const char *what)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s%s%s", chain, chain[0] ? "." : "", what);
+    const ck_named_tensor *t = ck_tensorset_find(fx, name);
+    ck_assert_msg(t && t->dtype == CK_FT_F32, "cast_values: no float32 tensor %s", name);
+    return t;
+}
+
+/* The forward of the chain and its backward (in reverse) on the fast CPU backend in fp32,
+ * against PyTorch's every value: the forward bit for bit (signed zeros, +-inf, NaN where
+ * PyTorch has NaN), the gradient by value (a gradient accumulates into a zeroed buffer, so
+ * -0 arrives as +0, as the harness's every gradient does). */
+START_TEST(cast_matches_pytorch_value_for_value)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/torch/cast_values.safetensors", tu_root());
+    ck_tensorset fx;
+    ck_error err;
+    ck_assert_msg(ck_tensorset_load(path, &fx, &err) == CK_OK, "%s", err.msg);
+    const ck_named_tensor *x = cast_fx(&fx, "", "x"), *dy = cast_fx(&fx, "", "dy");
+    const int64_t n = ck_shape_numel(&x->shape);
+    double *xv = malloc((size_t)n * sizeof *xv), *dyv = malloc((size_t)n * sizeof *dyv);
+    ck_assert(xv && dyv);
+    for (int64_t i = 0; i < n; i++) {
+        xv[i] = fx_get(x, i);
+        dyv[i] = fx_get(dy, i);
+    }
+    tu_cpu_setup();
+    for (size_t c = 0; c < sizeof cast_chains / sizeof cast_chains[0]; c++) {
+        const int k = cast_chains[c].n;
+        ck_tensor *t[4], *g[4];
+        t[0] = tu_tensor_of("x", CK_F32, SHAPE(n), xv);
+        for (int j = 0; j < k; j++) {
+            t[j + 1] = tu_tensor_new("y", CK_F32, SHAPE(n));
+            g[j] = tu_tensor_new("dx", CK_F32, SHAPE(n));
+        }
+        g[k] = tu_tensor_of("dy", CK_F32, SHAPE(n), dyv);
+        ck_op_params op[3];
+        ck_fwd_args a;
+        memset(&a, 0, sizeof a);
+        for (int j = 0; j < k; j++) {
+            ck_op_params_default(&op[j], CK_OP_CAST, 0);
+            op[j].cast_to = cast_chains[c].to_from[j][0];
+            op[j].cast_from = cast_chains[c].to_from[j][1];
+            ck_op_io io = {.n_in = 1, .in = {t[j]}, .out = t[j + 1]};
+            tu_forward_ok(cast_chains[c].name, &op[j], &a, &io);
+        }
+        for (int j = k - 1; j >= 0; j--) {
+            ck_op_io io = {.n_in = 1, .in = {t[j]}, .out = t[j + 1]};
+            ck_op_grads gr = {.dout = g[j + 1], .din = {g[j]}};
+            tu_backward_ok(cast_chains[c].name, &op[j], &a, &io, &gr);
+        }
+        const ck_named_tensor *wy = cast_fx(&fx, cast_chains[c].name, "y");
+        const ck_named_tensor *wdx = cast_fx(&fx, cast_chains[c].name, "dx");
+        int changed = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float y = ((const float *)t[k]->data)[i], dx = ((const float *)g[0]->data)[i];
+            float want_y, want_dx;
+            memcpy(&want_y, (const char *)wy->data + 4 * i, 4);
+            memcpy(&want_dx, (const char *)wdx->data + 4 * i, 4);
+            ck_assert_msg(isnan(want_y) ? isnan(y) : memcmp(&y, &want_y, 4) == 0,
+                          "%s: y[%lld] of x %.9g: %.9g, PyTorch %.9g", cast_chains[c].name,
+                          (long long)i, xv[i], y, want_y);
+            ck_assert_msg(dx == want_dx, "%s: dx[%lld] of dy %.9g: %.9g, PyTorch %.9g",
+                          cast_chains[c].name, (long long)i, dyv[i], dx, want_dx);
+            changed += (y != (float)xv[i] && !isnan(y)) + (dx != (float)dyv[i]);
+        }
+        /* the fixture exercises rounding in both directions (not a copy) */
+        ck_assert_msg(changed > n / 2, "%s: only %d values rounded", cast_chains[c].name, changed);
+        for (int j = 0; j <= k; j++) {
+            tu_tensor_free(t[j]);
+            tu_tensor_free(g[j]);
+        }
+    }
+    tu_cpu_teardown();
+    free(xv);
+    free(dyv);
+    ck_tensorset_free(&fx);
+}
+END_TEST
+
 Suite *suite_torch_fixtures(void)
 {
     Suite *s = suite_create("torch_fixtures");
@@ -204,6 +303,7 @@ Suite *suite_torch_fixtures(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, reference_backend_matches_pytorch_on_every_fixture);
     tcase_add_test(tc, a_different_run_is_caught);
+    tcase_add_test(tc, cast_matches_pytorch_value_for_value);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,7 +20,17 @@
 #include <stdint.h>
 #include <string.h>
 
+/* half.h names a local `half`, which shadows CUDA's global `half` type under -Wshadow */
+#ifdef __CUDACC__
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
+#include "harness/core/half.h"
+#ifdef __CUDACC__
+#pragma GCC diagnostic pop
+#endif
 #include "harness/core/ops.h"
+#include "harness/core/tensor.h"
 
 #ifdef __CUDACC__
 #define CK_HD __host__ __device__
@@ -72,6 +82,19 @@ static inline CK_HD bool ck_pool_is_padded(const ck_op_params *op)
 static inline CK_HD bool ck_gelu_is_tanh(const ck_op_params *op)
 {
     return op->kind == CK_OP_GELU && op->gelu_tanh;
+}
+
+/* cast (harness/model/ops/pointwise.c): v rounded to the cast's dtype `to` (a ck_dtype:
+ * CK_F32, CK_F16, CK_BF16; round to nearest even, fp16 overflows to +-inf, NaN stays NaN),
+ * for a tensor of dtype `storage`. float32 is the working precision of a run: in the float64
+ * of the gradient check (exact arithmetic, where no op rounds to fp32 either) a cast to
+ * float32 is the identity; in fp32, fp16 and bf16 storage rounding to float32 changes
+ * nothing or is undone by the store's own rounding anyway. */
+static inline CK_HD double ck_cast_round(double v, int to, int storage)
+{
+    if (to == CK_F32 && storage == CK_F64)
+        return v;
+    return ck_round_to_dtype(v, (ck_dtype)to);
 }
 
 /* upsample in a linear mode (linear, bilinear, trilinear) runs the interpolating kernel */

@@ -16,12 +16,29 @@ static bool is_activation(ck_op_kind k)
     return ck_op_family_of(k) == CK_FAMILY_POINTWISE;
 }
 
+/* cast's `to` and `from`: float32, float16 or bfloat16 (the only dtypes it rounds to) */
+static bool cast_dtype_ok(int dt)
+{
+    return dt == CK_F32 || dt == CK_F16 || dt == CK_BF16;
+}
+
+static ck_status check_cast(const char *be, const ck_op_params *op, ck_error *err)
+{
+    if (op->kind != CK_OP_CAST || (cast_dtype_ok(op->cast_to) && cast_dtype_ok(op->cast_from)))
+        return CK_OK;
+    const int bad = cast_dtype_ok(op->cast_to) ? op->cast_from : op->cast_to;
+    return ck_fail(err, CK_ERR_UNSUPPORTED,
+                   "%s: cast: %s dtype %d is not float32, float16 or bfloat16", be,
+                   cast_dtype_ok(op->cast_to) ? "source" : "target", bad);
+}
+
 ck_status ck_opc_activation_fwd(const char *be, const ck_op_params *op, const ck_op_io *io,
                                 ck_error *err)
 {
     if (!is_activation(op->kind))
         return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
                        ck_op_kind_name(op->kind));
+    CK_TRY(check_cast(be, op, err));
     CK_TRY(ck_opc_unary_io(ck_op_kind_name(op->kind), io, NULL, err));
     return ck_opc_unary_pointwise(be, ck_op_kind_name(op->kind), io, NULL, err);
 }
@@ -32,6 +49,7 @@ ck_status ck_opc_activation_bwd(const char *be, const ck_op_params *op, const ck
     if (!is_activation(op->kind))
         return ck_fail(err, CK_ERR_INTERNAL, "activation: op %s is not an activation",
                        ck_op_kind_name(op->kind));
+    CK_TRY(check_cast(be, op, err));
     if (io->n_in != 1 || !io->in[0] || !g->dout)
         return ck_fail(err, CK_ERR_INTERNAL, "%s backward: needs one input and dout",
                        ck_op_kind_name(op->kind));

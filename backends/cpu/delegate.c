@@ -6,7 +6,7 @@
  * reference code, in the same order, as in one whole call - the reference's bits, whatever
  * the thread count. Two kinds of slices:
  *  - element ranges, for element-wise ops whose inputs, output and gradients all have one
- *    shape (gelu, tanh, sigmoid, leaky_relu, silu, add, mul, exp, ...): chunks of
+ *    shape (gelu, tanh, sigmoid, leaky_relu, silu, add, mul, exp, cast, ...): chunks of
  *    DELEGATE_CHUNK elements, by size alone;
  *  - samples (dim 0), for ops that never mix samples: pooling, upsampling, concat (along
  *    dim 1), softmax and log_softmax over a dim other than 0, attention without dropout
@@ -34,7 +34,7 @@ static bool elementwise_kind(ck_op_kind k)
     case CK_OP_LEAKY_RELU: case CK_OP_GELU: case CK_OP_TANH: case CK_OP_SIGMOID:
     case CK_OP_ADD: case CK_OP_MUL: case CK_OP_SILU: case CK_OP_SQRT: case CK_OP_RSQRT:
     case CK_OP_RECIPROCAL: case CK_OP_EXP: case CK_OP_LOG: case CK_OP_NEG: case CK_OP_ERF:
-    case CK_OP_ABS:
+    case CK_OP_ABS: case CK_OP_CAST:
         return true;
     default:
         return false;

@@ -1,6 +1,6 @@
 /*
  * CUDA pointwise family: the activations relu, leaky_relu, gelu (exact, erf form), tanh,
- * sigmoid and sqrt; then mul, silu and gelu tanh; add; positional.
+ * sigmoid and sqrt; then mul, silu and gelu tanh; add; positional; cast.
  *
  * As backends/ref/pointwise.c: every kernel loads each tensor in its own dtype (x, y, dy
  * and dx need not share one), computes in double and rounds once on store; backward adds
@@ -395,6 +395,48 @@ static ck_status add_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_f
 }
 
 // ----------------------------------------------------------------------------
+// cast (backends/ref/pointwise.c): y = x rounded to `to`, dx += dy rounded to `from`, with
+// the one rounding rule of harness/core/half.h, so the bits are the reference's
+
+static __global__ void cast_kernel(ck_dv out, ck_dv in, int dtype, bool accumulate, int64_t n)
+{
+    CK_GRID_STRIDE(i, n)
+    {
+        const double v = ck_cast_round(ck_ld(in, i), dtype, out.dt);
+        if (accumulate)
+            ck_acc(out, i, v);
+        else
+            ck_st(out, i, v);
+    }
+}
+
+static ck_status cast_op_forward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                 ck_op_io *io, ck_error *err)
+{
+    (void)args;
+    CK_TRY(ck_opc_activation_fwd(CUDA_BE, op, io, err));
+    const int64_t n = ck_shape_numel(&io->in[0]->shape);
+    cast_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(io->out), ck_view(io->in[0]),
+                                                             op->cast_to, false, n);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+static ck_status cast_op_backward(ck_cuda *cu, const ck_op_params *op, const ck_fwd_args *args,
+                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    CK_TRY(ck_opc_activation_bwd(CUDA_BE, op, io, g, err));
+    if (!g->din[0])
+        return CK_OK;
+    const int64_t n = ck_shape_numel(&io->in[0]->shape);
+    cast_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(ck_view(g->din[0]), ck_view(g->dout),
+                                                             op->cast_from, true, n);
+    CK_LAUNCH_CHECK();
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
 // the family's entry points (cuda_common.cuh)
 
 static cuda_op_fns pick(const ck_op_params *op)
@@ -423,6 +465,7 @@ static cuda_op_fns pick(const ck_op_params *op)
     case CK_OP_SILU: return cuda_op_fns{wide_op_forward, wide_op_backward};
     case CK_OP_ADD: return cuda_op_fns{add_op_forward, add_op_backward};
     case CK_OP_POSITIONAL: return cuda_op_fns{positional_op_forward, positional_op_backward};
+    case CK_OP_CAST: return cuda_op_fns{cast_op_forward, cast_op_backward};
     default: return cuda_op_fns{NULL, NULL};
     }
 }

@@ -1,6 +1,6 @@
 /*
  * CPU pointwise activations: relu, leaky_relu, gelu (exact, erf form), tanh, sigmoid, and
- * the unary functions sqrt, rsqrt, reciprocal, exp, log, neg, erf, abs.
+ * the unary functions sqrt, rsqrt, reciprocal, exp, log, neg, erf, abs; cast.
  *
  * Every kernel loads each tensor in its own dtype (fp32, fp64, fp16 or bf16; x, y, dy and
  * dx need not share one), computes in double and rounds once on store; the backward adds
@@ -295,6 +295,36 @@ static ck_status positional_op_backward(const ck_op_params *op, const ck_fwd_arg
 
 #include "backends/ref/ref_elem.h"
 
+/* ================================== cast ================================== */
+
+/* y = x rounded to `to` (nearest even; fp16 overflows to +-inf, NaN stays NaN), stored in
+ * y's dtype; dx += dy rounded to `from`, as PyTorch's x.to(dtype) and its backward
+ * (cases/README.md, `cast`). Both read only their own tensors: backward reads nothing of
+ * the forward. */
+static ck_status cast_op_forward(const ck_op_params *op, const ck_fwd_args *args, ck_op_io *io,
+                                 ck_error *err)
+{
+    (void)args;
+    CK_TRY(ck_opc_activation_fwd(REF_BE, op, io, err));
+    const int64_t n = ck_shape_numel(&io->in[0]->shape);
+    for (int64_t i = 0; i < n; i++)
+        ref_st(io->out, i, ck_cast_round(ref_ld(io->in[0], i), op->cast_to, io->out->dtype));
+    return CK_OK;
+}
+
+static ck_status cast_op_backward(const ck_op_params *op, const ck_fwd_args *args,
+                                  const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    (void)args;
+    CK_TRY(ck_opc_activation_bwd(REF_BE, op, io, g, err));
+    if (!g->din[0])
+        return CK_OK;
+    const int64_t n = ck_shape_numel(&io->in[0]->shape);
+    for (int64_t i = 0; i < n; i++)
+        ref_acc(g->din[0], i, ck_cast_round(ref_ld(g->dout, i), op->cast_from, g->din[0]->dtype));
+    return CK_OK;
+}
+
 /* ================================== add ================================== */
 
 /* out = in[0] + in[1] + ... in input order; all (numel) */
@@ -371,6 +401,7 @@ static ref_op_fns pick(const ck_op_params *op)
     case CK_OP_SILU: return (ref_op_fns){wide_op_forward, wide_op_backward};
     case CK_OP_ADD: return (ref_op_fns){add_op_forward, add_op_backward};
     case CK_OP_POSITIONAL: return (ref_op_fns){positional_op_forward, positional_op_backward};
+    case CK_OP_CAST: return (ref_op_fns){cast_op_forward, cast_op_backward};
     default: return (ref_op_fns){NULL, NULL};
     }
 }

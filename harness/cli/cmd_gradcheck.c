@@ -26,6 +26,8 @@ static void add_entry_json(ck_json_builder *jb, cJSON *arr, const char *layer, c
     ck_json_add_string(jb, o, "layer", layer);
     ck_json_add_string(jb, o, "op", op);
     ck_json_add_string(jb, o, "tensor", e->name);
+    if (e->not_checkable[0])
+        ck_json_add_string(jb, o, "not_checkable", e->not_checkable);
     ck_json_add_int(jb, o, "checked", e->checked);
     ck_json_add_int(jb, o, "failed", e->failed);
     ck_json_add_real(jb, o, "max_abs_err", e->max_abs_err);
@@ -50,6 +52,11 @@ static void print_entry(const char *layer, const char *op, const ck_gradcheck_en
         snprintf(where, sizeof where, "%s", layer);
     else
         snprintf(where, sizeof where, "%s (%s)", layer, op);
+    if (e->not_checkable[0]) {
+        printf("  %-27s %-18s %7s  not checkable by finite differences: %s\n", where, e->name,
+               "-", e->not_checkable);
+        return;
+    }
     printf("  %-27s %-18s %7lld %9.3e %8.2g  %s\n", where, e->name, (long long)e->checked,
            e->max_abs_err, e->max_of_tol, e->failed ? "FAIL" : "ok");
     if (e->failed)
@@ -57,6 +64,18 @@ static void print_entry(const char *layer, const char *op, const ck_gradcheck_en
                "analytic %.9g, numeric %.9g\n",
                (long long)e->failed, (long long)e->checked, (long long)e->worst_index,
                e->worst_analytic, e->worst_numeric);
+}
+
+/* No pass that compares nothing: a case whose every gradient is not checkable by finite
+ * differences (ck_gradcheck_not_smooth) fails, saying so. */
+static bool compared_something(bool had_error, int64_t compared, char *first_fail, size_t n)
+{
+    if (had_error || compared > 0)
+        return true;
+    snprintf(first_fail, n, "no gradient of the case can be checked by finite differences");
+    if (!quiet_mode)
+        printf("  %s\n", first_fail);
+    return false;
 }
 
 int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
@@ -114,6 +133,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
     for (int i = 0; i < n; i++) {
         const ck_graph *g = &lc[i].g;
         bool ok = true, had_error = false;
+        int64_t compared = 0;
         char first_fail[CK_ERROR_MAX + 64] = "";
         cJSON *jc = ck_json_add_object(&jb, jcases, NULL);
         ck_json_add_string(&jb, jc, "name", g->cs->name);
@@ -152,6 +172,7 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
                              "outside tolerance", entries[k].name, (long long)entries[k].failed,
                              (long long)entries[k].checked);
                 ok = ok && entries[k].failed == 0;
+                compared += entries[k].checked;
             }
             free(entries);
         }
@@ -174,10 +195,12 @@ int ck_cmd_gradcheck(const ck_gradcheck_cmd_opts *o)
                         snprintf(first_fail, sizeof first_fail, "layer %s, %s: %lld of %lld elements "
                                  "outside tolerance", g->nodes[l].spec->name, r.e[k].name,
                                  (long long)r.e[k].failed, (long long)r.e[k].checked);
+                    compared += r.e[k].checked;
                 }
                 ok = ok && r.ok;
             }
         }
+        ok = ok && compared_something(had_error, compared, first_fail, sizeof first_fail);
         printf(o->quiet ? "%s %s\n" : "%s %s\n\n", ok ? "PASS" : "FAIL", g->cs->name);
         failed_cases += !ok;
         ck_json_add_bool(&jb, jc, "pass", ok);

@@ -83,7 +83,8 @@ typedef enum {
     X(EXPAND, "expand", BROADCAST)          /* broadcast to a larger shape */                \
     X(REDUCE_SUM, "sum", BROADCAST)         /* over dims, keepdim or not */                  \
     X(REDUCE_MEAN, "mean", BROADCAST)                                                         \
-    X(REDUCE_MAX, "amax", BROADCAST)        /* torch.amax: ties share the gradient */
+    X(REDUCE_MAX, "amax", BROADCAST)        /* torch.amax: ties share the gradient */      \
+    X(CAST, "cast", POINTWISE)              /* round to a float dtype; dy to the source's */
 
 #define CK_OP_KIND_ENUM_(e, name, fam) CK_OP_##e,
 typedef enum { CK_OP_KINDS(CK_OP_KIND_ENUM_) CK_OP_KIND_COUNT } ck_op_kind;
@@ -176,6 +177,9 @@ typedef struct {
                                 and sorted by the graph builder) */
     int axes[CK_OP_MAX_DIMS];
     bool keepdim;            /* sum, mean, amax: reduced dims kept with size 1 */
+    int cast_to;             /* cast: the target dtype (a ck_dtype: CK_F32, CK_F16 or CK_BF16) */
+    int cast_from;           /* cast: the source dtype, which backward rounds the gradient to
+                                (a ck_dtype; default CK_F32, 0: memset gives it) */
     bool broadcast;          /* add, mul: set by the shape rule when the operands' shapes
                                 differ or one is a constant (the broadcast family's kernels
                                 run them); never written in a case */

@@ -506,13 +506,15 @@ static int fresh_grad_source(const ck_exec *e, int i)
 /* Whether layer i, a two-input add (liveness.h: add_shares_gradient), hands its output
  * gradient's buffer to both inputs as their gradients (dx_a = dx_b = dy, made +0 + dy by the
  * kernel, ck_op_grads.din0_fresh): neither has a gradient yet, both have its dtype and
- * shape, and no run rounds gradients in place (the calibration run, which would round the
- * shared buffer twice). */
+ * shape, no run rounds gradients in place (the calibration run, which would round the
+ * shared buffer twice), and i's own gradient is not already one buffer with another
+ * layer's (a chain of adds, t = s + c with s = a + b: grad_shared_with pairs layers, and
+ * a buffer of four owners would be freed while three still read it). */
 static bool shares_add_gradient(const ck_exec *e, int i)
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
-    if (!e->live.add_shares_gradient[i] || e->cfg.round_bits > 0 || e->grad_inside[i] >= 0 ||
-        e->cfg.own_gradient_buffers)
+    if (!e->live.add_shares_gradient[i] || e->cfg.round_bits > 0 ||
+        e->grad_shared_with[i] >= 0 || e->grad_inside[i] >= 0 || e->cfg.own_gradient_buffers)
         return false;
     for (int j = 0; j < 2; j++) {
         int src = nd->in[j];

@@ -183,6 +183,14 @@ static ck_status parse_option(const ck_jctx *cx, const ck_option_def *def, const
             op->mode = choice ? CK_UPSAMPLE_LINEAR : CK_UPSAMPLE_NEAREST;
         return st;
     }
+    case CK_OPTION_FLOAT_DTYPE: {
+        int choice = 0;
+        ck_status st = ck_jget_choice(cx, v, jpath, ck_cast_dtype_names.names,
+                                      ck_cast_dtype_names.n, &choice);
+        if (st == CK_OK)
+            *(int *)field = (int)ck_cast_dtypes[choice];
+        return st;
+    }
     case CK_OPTION_APPROX: {
         static const char *const names[] = {"none", "tanh"};
         int choice = 0;

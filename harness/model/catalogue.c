@@ -30,6 +30,8 @@ NAME_LIST(loss_scale_names, "none", "static", "dynamic");
 NAME_LIST(autocast_names, "restore", "drop");
 NAME_LIST(precision_names, "fp32", "fp16", "bf16");
 const ck_dtype ck_precision_dtypes[3] = {CK_F32, CK_F16, CK_BF16};
+NAME_LIST(cast_dtype_names, "float32", "float16", "bfloat16");
+const ck_dtype ck_cast_dtypes[3] = {CK_F32, CK_F16, CK_BF16};
 
 static const char *name_of(const ck_name_list *l, int i)
 {
@@ -96,4 +98,12 @@ bool ck_autocast_parse(const char *s, ck_autocast_policy *out)
     if (i >= 0)
         *out = (ck_autocast_policy)i;
     return i >= 0;
+}
+
+const char *ck_cast_dtype_name(int dtype)
+{
+    for (int i = 0; i < ck_cast_dtype_names.n; i++)
+        if ((int)ck_cast_dtypes[i] == dtype)
+            return ck_cast_dtype_names.names[i];
+    return "?";
 }

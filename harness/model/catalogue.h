@@ -35,6 +35,11 @@ extern const ck_name_list ck_rng_policy_names, ck_bn_policy_names, ck_expect_nam
     ck_loss_scale_names, ck_autocast_names, ck_precision_names, ck_init_names;
 /* the dtype of each ck_precision_names entry: fp32, fp16, bf16 */
 extern const ck_dtype ck_precision_dtypes[3];
+/* cast's `to` and `from` (harness/model/ops/pointwise.c): "float32", "float16", "bfloat16",
+ * the dtypes of ck_cast_dtypes; ck_cast_dtype_name gives "?" for any other dtype */
+extern const ck_name_list ck_cast_dtype_names;
+extern const ck_dtype ck_cast_dtypes[3];
+const char *ck_cast_dtype_name(int dtype);
 
 const char *ck_rng_policy_name(ck_rng_policy p);
 bool ck_rng_policy_parse(const char *s, ck_rng_policy *out);

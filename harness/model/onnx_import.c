@@ -21,6 +21,7 @@ static ck_status map_node(imp *im, int i)
         return imp_fail_node(im, "has no output");
     if (strcmp(op, "Constant") == 0)
         return CK_OK; /* read through const_of */
+    CK_TRY(imp_low_float_input(im, n));
     if (strcmp(op, "Where") == 0 && n->n_in == 3 && imp_pend_of(im, n->in[2]))
         return imp_attn_where(im, n, imp_pend_of(im, n->in[2]));
     struct pend *p0 = n->n_in > 0 ? imp_pend_of(im, n->in[0]) : NULL;

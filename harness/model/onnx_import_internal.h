@@ -58,6 +58,7 @@ typedef struct {
      * attempt after the pattern refused a graph) */
     bool no_attention_pattern;
     bool pattern_started; /* an attention pattern was started (a retry may take the graph) */
+    int n_low_float_casts; /* cast layers to float16 or bfloat16 made so far */
 } imp;
 
 /* The stages of the causal attention pattern (onnx_match_attention.c), and a value inside
@@ -181,6 +182,9 @@ ck_status imp_map_reduce(imp *im, const ck_onnx_node *n);
 ck_status imp_map_where(imp *im, const ck_onnx_node *n);
 ck_status imp_map_expand(imp *im, const ck_onnx_node *n);
 ck_status imp_map_cast(imp *im, const ck_onnx_node *n);
+/* Refuses a node other than Cast (or Identity, Shape) reading a float16 or bfloat16 value
+ * made by a Cast: the case's ops compute in the run's dtype, not the value's. */
+ck_status imp_low_float_input(imp *im, const ck_onnx_node *n);
 /* The generic path's ops (the binary ops, Reduce*, Where, Expand, Cast, Concat); *handled
  * false: n is none of them. */
 ck_status imp_map_generic(imp *im, int idx, const ck_onnx_node *n, bool *handled);

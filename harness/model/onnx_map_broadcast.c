@@ -314,8 +314,71 @@ ck_status imp_map_expand(imp *im, const ck_onnx_node *n)
     return imp_add_ints(L, "shape", dims, nd) ? CK_OK : imp_oom(im);
 }
 
-/* Cast of an activation: to float (the run's dtype holds it) is the identity; any other
- * target would change values in some run, and is refused rather than ignored. */
+/* The case's dtype name ("float32", "float16", "bfloat16") of an ONNX float element type the
+ * cast op takes, or NULL. */
+static const char *cast_dtype(int64_t onnx_type)
+{
+    switch (onnx_type) {
+    case CK_ONNX_FLOAT: return "float32";
+    case CK_ONNX_FLOAT16: return "float16";
+    case CK_ONNX_BFLOAT16: return "bfloat16";
+    default: return NULL;
+    }
+}
+
+/* The layer of that name (NULL: none). */
+static const cJSON *layer_named(const imp *im, const char *name)
+{
+    const cJSON *L;
+    cJSON_ArrayForEach(L, im->layers)
+    {
+        const cJSON *nm = cJSON_GetObjectItem(L, "name");
+        if (cJSON_IsString(nm) && strcmp(nm->valuestring, name) == 0)
+            return L;
+    }
+    return NULL;
+}
+
+/* The ONNX element type of an activation value: float, except the output of a cast layer to
+ * float16 or bfloat16 (every value the importer maps is float32 otherwise: the graph input
+ * is float, and no op reads a float16 or bfloat16 value but a Cast, imp_low_float_input). */
+static int value_elem_type(const imp *im, const char *value)
+{
+    if (im->n_low_float_casts == 0)
+        return CK_ONNX_FLOAT;
+    const char *src = imp_layer_of(im, value);
+    const cJSON *L = src ? layer_named(im, src) : NULL;
+    const cJSON *op = L ? cJSON_GetObjectItem(L, "op") : NULL;
+    const cJSON *to = L ? cJSON_GetObjectItem(L, "to") : NULL;
+    if (!cJSON_IsString(op) || strcmp(op->valuestring, "cast") != 0 || !cJSON_IsString(to))
+        return CK_ONNX_FLOAT;
+    if (strcmp(to->valuestring, "float16") == 0)
+        return CK_ONNX_FLOAT16;
+    return strcmp(to->valuestring, "bfloat16") == 0 ? CK_ONNX_BFLOAT16 : CK_ONNX_FLOAT;
+}
+
+ck_status imp_low_float_input(imp *im, const ck_onnx_node *n)
+{
+    if (strcmp(n->op_type, "Cast") == 0 || strcmp(n->op_type, "Identity") == 0 ||
+        strcmp(n->op_type, "Shape") == 0)
+        return CK_OK;
+    for (int k = 0; k < n->n_in; k++) {
+        if (!n->in[k][0] || !imp_layer_of(im, n->in[k]))
+            continue;
+        const int t = value_elem_type(im, n->in[k]);
+        if (t != CK_ONNX_FLOAT)
+            return imp_fail_node(im, "reads `%s`, a %s value (a Cast made it): an op computed "
+                                 "in %s is not supported, as the case's ops compute in the "
+                                 "run's dtype; only a Cast may read it",
+                                 n->in[k], ck_onnx_type_name(t), ck_onnx_type_name(t));
+    }
+    return CK_OK;
+}
+
+/* Cast of an activation between float32, float16 and bfloat16: the identity (to its own
+ * type) is folded away; a cast that changes values in some run (forward rounds to `to`,
+ * backward rounds the gradient to the source's type, as PyTorch) is a `cast` layer. A cast
+ * to any other type (an integer, bool, double) is refused, never ignored. */
 ck_status imp_map_cast(imp *im, const ck_onnx_node *n)
 {
     const char *src = n->n_in == 1 ? imp_layer_of(im, n->in[0]) : NULL;
@@ -325,12 +388,24 @@ ck_status imp_map_cast(imp *im, const ck_onnx_node *n)
     const cJSON *dist = cJSON_GetObjectItem(im->input_json, "dist");
     const bool tokens = strcmp(src, "input") == 0 && cJSON_IsString(dist) &&
                         strcmp(dist->valuestring, "tokens") == 0;
-    if (to != CK_ONNX_FLOAT || tokens)
-        return imp_fail_node(im, "a Cast of an activation to %s is not supported: only a cast "
-                             "to float (the identity on the case's activations, which every "
-                             "run holds in its own dtype) is imported, never one that would "
-                             "change values", ck_onnx_type_name((int)to));
-    return imp_bind(im, n->out[0], src);
+    if (!cast_dtype(to) || tokens)
+        return imp_fail_node(im, "a Cast of an activation to %s is not supported: only casts "
+                             "between float, float16 and bfloat16 are imported (the case's "
+                             "`cast` op); a cast to any other type would change what the "
+                             "model computes, and is refused rather than ignored",
+                             ck_onnx_type_name((int)to));
+    const int from = value_elem_type(im, n->in[0]);
+    if (from == to)
+        return imp_bind(im, n->out[0], src);
+    char name[CK_NAME_MAX + 1];
+    CK_TRY(imp_name_for(im, n, NULL, name));
+    cJSON *L = NULL;
+    CK_TRY(imp_one_input_layer(im, name, "cast", n->in[0], n->out[0], &L));
+    im->n_low_float_casts += to != CK_ONNX_FLOAT;
+    return cJSON_AddStringToObject(L, "to", cast_dtype(to)) &&
+                   cJSON_AddStringToObject(L, "from", cast_dtype(from))
+               ? CK_OK
+               : imp_oom(im);
 }
 
 ck_status imp_map_generic(imp *im, int idx, const ck_onnx_node *n, bool *handled)

@@ -121,6 +121,7 @@ static const char *option_type_text(const ck_option_def *o)
     case CK_OPTION_WINDOW0: return "window ≥ 0";
     case CK_OPTION_UPMODE: return "`\"nearest\"`, or the linear mode of the dims";
     case CK_OPTION_APPROX: return "`\"none\"` or `\"tanh\"`";
+    case CK_OPTION_FLOAT_DTYPE: return "`\"float32\"`, `\"float16\"` or `\"bfloat16\"`";
     case CK_OPTION_INIT: return "an init scheme ([Parameter initialisation](#parameter-initialisation))";
     }
     return "?";
@@ -172,6 +173,9 @@ static void option_default_text(const ck_option_def *o, const ck_op_params *p, b
     case CK_OPTION_APPROX: snprintf(buf, n, "%s\"%s\"%s", q, p->gelu_tanh ? "tanh" : "none", q); return;
     case CK_OPTION_INIT:
         snprintf(buf, n, "%s\"%s\"%s", q, ck_init_names.names[*(const int *)field], q);
+        return;
+    case CK_OPTION_FLOAT_DTYPE:
+        snprintf(buf, n, "%s\"%s\"%s", q, ck_cast_dtype_name(*(const int *)field), q);
         return;
     case CK_OPTION_DIMLIST:
     case CK_OPTION_SHAPE:

@@ -47,7 +47,8 @@ typedef enum {
     CK_OPTION_WINDOW0,  /* int[CK_MAX_SPATIAL] field, int or list of nsp ints >= 0 */
     CK_OPTION_UPMODE,   /* "nearest" | "linear" | "bilinear" | "trilinear" (by nsp) */
     CK_OPTION_APPROX,   /* gelu: "none" | "tanh" */
-    CK_OPTION_INIT      /* linear/conv: an init scheme by name (ck_init_names), int field */
+    CK_OPTION_INIT,     /* linear/conv: an init scheme by name (ck_init_names), int field */
+    CK_OPTION_FLOAT_DTYPE /* cast: "float32" | "float16" | "bfloat16", int field (ck_dtype) */
 } ck_option_type;
 
 typedef struct {

@@ -34,6 +34,9 @@ typedef struct {
                               worst element used (above 1: outside) */
     int64_t worst_index;   /* flat index of the largest |a - n| - (atol + rtol |n|) */
     double worst_analytic, worst_numeric;
+    /* "": compared. Otherwise why finite differences cannot judge this tensor's gradient
+     * (checked 0): a cast rounding to or from float16/bfloat16 on its path to the loss */
+    char not_checkable[160];
 } ck_gradcheck_entry;
 
 #define CK_GRADCHECK_MAX_ENTRIES 64
@@ -65,6 +68,15 @@ ck_status ck_gradcheck_layer(ck_backend *b, const ck_graph *g, int layer,
  * parameter tensor (named "<layer>.<suffix>") in *entries (malloc'd, caller frees). */
 ck_status ck_gradcheck_case(ck_backend *b, const ck_graph *g, const ck_gradcheck_opts *opts,
                             ck_gradcheck_entry **entries, int *n_entries, ck_error *err);
+
+/* Why finite differences cannot judge an op's gradient, or NULL: a cast to or from float16
+ * or bfloat16 rounds in the float64 check too, so its derivative is 0 almost everywhere
+ * while its backward passes the gradient on (rounded), as PyTorch's; finite differences of
+ * such a step measure nothing. Its rounding is tested against exact values and PyTorch's
+ * (tests/test_ops_unary.c, tests/test_torch_fixtures.c). A cast between float32 and float32
+ * is the identity in float64 and is checked. ck_gradcheck_layer reports such a layer, and
+ * ck_gradcheck_case every parameter whose gradient passes through one, as not checkable. */
+const char *ck_gradcheck_not_smooth(const ck_node *node);
 
 /* Shared by the per-op and per-case checks. */
 int64_t ck_gradcheck_sample_index(uint64_t seed, uint32_t tensor_slot, int64_t numel,

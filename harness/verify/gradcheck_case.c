@@ -10,10 +10,30 @@
 
 #include "harness/engine/train.h"
 
+const char *ck_gradcheck_not_smooth(const ck_node *node)
+{
+    if (node->op.kind != CK_OP_CAST)
+        return NULL;
+    if (node->op.cast_to == CK_F16 || node->op.cast_from == CK_F16)
+        return "a cast to or from float16 rounds: its derivative is 0 almost everywhere";
+    if (node->op.cast_to == CK_BF16 || node->op.cast_from == CK_BF16)
+        return "a cast to or from bfloat16 rounds: its derivative is 0 almost everywhere";
+    return NULL;
+}
+
 ck_status ck_gradcheck_layer(ck_backend *b, const ck_graph *g, int layer,
                              const ck_gradcheck_opts *opts, ck_gradcheck_result *res,
                              ck_error *err)
 {
+    const char *why = ck_gradcheck_not_smooth(&g->nodes[layer]);
+    if (why) { /* a rounding: nothing a finite difference could judge (gradcheck.h) */
+        memset(res, 0, sizeof *res);
+        res->n = 1;
+        res->ok = true;
+        snprintf(res->e[0].name, sizeof res->e[0].name, "in0");
+        snprintf(res->e[0].not_checkable, sizeof res->e[0].not_checkable, "%s", why);
+        return CK_OK;
+    }
     /* the layer on its own: a parameter it shares (ck_param_share) is one of its own here,
      * weight before bias as the op defines them */
     ck_node alone = g->nodes[layer];
@@ -43,6 +63,21 @@ ck_status ck_gradcheck_layer(ck_backend *b, const ck_graph *g, int layer,
     if (st != CK_OK)
         ck_error_prefix(err, "%s: gradcheck of layer %s", g->cs->path, nd->spec->name);
     return st;
+}
+
+/* The first rounding cast (ck_gradcheck_not_smooth) on a path from layer i to the loss, or
+ * -1: the layers after i in topological order that read i, and theirs. */
+static int rounding_cast_after(const ck_graph *g, int i, int *memo)
+{
+    if (memo[i] != -2)
+        return memo[i];
+    int found = ck_gradcheck_not_smooth(&g->nodes[i]) ? i : -1;
+    for (int c = i + 1; c < g->n && found < 0; c++)
+        for (int j = 0; j < g->nodes[c].n_in && found < 0; j++)
+            if (g->nodes[c].in[j] == i)
+                found = rounding_cast_after(g, c, memo);
+    memo[i] = found;
+    return found;
 }
 
 typedef struct {
@@ -80,6 +115,7 @@ ck_status ck_gradcheck_case(ck_backend *b, const ck_graph *g, const ck_gradcheck
     ck_exec ex;
     case_ctx c;
     double *param_host = NULL, *grad_host = NULL;
+    int *memo = NULL;
     memset(&ex, 0, sizeof ex);
     memset(&c, 0, sizeof c);
     ck_status st = ck_model_create(&model, b, g, CK_F64, err);
@@ -101,12 +137,26 @@ ck_status ck_gradcheck_case(ck_backend *b, const ck_graph *g, const ck_gradcheck
     if ((st = case_loss(&c, true, &loss0, err)) != CK_OK)
         goto out;
 
+    memo = malloc((size_t)g->n * sizeof *memo);
+    if (!memo) {
+        st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < g->n; i++)
+        memo[i] = -2;
     int k = 0;
     for (int i = 0; i < g->n; i++) {
+        const int cast = rounding_cast_after(g, i, memo);
         for (int p = 0; p < g->nodes[i].n_params; p++, k++) {
             ck_tensor *param = &model.layers[i].param[p];
             ck_gradcheck_entry *e = &ent[k];
             snprintf(e->name, sizeof e->name, "%s", param->name);
+            if (cast >= 0) {
+                snprintf(e->not_checkable, sizeof e->not_checkable,
+                         "its gradient passes layer %s: %s", g->nodes[cast].spec->name,
+                         ck_gradcheck_not_smooth(&g->nodes[cast]));
+                continue;
+            }
             int64_t n = ck_shape_numel(&param->shape);
             free(param_host);
             free(grad_host);
@@ -143,6 +193,7 @@ ck_status ck_gradcheck_case(ck_backend *b, const ck_graph *g, const ck_gradcheck
     *n_entries = n_params;
     ent = NULL;
 out:
+    free(memo);
     free(param_host);
     free(grad_host);
     free(ent);

@@ -26,7 +26,7 @@ ck_status ck_run_case(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_resul
 typedef struct {
     const ck_case_run_opts *opts;
     ck_progress_info info;
-    char label[48]; /* "calibration N/M" with two ints of up to 11 characters */
+    char label[48]; /* as lowp_refs_begin's "calibration %d/%d" */
 } progress_relay;
 
 /* A relay for lockstep training `run` of n_runs, named `label`. */

@@ -100,7 +100,10 @@ refused "reference of another model" "\`output\` is [6, 10], the imported model'
 refused "missing reference" "nope.npz" -- "$PROG" import "$C/unet3d_ts13_opset17.onnx" -o "$TMP/o.json" --check-against "$TMP/nope.npz"
 cp "$C/unet3d_dynamo.onnx" "$TMP/lonely.onnx"
 refused "external data file missing" "tensor \`" -- "$PROG" import "$TMP/lonely.onnx" -o "$TMP/o.json"
-refused "refusal names the module" "module blocks.0.attn: node \`/blocks.0/attn/Cast\` (Cast): a Cast of an activation to float16 is not supported" -- "$PROG" import "$FIX/bad_module_cast.onnx" -o "$TMP/o.json"
+refused "refusal names the module" "module blocks.0.attn: node \`/blocks.0/attn/Cast\` (Cast): a Cast of an activation to int64 is not supported" -- "$PROG" import "$FIX/bad_module_cast.onnx" -o "$TMP/o.json"
+refused "an op computed in float16 is refused, naming the module" "module blocks.0.mlp: node \`/blocks.0/mlp/Relu\` (Relu): reads \`h\`, a float16 value (a Cast made it): an op computed in float16 is not supported" -- "$PROG" import "$FIX/bad_half_compute.onnx" -o "$TMP/o.json"
+# casts between float types import as cast layers (forward rounds, backward rounds to the source)
+"$PROG" import "$FIX/cast_ops.onnx" -o "$TMP/cast.json" >"$TMP/out" 2>"$TMP/err" && grep -q '"to":[[:space:]]*"bfloat16"' "$TMP/cast.json" && grep -q '"from":[[:space:]]*"float16"' "$TMP/cast.json" && "$PROG" run "$TMP/cast.json" --dtype fp16 --quiet >"$TMP/out" 2>"$TMP/err" && ok || bad "casts between float types import and run: $(cat "$TMP/out" "$TMP/err")"
 # nn.MultiheadAttention on the generic path (constant scaling, the -inf mask inside softmax)
 "$PROG" import "$C/mha_block_ts13_opset17.onnx" -o "$TMP/mha.json" --loss mean --check-against "$C/mha_block.ref.npz" >"$TMP/out" 2>"$TMP/err"
 rc=$?

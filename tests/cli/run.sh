@@ -213,6 +213,12 @@ grep -q "cause: attention dropout \`b0_attn\` drew a different mask" "$TMP/out" 
 expect_exit 0 "gradcheck on the GPT decoder" -- "$PROG" gradcheck --samples 4 "$ROOT/cases/gpt_decoder.json"
 expect_exit 0 "gradcheck on the Llama blocks" -- "$PROG" gradcheck --samples 4 "$ROOT/cases/llama_blocks.json"
 expect_exit 0 "gradcheck on the op fixtures" -- "$PROG" gradcheck --samples 8 "$ROOT/tests/fixtures/torch/cases"
+# casts that round are not checkable by finite differences: said so, never counted as passed
+expect_exit 0 "gradcheck on the cast fixture" -- "$PROG" gradcheck --samples 8 "$ROOT/tests/fixtures/torch/cases/cast_ops.json"
+grep -q "h16 (cast) *in0 *- *not checkable by finite differences: a cast to or from float16 rounds" "$TMP/out" && grep -q "fc1.weight *- *not checkable by finite differences: its gradient passes layer h16" "$TMP/out" && grep -q "out.weight *[0-9]" "$TMP/out" && ok || bad "gradcheck names the casts it cannot check and checks the rest: $(cat "$TMP/out")"
+printf '%s' '{"name": "only_casts", "input": {"shape": [2, 3]}, "layers": [{"name": "h", "op": "cast", "to": "float16"}, {"name": "f", "op": "cast", "to": "float32", "from": "float16"}]}' >"$TMP/only_casts.json"
+expect_exit 1 "gradcheck of a case with nothing checkable fails" -- "$PROG" gradcheck "$TMP/only_casts.json"
+grep -q "no gradient of the case can be checked by finite differences" "$TMP/out" && grep -q "^FAIL only_casts" "$TMP/out" && ok || bad "gradcheck says it compared nothing: $(cat "$TMP/out")"
 expect_exit 0 "list shows the new ops" -- "$PROG" list
 grep -q "conv_transpose3d" "$TMP/out" && grep -q "attention" "$TMP/out" && grep -q "rmsnorm" "$TMP/out" && ok || bad "list names conv_transpose3d, attention, rmsnorm"
 expect_exit 0 "dump what a reproduction needs" -- "$PROG" run "$ROOT/tests/fixtures/torch/cases/transformer_ops.json" --dtype fp32 --dump "$TMP/dtr" --dump-optimizer --dump-activation-grads

@@ -1,7 +1,8 @@
 /*
  * The pointwise family's definitions (op_def.h): relu, leaky_relu, gelu, tanh, sigmoid,
  * silu, add, mul, positional, and the unary functions sqrt, rsqrt, reciprocal, exp, log,
- * neg, erf, abs. Element-wise: the output has the first input's shape.
+ * neg, erf, abs; cast between float dtypes. Element-wise: the output has the first input's
+ * shape.
  */
 #include "harness/model/op_rules.h"
 
@@ -11,6 +12,14 @@ static const ck_option_def leaky_relu_options[] = {
 };
 static const ck_option_def gelu_options[] = {
     CK_OPT("approximate", APPROX, gelu_tanh),
+    CK_OPTIONS_END,
+};
+
+/* cast (cases/README.md, `cast`): forward rounds x to `to`, backward rounds dy to `from`,
+ * as PyTorch's x.to(dtype) and its backward; the result is then stored in the run's dtype */
+static const ck_option_def cast_options[] = {
+    CK_OPT("to", FLOAT_DTYPE, cast_to, .required = true),
+    CK_OPT("from", FLOAT_DTYPE, cast_from),
     CK_OPTIONS_END,
 };
 
@@ -95,5 +104,12 @@ const ck_op_def ck_op_defs_pointwise[] = {
     UNARY(CK_OP_NEG, "neg", "-x", NULL),
     UNARY(CK_OP_ERF, "erf", "the error function erf(x)", NULL),
     UNARY(CK_OP_ABS, "abs", "|x| (gradient sign(x), 0 at 0, as PyTorch)", NULL),
+    {.kind = CK_OP_CAST,
+     .spellings = {{"cast", 0,
+                    "x rounded to the float dtype `to` (round to nearest even); the gradient "
+                    "rounded to `from` (as x.to(dtype) in PyTorch)"}},
+     .min_inputs = 1, .max_inputs = 1,
+     .options = cast_options,
+     .backward_reads = CK_BWD_READS_NOTHING}, /* dx = dy rounded to `from` */
 };
 CK_OP_ROWS_COUNT(ck_op_defs_pointwise);
