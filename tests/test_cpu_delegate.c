@@ -1,8 +1,13 @@
 /*
- * The cpu backend's delegated ops and its NaN/Inf count, bit for bit:
+ * The cpu backend's delegated ops, its fp32 layout kernels and its NaN/Inf count, bit for
+ * bit:
  *  - ops without a fast kernel, split into element ranges or samples across threads
  *    (backends/cpu/delegate.c), give the reference backend's bits, forward and backward, in
  *    fp32, fp16 and bf16, with 1, 2 and 3 threads, on shapes large enough to be split;
+ *  - the fp32 kernels for relu, max pooling, concat and nearest upsampling give the
+ *    reference's bits on inputs full of ties, NaNs, signed zeros and Infs, on every ISA
+ *    path the machine has and 1, 2 and 3 threads; so do the fp32 attention and layernorm
+ *    kernels;
  *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
  *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
  *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
@@ -150,6 +155,339 @@ START_TEST(test_delegated_ops_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
+// the fp32 kernels for relu, max pooling, concat and nearest upsampling (pointwise.c,
+// pool.c, shape.c, upsample.c): the reference's bits on every ISA path and thread count,
+// on inputs full of ties, NaNs (the first one in a window wins), signed zeros and Infs
+
+typedef struct {
+    const char *desc;
+    ck_op_kind kind;
+    int nsp, n_in;
+    int k[3], stride[3], scale[3];
+    ck_shape in[2];
+    ck_shape out;
+} layout_row;
+
+static const layout_row layout_rows[] = {
+    {"maxpool2d k2 s2, odd sizes", CK_OP_MAXPOOL, 2, 1, {2, 2}, {2, 2}, {0},
+     {SHAPE_INIT(3, 5, 19, 37)}, SHAPE_INIT(3, 5, 9, 18)},
+    {"maxpool2d k2 s2, 8-wide rows", CK_OP_MAXPOOL, 2, 1, {2, 2}, {2, 2}, {0},
+     {SHAPE_INIT(2, 3, 16, 64)}, SHAPE_INIT(2, 3, 8, 32)},
+    {"maxpool2d k3 s3", CK_OP_MAXPOOL, 2, 1, {3, 3}, {3, 3}, {0}, {SHAPE_INIT(2, 3, 10, 17)},
+     SHAPE_INIT(2, 3, 3, 5)},
+    {"maxpool2d k3 s2 (overlapping: backward delegated)", CK_OP_MAXPOOL, 2, 1, {3, 3}, {2, 2},
+     {0}, {SHAPE_INIT(2, 3, 11, 13)}, SHAPE_INIT(2, 3, 5, 6)},
+    {"maxpool3d k2 s2", CK_OP_MAXPOOL, 3, 1, {2, 2, 2}, {2, 2, 2}, {0},
+     {SHAPE_INIT(2, 2, 6, 9, 20)}, SHAPE_INIT(2, 2, 3, 4, 10)},
+    {"maxpool1d k2 s2", CK_OP_MAXPOOL, 1, 1, {2}, {2}, {0}, {SHAPE_INIT(3, 4, 41)},
+     SHAPE_INIT(3, 4, 20)},
+    {"upsample2d nearest x2", CK_OP_UPSAMPLE, 2, 1, {0}, {0}, {2, 2}, {SHAPE_INIT(3, 5, 7, 9)},
+     SHAPE_INIT(3, 5, 14, 18)},
+    {"upsample2d nearest x3 x1", CK_OP_UPSAMPLE, 2, 1, {0}, {0}, {3, 1},
+     {SHAPE_INIT(2, 3, 5, 6)}, SHAPE_INIT(2, 3, 15, 6)},
+    {"upsample3d nearest x2", CK_OP_UPSAMPLE, 3, 1, {0}, {0}, {2, 2, 2},
+     {SHAPE_INIT(2, 2, 3, 4, 5)}, SHAPE_INIT(2, 2, 6, 8, 10)},
+    {"concat of 2, 150000 elements", CK_OP_CONCAT, 0, 2, {0}, {0}, {0},
+     {SHAPE_INIT(3, 7, 50, 40), SHAPE_INIT(3, 18, 50, 40)}, SHAPE_INIT(3, 25, 50, 40)},
+    {"relu, 100003 elements", CK_OP_RELU, 0, 1, {0}, {0}, {0}, {SHAPE_INIT(7, 14286)},
+     SHAPE_INIT(7, 14286)},
+};
+
+static ck_op_params layout_op(const layout_row *r)
+{
+    ck_op_params p;
+    memset(&p, 0, sizeof p);
+    ck_op_params_default(&p, r->kind, r->nsp);
+    for (int a = 0; a < r->nsp; a++) {
+        if (r->kind == CK_OP_MAXPOOL) {
+            p.kernel[a] = r->k[a];
+            p.stride[a] = r->stride[a];
+        }
+        if (r->kind == CK_OP_UPSAMPLE)
+            p.scale[a] = r->scale[a];
+    }
+    return p;
+}
+
+/* values on a coarse grid (ties in most windows), with NaNs, signed zeros and Infs */
+static ck_tensor *tricky_tensor(const char *name, ck_shape shape, uint32_t stream)
+{
+    ck_tensor *t = tu_tensor_rand(name, CK_F32, shape, 31, stream, true);
+    const int64_t n = ck_shape_numel(&shape);
+    for (int64_t i = 0; i < n; i++) {
+        float *v = (float *)t->data + i;
+        *v = floorf(*v * 2.0f) / 2.0f;
+        const uint32_t h = (uint32_t)(i * 2654435761u + stream * 40503u) >> 24;
+        if (h < 3)
+            *v = NAN;
+        else if (h == 3)
+            *v = -0.0f;
+        else if (h == 4)
+            *v = 0.0f;
+        else if (h == 5)
+            *v = i % 2 ? -INFINITY : INFINITY;
+    }
+    return t;
+}
+
+/* t[0..n_in): inputs, [3]: out, [4]: dout, [5..5+n_in): din */
+static void layout_tensors(const layout_row *r, ck_tensor *t[8])
+{
+    for (int i = 0; i < r->n_in; i++) {
+        t[i] = tricky_tensor("in", r->in[i], (uint32_t)i);
+        t[5 + i] = tricky_tensor("din", r->in[i], 10u + (uint32_t)i);
+    }
+    t[3] = tu_tensor_new("out", CK_F32, r->out);
+    t[4] = tricky_tensor("dout", r->out, 20);
+}
+
+/* the op's forward and backward on b; relu's backward reads the output (as the executor
+ * calls it), once accumulating into din and once with din0_fresh into a second buffer */
+static void layout_run(ck_backend *b, const layout_row *r, ck_tensor *t[8], ck_tensor *fresh)
+{
+    const ck_op_params op = layout_op(r);
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = r->n_in;
+    for (int i = 0; i < r->n_in; i++)
+        io.in[i] = t[i];
+    io.out = t[3];
+    ck_error err = {{0}};
+    ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s forward: %s", r->desc,
+                  err.msg);
+    ck_op_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = t[4];
+    for (int i = 0; i < r->n_in; i++)
+        g.din[i] = t[5 + i];
+    ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s backward: %s",
+                  r->desc, err.msg);
+    if (fresh) {
+        g.din[0] = fresh;
+        g.din0_fresh = true;
+        ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK,
+                      "%s backward (fresh): %s", r->desc, err.msg);
+    }
+}
+
+START_TEST(test_fast_layout_ops_bitwise_ref)
+{
+    const layout_row *r = &layout_rows[_i];
+    const bool relu = r->kind == CK_OP_RELU;
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    ck_tensor *want[8] = {0};
+    layout_tensors(r, want);
+    ck_tensor *want_fresh = relu ? tu_tensor_new("fresh", CK_F32, r->in[0]) : NULL;
+    layout_run(ref, r, want, want_fresh);
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    const int best = (int)cpk_isa_detect();
+    for (int s = 0; s <= best; s++)
+        for (int threads = 1; threads <= 3; threads++) {
+            ck_backend *cpu = make_cpu(threads, isas[s]);
+            ck_tensor *got[8] = {0};
+            layout_tensors(r, got);
+            ck_tensor *got_fresh = relu ? tu_tensor_new("fresh", CK_F32, r->in[0]) : NULL;
+            layout_run(cpu, r, got, got_fresh);
+            for (int k = 3; k < 5 + r->n_in; k++) {
+                if (k == 4)
+                    continue;
+                REQUIRE(memcmp(got[k]->data, want[k]->data, ck_tensor_bytes(want[k])) == 0,
+                        "%s, %s, %d threads: %s differs from ref bitwise", r->desc, isas[s],
+                        threads, k == 3 ? "output" : "input gradient");
+            }
+            if (relu)
+                REQUIRE(memcmp(got_fresh->data, want_fresh->data, ck_tensor_bytes(want_fresh)) == 0,
+                        "%s, %s, %d threads: the fresh input gradient differs from ref", r->desc,
+                        isas[s], threads);
+            for (int k = 0; k < 8; k++)
+                tu_tensor_free(got[k]);
+            tu_tensor_free(got_fresh);
+            cpu->destroy(cpu);
+        }
+    for (int k = 0; k < 8; k++)
+        tu_tensor_free(want[k]);
+    tu_tensor_free(want_fresh);
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// the fp32 attention kernel (backends/cpu/attention.c): the reference's bits on every ISA
+// path and thread count, causal or not, square or not, vector-wide or not
+
+typedef struct {
+    const char *desc;
+    int64_t N, Lq, Lk, H, Dk, Dv;
+    bool causal;
+    bool missing_dq; /* backward without a gradient for q */
+} attn_row;
+
+static const attn_row attn_rows[] = {
+    {"causal, 3 heads of 16", 2, 37, 37, 3, 16, 16, true, false},
+    {"cross, 2 heads, Dk 13 Dv 9", 3, 11, 22, 2, 13, 9, false, false},
+    {"causal, Lk < Lq, no dq", 2, 9, 6, 1, 8, 24, true, true},
+};
+
+START_TEST(test_attention_bitwise_ref)
+{
+    const attn_row *r = &attn_rows[_i];
+    ck_op_params op;
+    memset(&op, 0, sizeof op);
+    ck_op_params_default(&op, CK_OP_ATTENTION, 0);
+    op.heads = (int)r->H;
+    op.causal = r->causal;
+    const ck_shape sh[4] = {SHAPE(r->N, r->Lq, r->H * r->Dk), SHAPE(r->N, r->Lk, r->H * r->Dk),
+                            SHAPE(r->N, r->Lk, r->H * r->Dv), SHAPE(r->N, r->Lq, r->H * r->Dv)};
+    ck_tensor *init[8] = {0}, *want[8] = {0}; /* every run starts from init */
+    for (int i = 0; i < 3; i++) {
+        init[i] = tu_tensor_rand("in", CK_F32, sh[i], 41, (uint32_t)i, true);
+        init[5 + i] = tu_tensor_rand("din", CK_F32, sh[i], 42, (uint32_t)i, false);
+    }
+    init[3] = tu_tensor_new("out", CK_F32, sh[3]);
+    init[4] = tu_tensor_rand("dout", CK_F32, sh[3], 43, 0, true);
+    for (int k = 0; k < 8; k++)
+        want[k] = tu_tensor_new("want", CK_F32, init[k]->shape);
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    for (int s = -1; s <= (int)cpk_isa_detect(); s++)
+        for (int threads = 1; threads <= (s < 0 ? 1 : 3); threads++) {
+            ck_backend *b = s < 0 ? ref : make_cpu(threads, isas[s]);
+            ck_tensor *t[8];
+            for (int k = 0; k < 8; k++) {
+                t[k] = tu_tensor_new("t", CK_F32, init[k]->shape);
+                memcpy(t[k]->data, init[k]->data, ck_tensor_bytes(init[k]));
+            }
+            ck_fwd_args args;
+            memset(&args, 0, sizeof args);
+            ck_op_io io;
+            memset(&io, 0, sizeof io);
+            io.n_in = 3;
+            io.in[0] = t[0], io.in[1] = t[1], io.in[2] = t[2];
+            io.out = t[3];
+            ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc,
+                          err.msg);
+            ck_op_grads g;
+            memset(&g, 0, sizeof g);
+            g.dout = t[4];
+            g.din[0] = r->missing_dq ? NULL : t[5];
+            g.din[1] = t[6], g.din[2] = t[7];
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s: %s",
+                          r->desc, err.msg);
+            if (s < 0) { /* the reference's results are the ones to match */
+                for (int k = 3; k < 8; k++)
+                    memcpy(want[k]->data, t[k]->data, ck_tensor_bytes(t[k]));
+            } else {
+                for (int k = 3; k < 8; k++)
+                    REQUIRE(k == 4 || memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
+                            "attention %s, %s, %d threads: %s differs from ref bitwise", r->desc,
+                            isas[s], threads, k == 3 ? "output" : k == 5 ? "dq" : k == 6 ? "dk" : "dv");
+                b->destroy(b);
+            }
+            for (int k = 0; k < 8; k++)
+                tu_tensor_free(t[k]);
+        }
+    for (int k = 0; k < 8; k++) {
+        tu_tensor_free(init[k]);
+        tu_tensor_free(want[k]);
+    }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// the fp32 layernorm kernel (backends/cpu/norm.c): the reference's bits, with and without
+// weight and bias, with fp32 and fp64 saved statistics, 1-3 threads
+
+typedef struct {
+    const char *desc;
+    ck_shape x;
+    int n_norm;
+    bool affine;
+    ck_dtype saved;
+} ln_row;
+
+static const ln_row ln_rows[] = {
+    {"rows of 150, affine, fp32 saved", SHAPE_INIT(3, 13, 150), 1, true, CK_F32},
+    {"rows of 2 x 10, no affine, fp64 saved", SHAPE_INIT(5, 7, 2, 10), 2, false, CK_F64},
+};
+
+START_TEST(test_layernorm_bitwise_ref)
+{
+    const ln_row *r = &ln_rows[_i];
+    ck_op_params op;
+    memset(&op, 0, sizeof op);
+    ck_op_params_default(&op, CK_OP_LAYERNORM, 0);
+    op.n_norm = r->n_norm;
+    int64_t D = 1;
+    for (int d = r->x.ndim - r->n_norm; d < r->x.ndim; d++)
+        D *= r->x.dim[d];
+    const int64_t N = ck_shape_numel(&r->x) / D;
+    /* [0] x, [1] weight, [2] bias, [3] out, [4] saved, [5] dout, [6] dx, [7] dw, [8] db */
+    ck_tensor *init[9] = {
+        tu_tensor_rand("x", CK_F32, r->x, 51, 0, true),
+        r->affine ? tu_tensor_rand("w", CK_F32, SHAPE(D), 51, 1, true) : NULL,
+        r->affine ? tu_tensor_rand("b", CK_F32, SHAPE(D), 51, 2, true) : NULL,
+        tu_tensor_new("out", CK_F32, r->x),
+        tu_tensor_new("saved", r->saved, SHAPE(2, N)),
+        tu_tensor_rand("dout", CK_F32, r->x, 51, 3, true),
+        tu_tensor_rand("dx", CK_F32, r->x, 51, 4, true),
+        r->affine ? tu_tensor_rand("dw", CK_F32, SHAPE(D), 51, 5, true) : NULL,
+        r->affine ? tu_tensor_rand("db", CK_F32, SHAPE(D), 51, 6, true) : NULL,
+    };
+    ck_tensor *want[9] = {0};
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    for (int threads = 0; threads <= 3; threads++) { /* 0: the reference */
+        ck_backend *b = threads == 0 ? ref : make_cpu(threads, NULL);
+        ck_tensor *t[9] = {0};
+        for (int k = 0; k < 9; k++)
+            if (init[k]) {
+                t[k] = tu_tensor_new("t", init[k]->dtype, init[k]->shape);
+                memcpy(t[k]->data, init[k]->data, ck_tensor_bytes(init[k]));
+            }
+        ck_fwd_args args;
+        memset(&args, 0, sizeof args);
+        ck_op_io io;
+        memset(&io, 0, sizeof io);
+        io.n_in = 1;
+        io.in[0] = t[0], io.weight = t[1], io.bias = t[2], io.out = t[3], io.saved = t[4];
+        ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc, err.msg);
+        ck_op_grads g;
+        memset(&g, 0, sizeof g);
+        g.dout = t[5], g.din[0] = t[6], g.dweight = t[7], g.dbias = t[8];
+        ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s: %s", r->desc,
+                      err.msg);
+        for (int k = 3; k < 9; k++) {
+            if (!t[k] || k == 5)
+                continue;
+            if (threads == 0)
+                want[k] = t[k], t[k] = NULL;
+            else
+                REQUIRE(memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
+                        "layernorm %s, %d threads: tensor %d differs from ref bitwise", r->desc,
+                        threads, k);
+        }
+        for (int k = 0; k < 9; k++)
+            tu_tensor_free(t[k]);
+        if (threads > 0)
+            b->destroy(b);
+    }
+    for (int k = 0; k < 9; k++) {
+        tu_tensor_free(init[k]);
+        tu_tensor_free(want[k]);
+    }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
 // NaN/Inf counts where the tensor lives
 
 /* plants a NaN (kind 0) or an Inf (kind 1, sign by index) at element i */
@@ -210,6 +548,9 @@ Suite *suite_cpu_delegate(void)
     TCase *k = tcase_create("delegate");
     tcase_set_timeout(k, 120);
     tcase_add_loop_test(k, test_delegated_ops_bitwise_ref, 0, COUNT(delegate_rows));
+    tcase_add_loop_test(k, test_fast_layout_ops_bitwise_ref, 0, COUNT(layout_rows));
+    tcase_add_loop_test(k, test_attention_bitwise_ref, 0, COUNT(attn_rows));
+    tcase_add_loop_test(k, test_layernorm_bitwise_ref, 0, COUNT(ln_rows));
     tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
     suite_add_tcase(s, k);
     return s;

@@ -74,6 +74,9 @@ static const corpus_row rows[] = {
     {"mha_block_dynamo", "mha_block", "mean", LOST, DROP_LINE},
     {"sdpa_block_ts2_opset17", "sdpa_block", "mean", LOST, DROP_LINE},
     {"sdpa_block_dynamo", "sdpa_block", "mean", LOST, DROP_LINE},
+    /* the same SDPA block without attention dropout: nothing is lost, so it imports */
+    {"sdpa_nodrop_block_ts2_opset17", "sdpa_nodrop_block", "mean", FAITHFUL, NULL},
+    {"sdpa_nodrop_block_dynamo", "sdpa_nodrop_block", "mean", FAITHFUL, NULL},
     /* nn.LayerNorm below opset 17 (ReduceMean/Sub/Pow/.../Div/Mul/Add): the LayerNorm pattern */
     {"ln_block_ts13_opset14", "ln_block", "mean", FAITHFUL, NULL},
     {"ln_block_ts2_opset14", "ln_block", "mean", FAITHFUL, NULL},

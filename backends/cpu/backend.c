@@ -1,6 +1,8 @@
 /*
  * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
- * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c). Every other op,
+ * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c), fp32 max pooling,
+ * concat and nearest upsampling (pool.c, shape.c, upsample.c), fp32 attention without
+ * dropout (attention.c) and fp32 layernorm (norm.c). Every other op,
  * the losses, the optimizer and dtype conversion are the reference backend's own entry
  * points (backends/ref/ref_ops.h), called directly (split into slices across threads where
  * an op never mixes them: delegate.c), so they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
@@ -49,6 +51,14 @@ static const struct {
     [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward},
     /* relu in fp32 here; the other activations go on to the reference */
     [CK_OP_RELU] = {cpu_pointwise_forward, cpu_pointwise_backward},
+    /* fp32 max pooling, concat, nearest upsampling; other cases go on to the reference */
+    [CK_OP_MAXPOOL] = {cpu_pool_forward, cpu_pool_backward},
+    [CK_OP_CONCAT] = {cpu_shape_forward, cpu_shape_backward},
+    [CK_OP_UPSAMPLE] = {cpu_upsample_forward, cpu_upsample_backward},
+    /* attention in fp32 without dropout, the reference's double arithmetic by head */
+    [CK_OP_ATTENTION] = {cpu_attention_forward, cpu_attention_backward},
+    /* layernorm in fp32, the reference's double arithmetic by rows and columns */
+    [CK_OP_LAYERNORM] = {cpu_norm_forward, cpu_norm_backward},
 };
 
 static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -123,12 +133,30 @@ static void *cpu_get_proc(ck_backend *b, const char *name)
     return u.p;
 }
 
+static ck_status cpu_alloc(ck_backend *b, size_t bytes, void **ptr, ck_error *err)
+{
+    return cpu_mem_alloc(ctx_of(b)->blocks, bytes, ptr, err);
+}
+
+static void cpu_free(ck_backend *b, void *ptr)
+{
+    cpu_mem_free(ctx_of(b)->blocks, ptr);
+}
+
+static ck_status cpu_zero(ck_backend *b, ck_tensor *t, ck_error *err)
+{
+    (void)err;
+    cpu_mem_zero(ctx_of(b)->pool, t->data, ck_tensor_bytes(t));
+    return CK_OK;
+}
+
 static void cpu_destroy(ck_backend *b)
 {
     if (!b)
         return;
     cpu_backend *cb = b->impl;
     cpk_pool_destroy(cb->ctx.pool);
+    cpu_block_cache_destroy(cb->ctx.blocks);
     free(cb);
 }
 
@@ -176,7 +204,12 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
         return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
     cb->ctx.threads = threads;
     cb->ctx.isa = want;
+    if (!(cb->ctx.blocks = cpu_block_cache_create())) {
+        free(cb);
+        return ck_fail(err, CK_ERR_NOMEM, "out of memory creating the cpu backend");
+    }
     if (!(cb->ctx.pool = cpk_pool_create(threads))) {
+        cpu_block_cache_destroy(cb->ctx.blocks);
         free(cb);
         return ck_fail(err, CK_ERR_NOMEM, "cpu backend: cannot start %d threads", threads);
     }
@@ -184,6 +217,9 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->name = "cpu";
     b->impl = cb;
     ck_host_memory_install(b);
+    b->alloc = cpu_alloc; /* host memory that keeps freed blocks for reuse (memory.c) */
+    b->free = cpu_free;
+    b->zero = cpu_zero;
     b->calibration_round = cpu_round_for_calibration;
     b->supports = cpu_supports;
     b->forward = cpu_forward;

@@ -730,9 +730,10 @@ static void dw_task(void *vctx, int64_t task, int tid)
     const cpk_conv_geom *g = j->g;
     const int64_t K0 = g->k[0], K1 = g->k[1], K2 = g->k[2], kvol = K0 * K1 * K2;
     const int64_t tk = K1 / j->taps_per_task; /* tasks along kh */
-    const int64_t k1s = task % tk * j->taps_per_task, k0 = task / tk % K0,
-                  c = task / tk / K0 % g->C;
-    const int64_t f0 = task / tk / K0 / g->C * 4;
+    /* consecutive tasks share c and take the next block of F: the x plane of c stays in L2
+     * while the dy blocks (F planes, fewer than C x planes in a decoder) come from L3 */
+    const int64_t k1s = task % tk * j->taps_per_task, k0 = task / tk % K0;
+    const int64_t f0 = task / tk / K0 % j->fblocks * 4, c = task / tk / K0 / j->fblocks;
     const int fb = (int)(g->F - f0 < 4 ? g->F - f0 : 4);
     const int64_t oplane = vol3(g->out), pplane = vol3(j->P);
     const int64_t xrow = g->stride[1] * j->P[2]; /* between the input rows of o1, o1 + 1 */
@@ -819,12 +820,18 @@ static void dw_task_tap(const dw_job *j, int64_t f0, int fb, int64_t c, int64_t 
     }
 }
 
+/* planes (output positions per sample and output depth) up to this size run tap by tap: their four
+ * dy planes stay in L1, and the 4x3 kernel's 12 accumulators stay in registers, where the
+ * three taps' 36 would be stored and reloaded per row */
+#define DW_TAP_BY_TAP_MAX_PLANE 1024
+
 bool cpk_conv_backward_weight(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const float *dy,
                              const float *x, double *dw_total)
 {
     /* all three kh taps in one task where the 4x3x3 kernel applies (by shape alone; the
      * portable path runs the same tasks tap by tap, with the same bits) */
-    const bool taps3 = g->k[1] == 3 && g->k[2] == 3 && g->stride[2] == 1 && g->F % 4 == 0;
+    const bool taps3 = g->k[1] == 3 && g->k[2] == 3 && g->stride[2] == 1 && g->F % 4 == 0 &&
+                       g->out[1] * g->out[2] > DW_TAP_BY_TAP_MAX_PLANE;
     dw_job j = {.g = g, .isa = isa, .dy = dy, .dw = dw_total, .fblocks = (g->F + 3) / 4,
                 .taps_per_task = taps3 ? 3 : 1};
     for (int a = 0; a < 3; a++)
@@ -844,17 +851,41 @@ typedef struct {
     double *out;
 } csum_job;
 
-static void csum_task(void *vctx, int64_t c, int tid)
+#define CSUM_GROUP 8 /* channels per task: their chains interleave, hiding the add latency */
+
+static void csum_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const csum_job *j = vctx;
-    double acc = 0.0;
+    const int64_t c0 = task * CSUM_GROUP;
+    const int cb = (int)(j->Cn - c0 < CSUM_GROUP ? j->Cn - c0 : CSUM_GROUP);
+    double acc[CSUM_GROUP] = {0};
     for (int64_t n = 0; n < j->N; n++) {
-        const float *r = j->t + (n * j->Cn + c) * j->P;
-        for (int64_t i = 0; i < j->P; i++)
-            acc += (double)r[i];
+        const float *r = j->t + (n * j->Cn + c0) * j->P;
+        if (cb == CSUM_GROUP) { /* eight named chains: an array stayed in memory at -O2 */
+            const int64_t P = j->P;
+            double a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+            double a4 = acc[4], a5 = acc[5], a6 = acc[6], a7 = acc[7];
+            for (int64_t i = 0; i < P; i++) {
+                a0 += (double)r[i];
+                a1 += (double)r[P + i];
+                a2 += (double)r[2 * P + i];
+                a3 += (double)r[3 * P + i];
+                a4 += (double)r[4 * P + i];
+                a5 += (double)r[5 * P + i];
+                a6 += (double)r[6 * P + i];
+                a7 += (double)r[7 * P + i];
+            }
+            acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+            acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+            continue;
+        }
+        for (int c = 0; c < cb; c++)
+            for (int64_t i = 0; i < j->P; i++)
+                acc[c] += (double)r[c * j->P + i];
     }
-    j->out[c] = acc;
+    for (int c = 0; c < cb; c++)
+        j->out[c0 + c] = acc[c];
 }
 
 void cpk_channel_sums(cpk_pool *p, cpk_isa isa, const float *t, int64_t N, int64_t Cn, int64_t P,
@@ -862,5 +893,5 @@ void cpk_channel_sums(cpk_pool *p, cpk_isa isa, const float *t, int64_t N, int64
 {
     (void)isa;
     csum_job j = {t, N, Cn, P, out};
-    cpk_parallel(p, Cn, csum_task, &j);
+    cpk_parallel(p, (Cn + CSUM_GROUP - 1) / CSUM_GROUP, csum_task, &j);
 }

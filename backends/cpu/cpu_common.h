@@ -22,10 +22,14 @@
 /* the backend's name in the shared checks' messages (backends/check/check.h) */
 #define CPU_BE "cpu"
 
+/* freed tensor blocks kept for reuse (memory.c) */
+typedef struct cpu_block_cache cpu_block_cache;
+
 typedef struct {
     cpk_pool *pool;
     cpk_isa isa;
     int threads;
+    cpu_block_cache *blocks;
 } cpu_ctx;
 
 #define CPU_OP_DECL(fam)                                                                   \
@@ -38,6 +42,11 @@ typedef struct {
 CPU_OP_DECL(linear)     /* CK_OP_LINEAR: packed SGEMM */
 CPU_OP_DECL(conv)       /* CK_OP_CONV: direct or implicit-GEMM convolution */
 CPU_OP_DECL(pointwise)  /* relu fp32 multi-threaded; the rest delegated to ref */
+CPU_OP_DECL(pool)       /* CK_OP_MAXPOOL fp32 unpadded; the rest delegated */
+CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
+CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */
+CPU_OP_DECL(attention)  /* CK_OP_ATTENTION fp32 without dropout; the rest delegated */
+CPU_OP_DECL(norm)       /* CK_OP_LAYERNORM fp32; the rest delegated */
 
 #undef CPU_OP_DECL
 
@@ -54,6 +63,15 @@ ck_status cpu_delegate_backward(const cpu_ctx *c, const ck_op_params *op,
 bool cpu_count_nonfinite_with(cpk_pool *pool, cpk_isa isa, ck_dtype dt, int64_t n,
                               const void *data, int64_t *nan, int64_t *inf, int64_t *first,
                               bool *first_nan);
+
+/* ---- tensor memory (memory.c): host memory whose freed blocks of 256 KiB to 64 MiB are
+ * kept, up to 64 MiB in all, for the next request of the same size ---- */
+cpu_block_cache *cpu_block_cache_create(void); /* NULL on out-of-memory */
+void cpu_block_cache_destroy(cpu_block_cache *c);
+ck_status cpu_mem_alloc(cpu_block_cache *c, size_t bytes, void **ptr, ck_error *err);
+void cpu_mem_free(cpu_block_cache *c, void *ptr);
+/* memset(p, 0, bytes) split across the pool's threads */
+void cpu_mem_zero(cpk_pool *pool, void *p, size_t bytes);
 
 /* ---- fp32 views of float tensors ---- */
 

@@ -413,6 +413,8 @@ typedef struct {
     cpk_isa isa;
     /* current block */
     int64_t j0, nc, k0, kc;
+    int64_t kcb;       /* the k block size */
+    const float *afull; /* fused: A packed once for every k block (block at k0: Mr * k0) */
     float *bpack;
     int64_t mb, mblocks, pspan, nspans; /* task = (M block, span of pspan panels) */
     float **apack; /* per thread */
@@ -484,6 +486,48 @@ static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel
         memcpy(c + r * j->ldc, tile + r * NR, (size_t)cols * sizeof *c);
 }
 
+/* fused (one M block): the B panels p0..p1 of the current column and k block, each packed
+ * (or read in place) by this task right before use, where it stays in L1 for the A
+ * micro-panels that follow, instead of in a shared pass through L3 */
+static void fused_panels(const gemm_job *j, const float *ap, int64_t p0, int64_t p1, int tid)
+{
+    const int NR = j->uk.nr, MR = j->uk.mr;
+    const bool load = j->accumulate || j->k0 > 0;
+    float *bp = j->bpanel[tid];
+    for (int64_t pn = p0; pn < p1; pn++) {
+        const int64_t jp = pn * NR;
+        const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
+        /* B read where it lies when the source can say so, else packed here */
+        const float *brows = j->s->bpanel && cols == NR
+                                 ? j->s->bpanel(j->s->packB_ctx, j->j0 + jp, NR)
+                                 : NULL;
+        if (!brows)
+            pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
+        for (int64_t ip = 0; ip < j->M; ip += MR) {
+            const int64_t rows = j->M - ip < MR ? j->M - ip : MR;
+            run_tile(j, ap + ip * j->kc, bp, brows, j->C + ip * j->ldc + j->j0 + jp, ip, rows,
+                     cols, load);
+        }
+    }
+}
+
+/* fused: one task is a span of B panels over the whole of N and runs every k block over it
+ * in order (one parallel phase per call instead of one per column and k block: a phase's
+ * last task no longer leaves the other threads waiting dozens of times per convolution) */
+static void fused_task(void *vctx, int64_t task, int tid)
+{
+    const gemm_job *j = vctx;
+    const int64_t npanels = (j->N + j->uk.nr - 1) / j->uk.nr;
+    const int64_t p0 = task * j->pspan, p1 = p0 + j->pspan < npanels ? p0 + j->pspan : npanels;
+    const int64_t Mr = (j->M + j->uk.mr - 1) / j->uk.mr * j->uk.mr;
+    gemm_job jk = *j;
+    for (int64_t k0 = 0; k0 < j->K; k0 += j->kcb) {
+        jk.k0 = k0;
+        jk.kc = j->K - k0 < j->kcb ? j->K - k0 : j->kcb;
+        fused_panels(&jk, j->afull + Mr * k0, p0, p1, tid);
+    }
+}
+
 static void gemm_task(void *vctx, int64_t task, int tid)
 {
     gemm_job *j = vctx;
@@ -496,27 +540,6 @@ static void gemm_task(void *vctx, int64_t task, int tid)
     const bool load = j->accumulate || j->k0 > 0;
     float *ap = j->apack[tid];
     pack_A(j->s, i0, mb, j->k0, j->kc, MR, ap);
-    if (j->fused) {
-        /* each B panel is used by this task alone: pack it here, where it stays in L1
-         * for the A micro-panels that follow, instead of in a shared pass through L3 */
-        float *bp = j->bpanel[tid];
-        for (int64_t pn = p0; pn < p1; pn++) {
-            const int64_t jp = pn * NR;
-            const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-            /* B read where it lies when the source can say so, else packed here */
-            const float *brows = j->s->bpanel && cols == NR
-                                     ? j->s->bpanel(j->s->packB_ctx, j->j0 + jp, NR)
-                                     : NULL;
-            if (!brows)
-                pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
-            for (int64_t ip = 0; ip < mb; ip += MR) {
-                const int64_t rows = mb - ip < MR ? mb - ip : MR;
-                run_tile(j, ap + ip * j->kc, bp, brows,
-                         j->C + (i0 + ip) * j->ldc + j->j0 + jp, i0 + ip, rows, cols, load);
-            }
-        }
-        return;
-    }
     for (int64_t ip = 0; ip < mb; ip += MR) {
         const int64_t rows = mb - ip < MR ? mb - ip : MR;
         const float *apanel = ap + ip * j->kc;
@@ -528,6 +551,18 @@ static void gemm_task(void *vctx, int64_t task, int tid)
                      load);
         }
     }
+}
+
+/* spans of at most SPAN_COLS columns over npanels panels, and enough tasks (with mblocks M
+ * blocks) to keep every thread busy: sets j->nspans and j->pspan */
+static void plan_spans(gemm_job *j, int64_t npanels, int T)
+{
+    const int NR = j->uk.nr;
+    j->nspans = (npanels * NR + SPAN_COLS - 1) / SPAN_COLS;
+    while (j->mblocks * j->nspans < 4 * T && j->nspans < npanels)
+        j->nspans++;
+    j->pspan = (npanels + j->nspans - 1) / j->nspans;
+    j->nspans = (npanels + j->pspan - 1) / j->pspan;
 }
 
 static float *alloc_floats(int64_t n)
@@ -567,26 +602,37 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     j.bpack = alloc_floats(j.fused ? 1 : (ncmax + NR) * kcmax);
     bool ok = j.bpack != NULL;
     for (int t = 0; t < T; t++) {
-        ok = (apack[t] = ok ? alloc_floats(j.mb * kcmax) : NULL) != NULL && ok;
-        bpanel[t] = NULL;
-        if (j.fused)
+        apack[t] = bpanel[t] = NULL; /* fused: A is packed once (afull below) */
+        if (!j.fused)
+            ok = (apack[t] = ok ? alloc_floats(j.mb * kcmax) : NULL) != NULL && ok;
+        else
             ok = (bpanel[t] = ok ? alloc_floats(NR * kcmax) : NULL) != NULL && ok;
     }
-    for (int64_t j0 = 0; ok && j0 < N; j0 += NC) {
+    j.kcb = kcb;
+    if (ok && j.fused) {
+        /* A (at most MC rows) packed once, by the caller, for every task and k block */
+        const int64_t Mr = (M + MR - 1) / MR * MR;
+        float *afull = alloc_floats(Mr * K);
+        ok = afull != NULL;
+        for (int64_t k0 = 0; ok && k0 < K; k0 += kcb)
+            pack_A(s, 0, M, k0, K - k0 < kcb ? K - k0 : kcb, MR, afull + Mr * k0);
+        j.afull = afull;
+        j.j0 = 0;
+        j.nc = N;
+        plan_spans(&j, (N + NR - 1) / NR, T);
+        if (ok)
+            cpk_parallel(p, j.nspans, fused_task, &j);
+        free(afull);
+    }
+    for (int64_t j0 = 0; ok && !j.fused && j0 < N; j0 += NC) {
         j.j0 = j0;
         j.nc = N - j0 < NC ? N - j0 : NC;
         const int64_t npanels = (j.nc + NR - 1) / NR;
-        /* spans of at most SPAN_COLS columns, and enough tasks to keep every thread busy */
-        j.nspans = (npanels * NR + SPAN_COLS - 1) / SPAN_COLS;
-        while (j.mblocks * j.nspans < 4 * T && j.nspans < npanels)
-            j.nspans++;
-        j.pspan = (npanels + j.nspans - 1) / j.nspans;
-        j.nspans = (npanels + j.pspan - 1) / j.pspan;
+        plan_spans(&j, npanels, T);
         for (int64_t k0 = 0; k0 < K; k0 += kcb) {
             j.k0 = k0;
             j.kc = K - k0 < kcb ? K - k0 : kcb;
-            if (!j.fused)
-                cpk_parallel(p, (npanels + PACKB_GROUP - 1) / PACKB_GROUP, packB_task, &j);
+            cpk_parallel(p, (npanels + PACKB_GROUP - 1) / PACKB_GROUP, packB_task, &j);
             cpk_parallel(p, j.mblocks * j.nspans, gemm_task, &j);
         }
     }

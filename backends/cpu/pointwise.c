@@ -12,6 +12,12 @@
 
 #include "harness/core/half.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPK_X86 1
+#else
+#define CPK_X86 0
+#endif
 
 #define ELEMS_PER_TASK 16384
 
@@ -23,7 +29,37 @@ typedef struct {
     const uint16_t *hx, *hdy;
     uint16_t *hy, *hdx;
     bool fresh; /* ck_op_grads.din0_fresh: dx starts as +0 and may be dy's buffer */
+    cpk_isa isa;
 } relu_job;
+
+#if CPK_X86
+/* fp32 relu on 8 lanes: the scalar loops' very operations (a compare that is false for
+ * NaN, then the select; backward one multiply by 0 or 1 and one add), branch-free, so
+ * every element gets the scalar code's bits. Returns how many elements it did. */
+__attribute__((target("avx2"))) static int64_t relu_fwd_avx2(const float *x, float *y, int64_t n)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(y + i, _mm256_andnot_ps(_mm256_cmp_ps(v, zero, _CMP_LE_OQ), v));
+    }
+    return i;
+}
+
+__attribute__((target("avx2"))) static int64_t relu_bwd_avx2(const float *y, const float *dy,
+                                                             float *dx, int64_t n, bool fresh)
+{
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 m = _mm256_andnot_ps(_mm256_cmp_ps(_mm256_loadu_ps(y + i), zero, _CMP_LE_OQ), one);
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(dy + i), m);
+        _mm256_storeu_ps(dx + i, _mm256_add_ps(fresh ? zero : _mm256_loadu_ps(dx + i), v));
+    }
+    return i;
+}
+#endif
 
 static inline double ld16(ck_dtype dt, uint16_t h)
 {
@@ -48,7 +84,12 @@ static void relu_fwd_task(void *vctx, int64_t task, int tid)
         }
         return;
     }
-    for (int64_t i = i0; i < i1; i++)
+    int64_t i = i0;
+#if CPK_X86
+    if (j->isa != CPK_ISA_PORTABLE)
+        i += relu_fwd_avx2(j->x + i0, j->y + i0, i1 - i0);
+#endif
+    for (; i < i1; i++)
         j->y[i] = j->x[i] <= 0.0f ? 0.0f : j->x[i];
 }
 
@@ -66,12 +107,17 @@ static void relu_bwd_task(void *vctx, int64_t task, int tid)
         }
         return;
     }
+    int64_t i = i0;
+#if CPK_X86
+    if (j->isa != CPK_ISA_PORTABLE)
+        i += relu_bwd_avx2(j->x + i0, j->dy + i0, j->dx + i0, i1 - i0, j->fresh);
+#endif
     if (j->fresh) { /* +0 + v: what a zeroed dx gives (-0 becomes +0), dx may be dy */
-        for (int64_t i = i0; i < i1; i++)
+        for (; i < i1; i++)
             j->dx[i] = 0.0f + j->dy[i] * (j->x[i] <= 0.0f ? 0.0f : 1.0f);
         return;
     }
-    for (int64_t i = i0; i < i1; i++)
+    for (; i < i1; i++)
         j->dx[i] = j->dx[i] + j->dy[i] * (j->x[i] <= 0.0f ? 0.0f : 1.0f);
 }
 
@@ -97,7 +143,7 @@ ck_status cpu_pointwise_forward(const cpu_ctx *c, const ck_op_params *op,
         return ref_op_forward(op, args, io, err);
     relu_job j = {.x = io->in[0]->data, .y = io->out->data,
                   .n = ck_shape_numel(&io->in[0]->shape), .dt = dt,
-                  .hx = io->in[0]->data, .hy = io->out->data};
+                  .hx = io->in[0]->data, .hy = io->out->data, .isa = c->isa};
     cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_fwd_task, &j);
     return CK_OK;
 }
@@ -118,7 +164,8 @@ ck_status cpu_pointwise_backward(const cpu_ctx *c, const ck_op_params *op,
         return ref_op_backward(op, args, io, g, err);
     relu_job j = {.x = io->out->data, .dy = g->dout->data, .dx = g->din[0]->data,
                   .n = ck_shape_numel(&io->in[0]->shape), .dt = dt, .hx = io->out->data,
-                  .hdy = g->dout->data, .hdx = g->din[0]->data, .fresh = g->din0_fresh};
+                  .hdy = g->dout->data, .hdx = g->din[0]->data, .fresh = g->din0_fresh,
+                  .isa = c->isa};
     cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, relu_bwd_task, &j);
     return CK_OK;
 }

@@ -76,7 +76,8 @@ for spec in "bad_weight_shape:\`conv.weight\` has shape [4, 3, 3, 3], the case n
             "bad_repeated_perm:layers[1] (perm): permute: dims repeats dim 1" \
             "bad_pool_window:layers[1] (pool): pool window 8 is larger than the input 4" \
             "bad_bound_twice:the value \`r\` is produced more than once" \
-            "bad_fold_perm:node \`fold_perm\` (Transpose): folding constants: Transpose perm repeats dim 1"; do
+            "bad_fold_perm:node \`fold_perm\` (Transpose): folding constants: Transpose perm repeats dim 1" \
+            "bad_reducemean_no_input:node \`/ln/ReduceMean_1\` (ReduceMean): its input is produced by no supported node"; do
     m=${spec%%:*}
     frag=${spec#*:}
     rm -rf "$TMP/bad" && mkdir "$TMP/bad"
