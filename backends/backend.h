@@ -58,12 +58,25 @@ typedef struct {
 } ck_op_grads;
 
 /* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda):
- * the element-wise activations that run through each backend's one activation kernel, and
- * add. A backend that adds its own kernel for one of these must honour the flag too. */
+ * the element-wise activations that run through each backend's one activation kernel, gelu
+ * (exact there, the tanh approximation in the wide kernels) and silu, and add. A backend
+ * that adds its own kernel for one of these must honour the flag too. */
 static inline bool ck_backward_writes_fresh(ck_op_kind kind)
 {
     return kind == CK_OP_RELU || kind == CK_OP_LEAKY_RELU || kind == CK_OP_TANH ||
-           kind == CK_OP_SIGMOID || kind == CK_OP_ADD;
+           kind == CK_OP_SIGMOID || kind == CK_OP_GELU || kind == CK_OP_SILU ||
+           kind == CK_OP_ADD;
+}
+
+/* The ops whose input gradient does not read their input: linear, conv and conv_transpose
+ * (dx from dy and W; only dW reads x). Their backward may be called with any of din[0],
+ * dweight and dbias NULL, each gradient's bits the same whichever others are requested, and
+ * with in[0]'s data NULL when only din[0] is requested. The executor uses this to write an
+ * input's gradient over the input's own buffer once the weight gradient has read it: one
+ * call for dweight/dbias, the buffer zeroed, one call for din[0] (harness/engine/executor.c). */
+static inline bool ck_backward_dx_over_input(ck_op_kind kind)
+{
+    return kind == CK_OP_LINEAR || kind == CK_OP_CONV || kind == CK_OP_CONV_TRANSPOSE;
 }
 
 typedef struct {

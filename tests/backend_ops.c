@@ -754,6 +754,66 @@ static void run_fp64_gradcheck(bo_ctx *c, int index)
     free(res);
 }
 
+/* Whether the tested backend's tensors a and b hold the same bytes. */
+static bool same_bytes(ck_backend *b, const ck_tensor *x, const ck_tensor *y)
+{
+    void *hx = fetch(b, x), *hy = fetch(b, y);
+    bool same = hx && hy && memcmp(hx, hy, ck_tensor_bytes(x)) == 0;
+    free(hx);
+    free(hy);
+    return same;
+}
+
+/* ck_backward_dx_over_input (backend.h) on the tested backend: one backward computing dx,
+ * dW and db against two, dW and db without dx, then dx alone with the input hidden, from
+ * the same values. Every gradient must have the same bits. */
+static void run_split_backward(bo_ctx *c, int index, ck_dtype dt)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    if (!ck_backward_dx_over_input(r->op.kind) || r->n_in != 1 ||
+        !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
+        return;
+    const bo_dtypes d = bo_dtypes_of(dt);
+    const uint64_t seed = 5000 + 97 * (uint64_t)index;
+    char prefix[2][64];
+    call k[2];
+    memset(k, 0, sizeof k);
+    bool ok = true;
+    for (int w = 0; w < 2 && ok; w++) {
+        snprintf(prefix[w], sizeof prefix[w], "op%02d.split.%s.%s", index, ck_dtype_name(dt),
+                 w ? "parts" : "whole");
+        ok = call_inputs(c, r, &nd, d, d, prefix[w], seed, &k[w]) &&
+             call_grads(c, r, &nd, d, d, prefix[w], seed, &k[w]);
+    }
+    ck_error err = {{0}};
+    ck_backend *b = c->b;
+    ok = ok && b->backward(b, &nd.op, &k[0].args, &k[0].io_t, &k[0].g_t, &err) == CK_OK;
+    ck_op_grads g1 = k[1].g_t, g2 = k[1].g_t;
+    g1.din[0] = NULL;
+    g2.dweight = g2.dbias = NULL;
+    ck_op_io io2 = k[1].io_t;
+    ck_tensor hidden = *io2.in[0];
+    hidden.data = NULL; /* dx must not read x */
+    io2.in[0] = &hidden;
+    ok = ok && b->backward(b, &nd.op, &k[1].args, &k[1].io_t, &g1, &err) == CK_OK &&
+         b->backward(b, &nd.op, &k[1].args, &io2, &g2, &err) == CK_OK;
+    if (!ok) {
+        result(c, 1, "%s [%s] split backward: %s", r->desc, ck_dtype_name(dt), err.msg);
+    } else {
+        const char *bad = !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t) ? "din0"
+                          : k[0].dw.live && !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
+                          : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
+                                                                                    : NULL;
+        result(c, bad ? 1 : 0, "%s [%s] backward in two calls (dW, db; then dx with x hidden)%s%s",
+               r->desc, ck_dtype_name(dt), bad ? ": differs in " : " bitwise equal to one",
+               bad ? bad : "");
+    }
+    call_free(&k[0]);
+    call_free(&k[1]);
+}
+
 void bo_run_row(bo_ctx *c, int index, unsigned what)
 {
     static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
@@ -762,6 +822,8 @@ void bo_run_row(bo_ctx *c, int index, unsigned what)
         bo_run_variant(c, index, bo_dtypes_of(dts[d]), ck_dtype_name(dts[d]), -1);
     for (size_t d = 1; (what & BO_RUN_LOWP) && d < 3; d++)
         run_lowp_rule(c, index, dts[d]);
+    for (size_t d = 0; (what & BO_RUN_SPLIT) && d < 4; d++)
+        run_split_backward(c, index, dts[d]);
     if (what & BO_RUN_GRADCHECK) {
         run_fp64_gradcheck(c, index);
         if (!self)

@@ -23,6 +23,11 @@
  *    its own forward (ck_gradcheck_op), and its fp32 backward against float64 central
  *    differences of ref's forward (the fp32 kernels themselves, which a float64 check
  *    may not reach);
+ *  - for linear, conv and conv_transpose (ck_backward_dx_over_input, backend.h), on the
+ *    tested backend alone (ref too): dW and db computed without dx, then dx alone with the
+ *    input's data hidden (NULL), bitwise the same as one call computing all three, in fp32,
+ *    fp16, bf16 and fp64 — the contract the executor relies on to write an input's
+ *    gradient over the input's buffer;
  *  - the record key the CUDA backend files its algorithm choice under (layer from the
  *    weight's name, pass, dtype) belongs to this row's shape alone (bo_ledger).
  * A row the backend's `supports` refuses in a dtype is skipped, and counted as skipped.
@@ -102,7 +107,8 @@ enum {
     BO_RUN_CLASSES = 1,   /* forward/backward vs ref in fp32, fp16, bf16, fp64 */
     BO_RUN_LOWP = 2,      /* the low-precision rule in fp16, bf16 */
     BO_RUN_GRADCHECK = 4, /* both gradchecks */
-    BO_RUN_ALL = 7
+    BO_RUN_SPLIT = 8,     /* linear/conv backward in two calls (ck_backward_dx_over_input) */
+    BO_RUN_ALL = 15
 };
 /* Runs row `index` of the table (seeded by its index). */
 void bo_run_row(bo_ctx *c, int index, unsigned what);

@@ -5,6 +5,7 @@
  */
 #include "harness/engine/memory_plan.h"
 #include <check.h>
+#include <math.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "harness/engine/train.h"
 #include "harness/core/philox.h"
 #include "harness/core/rng.h"
+#include "harness/core/half.h"
 #include "reports/report.h"
 #include "tests/test_util.h"
 
@@ -185,13 +187,16 @@ START_TEST(residual_add_hands_its_gradient_buffer_to_both_inputs)
      * l0 and f2; f2 has no other consumer and l0's other consumer (f1) runs its backward
      * after f2's, so both gradients are dres's own buffer (liveness.h: add_shares_gradient),
  * made +0 + dres by add's kernel (ck_op_grads.din0_fresh).
+     * A linear's backward writes its input's gradient over its input's buffer when the
+     * input has no gradient yet and nothing later reads it (ck_backward_dx_over_input).
      * plain: forward l0 256, f1 512, f2 768, res in f2's buffer, head 800; loss gradient
-     *   832, head freed 800; backward head + dres = 1056 (peak) -> 1024, res freed 768;
-     *   backward res: dl0 = df2 = dres's buffer, 768 (two new gradients would make 1280);
-     *   backward f2 + df1 1024 -> f1 freed 768; backward f1 adds into dl0 ... -> 0.
+     *   832 (peak), head freed 800; backward head, dres over res's buffer -> 800 (a buffer
+     *   of its own would make 1056), dhead freed 768; backward res: dl0 = df2 = dres's
+     *   buffer, 768 (two new gradients would make 1280); backward f2, df1 over f1's buffer
+     *   768; backward f1 adds into dl0 (which exists already) ... -> 0.
      * checkpointed, segment [f1, f2]: forward 544 (f1 dropped); loss gradient, head freed
-     *   544; backward head + dres 800 -> 512; backward res shares: 512; recompute f1, f2
-     *   1024 (peak), f2 freed 768; backward f2 + df1 1024 -> 768; ... -> 0. */
+     *   544; backward head, dres over res -> 512; backward res shares: 512; recompute f1,
+     *   f2 1024 (peak), f2 freed 768; backward f2, df1 over f1 768; ... -> 0. */
     static const char *text =
         "{\"name\": \"residual\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16},"
@@ -204,7 +209,7 @@ START_TEST(residual_add_hands_its_gradient_buffer_to_both_inputs)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 1056);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 832);
     ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1024);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);
@@ -834,6 +839,169 @@ START_TEST(activation_scan_counts_nan_and_inf_per_dtype_and_excuses_skipped_grad
 }
 END_TEST
 
+
+/* ---------------------------------------------------------------------------------------
+ * Gradient buffers reused (dx over x, din0_fresh, shared add gradients, a concat's first
+ * input's gradient inside the concat's): no bit changes
+ * --------------------------------------------------------------------------------------- */
+
+/* Hashes (FNV-1a) of every layer's complete output gradient, in backward order. */
+typedef struct {
+    ck_backend *b;
+    uint64_t h[512];
+    int n;
+} grad_hashes;
+
+static ck_status hash_output_gradient(void *user, const ck_exec_event_info *ev, ck_error *err)
+{
+    grad_hashes *gh = user;
+    if (ev->ev != CK_EVENT_BACKWARD || gh->n >= 512)
+        return CK_OK;
+    size_t bytes = ck_tensor_bytes(ev->tensor);
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    ck_assert(host != NULL);
+    ck_status st = gh->b->download(gh->b, ev->tensor, host, err);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t k = 0; st == CK_OK && k < bytes; k++)
+        h = (h ^ host[k]) * 1099511628211ull;
+    free(host);
+    gh->h[gh->n++] = h;
+    return st;
+}
+
+static int64_t train_hashing(const tu_built_case *bc, const ck_plan *plan, ck_dtype dt,
+                             bool own, grad_hashes *gh, ck_record *rec)
+{
+    ck_backend *b = tu_cpu_backend();
+    memset(gh, 0, sizeof *gh);
+    gh->b = b;
+    ck_run_hooks hooks = {.observer = hash_output_gradient, .observer_user = gh,
+                          .own_gradient_buffers = own};
+    ck_error err;
+    ck_status st = ck_train(b, &bc->g, plan, dt, &hooks, rec, &err);
+    ck_assert_msg(st == CK_OK, "%s", err.msg);
+    b->destroy(b);
+    return rec->peak_activation_bytes;
+}
+
+START_TEST(reused_gradient_buffers_change_no_bit)
+{
+    /* input (4, 2, 8, 8): c1 conv 4 + relu, c2 conv 4, cat(c2, r1) 8 channels (c2's
+     * gradient moves inside cat's: 4 x 256 floats of r1's part, 4 KiB, below it), up
+     * conv_transpose 2 x 2 stride 2 (its input cat dies with its backward: dx over x),
+     * c3 conv 4 on up, flatten, fc linear 16 + gelu (tanh) + fc2 linear 16 + silu (fresh),
+     * res add(fc, fc2)... head linear 2. Every layer's output gradient, every loss, gradient
+     * and parameter must have the same bits with every gradient in a buffer of its own. */
+    static const char *text =
+        "{\"name\": \"reuse\", \"input\": {\"shape\": [4, 2, 8, 8]}, \"layers\": ["
+        "{\"name\": \"c1\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
+        "{\"name\": \"r1\", \"op\": \"relu\"},"
+        "{\"name\": \"c2\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
+        "{\"name\": \"cat\", \"op\": \"concat\", \"inputs\": [\"c2\", \"r1\"]},"
+        "{\"name\": \"up\", \"op\": \"conv_transpose2d\", \"filters\": 2, \"kernel\": 2, \"stride\": 2},"
+        "{\"name\": \"c3\", \"op\": \"conv2d\", \"filters\": 2, \"kernel\": 3, \"stride\": 4, \"padding\": \"same\"},"
+        "{\"name\": \"flat\", \"op\": \"flatten\"},"
+        "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"gelu\", \"op\": \"gelu\", \"approximate\": \"tanh\"},"
+        "{\"name\": \"fc2\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"act\", \"op\": \"silu\"},"
+        "{\"name\": \"res\", \"op\": \"add\", \"inputs\": [\"gelu\", \"act\"]},"
+        "{\"name\": \"head\", \"op\": \"linear\", \"units\": 2}],"
+        "\"checkpoint\": {\"segments\": [[\"c2\", \"up\"], [\"fc2\", \"act\"]]},"
+        "\"train\": {\"steps\": 2}}";
+    tu_built_case bc;
+    tu_build_text(&bc, text);
+    ck_plan plan;
+    ck_error err;
+    ck_assert_msg(ck_plan_build(&bc.g, &plan, &err) == CK_OK, "%s", err.msg);
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    for (int d = 0; d < 3; d++)
+        for (int ck = 0; ck < 2; ck++) {
+            static grad_hashes mine, own;
+            ck_record rm, ro;
+            int64_t peak = train_hashing(&bc, ck ? &plan : NULL, dts[d], false, &mine, &rm);
+            int64_t own_peak = train_hashing(&bc, ck ? &plan : NULL, dts[d], true, &own, &ro);
+            const char *run = ck ? "checkpointed" : "plain";
+            /* the plain run's peak is at cat's backward, which no longer holds cat's input
+             * gradients beside its output gradient; the checkpointed one's is elsewhere */
+            ck_assert_msg(ck ? peak <= own_peak : peak < own_peak,
+                          "%s %s: peak %lld, %lld with own buffers", run,
+                          ck_dtype_name(dts[d]), (long long)peak, (long long)own_peak);
+            ck_assert_int_eq(mine.n, own.n);
+            ck_assert_int_gt(mine.n, 10);
+            for (int k = 0; k < mine.n; k++)
+                ck_assert_msg(mine.h[k] == own.h[k], "%s %s: output gradient %d differs", run,
+                              ck_dtype_name(dts[d]), k);
+            ck_assert_int_eq(rm.n, ro.n);
+            for (int k = 0; k < rm.n; k++)
+                ck_assert_msg(memcmp(rm.e[k].data, ro.e[k].data,
+                                     (size_t)ck_shape_numel(&rm.e[k].shape) *
+                                         ck_dtype_size(rm.e[k].dtype)) == 0,
+                              "%s %s: %s differs", run, ck_dtype_name(dts[d]), rm.e[k].name);
+            for (int k = 0; k < rm.steps; k++)
+                ck_assert(memcmp(&rm.losses[k], &ro.losses[k], sizeof(double)) == 0);
+            ck_record_free(&rm);
+            ck_record_free(&ro);
+        }
+    ck_plan_free(&plan);
+    tu_free_built(&bc);
+}
+END_TEST
+
+
+/* The move of a concat's first input's gradient inside the concat's output gradient
+ * (ck_exec_concat_grad_move) against the concat kernel adding its part of dy to a zeroed
+ * gradient, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN, infinities
+ * and subnormals, over 3 rows whose parts move in 4, 2 and 2 overlapping chunks. */
+START_TEST(concat_gradient_move_has_the_concat_kernels_bits)
+{
+    static const double vals[] = {-0.0, 0.0, 1.5, -2.25, 1e-40, -1e-42, 6e-8, -3e-5,
+                                  INFINITY, -INFINITY, NAN, 65504.0, 1e30, -7.0, 0.1, -0.3};
+    enum { A = 16, B = 4, S = A + B, ROWS = 3 }; /* dy (3, 20): input 0 (3, 16), 1 (3, 4) */
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    ck_error err;
+    ck_backend *bes[2] = {tu_cpu_backend(), NULL};
+    ck_assert_msg(ck_backend_create("ref", NULL, &bes[1], &err) == CK_OK, "%s", err.msg);
+    for (int bi = 0; bi < 2; bi++)
+        for (int d = 0; d < 3; d++) {
+            ck_backend *b = bes[bi];
+            const ck_dtype dt = dts[d];
+            const size_t es = ck_dtype_size(dt);
+            double all[ROWS * S];
+            for (int k = 0; k < ROWS * S; k++)
+                all[k] = vals[k % 16] * (k % 3 ? 1.0 : -1.0);
+            unsigned char host[ROWS * S * 8], want[ROWS * S * 8], have[ROWS * S * 8];
+            ck_convert_from_f64(dt, host, all, ROWS * S);
+            ck_tensor dy = {"dy", dt, {2, {ROWS, S}}, NULL};
+            ck_tensor din0 = {"din0", dt, {2, {ROWS, A}}, NULL}, din1 = {"din1", dt, {2, {ROWS, B}}, NULL};
+            ck_assert(b->alloc(b, (size_t)(ROWS * S) * es, &dy.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * A) * es, &din0.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * B) * es, &din1.data, &err) == CK_OK);
+            ck_assert(b->upload(b, &dy, host, &err) == CK_OK);
+            ck_assert(b->zero(b, &din0, &err) == CK_OK && b->zero(b, &din1, &err) == CK_OK);
+            ck_op_params op;
+            ck_op_params_default(&op, CK_OP_CONCAT, 0);
+            op.dim = 1;
+            ck_op_io io = {.n_in = 2, .in = {&din0, &din1}, .out = &dy};
+            ck_op_grads g = {.dout = &dy, .din = {&din0, &din1}};
+            ck_fwd_args args;
+            memset(&args, 0, sizeof args);
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+            ck_assert_msg(ck_exec_concat_grad_move(b, &dy, ROWS, A, S, &err) == CK_OK, "%s",
+                          err.msg);
+            ck_assert(b->download(b, &din0, want, &err) == CK_OK);
+            ck_assert(b->download(b, &dy, have, &err) == CK_OK);
+            ck_assert_msg(memcmp(want, have + (size_t)(ROWS * B) * es, (size_t)(ROWS * A) * es) == 0,
+                          "%s %s: bits differ", b->name, ck_dtype_name(dt));
+            b->free(b, dy.data);
+            b->free(b, din0.data);
+            b->free(b, din1.data);
+        }
+    bes[0]->destroy(bes[0]);
+    bes[1]->destroy(bes[1]);
+}
+END_TEST
+
 Suite *suite_executor(void)
 {
     Suite *s = suite_create("executor");
@@ -845,6 +1013,8 @@ Suite *suite_executor(void)
     tcase_add_test(tc, norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak);
     tcase_add_test(tc, residual_add_hands_its_gradient_buffer_to_both_inputs);
     tcase_add_test(tc, chained_adds_share_a_gradient_buffer_only_between_two_layers);
+    tcase_add_test(tc, reused_gradient_buffers_change_no_bit);
+    tcase_add_test(tc, concat_gradient_move_has_the_concat_kernels_bits);
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
     tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
     tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);

@@ -198,7 +198,7 @@ static ck_status wide_in(ck_cuda *cu, const ck_tensor *src, wide_view *w, ck_err
     if (!src)
         return CK_OK;
     w->t = *src;
-    if (src->dtype == CK_F64)
+    if (src->dtype == CK_F64 || !src->data) /* a hidden tensor (not read) stays hidden */
         return CK_OK;
     const int64_t n = ck_shape_numel(&src->shape);
     CK_TRY(w->buf.alloc(cu, (size_t)n * sizeof(double), "an fp64 copy for mixed dtypes", err));

@@ -166,11 +166,17 @@ static __global__ void pw_fwd_kernel(int kind, ck_dv y, ck_dv a, ck_dv b, int64_
     }
 }
 
-static __global__ void pw_bwd_kernel(int kind, ck_dv da, ck_dv db, ck_dv dy, ck_dv a, ck_dv b, int64_t n)
+/* fresh (ck_op_grads.din0_fresh, silu and gelu): da holds no gradient yet and may be dy
+ * itself: element i is set to +0 after element i of dy and a was read, then accumulated,
+ * the bits of a zeroed buffer. */
+static __global__ void pw_bwd_kernel(int kind, ck_dv da, ck_dv db, ck_dv dy, ck_dv a, ck_dv b, int64_t n,
+                                     bool fresh)
 {
     CK_GRID_STRIDE(i, n)
     {
         const double g = ck_ld(dy, i), x = ck_ld(a, i);
+        if (fresh && (kind == 1 || kind == 2))
+            ck_st(da, i, 0.0);
         if (kind == 3) {
             /* mul(x, x): both contributions, in the reference's order, rounded once */
             ck_acc(da, i, g * ck_ld(b, i) + g * x);
@@ -199,11 +205,11 @@ static ck_status launch_pointwise_fwd(ck_cuda *cu, int kind, ck_dv y, ck_dv a, c
 }
 
 static ck_status launch_pointwise_bwd(ck_cuda *cu, int kind, ck_dv da, ck_dv db, ck_dv dy, ck_dv a,
-                             ck_dv b, int64_t n, ck_error *err)
+                             ck_dv b, int64_t n, bool fresh, ck_error *err)
 {
     if (!da.p && !db.p)
         return CK_OK;
-    pw_bwd_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(kind, da, db, dy, a, b, n);
+    pw_bwd_kernel<<<ck_blocks(n), CK_THREADS, 0, cu->stream>>>(kind, da, db, dy, a, b, n, fresh);
     CK_LAUNCH_CHECK();
     return CK_OK;
 }
@@ -247,11 +253,11 @@ static ck_status wide_op_backward(ck_cuda *cu, const ck_op_params *op,
     if (two && g->din[0] && g->din[0] == g->din[1])
         return launch_pointwise_bwd(cu, 3, ck_view(g->din[0]), ck_view(NULL), ck_view(g->dout),
                                   ck_view(io->in[0]), ck_view(io->in[1]),
-                                  ck_shape_numel(&io->in[0]->shape), err);
+                                  ck_shape_numel(&io->in[0]->shape), false, err);
     return launch_pointwise_bwd(cu, pw_kind(op), ck_view(g->din[0]),
                               ck_view(two ? g->din[1] : NULL), ck_view(g->dout),
                               ck_view(io->in[0]), ck_view(two ? io->in[1] : NULL),
-                              ck_shape_numel(&io->in[0]->shape), err);
+                              ck_shape_numel(&io->in[0]->shape), !two && g->din0_fresh, err);
 }
 
 // ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@
          * dw_acc (units, in) zeroed double scratch when dweight is wanted */                  \
         for (int64_t m = 0; m < M; m++) {                                                      \
             const T *dy = dout + m * units;                                                    \
-            const T *x = inp + m * in;                                                         \
+            const T *x = inp ? inp + m * in : NULL; /* NULL: dx only */                        \
             T *dx = dinp ? dinp + m * in : NULL;                                               \
             for (int64_t u = 0; u < units; u++) {                                              \
                 T d = dy[u];                                                                   \

@@ -225,13 +225,23 @@ static ck_status wide_op_backward(const ck_op_params *op, const ck_fwd_args *arg
     const double *a = ref_scope_in(&s, io->in[0]);
     const double *b = two ? ref_scope_in(&s, io->in[1]) : NULL;
     const double *dy = ref_scope_in(&s, g->dout);
+    /* fresh (ck_op_grads.din0_fresh, silu and gelu): din[0] holds no gradient yet and may be
+     * dout's buffer. Below fp64, dy is a widened copy by now, so din[0] is set to +0 and the
+     * scratch is added to it as usual; in fp64 both are the tensor itself and element i of
+     * da is stored from +0 after element i of dy was read: the bits of a zeroed buffer. */
+    const bool fresh = !two && g->din0_fresh && g->din[0] && s.st == CK_OK;
+    if (fresh && g->din[0]->dtype != CK_F64)
+        memset(g->din[0]->data, 0, ck_tensor_bytes(g->din[0]));
     double *da = ref_scope_grad(&s, g->din[0]), *db = two ? ref_scope_grad(&s, g->din[1]) : NULL;
     if (s.st == CK_OK) {
         if (two)
             f64_mul_bwd(da, db, dy, a, b, n);
         else if (da)
-            for (int64_t i = 0; i < n; i++)
-                da[i] += dy[i] * (op->kind == CK_OP_SILU ? f64_dsilu(a[i]) : f64_dgelu_tanh(a[i]));
+            for (int64_t i = 0; i < n; i++) {
+                const double v =
+                    dy[i] * (op->kind == CK_OP_SILU ? f64_dsilu(a[i]) : f64_dgelu_tanh(a[i]));
+                da[i] = (fresh ? 0.0 : da[i]) + v;
+            }
     }
     return ref_scope_end(&s, true);
 }

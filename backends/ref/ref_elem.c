@@ -53,7 +53,7 @@ static ck_status wide_alloc(const char *op, const ck_tensor *t, bool zero, ref_w
 ck_status ref_wide_in(const char *op, const ck_tensor *t, ref_wide *w, ck_error *err)
 {
     w->data = w->owned = NULL;
-    if (!t)
+    if (!t || !t->data) /* absent, or hidden (a tensor the kernel does not read) */
         return CK_OK;
     if (t->dtype == CK_F64) {
         w->data = t->data;
@@ -72,7 +72,7 @@ ck_status ref_wide_out(const char *op, const ck_tensor *t, bool zero, ref_wide *
                        ck_error *err)
 {
     w->data = w->owned = NULL;
-    if (!t)
+    if (!t || !t->data) /* absent, or hidden (a tensor the kernel does not read) */
         return CK_OK;
     if (t->dtype == CK_F64) {
         w->data = t->data;

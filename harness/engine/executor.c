@@ -36,13 +36,15 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->dout = calloc((size_t)n, sizeof *e->dout);
     e->saved = calloc((size_t)n, sizeof *e->saved);
     e->grad_shared_with = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_shared_with);
+    e->grad_inside = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_inside);
+    e->grad_holds = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_holds);
     e->args = calloc((size_t)n, sizeof *e->args);
     e->master_params = calloc((size_t)n, sizeof *e->master_params);
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
     e->segment_peak =
         calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->segment_peak);
     if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params ||
-        !e->segment_peak || !e->grad_shared_with)
+        !e->segment_peak || !e->grad_shared_with || !e->grad_inside || !e->grad_holds)
         goto nomem;
     if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
         ck_exec_free(e);
@@ -52,6 +54,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
         const ck_node *nd = &cfg->g->nodes[i];
         const char *ln = nd->spec->name;
         e->grad_shared_with[i] = -1;
+        e->grad_inside[i] = e->grad_holds[i] = -1;
         e->out[i].name = make_name(ln, "out");
         e->out[i].dtype = e->dtype;
         e->out[i].shape = nd->out_shape;
@@ -74,6 +77,15 @@ nomem:
  * add's inputs) is freed with the last of the two. */
 static void free_grad(ck_exec *e, int i)
 {
+    int holder = e->grad_inside[i];
+    if (holder >= 0) { /* i's gradient lives inside the holder's buffer: freed together */
+        e->grad_inside[i] = e->grad_holds[holder] = -1;
+        e->dout[i].data = NULL;
+        ck_act_free_tensor(&e->act, &e->dout[holder]);
+        return;
+    }
+    if (e->grad_holds[i] >= 0) /* still holds another layer's gradient: freed with that */
+        return;
     int other = e->grad_shared_with[i];
     if (other >= 0) {
         e->grad_shared_with[i] = e->grad_shared_with[other] = -1;
@@ -96,7 +108,7 @@ static void release_all(ck_exec *e)
 
 void ck_exec_free(ck_exec *e)
 {
-    if (e->out && e->dout && e->saved && e->grad_shared_with)
+    if (e->out && e->dout && e->saved && e->grad_shared_with && e->grad_inside && e->grad_holds)
         release_all(e);
     for (int i = 0; e->cfg.g && i < e->cfg.g->n; i++) {
         if (e->out)
@@ -110,6 +122,8 @@ void ck_exec_free(ck_exec *e)
     free(e->dout);
     free(e->saved);
     free(e->grad_shared_with);
+    free(e->grad_inside);
+    free(e->grad_holds);
     free(e->args);
     free(e->master_params);
     free(e->stash);
@@ -477,11 +491,12 @@ static int fresh_grad_source(const ck_exec *e, int i)
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
     /* a one-input add adds a constant (broadcast kernels, which do not take the flag) */
-    if (!ck_backward_writes_fresh(nd->op.kind) || nd->n_in != 1 || nd->op.kind == CK_OP_ADD)
+    if (!ck_backward_writes_fresh(nd->op.kind) || nd->n_in != 1 || nd->op.kind == CK_OP_ADD ||
+        e->cfg.own_gradient_buffers)
         return -1;
     int src = nd->in[0];
-    if (src < 0 || e->grad_shared_with[i] >= 0 || filtered_input(e, i, src) ||
-        e->dout[src].data ||
+    if (src < 0 || e->grad_shared_with[i] >= 0 || e->grad_inside[i] >= 0 ||
+        filtered_input(e, i, src) || e->dout[src].data ||
         e->dout[src].dtype != e->dout[i].dtype ||
         !ck_shape_equal(&e->dout[src].shape, &e->dout[i].shape))
         return -1;
@@ -499,7 +514,7 @@ static bool shares_add_gradient(const ck_exec *e, int i)
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
     if (!e->live.add_shares_gradient[i] || e->cfg.round_bits > 0 ||
-        e->grad_shared_with[i] >= 0)
+        e->grad_shared_with[i] >= 0 || e->grad_inside[i] >= 0 || e->cfg.own_gradient_buffers)
         return false;
     for (int j = 0; j < 2; j++) {
         int src = nd->in[j];
@@ -509,6 +524,182 @@ static bool shares_add_gradient(const ck_exec *e, int i)
             return false;
     }
     return true;
+}
+
+/* Whether layer src's output is freed right after layer i's backward (i consumes it): every
+ * consumer's backward has then run, and no later backward reads it — its own does not read
+ * its output, or (the kept copy of a segment's output read from outside the segment) this
+ * is the last of its outside uses (liveness.h). */
+static bool input_dies_after_backward(const ck_exec *e, int i, int src)
+{
+    const ck_liveness *lv = &e->live;
+    bool outside_rule = (lv->release_after_backward[src] >= 0 ||
+                         lv->release_after_recompute[src] >= 0) &&
+                        e->cfg.plan->segment_of[i] != e->cfg.plan->segment_of[src];
+    return outside_rule ? lv->release_after_backward[src] == i
+                        : lv->first_consumer[src] == i && !(lv->reads[src] & CK_BWD_READS_OUTPUT);
+}
+
+/* The input whose gradient layer i's backward writes over that input's own buffer, or -1:
+ * a linear or convolution (ck_backward_dx_over_input, backend.h) whose input gets its first
+ * gradient here (no buffer yet) in the input's own dtype and shape, and whose buffer dies
+ * with this backward anyway (input_dies_after_backward). The backward then runs as two
+ * calls: the weight and bias gradients first, reading the input; then the buffer is zeroed
+ * and the input gradient, which does not read the input, is accumulated into it — the bits
+ * of a fresh zeroed gradient, without a buffer of its own beside the input. */
+static int dx_over_input_source(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (!ck_backward_dx_over_input(nd->op.kind) || nd->n_in != 1 || e->cfg.own_gradient_buffers)
+        return -1;
+    int src = nd->in[0];
+    if (src < 0 || e->grad_shared_with[src] >= 0 || filtered_input(e, i, src) ||
+        e->dout[src].data || !e->out[src].data || e->out[src].dtype != e->dout[src].dtype ||
+        !ck_shape_equal(&e->out[src].shape, &e->dout[src].shape) ||
+        !input_dies_after_backward(e, i, src))
+        return -1;
+    return src;
+}
+
+/* The two calls of a backward whose input gradient takes over its input's buffer
+ * (dx_over_input_source): weight and bias gradients with the input, then the input's buffer,
+ * zeroed, as its gradient, with the input hidden (the input gradient does not read it). */
+static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io,
+                                        ck_op_grads *g, ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    ck_backend *b = e->cfg.b;
+    ck_status st = CK_OK;
+    g->din[0] = NULL;
+    if (!e->cfg.dry_run && (g->dweight || g->dbias) &&
+        (st = b->backward(b, &nd->op, &e->args[i], io, g, err)) != CK_OK)
+        return st;
+    /* ownership moves: the input's buffer is its gradient now (no allocation, no free) */
+    e->dout[src].data = e->out[src].data;
+    e->out[src].data = NULL;
+    if (e->cfg.dry_run)
+        return CK_OK;
+    if ((st = b->zero(b, &e->dout[src], err)) != CK_OK)
+        return st;
+    ck_tensor hidden_x = *io->in[0];
+    hidden_x.data = NULL;
+    ck_op_io dx_io = *io;
+    dx_io.in[0] = &hidden_x;
+    ck_op_grads dx_g = *g;
+    dx_g.din[0] = &e->dout[src];
+    dx_g.dweight = dx_g.dbias = NULL;
+    return b->backward(b, &nd->op, &e->args[i], &dx_io, &dx_g, err);
+}
+
+/* A concat's first input's gradient inside the concat's output gradient buffer. */
+#define CONCAT_MOVE_ALIGN 256 /* bytes: the view starts where a device allocation may */
+#define CONCAT_MOVE_MAX_CHUNKS 64
+
+typedef struct {
+    int64_t outer; /* product of the dims before the concat dim */
+    int64_t a, s;  /* elements per outer index: the first input's, the output's */
+} concat_layout;
+
+/* The number of non-overlapping moves that bring the first input's parts of a concat's
+ * output gradient to the buffer's end (concat_move_front), or -1 when there are none. */
+static int64_t concat_move_chunks(const concat_layout *l)
+{
+    int64_t b = l->s - l->a, chunks = 0;
+    if (l->outer < 1 || l->a < 1 || b < 1)
+        return -1;
+    for (int64_t n = 0; n < l->outer; n++) {
+        int64_t shift = (l->outer - n) * b; /* how far sample n's part moves up */
+        chunks += (l->a + shift - 1) / shift;
+        if (chunks > CONCAT_MOVE_MAX_CHUNKS)
+            return -1;
+    }
+    return chunks;
+}
+
+static concat_layout concat_layout_of(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    concat_layout l = {1, 0, 0};
+    for (int d = 0; d < nd->op.dim && d < nd->out_shape.ndim; d++)
+        l.outer *= nd->out_shape.dim[d];
+    if (l.outer > 0) {
+        l.a = ck_shape_numel(&e->cfg.g->nodes[nd->in[0]].out_shape) / l.outer;
+        l.s = ck_shape_numel(&nd->out_shape) / l.outer;
+    }
+    return l;
+}
+
+/* The first input of a concat i whose gradient can live inside i's output gradient buffer
+ * (concat_move_front), or -1: it gets its first gradient here, in the output gradient's
+ * dtype, it is named once, i's own gradient is a buffer of its own (not shared, not inside
+ * another), no run rounds gradients in place, and the moves are few and leave the part at
+ * an offset every backend's allocations are aligned to. */
+static int concat_front_source(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (nd->op.kind != CK_OP_CONCAT || nd->n_in < 2 || e->cfg.round_bits > 0 ||
+        e->cfg.own_gradient_buffers)
+        return -1;
+    int src = nd->in[0];
+    for (int j = 1; j < nd->n_in; j++)
+        if (nd->in[j] == src)
+            return -1;
+    if (src < 0 || e->grad_shared_with[i] >= 0 || e->grad_inside[i] >= 0 ||
+        e->grad_holds[i] >= 0 || filtered_input(e, i, src) || e->dout[src].data ||
+        e->dout[src].dtype != e->dout[i].dtype)
+        return -1;
+    concat_layout l = concat_layout_of(e, i);
+    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->dout[i].dtype);
+    if (concat_move_chunks(&l) < 0 || offset % CONCAT_MOVE_ALIGN != 0)
+        return -1;
+    return src;
+}
+
+/* elements [first, first + n) of t's buffer as a 1-D tensor */
+static ck_tensor flat_view(const ck_tensor *t, int64_t first, int64_t n)
+{
+    ck_tensor v = *t;
+    v.shape.ndim = 1;
+    v.shape.dim[0] = n;
+    v.data = (char *)t->data + (size_t)first * ck_dtype_size(t->dtype);
+    return v;
+}
+
+ck_status ck_exec_concat_grad_move(ck_backend *b, const ck_tensor *dy, int64_t outer,
+                                   int64_t a, int64_t s, ck_error *err)
+{
+    const int64_t base = outer * (s - a);
+    for (int64_t n = outer - 1; n >= 0; n--) {
+        int64_t from = n * s, to = base + n * a, shift = to - from;
+        for (int64_t hi = a; hi > 0; hi -= shift) {
+            int64_t lo = hi > shift ? hi - shift : 0;
+            ck_tensor dst = flat_view(dy, to + lo, hi - lo), part = flat_view(dy, from + lo, hi - lo);
+            ck_status st = b->zero(b, &dst, err);
+            if (st == CK_OK)
+                st = b->convert(b, &dst, &part, 1.0, true, err);
+            if (st != CK_OK)
+                return st;
+        }
+    }
+    return CK_OK;
+}
+
+/* After concat i's backward gave every other input its gradient: the first input's parts
+ * of dy move to the end of dy's buffer (ck_exec_concat_grad_move), which becomes src's
+ * gradient (grad_inside), freed with i's. */
+static ck_status concat_move_front(ck_exec *e, int i, int src, ck_error *err)
+{
+    concat_layout l = concat_layout_of(e, i);
+    const ck_tensor *dy = &e->dout[i];
+    ck_status st = CK_OK;
+    if (!e->cfg.dry_run)
+        st = ck_exec_concat_grad_move(e->cfg.b, dy, l.outer, l.a, l.s, err);
+    if (st != CK_OK)
+        return st;
+    e->dout[src].data = (char *)dy->data + (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(dy->dtype);
+    e->grad_inside[src] = i;
+    e->grad_holds[i] = src;
+    return CK_OK;
 }
 
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
@@ -533,11 +724,14 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     unsigned reads = e->live.reads[i];
     int fresh = fresh_grad_source(e, i);
     bool share = shares_add_gradient(e, i);
+    int over_input = dx_over_input_source(e, i);
+    int front = concat_front_source(e, i);
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
-        if (src >= 0 && src != fresh && !share && !filtered_input(e, i, src)) {
+        if (src >= 0 && src != fresh && src != over_input && src != front && !share &&
+            !filtered_input(e, i, src)) {
             if ((st = ensure_grad(e, src, err)) != CK_OK)
                 goto fail;
             g.din[j] = &e->dout[src];
@@ -571,8 +765,13 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     }
     if (!e->cfg.dry_run)
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
-    if (!e->cfg.dry_run &&
-        (st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err)) != CK_OK)
+    if (over_input >= 0)
+        st = backward_dx_over_input(e, i, over_input, &io, &g, err);
+    else if (!e->cfg.dry_run)
+        st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err);
+    if (st == CK_OK && front >= 0)
+        st = concat_move_front(e, i, front, err);
+    if (st != CK_OK)
         goto fail;
 done:
     /* every consumer's backward has run (they come later in topological order) */
@@ -585,14 +784,7 @@ done:
         int src = nd->in[j];
         if (src < 0 || !first_mention(nd, j))
             continue;
-        const ck_liveness *lv = &e->live;
-        /* the kept copy of a segment's output read from outside it; its recomputed copy
-           (consumers inside the segment) follows the rule below */
-        bool outside_rule = (lv->release_after_backward[src] >= 0 ||
-                             lv->release_after_recompute[src] >= 0) &&
-                            e->cfg.plan->segment_of[i] != e->cfg.plan->segment_of[src];
-        if (outside_rule ? lv->release_after_backward[src] == i
-                         : lv->first_consumer[src] == i && !(lv->reads[src] & CK_BWD_READS_OUTPUT))
+        if (input_dies_after_backward(e, i, src))
             ck_act_free_tensor(&e->act, &e->out[src]);
     }
     return CK_OK;

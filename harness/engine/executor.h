@@ -67,6 +67,10 @@ typedef struct {
     int round_bits;
     double perturb_rel;
     uint64_t perturb_seed;
+    /* Every activation gradient in a buffer of its own: no gradient written over its
+     * input's or its output gradient's buffer, shared between an add's inputs, or kept
+     * inside a concat's (tests check that those change no bit against this). */
+    bool own_gradient_buffers;
 } ck_exec_config;
 
 /* The marks the executor writes into the allocator's event log (alloc.h), once per step: after
@@ -89,6 +93,11 @@ struct ck_exec {
     ck_tensor *out, *dout, *saved; /* per layer; data NULL when not live */
     int *grad_shared_with;         /* per layer: the layer whose gradient is the same
                                       buffer (a two-input add's inputs), or -1 */
+    int *grad_inside;              /* per layer: the concat whose output gradient's buffer
+                                      holds this layer's gradient (its first input's, at the
+                                      buffer's end), or -1; freed with it */
+    int *grad_holds;               /* per layer: the layer whose gradient lives inside this
+                                      layer's gradient buffer (the inverse), or -1 */
     ck_fwd_args *args;             /* per layer: the args of its latest forward */
     bool *master_params;           /* per layer: its latest forward ran on fp32 masters */
     uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */
@@ -109,5 +118,17 @@ void ck_exec_free(ck_exec *e);
 ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,
                        ck_loss_kind loss_kind, double loss_scale, bool backward, double *loss,
                        ck_error *err);
+
+/* A concat's first input's gradient, moved inside the concat's output gradient dy (outer
+ * rows of s elements, the first a of each row the first input's part) to the end of dy's
+ * buffer, in place: element (n, j) goes to outer x (s - a) + n x a + j. Part n moves up by
+ * (outer - n) x (s - a) elements; parts are moved last first, each in chunks no longer than
+ * its move, top chunk first, so no move reads what an earlier one wrote and no chunk
+ * overlaps itself. A chunk is zeroed, then dy's values are added to it (b->convert,
+ * accumulating): +0 + dy, the bits of a fresh zeroed gradient that a concat kernel adds
+ * its part to (tested against the kernels, -0 and NaN included). The rest of dy is left
+ * undefined. */
+ck_status ck_exec_concat_grad_move(ck_backend *b, const ck_tensor *dy, int64_t outer,
+                                   int64_t a, int64_t s, ck_error *err);
 
 #endif

@@ -38,6 +38,8 @@ typedef struct {
      * `steps` 1): a reference run judged step by step needs no history, and long runs stay
      * within memory (32 bytes per step otherwise). */
     bool latest_step_only;
+    /* executor.h's own_gradient_buffers: no gradient buffer reused (tests compare) */
+    bool own_gradient_buffers;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */

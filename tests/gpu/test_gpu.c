@@ -16,7 +16,8 @@
  * The op suite:
  *  - every row of the op table (bo_run_row): forward and backward in fp32, fp16 and bf16
  *    against ref within the row's tolerance class, the low-precision rule, the record key
- *    ledger, and (not with --quick) the fp64 and fp32 gradchecks;
+ *    ledger, linear/conv/conv_transpose backward in two calls (dW and db, then dx with the
+ *    input hidden) bitwise equal to one, and (not with --quick) the fp64 and fp32 gradchecks;
  *  - the rows of linear, conv, maxpool, upsample, batchnorm and gelu in a mixed-dtype call
  *    (input fp16, output fp32: an autocast-dropping recomputation) and the convolutions in
  *    fp64 on the backend's direct kernels, which sum in ref's fixed order: bitwise;
@@ -326,7 +327,7 @@ static void run_table(bo_ctx *c, const char *filter, bool quick)
 {
     int n;
     const bo_row *rows = bo_rows(&n);
-    const unsigned what = quick ? BO_RUN_CLASSES | BO_RUN_LOWP : BO_RUN_ALL;
+    const unsigned what = quick ? BO_RUN_CLASSES | BO_RUN_LOWP | BO_RUN_SPLIT : BO_RUN_ALL;
     for (int k = 0; k < n; k++)
         if (bo_row_matches(&rows[k], filter))
             bo_run_row(c, k, what);
