@@ -7,7 +7,7 @@
  *  - the fp32 kernels for relu, max pooling, concat and nearest upsampling give the
  *    reference's bits on inputs full of ties, NaNs, signed zeros and Infs, on every ISA
  *    path the machine has and 1, 2 and 3 threads; so do the fp32 attention and layernorm
- *    kernels;
+ *    kernels, and the fp32 optimizer step (every optimizer, three steps);
  *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
  *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
  *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
@@ -401,6 +401,69 @@ START_TEST(test_attention_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
+// the fp32 optimizer step (optim.c): the reference's bits for sgd, momentum, adam and adamw,
+// with and without weight decay and a gradient scale, over three steps (fresh state at
+// step 1), on values full of NaNs, signed zeros and Infs, every ISA path, 1-3 threads
+
+typedef struct {
+    const char *desc;
+    ck_optimizer opt;
+    double grad_scale;
+} optim_row;
+
+static const optim_row optim_rows[] = {
+    {"sgd", {.kind = CK_OPT_SGD, .lr = 0.01}, 1.0},
+    {"sgd, weight decay, scaled gradient", {.kind = CK_OPT_SGD, .lr = 0.1, .weight_decay = 0.01}, 0.25},
+    {"momentum", {.kind = CK_OPT_MOMENTUM, .lr = 0.01, .momentum = 0.9}, 1.0},
+    {"momentum, weight decay", {.kind = CK_OPT_MOMENTUM, .lr = 0.03, .momentum = 0.5, .weight_decay = 1e-3}, 0.5},
+    {"adam", {.kind = CK_OPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}, 1.0},
+    {"adam, weight decay, scaled gradient", {.kind = CK_OPT_ADAM, .lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1}, 0.125},
+    {"adamw", {.kind = CK_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01}, 1.0},
+};
+
+START_TEST(test_optimizer_bitwise_ref)
+{
+    const optim_row *r = &optim_rows[_i];
+    const ck_shape sh = {1, {100003}}; /* several chunks and a short last one */
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    for (int s = -1; s <= (int)cpk_isa_detect(); s++)
+        for (int threads = 1; threads <= (s < 0 ? 1 : 3); threads++) {
+            ck_backend *b = s < 0 ? ref : make_cpu(threads, isas[s]);
+            ck_tensor *p = tricky_tensor("p", sh, 40), *s0 = tricky_tensor("m", sh, 41),
+                      *s1 = tricky_tensor("v", sh, 42);
+            ck_tensor *want[3] = {tricky_tensor("p", sh, 40), tricky_tensor("m", sh, 41),
+                                  tricky_tensor("v", sh, 42)};
+            for (int step = 1; step <= 3; step++) {
+                ck_tensor *g = tricky_tensor("g", sh, 50u + (uint32_t)step);
+                ck_assert(ref->optimizer_step(ref, &r->opt, step, r->grad_scale, want[0], g,
+                                              want[1], want[2], &err) == CK_OK);
+                REQUIRE(b->optimizer_step(b, &r->opt, step, r->grad_scale, p, g, s0, s1, &err) ==
+                            CK_OK,
+                        "%s: %s", r->desc, err.msg);
+                const ck_tensor *got[3] = {p, s0, s1};
+                for (int k = 0; k < 3; k++)
+                    REQUIRE(memcmp(got[k]->data, want[k]->data, ck_tensor_bytes(p)) == 0,
+                            "%s, %s, %d threads, step %d: %s differs from ref bitwise", r->desc,
+                            s < 0 ? "ref" : isas[s], threads, step,
+                            k == 0 ? "the parameter" : k == 1 ? "state 0" : "state 1");
+                tu_tensor_free(g);
+            }
+            tu_tensor_free(p);
+            tu_tensor_free(s0);
+            tu_tensor_free(s1);
+            for (int k = 0; k < 3; k++)
+                tu_tensor_free(want[k]);
+            if (s >= 0)
+                b->destroy(b);
+        }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
 // the fp32 layernorm kernel (backends/cpu/norm.c): the reference's bits, with and without
 // weight and bias, with fp32 and fp64 saved statistics, 1-3 threads
 
@@ -552,6 +615,7 @@ Suite *suite_cpu_delegate(void)
     tcase_add_loop_test(k, test_attention_bitwise_ref, 0, COUNT(attn_rows));
     tcase_add_loop_test(k, test_layernorm_bitwise_ref, 0, COUNT(ln_rows));
     tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
+    tcase_add_loop_test(k, test_optimizer_bitwise_ref, 0, COUNT(optim_rows));
     suite_add_tcase(s, k);
     return s;
 }
