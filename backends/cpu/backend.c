@@ -59,6 +59,8 @@ static const struct {
     [CK_OP_ATTENTION] = {cpu_attention_forward, cpu_attention_backward},
     /* layernorm in fp32, the reference's double arithmetic by rows and columns */
     [CK_OP_LAYERNORM] = {cpu_norm_forward, cpu_norm_backward},
+    /* gelu's tanh form in fp32, vectorised (not the reference's bits: gelu.c) */
+    [CK_OP_GELU] = {cpu_gelu_forward, cpu_gelu_backward},
 };
 
 static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,

@@ -47,6 +47,7 @@ CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
 CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */
 CPU_OP_DECL(attention)  /* CK_OP_ATTENTION fp32 without dropout; the rest delegated */
 CPU_OP_DECL(norm)       /* CK_OP_LAYERNORM fp32; the rest delegated */
+CPU_OP_DECL(gelu)       /* CK_OP_GELU tanh form fp32 (not ref's bits); the rest delegated */
 
 #undef CPU_OP_DECL
 
