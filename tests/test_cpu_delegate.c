@@ -486,12 +486,13 @@ START_TEST(test_gelu_tanh_kernel)
             ck_assert(b->backward(b, &op, &args, &io, &g, &err) == CK_OK);
             ck_tensor *got[4] = {y, acc, fresh, alias};
             const char *what[4] = {"output", "accumulated dx", "fresh dx", "dx over dy"};
+            const size_t bytes = ck_tensor_bytes(y);
             for (int k = 0; k < 4; k++) {
                 if (!first[k]) {
                     first[k] = got[k];
                     continue;
                 }
-                REQUIRE(memcmp(got[k]->data, first[k]->data, ck_tensor_bytes(y)) == 0,
+                REQUIRE(memcmp(got[k]->data, first[k]->data, bytes) == 0,
                         "gelu tanh %s, %s, %d threads: differs from portable, 1 thread", what[k],
                         isas[s], threads);
                 tu_tensor_free(got[k]);
