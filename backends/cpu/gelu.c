@@ -29,6 +29,7 @@
 #define GELU_EXP_MAX 708.0 /* e^v for |v| <= 708 is a normal double; 2^k for |k| <= 1022 */
 #define GELU_CHUNK 32768   /* elements per task, by size alone */
 #define GELU_W_MAX 8
+#define GV_VECTOR_BYTES(n) __attribute__((vector_size(n))) /* a vector type of n bytes */
 
 /* portable: 2 doubles (SSE2 on x86-64, whatever the compiler makes of them elsewhere) */
 #define GV_W 2

@@ -10,9 +10,9 @@
 #define GV_VF GV_CAT(gv_vf_, GV_SUF)
 #define GV_VL GV_CAT(gv_vl_, GV_SUF)
 
-typedef double GV_VD __attribute__((vector_size(8 * GV_W)));
-typedef float GV_VF __attribute__((vector_size(4 * GV_W)));
-typedef long long GV_VL __attribute__((vector_size(8 * GV_W)));
+typedef double GV_VD GV_VECTOR_BYTES(8 * GV_W);
+typedef float GV_VF GV_VECTOR_BYTES(4 * GV_W);
+typedef long long GV_VL GV_VECTOR_BYTES(8 * GV_W);
 
 /* a where m is set (all ones), else b */
 GV_ATTR static inline GV_VD GV_CAT(gv_select_, GV_SUF)(GV_VL m, GV_VD a, GV_VD b)
