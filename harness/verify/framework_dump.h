@@ -22,6 +22,9 @@
 
 #define CK_JUDGE_INPUT_SCHEMA "ckpt-harness/judge-input"
 #define CK_JUDGE_INPUT_VERSION 1
+/* The variant of the plain fp32 run that skipped the optimizer update at every step the
+ * <dtype> plain run's loss scaler skipped: "skip_like:fp16", that run's fp32 reference. */
+#define CK_FW_SKIP_LIKE_PREFIX "skip_like:"
 
 typedef enum {
     CK_FW_PLAIN = 0,     /* the reference: the configuration without checkpointing */

@@ -147,7 +147,7 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
     try:
         for d in cfg.dtypes:
             pol, jd = runner.POLICIES[d], runner.JUDGE_DTYPE[d]
-            r = ji.run(f"plain.{jd}", "plain", dtype=jd)
+            r = low_plain = ji.run(f"plain.{jd}", "plain", dtype=jd)
             snap, plain, parts = _train(r.meta["id"], build, cfg, snap, r, pol, memory=memory,
                                                   modules=modules)
             if d == "fp32":
@@ -174,10 +174,19 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
                     r = ji.run("plain.fp32", "plain", dtype="fp32")
                     snap, fp32_plain, _ = _train(r.meta["id"], build, cfg, snap, r, "float32",
                                                            memory=memory, modules=modules)
+                # the fp32 runs this dtype is judged against skip the updates its loss
+                # scaler skipped (the judge refuses references that did not)
+                skips = [s["skipped"] for s in low_plain.meta["steps"]]
+                if any(skips):
+                    r = ji.run(f"plain.fp32.skip_like-{jd}", "plain", dtype="fp32",
+                               mode=f"skip_like:{jd}")
+                    _train(r.meta["id"], build, cfg, snap, r, "float32", memory=memory,
+                           modules=modules, skip_like=skips)
                 for k, ds in enumerate(CALIBRATION_DITHER_SEEDS):
                     r = ji.run(f"calibration{k}.{jd}", "calibration", dtype=jd, calibration=k)
                     _train(r.meta["id"], build, cfg, snap, r, "float32", memory=memory,
-                           rounder=ins.Rounder(jd, ds), modules=modules)
+                           rounder=ins.Rounder(jd, ds), modules=modules,
+                           skip_like=skips if any(skips) else None)
         for n, t in modules.items():
             ji.add_module(n, t, n in wrapped)
         ji.finish(min_saving=min_saving)

@@ -87,6 +87,35 @@ def test_mixed_float16_with_loss_scaling_is_judged_against_fp32(tmp_path):
                for s in x["steps"]), "no loss scaling in the mixed_float16 run"
 
 
+
+def test_mixed_float16_steps_the_loss_scaler_skipped_are_judged_like_run(tmp_path):
+    """A loss large enough that LossScaleOptimizer (scale 2^15) overflows fp16 in its first
+    two steps: the mixed_float16 run skips those updates and trains on from the same weights.
+    Its fp32 reference and calibration runs skip the same updates (as run's fp32 references
+    do), so the healthy model passes against fp32; judged against an fp32 run that applied
+    them, every parameter after step 0 compared two different models (a false FAIL)."""
+    r = run(models.loss_scale_overflow, tmp_path, wrap=["block*"], steps=4,
+            dtypes=["mixed_float16"])
+    with open(tmp_path / "dump" / "judge.json") as f:
+        d = json.load(f)
+    runs = {x["id"]: x for x in d["runs"]}
+    low = [s["skipped"] for s in runs["plain.fp16"]["steps"]]
+    assert any(low) and not all(low), low  # some steps skipped, some updates taken
+    ref = runs["plain.fp32.skip_like-fp16"]
+    assert ref["mode"] == "skip_like:fp16" and [s["skipped"] for s in ref["steps"]] == low
+    for k in range(3):
+        assert [s["skipped"] for s in runs[f"calibration{k}.fp16"]["steps"]] == low
+    assert r.exit_code == 0, r.summary
+    assert "vs fp32: close" in r.summary, r.summary
+    # the judge refuses an fp32 reference that applied an update the loss scaler skipped
+    d["runs"] = [x for x in d["runs"] if x["id"] != "plain.fp32.skip_like-fp16"]
+    (tmp_path / "dump" / "judge.json").write_text(json.dumps(d))
+    p = subprocess.run([HARNESS, "judge", str(tmp_path / "dump")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert 'run "plain.fp32" applied the optimizer update at step 0' in p.stderr, p.stderr
+
 # ---- dropout ---------------------------------------------------------------------------
 
 def test_dropout_redrawn_by_recompute_grad_is_caught(tmp_path):
