@@ -104,16 +104,25 @@ char *ck_junit_string(const ck_run_set *s)
             ck_sb_add(&b, "\"/>\n");
             break;
         }
-        ck_sb_add(&b, "      <system-out>case file: ");
-        ck_sb_add_xml(&b, it->case_file ? it->case_file : "-");
+        /* no file named when there is none that will still exist (judge
+         * --temporary-input without a model source) */
+        ck_sb_add(&b, "      <system-out>");
+        const char *sep = "";
+        if (it->case_file) {
+            ck_sb_add(&b, "case file: ");
+            ck_sb_add_xml(&b, it->case_file);
+            sep = "\n";
+        }
         if (it->report_file) {
-            ck_sb_add(&b, "\nreport: ");
+            ck_sb_add(&b, sep);
+            ck_sb_add(&b, "report: ");
             ck_sb_add_xml(&b, it->report_file);
+            sep = "\n";
         }
         char eq[CK_REPORT_LINE_MAX];
         ck_report_equivalence_from_json(it->report, eq, sizeof eq);
         if (eq[0]) {
-            ck_sb_add(&b, "\n");
+            ck_sb_add(&b, sep);
             ck_sb_add_xml(&b, eq);
         }
         ck_sb_add(&b, "</system-out>\n    </testcase>\n");

@@ -97,6 +97,8 @@ typedef struct {
     char *framework, *framework_version, *device;
     bool deterministic;
     char *model_name, *source;  /* source may be NULL */
+    bool input_temporary;       /* DIR is deleted after the judge (a driver's temporary
+                                   folder): outputs name source, or nothing, not path */
     cJSON *config;              /* the driver's configuration, carried into the reports */
     bool has_min_saving;
     double min_saving;
@@ -107,6 +109,10 @@ typedef struct {
     int n_runs;
     ck_fw_run *runs;
 } ck_fw_input;
+
+/* The file outputs name for the input: model.source, else DIR/judge.json unless the input
+ * is temporary (then NULL: nothing that will have been deleted is named). */
+const char *ck_fw_input_shown_path(const ck_fw_input *in);
 
 /* Reads and checks DIR/judge.json (not the tensor files: those load per run). */
 ck_status ck_fw_input_load(const char *dir, ck_fw_input *in, ck_error *err);

@@ -58,7 +58,7 @@ ck_status ck_fw_model_build(const ck_fw_input *in, const ck_fw_judge_opts *o, ck
     }
     c->n_layers = n;
     c->name = in->model_name;
-    c->path = in->source ? in->source : in->path;
+    c->path = (char *)ck_fw_input_shown_path(in);
     int p = ck_fw_find_run(in, CK_FW_PLAIN, CK_F32, NULL, 0, 0);
     c->steps = p >= 0 ? in->runs[p].n_steps : 0;
     c->rtol = c->atol = 0.0;          /* plain vs checkpointed: bitwise */

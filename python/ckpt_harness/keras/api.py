@@ -16,7 +16,7 @@ import tensorflow as tf
 import keras
 
 from ckpt_harness import dump as judge_dump
-from ckpt_harness.judge import UsageError, run_judge
+from ckpt_harness.judge import UsageError, run_judge, source_file
 from ckpt_harness.keras import instrument as ins
 from ckpt_harness.keras import runner
 
@@ -133,6 +133,7 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
     else:
         owned_tmp = out = tempfile.mkdtemp(prefix="ckpt-keras-")
     name = model_name or "keras_model"
+    source = source or source_file(build)
     ji = judge_dump.JudgeInput(out, "keras", f"tensorflow {tf.__version__}, keras "
                                f"{keras.__version__}", cfg.device, name, source=source,
                                config=cfg.as_dict(), deterministic=True)
@@ -191,7 +192,8 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
             ji.add_module(n, t, n in wrapped)
         ji.finish(min_saving=min_saving)
         res = run_judge(out, harness=harness, report=report, junit=junit, html=html,
-                        bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo)
+                        bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo,
+                        temporary=bool(owned_tmp and not keep))
         if keep and owned_tmp:
             print(f"judge input kept in {out}")
         return res

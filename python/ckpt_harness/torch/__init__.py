@@ -182,7 +182,8 @@ def verify(model, inputs, loss_fn, wrap=(), wrap_type=(), enable_checkpointing=N
         declare_modules(writer, order, types, recomputed, wrapped, random)
         writer.finish(min_saving)
         return run_judge(root, harness=harness, report=report, junit=junit, html=html,
-                         bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo)
+                         bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo,
+                         temporary=not dump and not keep)
     finally:
         torch.use_deterministic_algorithms(was_det)
         if not dump and not keep:

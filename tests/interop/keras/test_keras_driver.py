@@ -265,3 +265,41 @@ def test_onnx_export_of_a_batchnorm_free_model_imports_its_upsampling(tmp_path):
     assert rc == 0, out + err
     case = json.loads((tmp_path / "up.json").read_text())
     assert [l["scale"] for l in case["layers"] if l["op"] == "upsample3d"] == [[2, 2, 2]], case
+
+
+# ---- outputs name only files that still exist ---------------------------------------------
+
+def _named_files(junit_text, report_dir):
+    import re
+    named = re.findall(r"case file: ([^\n<]+)", junit_text)
+    for f in sorted(os.listdir(report_dir)):
+        with open(os.path.join(report_dir, f)) as fh:
+            d = json.load(fh)
+        items = d.get("items") or [d]
+        for it in items:
+            c = it.get("case") if isinstance(it.get("case"), dict) else {}
+            for p in (c.get("file"), (it.get("config") or {}).get("judge_input"), it.get("file")):
+                if p:
+                    named.append(p)
+    return named
+
+
+def test_junit_and_reports_name_no_deleted_judge_input(tmp_path):
+    """Without --dump the driver judges a temporary folder and deletes it: the JUnit
+    system-out and the reports name the file that defines build(), never that judge.json."""
+    r = verify(models.dense_blocks, wrap=["block0"], harness=HARNESS, echo=False,
+               junit=str(tmp_path / "j.xml"), report=str(tmp_path / "rep"))
+    assert r.exit_code == 0, r.summary
+    j = (tmp_path / "j.xml").read_text()
+    named = _named_files(j, str(tmp_path / "rep"))
+    assert named and all(os.path.isfile(p) for p in named), named
+    assert os.path.abspath(models.__file__) in named, named
+    # a build() with no source file: nothing is named (no "case file:" line at all)
+    ns = {}
+    exec("import models\ndef build():\n    return models.dense_blocks()\n", ns)
+    r = verify(ns["build"], wrap=["block0"], harness=HARNESS, echo=False,
+               junit=str(tmp_path / "j2.xml"), report=str(tmp_path / "rep2"))
+    assert r.exit_code == 0, r.summary
+    j2 = (tmp_path / "j2.xml").read_text()
+    assert "case file:" not in j2 and "judge.json" not in j2, j2
+    assert _named_files(j2, str(tmp_path / "rep2")) == []
