@@ -110,6 +110,22 @@ EOF
     tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" >"$TMP/frames"
     grep -q '^\[1/1\] canary_fails fp32  bisecting  ' "$TMP/frames" && ! grep -q 'canary_fails: bisecting' "$TMP/frames" && ok \
         || bad "bisect on a terminal: $(cat "$TMP/frames" | head -5)"
+    # bisect's own trainings show their step and layer, numbered, with the ETA
+    cat >"$TMP/progress_bisect.json" <<'EOF'
+{"name": "progress_bisect", "seed": 1, "input": {"shape": [128, 512]},
+ "layers": [{"name": "l0", "op": "linear", "units": 512}, {"name": "a0", "op": "tanh"},
+            {"name": "d0", "op": "dropout", "rate": 0.2},
+            {"name": "l1", "op": "linear", "units": 512}, {"name": "a1", "op": "tanh"},
+            {"name": "l2", "op": "linear", "units": 512}, {"name": "a2", "op": "tanh"},
+            {"name": "out", "op": "linear", "units": 4}],
+ "loss": {"op": "mse"}, "checkpoint": {"segments": [["l0", "d0"], ["l1", "a1"]]},
+ "policies": {"rng": "stateful"}, "expect": "mismatch", "train": {"steps": 4}}
+EOF
+    script -qc "\"$PROG\" bisect \"$TMP/progress_bisect.json\" --rows 0 >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" | grep '^\[1/1\] ' >"$TMP/frames"
+    grep -Eq ' fp32  bisect [0-9]+ [a-z ]+ step [1-4]/4  (forward|backward|recompute) [0-9]+/8 .*ETA [0-9]+s$' "$TMP/frames" && ok \
+        || bad "bisect's trainings show no step progress: $(tail -3 "$TMP/frames")"
+    awk 'length($0) > 79 { n++ } END { exit n > 0 }' "$TMP/frames" && ok || bad "bisect progress frames over 79 columns"
 fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
