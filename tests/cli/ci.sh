@@ -232,6 +232,19 @@ grep -q "^::error file=$C/canary_fails.json,title=" "$TMP/out" && ok || bad "::e
 grep -q '| :x: | canary_fails | fp32 |' "$TMP/step_summary.md" && ok || bad "step summary: $(cat "$TMP/step_summary.md")"
 "$PROG" run "$C" --quiet >"$TMP/out" 2>&1
 grep -q '^::' "$TMP/out" && bad "annotations without GITHUB_ACTIONS" || ok
+# a bisected failure carries its cause (first diverging layer and why) into JUnit, the step
+# summary, the annotation and the one-line text summary, as the HTML and the story do
+: >"$TMP/bisect_summary.md"
+GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/bisect_summary.md" "$PROG" run "$C/canary_fails.json" \
+    --bisect --quiet --junit "$TMP/bisect.xml" >"$TMP/out" 2>"$TMP/err"
+grep -q '<failure type="mismatch" message="[^"]*; cause: dropout `drop1` drew a different mask on recomputation' "$TMP/bisect.xml" && ok ||
+    bad "JUnit failure message without the bisect cause: $(grep '<failure' "$TMP/bisect.xml")"
+grep -q '^cause: dropout `drop1` drew a different mask' "$TMP/bisect.xml" && ok || bad "JUnit failure text without the causes"
+grep -q '| :x: | canary_fails | fp32 | .*; cause&#58; dropout \\`drop1\\` drew a different mask' "$TMP/bisect_summary.md" && ok ||
+    bad "step summary without the bisect cause: $(cat "$TMP/bisect_summary.md")"
+grep -q '^::error .*; cause: dropout `drop1` drew a different mask' "$TMP/out" && ok || bad "annotation without the bisect cause: $(grep '::' "$TMP/out")"
+tr '\n' ' ' <"$TMP/out" | grep -q '^FAIL canary_fails fp32 .*; cause: dropout `drop1` drew a *different mask' && ok ||
+    bad "the one-line text summary without the bisect cause: $(cat "$TMP/out")"
 
 # ---- gradcheck and compare --junit ------------------------------------------------------
 run 0 "gradcheck --junit" -- "$PROG" gradcheck "$C/canary_no_saving.json" --quiet --junit "$TMP/gc.xml" --report "$TMP/gc.json"
