@@ -51,6 +51,8 @@ typedef struct {
     uint32_t below;   /* DRAW_BELOW: integers in [0, below) */
     ck_dtype round_to; /* uniform and normal draws: rounded to this dtype (round_host) */
     double *out;
+    ck_dtype to; /* then converted to the tensor's dtype into typed (ck_convert_from_f64) */
+    void *typed;
 } draw_job;
 
 static void draw_task(void *vctx, int64_t task)
@@ -68,6 +70,7 @@ static void draw_task(void *vctx, int64_t task)
     }
     if (j->kind != DRAW_BELOW)
         round_host(out, n, j->round_to);
+    ck_convert_from_f64(j->to, (char *)j->typed + (size_t)lo * ck_dtype_size(j->to), out, n);
 }
 
 static void draw(ck_backend *b, const draw_job *j)
@@ -90,6 +93,7 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
 {
     const ck_case *c = g->cs;
     double *host = NULL;
+    void *typed = NULL;
     memset(input, 0, sizeof *input);
     memset(target, 0, sizeof *target);
     const bool tokens = c->input_dist == CK_DIST_TOKENS;
@@ -102,7 +106,9 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
                      ? ck_shape_numel(&g->target_shape)
                      : 0;
     host = malloc((size_t)(n > nt ? n : nt) * sizeof *host);
-    if (!host) {
+    /* the draws converted to the tensors' dtypes (at most 8 bytes an element) */
+    typed = malloc((size_t)(n > nt ? n : nt) * sizeof *host + 1);
+    if (!host || !typed) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory drawing the input");
         goto fail;
     }
@@ -113,8 +119,9 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
                                 : c->input_dist != CK_DIST_NORMAL ? DRAW_UNIFORM
                                                                   : DRAW_NORMAL,
                         .s = &s, .n = n, .below = (uint32_t)c->input_vocab,
-                        .round_to = round_to, .out = host});
-    if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
+                        .round_to = round_to, .out = host, .to = input->dtype,
+                        .typed = typed});
+    if ((st = b->upload(b, input, typed, err)) != CK_OK)
         goto fail;
 
     ck_rng_stream ts = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_TARGET, (uint32_t)step);
@@ -122,22 +129,24 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
         if ((st = alloc_plain_tensor(b, target, "target", dtype, &g->target_shape, err)) != CK_OK)
             goto fail;
         draw(b, &(draw_job){.kind = DRAW_UNIFORM, .s = &ts, .n = nt, .round_to = round_to,
-                            .out = host});
-        st = ck_upload_f64(b, target, host, err);
+                            .out = host, .to = target->dtype, .typed = typed});
+        st = b->upload(b, target, typed, err);
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
         if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
             goto fail;
         uint32_t classes = (uint32_t)g->output_shape.dim[g->loss_spec.class_dim];
         draw(b, &(draw_job){.kind = DRAW_BELOW, .s = &ts, .n = nt, .below = classes,
-                            .out = host});
-        st = ck_upload_f64(b, target, host, err);
+                            .out = host, .to = CK_I32, .typed = typed});
+        st = b->upload(b, target, typed, err);
     }
     if (st != CK_OK)
         goto fail;
     free(host);
+    free(typed);
     return CK_OK;
 fail:
     free(host);
+    free(typed);
     ck_free_data(b, input, target);
     return st;
 }
