@@ -239,6 +239,34 @@ def main():
     check("the skip_like reference did not update at the skipped step", unchanged)
     check("the judge takes that reference (no refusal)", r.exit_code in (0, 1), r.summary[-400:])
 
+    # a tied head (GPT-2's head.weight is wte.weight): the bf16 calibration runs round the
+    # shared weight once and put that one tensor under both names (torch 2.x's
+    # functional_call refuses two values for tied names: the run stopped with exit 2)
+    from ckpt_harness.torch.runner import _calibration_params
+
+    class TiedHead(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Embedding(11, 8)
+            self.mid = torch.nn.Linear(8, 8)
+            self.head = torch.nn.Linear(8, 11, bias=False)
+            self.head.weight = self.wte.weight
+
+        def forward(self, idx):
+            return self.head(torch.tanh(self.mid(self.wte(idx))))
+    tied = TiedHead()
+    cp = _calibration_params(tied, "bf16")
+    check("a tied weight gets one rounded tensor under each of its names",
+          cp["wte.weight"] is cp["head.weight"] and
+          torch.equal(cp["head.weight"], tied.wte.weight.detach().bfloat16().float()),
+          sorted(cp))
+    idx = torch.randint(0, 11, (3, 5))
+    r = verify(tied, idx, lambda o, s: torch.nn.functional.cross_entropy(
+        o.flatten(0, 1).float(), idx.flatten()), wrap=["mid"], dtypes=["fp32", "bf16"],
+        echo=False)
+    check("a model with a tied head verifies in bf16 (calibration runs included)",
+          r.passed, r.summary[-600:])
+
 
     # a judge input with a broken manifest: one line naming the file and key
     dump = os.path.join(TMP, "dump")

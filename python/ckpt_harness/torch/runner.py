@@ -63,17 +63,21 @@ def _round_input(x, low):
                  for v in x)
 
 
-def _rounded_params(model, low):
-    """Weight-like modules' parameters rounded to the low dtype, with the master's gradient."""
+def _calibration_params(model, low):
+    """Every parameter under every name a module holds it by; weight-like modules' parameters
+    rounded to the low dtype, with the master's gradient. A tied parameter (a GPT head sharing
+    the embedding's weight) is rounded once and the same tensor goes under each of its names,
+    so functional_call (which refuses two values for tied names on torch 2.x) replaces every
+    use of it alike."""
     dt = TORCH_DTYPES[low]
-    out = {}
-    for mname, m in model.named_modules():
-        if not weight_like(m):
-            continue
-        for pname, p in m.named_parameters(recurse=False):
-            full = f"{mname}.{pname}" if mname else pname
-            out[full] = p + (p.detach().to(dt).float() - p.detach())
-    return out
+    owned = [(f"{mname}.{pname}" if mname else pname, p, weight_like(m))
+             for mname, m in model.named_modules()
+             for pname, p in m.named_parameters(recurse=False)]
+    rounded = {}
+    for _, p, wl in owned:
+        if wl and id(p) not in rounded:
+            rounded[id(p)] = p + (p.detach().to(dt).float() - p.detach())
+    return {name: rounded.get(id(p), p) for name, p, _ in owned}
 
 
 class RunSpec:
@@ -110,8 +114,7 @@ def _check_loss(loss, step):
 def _forward(model, x, step, spec, ctx):
     if spec.role == "calibration":
         x = _round_input(x, spec.dtype)
-        params = dict(model.named_parameters())
-        params.update(_rounded_params(model, spec.dtype))
+        params = _calibration_params(model, spec.dtype)
         params.update(dict(model.named_buffers()))
         return _functional_call(model, params, x)
     if spec.dtype != "fp32":
