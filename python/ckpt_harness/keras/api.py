@@ -95,6 +95,13 @@ def _train(run_id, *a, **kw):
         return runner.train_run(*a, **kw)
     except UsageError:
         raise
+    except runner.LossFnError as e:  # the script's loss_fn failed on the model's output
+        msg = " ".join(str(e).split())
+        hint = ("; a mixed policy's output: cast it, e.g. keras.ops.cast(output, 'float32')"
+                if e.out_dtype in ("float16", "bfloat16") else "")
+        raise UsageError(f"run {run_id}: loss_fn(output, {e.step}) raised "
+                         f"{type(e.cause).__name__} (the output is {e.out_dtype}{hint}): "
+                         f"{msg[:300]}{'...' if len(msg) > 300 else ''}")
     except Exception as e:  # the model itself failed: not a verdict, bad input
         msg = " ".join(str(e).split())
         raise UsageError(f"run {run_id}: the model raised {type(e).__name__}: "

@@ -203,6 +203,9 @@ def _bad_script(tmp_path, name, text):
     (["verify", "{origin}", "--wrap", "enc", "--dtype", "fp8"], "unknown dtype"),
     (["verify", "{nonscalar}", "--wrap", "block0"], "must be a scalar"),
     (["verify", "{dropout}"], "nothing to checkpoint"),
+    (["verify", "{f32loss}", "--wrap", "block0", "--dtype", "mixed_bfloat16"],
+     "loss_fn(output, 0) raised InvalidArgumentError (the output is bfloat16; a mixed "
+     "policy's output: cast it"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     subs = {"{nobuild}": _bad_script(tmp_path, "nobuild.py", "x = 1\n"),
@@ -210,7 +213,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
             "{dropout}": os.path.join(EXAMPLES, "dropout_mlp.py"),
             "{nonscalar}": _bad_script(
                 tmp_path, "nonscalar.py", f"import sys; sys.path.insert(0, {HERE!r})\n"
-                          "from models import non_scalar_loss as build\n")}
+                          "from models import non_scalar_loss as build\n"),
+            # a float32 target minus the mixed policy's bfloat16 output: the loss raises
+            "{f32loss}": _bad_script(
+                tmp_path, "f32loss.py", f"import sys; sys.path.insert(0, {HERE!r})\n"
+                "import keras, models\n"
+                "def build():\n"
+                "    model, x, _ = models.dense_blocks(n=1, width=8)\n"
+                "    y = keras.ops.zeros((8, 4))\n"
+                "    return model, x, lambda o, s: keras.ops.mean((o - y) ** 2)\n")}
     rc, out, err = cli(*[subs.get(a, a) for a in args])
     lines = [l for l in err.splitlines() if l.startswith("python3 -m ckpt_harness.keras")]
     assert rc == 2, out + err
