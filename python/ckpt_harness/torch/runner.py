@@ -138,11 +138,14 @@ def train_run(ctx, spec, writer_run, shard=None, prepared=None, module_model=Non
             ctx.enable_checkpointing(model)
         else:
             wrapped = [n for n, _ in modes_mod.select_modules(model, ctx.wrap, ctx.wrap_type)]
-            modes_mod.wrap_modules(model, wrapped, spec.mode)
+            counts = modes_mod.wrap_modules(model, wrapped, spec.mode)
     if shard is not None:
         model = ctx.wrap_distributed(model)
     module_model = model.module if hasattr(model, "module") and shard is not None else model
-    return _train(ctx, spec, writer_run, model, module_model, wrapped, shard)
+    got = _train(ctx, spec, writer_run, model, module_model, wrapped, shard)
+    if wrapped:  # the judge fails a part that never recomputed
+        writer_run.set_parts([(n, counts[n][0], counts[n][1] - counts[n][0]) for n in wrapped])
+    return got
 
 
 def _train(ctx, spec, writer_run, model, module_model, wrapped, shard):
