@@ -150,6 +150,16 @@ def test_wrapped_layer_that_never_recomputes_is_reported(tmp_path):
     assert r.exit_code == 1, r.summary
 
 
+def test_enable_checkpointing_that_checkpoints_nothing_fails(tmp_path):
+    # an attribute nothing reads: the checkpointed run is the plain run again, not a pass
+    def unread_flag(model):
+        model.use_checkpointing = True
+    r = run(models.dense_blocks, tmp_path, enable_checkpointing=unread_flag)
+    assert r.exit_code == 1, r.summary
+    assert "checkpointing did not run inside `enable_checkpointing(model)`" in r.summary, \
+        r.summary
+
+
 def test_min_saving_fails_a_checkpoint_that_saves_too_little(tmp_path):
     r = run(models.dense_blocks, tmp_path, wrap=["block0"], min_saving=0.99)
     assert r.exit_code == 1, r.summary
