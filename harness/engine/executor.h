@@ -71,6 +71,11 @@ typedef struct {
      * input's or its output gradient's buffer, shared between an add's inputs, or kept
      * inside a concat's (tests check that those change no bit against this). */
     bool own_gradient_buffers;
+    /* Every layer's output gradient is a tensor of its own when its backward runs, for an
+     * observer that reads it (activation-gradient dumps, bisect): no relu's backward is
+     * fused into the backward that produces its output gradient (executor.c,
+     * relu_fuse_source), so such a run's peak can exceed the plan's. */
+    bool keep_activation_grads;
 } ck_exec_config;
 
 /* The marks the executor writes into the allocator's event log (alloc.h), once per step: after
@@ -98,6 +103,9 @@ struct ck_exec {
                                       buffer's end), or -1; freed with it */
     int *grad_holds;               /* per layer: the layer whose gradient lives inside this
                                       layer's gradient buffer (the inverse), or -1 */
+    bool *relu_done;               /* per layer: a relu whose backward its output's one
+                                      consumer (or the loss) did this step, its input's
+                                      gradient written over its output (relu_fuse_source) */
     ck_fwd_args *args;             /* per layer: the args of its latest forward */
     bool *master_params;           /* per layer: its latest forward ran on fp32 masters */
     uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */

@@ -344,7 +344,8 @@ typedef struct {
 static ck_status train_observed(const bisect_env *e, ck_training_kind kind, const ck_plan *plan,
                                 recorder *r, ck_record *rec, ck_error *err)
 {
-    ck_run_hooks hooks = {.observer = r ? recorder_observe : NULL, .observer_user = r};
+    ck_run_hooks hooks = {.observer = r ? recorder_observe : NULL, .observer_user = r,
+                          .keep_activation_grads = r != NULL};
     ck_training t = {.kind = kind, .b = e->b, .g = e->g, .plan = plan, .dtype = e->dtype,
                      .hooks = &hooks, .log = e->log};
     return ck_training_run(&t, rec, err);
