@@ -1025,6 +1025,72 @@ END_TEST
  * (ck_exec_concat_grad_move) against the concat kernel adding its part of dy to a zeroed
  * gradient, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN, infinities
  * and subnormals, over 3 rows whose parts move in 4, 2 and 2 overlapping chunks. */
+/* The forward move of a concat's first input from the end of the concat's buffer into
+ * place (ck_exec_concat_forward_move) plus the copy of the other input, against the concat
+ * kernel's forward, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN,
+ * infinities and subnormals, over 3 rows whose parts move in 1, 1 and 2 pieces. */
+START_TEST(concat_forward_move_has_the_concat_kernels_bits)
+{
+    static const double vals[] = {-0.0, 0.0, 1.5, -2.25, 1e-40, -1e-42, 6e-8, -3e-5,
+                                  INFINITY, -INFINITY, NAN, 65504.0, 1e30, -7.0, 0.1, -0.3};
+    enum { A = 16, B = 4, S = A + B, ROWS = 3 }; /* y (3, 20): input 0 (3, 16), 1 (3, 4) */
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    ck_error err;
+    ck_backend *bes[2] = {tu_cpu_backend(), NULL};
+    ck_assert_msg(ck_backend_create("ref", NULL, &bes[1], &err) == CK_OK, "%s", err.msg);
+    for (int bi = 0; bi < 2; bi++)
+        for (int d = 0; d < 3; d++) {
+            ck_backend *b = bes[bi];
+            const ck_dtype dt = dts[d];
+            const size_t es = ck_dtype_size(dt);
+            double v0[ROWS * A], v1[ROWS * B];
+            for (int k = 0; k < ROWS * A; k++)
+                v0[k] = vals[k % 16] * (k % 3 ? 1.0 : -1.0);
+            for (int k = 0; k < ROWS * B; k++)
+                v1[k] = vals[(k + 5) % 16];
+            unsigned char h0[ROWS * A * 8], h1[ROWS * B * 8], want[ROWS * S * 8], have[ROWS * S * 8];
+            ck_convert_from_f64(dt, h0, v0, ROWS * A);
+            ck_convert_from_f64(dt, h1, v1, ROWS * B);
+            ck_tensor y = {"y", dt, {2, {ROWS, S}}, NULL}, moved = {"moved", dt, {2, {ROWS, S}}, NULL};
+            ck_tensor x0 = {"x0", dt, {2, {ROWS, A}}, NULL}, x1 = {"x1", dt, {2, {ROWS, B}}, NULL};
+            ck_assert(b->alloc(b, (size_t)(ROWS * S) * es, &y.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * S) * es, &moved.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * A) * es, &x0.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * B) * es, &x1.data, &err) == CK_OK);
+            ck_assert(b->upload(b, &x0, h0, &err) == CK_OK && b->upload(b, &x1, h1, &err) == CK_OK);
+            ck_op_params op;
+            ck_op_params_default(&op, CK_OP_CONCAT, 0);
+            op.dim = 1;
+            ck_op_io io = {.n_in = 2, .in = {&x0, &x1}, .out = &y};
+            ck_fwd_args args;
+            memset(&args, 0, sizeof args);
+            ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+            /* input 0 written at the end of the buffer, then moved into place; input 1's
+             * parts copied after each part (as the executor's concat_forward_inside does) */
+            ck_tensor tail = {"tail", dt, {2, {ROWS, A}},
+                              (char *)moved.data + (size_t)(ROWS * B) * es};
+            ck_assert(b->upload(b, &tail, h0, &err) == CK_OK);
+            ck_assert_msg(ck_exec_concat_forward_move(b, &moved, ROWS, A, S, &err) == CK_OK,
+                          "%s", err.msg);
+            for (int n = 0; n < ROWS; n++) {
+                ck_tensor dst = {"dst", dt, {1, {B}}, (char *)moved.data + (size_t)(n * S + A) * es};
+                ck_tensor src = {"src", dt, {1, {B}}, (char *)x1.data + (size_t)(n * B) * es};
+                ck_assert(b->convert(b, &dst, &src, 1.0, false, &err) == CK_OK);
+            }
+            ck_assert(b->download(b, &y, want, &err) == CK_OK);
+            ck_assert(b->download(b, &moved, have, &err) == CK_OK);
+            ck_assert_msg(memcmp(want, have, (size_t)(ROWS * S) * es) == 0, "%s %s: bits differ",
+                          b->name, ck_dtype_name(dt));
+            b->free(b, y.data);
+            b->free(b, moved.data);
+            b->free(b, x0.data);
+            b->free(b, x1.data);
+        }
+    bes[0]->destroy(bes[0]);
+    bes[1]->destroy(bes[1]);
+}
+END_TEST
+
 START_TEST(concat_gradient_move_has_the_concat_kernels_bits)
 {
     static const double vals[] = {-0.0, 0.0, 1.5, -2.25, 1e-40, -1e-42, 6e-8, -3e-5,
@@ -1088,6 +1154,7 @@ Suite *suite_executor(void)
     tcase_add_test(tc, reused_gradient_buffers_change_no_bit);
     tcase_add_test(tc, relu_backward_is_fused_only_where_nothing_else_reads);
     tcase_add_test(tc, concat_gradient_move_has_the_concat_kernels_bits);
+    tcase_add_test(tc, concat_forward_move_has_the_concat_kernels_bits);
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
     tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
     tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);

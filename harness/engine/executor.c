@@ -39,6 +39,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->grad_inside = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_inside);
     e->grad_holds = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_holds);
     e->relu_done = calloc((size_t)(n > 0 ? n : 1), sizeof *e->relu_done);
+    e->out_inside = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->out_inside);
     e->args = calloc((size_t)n, sizeof *e->args);
     e->master_params = calloc((size_t)n, sizeof *e->master_params);
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
@@ -46,7 +47,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
         calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->segment_peak);
     if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params ||
         !e->segment_peak || !e->grad_shared_with || !e->grad_inside || !e->grad_holds ||
-        !e->relu_done)
+        !e->relu_done || !e->out_inside)
         goto nomem;
     if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
         ck_exec_free(e);
@@ -56,7 +57,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
         const ck_node *nd = &cfg->g->nodes[i];
         const char *ln = nd->spec->name;
         e->grad_shared_with[i] = -1;
-        e->grad_inside[i] = e->grad_holds[i] = -1;
+        e->grad_inside[i] = e->grad_holds[i] = e->out_inside[i] = -1;
         e->out[i].name = make_name(ln, "out");
         e->out[i].dtype = e->dtype;
         e->out[i].shape = nd->out_shape;
@@ -102,6 +103,10 @@ static void free_grad(ck_exec *e, int i)
 static void release_all(ck_exec *e)
 {
     for (int i = 0; i < e->cfg.g->n; i++) {
+        if (e->out_inside[i] >= 0) { /* inside a later layer's buffer: freed with that */
+            e->out[i].data = NULL;
+            e->out_inside[i] = -1;
+        }
         ck_act_free_tensor(&e->act, &e->out[i]);
         free_grad(e, i);
         ck_act_free_tensor(&e->act, &e->saved[i]);
@@ -112,7 +117,7 @@ static void release_all(ck_exec *e)
 void ck_exec_free(ck_exec *e)
 {
     if (e->out && e->dout && e->saved && e->grad_shared_with && e->grad_inside && e->grad_holds &&
-        e->relu_done)
+        e->relu_done && e->out_inside)
         release_all(e);
     for (int i = 0; e->cfg.g && i < e->cfg.g->n; i++) {
         if (e->out)
@@ -129,6 +134,7 @@ void ck_exec_free(ck_exec *e)
     free(e->grad_inside);
     free(e->grad_holds);
     free(e->relu_done);
+    free(e->out_inside);
     free(e->args);
     free(e->master_params);
     free(e->stash);
@@ -250,6 +256,10 @@ static int in_place_source(const ck_exec *e, int i, bool recompute, ck_dtype wan
     return -1;
 }
 
+static int concat_inside_target(const ck_exec *e, int i, bool recompute);
+static ck_status place_inside_concat(ck_exec *e, int i, int cat, ck_error *err);
+static ck_status concat_forward_inside(ck_exec *e, int i, const ck_op_io *io, ck_error *err);
+
 static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                bool recompute, ck_error *err)
 {
@@ -263,7 +273,10 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (e->out[i].data && e->out[i].dtype != want)
         ck_act_free_tensor(&e->act, &e->out[i]);
     e->out[i].dtype = want;
-    int shared = in_place_source(e, i, recompute, want);
+    int inside = concat_inside_target(e, i, recompute);
+    if (inside >= 0 && (st = place_inside_concat(e, i, inside, err)) != CK_OK)
+        goto fail;
+    int shared = inside >= 0 ? -1 : in_place_source(e, i, recompute, want);
     ck_tensor shared_in; /* the input as the kernel sees it, its buffer now the output's */
     if (shared >= 0) {
         shared_in = e->out[shared];
@@ -308,9 +321,13 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (op_draws_random(nd))
         a->rng = draw_stream(e, i, step);
 
+    /* a concat whose first input was written inside its buffer moves it into place */
+    bool holds_first = nd->n_in > 0 && nd->in[0] >= 0 && e->out_inside[nd->in[0]] == i;
+    if (holds_first && (st = concat_forward_inside(e, i, &io, err)) != CK_OK)
+        goto fail;
     if (e->cfg.dry_run)
         return CK_OK;
-    if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK ||
+    if ((!holds_first && (st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK) ||
         (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK ||
         (st = check_finite(e, i, step, &e->out[i], false, recompute, err)) != CK_OK)
         goto fail;
@@ -617,6 +634,9 @@ static bool relu_fusable(const ck_exec *e, int r)
     if (nr->op.kind != CK_OP_RELU || nr->n_in != 1 || nr->in[0] < 0)
         return false;
     int p = nr->in[0];
+    /* p's and r's single consumers are implied by the gradients without buffers here and
+       by relu_fuse_source's rule (every other consumer's backward runs before the fused
+       one); required anyway, so a change elsewhere cannot widen the fusion */
     return g->nodes[p].n_consumers == 1 && !filtered_input(e, r, p) && !e->dout[p].data &&
            !e->dout[r].data && e->grad_shared_with[p] < 0 && e->grad_inside[p] < 0 &&
            e->grad_holds[p] < 0 && e->grad_shared_with[r] < 0 && e->grad_inside[r] < 0 &&
@@ -794,6 +814,95 @@ static ck_status concat_move_front(ck_exec *e, int i, int src, ck_error *err)
     e->grad_inside[src] = i;
     e->grad_holds[i] = src;
     return CK_OK;
+}
+
+/* The concat inside whose output buffer layer i's output is written, or -1 (the plain
+ * forward only, not a recomputation): i is the first input of the next layer, a concat, and
+ * is named there once; that concat is i's only consumer and nothing reads i's output after
+ * it (liveness.h: not kept after its forward); i's output has the concat's dtype, the
+ * concat's buffer is not live yet, and the moves that bring i's parts into place are few
+ * and leave i's part at an offset every backend's allocations are aligned to. The concat's
+ * buffer is then allocated at i's forward instead of beside it (a concat after an upsample
+ * does not hold the upsample's output and its own at once), i's output is the buffer's end,
+ * and the concat's forward moves i's parts down into place and copies the other inputs
+ * (concat_forward_inside). */
+static int concat_inside_target(const ck_exec *e, int i, bool recompute)
+{
+    const ck_graph *g = e->cfg.g;
+    int cat = i + 1;
+    if (recompute || e->cfg.own_gradient_buffers || cat >= g->n ||
+        g->nodes[cat].op.kind != CK_OP_CONCAT ||
+        g->nodes[cat].n_in < 2 || g->nodes[cat].in[0] != i || g->nodes[i].n_consumers != 1 ||
+        e->live.kept_after_forward[i] || e->out[cat].data || e->out[i].data ||
+        e->out[i].dtype != e->out[cat].dtype)
+        return -1;
+    for (int j = 1; j < g->nodes[cat].n_in; j++)
+        if (g->nodes[cat].in[j] == i)
+            return -1;
+    concat_layout l = concat_layout_of(e, cat);
+    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->out[cat].dtype);
+    if (concat_move_chunks(&l) < 0 || offset % CONCAT_MOVE_ALIGN != 0)
+        return -1;
+    return cat;
+}
+
+/* Allocates concat cat's output buffer and makes layer i's output its end (out_inside). */
+static ck_status place_inside_concat(ck_exec *e, int i, int cat, ck_error *err)
+{
+    ck_status st = ck_act_alloc_tensor(&e->act, &e->out[cat], err);
+    if (st != CK_OK)
+        return st;
+    concat_layout l = concat_layout_of(e, cat);
+    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->out[cat].dtype);
+    /* a dry run's buffers all stand at one byte: no offset into it */
+    e->out[i].data = e->cfg.dry_run ? e->out[cat].data : (char *)e->out[cat].data + offset;
+    e->out_inside[i] = cat;
+    return CK_OK;
+}
+
+ck_status ck_exec_concat_forward_move(ck_backend *b, const ck_tensor *y, int64_t outer,
+                                      int64_t a, int64_t s, ck_error *err)
+{
+    const int64_t base = outer * (s - a);
+    for (int64_t n = 0; n < outer; n++) {
+        int64_t from = base + n * a, to = n * s, shift = from - to;
+        for (int64_t lo = 0; lo < a; lo += shift) { /* down, lowest piece first */
+            int64_t hi = lo + shift < a ? lo + shift : a;
+            ck_tensor dst = flat_view(y, to + lo, hi - lo), part = flat_view(y, from + lo, hi - lo);
+            ck_status st = b->convert(b, &dst, &part, 1.0, false, err);
+            if (st != CK_OK)
+                return st;
+        }
+    }
+    return CK_OK;
+}
+
+/* The forward of a concat i whose first input lies at its buffer's end (concat_inside_target):
+ * the first input's parts move down into place (ck_exec_concat_forward_move; each part's
+ * destination ends where the next part still lies, so nothing unread is overwritten), the
+ * other inputs' parts are copied after them (convert with scale 1: the values the concat
+ * kernels copy), and the first input's output, which the moves consumed, is no tensor of
+ * its own any more. */
+static ck_status concat_forward_inside(ck_exec *e, int i, const ck_op_io *io, ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    int first = nd->in[0];
+    concat_layout l = concat_layout_of(e, i);
+    ck_status st = CK_OK;
+    if (!e->cfg.dry_run)
+        st = ck_exec_concat_forward_move(e->cfg.b, io->out, l.outer, l.a, l.s, err);
+    for (int n = 0; st == CK_OK && !e->cfg.dry_run && n < l.outer; n++) {
+        int64_t off = n * l.s + l.a;
+        for (int j = 1; st == CK_OK && j < nd->n_in; j++) {
+            int64_t aj = ck_shape_numel(&io->in[j]->shape) / l.outer;
+            ck_tensor dst = flat_view(io->out, off, aj), part = flat_view(io->in[j], n * aj, aj);
+            st = e->cfg.b->convert(e->cfg.b, &dst, &part, 1.0, false, err);
+            off += aj;
+        }
+    }
+    e->out[first].data = NULL; /* inside i's buffer, moved: nothing to free */
+    e->out_inside[first] = -1;
+    return st;
 }
 
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
