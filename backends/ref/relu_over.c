@@ -35,6 +35,18 @@ ck_status ref_relu_mask_take(const char *op, const ck_tensor *r, ref_relu_mask *
 
 void ref_relu_mask_apply(ref_relu_mask *m, ck_tensor *din)
 {
+    if (din->dtype == CK_F32) { /* the same operations in float: exact, so the same bits */
+        float *d = din->data;
+        for (int64_t w = 0; w * 32 < m->n; w++) {
+            const uint32_t word = m->bits[w];
+            const int64_t k0 = w * 32, k1 = k0 + 32 < m->n ? k0 + 32 : m->n;
+            for (int64_t k = k0; k < k1; k++)
+                d[k] = 0.0f + d[k] * (float)((word >> (k - k0)) & 1u);
+        }
+        free(m->bits);
+        m->bits = NULL;
+        return;
+    }
     for (int64_t k = 0; k < m->n; k++) {
         const double dact = (m->bits[k >> 5] >> (k & 31)) & 1u ? 1.0 : 0.0;
         const double v = ref_ld(din, k) * dact; /* relu's dout[k] * act'(x[k]) */
