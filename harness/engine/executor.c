@@ -816,11 +816,12 @@ static ck_status concat_move_front(ck_exec *e, int i, int src, ck_error *err)
     return CK_OK;
 }
 
-/* The concat inside whose output buffer layer i's output is written, or -1 (the plain
- * forward only, not a recomputation): i is the first input of the next layer, a concat, and
- * is named there once; that concat is i's only consumer and nothing reads i's output after
- * it (liveness.h: not kept after its forward); i's output has the concat's dtype, the
- * concat's buffer is not live yet, and the moves that bring i's parts into place are few
+/* The concat inside whose output buffer layer i's output is written, or -1 (a forward or a
+ * recomputation): i is the first input of the next layer, a concat, and is named there
+ * once; that concat is i's only consumer and nothing reads i's output after it (liveness.h:
+ * not kept after its forward; in a recomputation, the segment's last consumer of it and not
+ * needed by the segment's backward); the concat's buffer is not live yet (it gets i's
+ * dtype, the one both run in), and the moves that bring i's parts into place are few
  * and leave i's part at an offset every backend's allocations are aligned to. The concat's
  * buffer is then allocated at i's forward instead of beside it (a concat after an upsample
  * does not hold the upsample's output and its own at once), i's output is the buffer's end,
@@ -829,18 +830,23 @@ static ck_status concat_move_front(ck_exec *e, int i, int src, ck_error *err)
 static int concat_inside_target(const ck_exec *e, int i, bool recompute)
 {
     const ck_graph *g = e->cfg.g;
+    const ck_liveness *lv = &e->live;
     int cat = i + 1;
-    if (recompute || e->cfg.own_gradient_buffers || cat >= g->n ||
-        g->nodes[cat].op.kind != CK_OP_CONCAT ||
+    if (e->cfg.own_gradient_buffers || cat >= g->n || g->nodes[cat].op.kind != CK_OP_CONCAT ||
         g->nodes[cat].n_in < 2 || g->nodes[cat].in[0] != i || g->nodes[i].n_consumers != 1 ||
-        e->live.kept_after_forward[i] || e->out[cat].data || e->out[i].data ||
-        e->out[i].dtype != e->out[cat].dtype)
+        e->out[cat].data || e->out[i].data)
+        return -1;
+    /* read after the concat: kept after the forward, or, in a recomputation (both in the
+       segment), needed by the segment's backward */
+    if (recompute ? e->cfg.plan->segment_of[cat] != e->cfg.plan->segment_of[i] ||
+                        lv->last_segment_consumer[i] != cat || lv->needed_in_recompute[i]
+                  : lv->kept_after_forward[i])
         return -1;
     for (int j = 1; j < g->nodes[cat].n_in; j++)
         if (g->nodes[cat].in[j] == i)
             return -1;
     concat_layout l = concat_layout_of(e, cat);
-    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->out[cat].dtype);
+    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->out[i].dtype);
     if (concat_move_chunks(&l) < 0 || offset % CONCAT_MOVE_ALIGN != 0)
         return -1;
     return cat;
@@ -849,6 +855,7 @@ static int concat_inside_target(const ck_exec *e, int i, bool recompute)
 /* Allocates concat cat's output buffer and makes layer i's output its end (out_inside). */
 static ck_status place_inside_concat(ck_exec *e, int i, int cat, ck_error *err)
 {
+    e->out[cat].dtype = e->out[i].dtype; /* the dtype both run in (a recomputation's too) */
     ck_status st = ck_act_alloc_tensor(&e->act, &e->out[cat], err);
     if (st != CK_OK)
         return st;
