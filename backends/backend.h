@@ -170,9 +170,11 @@ struct ck_backend {
     bool (*supports_optimizer)(ck_backend *b, const ck_optimizer *opt, ck_dtype dtype);
 
     /* ---- precision ---- */
-    /* dst = (accumulate ? dst : 0) + src * scale, computed in double and rounded once to
-     * dst's dtype (round to nearest even). Same shape; any float dtypes; dst may be src.
-     * Casts master weights to the low dtype and unscales low-precision gradients. */
+    /* accumulate false: dst = src * scale; true: dst = dst + src * scale. Computed in double
+     * and rounded once to dst's dtype (round to nearest even). Without accumulate nothing is
+     * added, so a -0 product stays -0 (0 + -0 would give +0); with it, IEEE addition's signs
+     * hold (-0 + -0 = -0). Same shape; any float dtypes; dst may be src. Casts master weights
+     * to the low dtype and unscales low-precision gradients. */
     ck_status (*convert)(ck_backend *b, ck_tensor *dst, const ck_tensor *src, double scale,
                          bool accumulate, ck_error *err);
     /* The precision judgement's calibration rounding, in place, where the tensor lives (no

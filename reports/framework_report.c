@@ -36,7 +36,7 @@ static void add_case_config(ck_json_builder *b, cJSON *root, const ck_fw_input *
         return;
     }
     ck_json_add_string(b, c, "name", it->label);
-    ck_json_add_string(b, c, "file", in->source ? in->source : in->path);
+    ck_json_add_string(b, c, "file", ck_fw_input_shown_path(in));
     ck_json_add_string(b, c, "description", in->model_name);
     replace(root, "case", c);
     cJSON *cfg = cJSON_CreateObject();
@@ -44,7 +44,7 @@ static void add_case_config(ck_json_builder *b, cJSON *root, const ck_fw_input *
         b->failed = true;
         return;
     }
-    ck_json_add_string(b, cfg, "judge_input", in->path);
+    ck_json_add_string(b, cfg, "judge_input", in->input_temporary ? NULL : in->path);
     ck_json_add_string(b, cfg, "mode", cr->mode);
     ck_json_add_int(b, cfg, "rank", cr->rank);
     ck_json_add_int(b, cfg, "steps", cr->n_steps);

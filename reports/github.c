@@ -38,8 +38,8 @@ void ck_github_annotate(FILE *f, const ck_run_set *s)
         const ck_run_item *it = &s->items[i];
         if (it->status == CK_ITEM_PASS)
             continue;
-        char line[1024], title[256];
-        ck_item_summary_line(it, line, sizeof line);
+        char line[2048], title[256];
+        ck_item_failure_line(it, line, sizeof line);
         snprintf(title, sizeof title, "ckpt-harness %s: %s %s %s", s->command ? s->command : "run",
                  it->case_name, it->dtype, ck_item_status_name(it->status));
         fputs(it->status == CK_ITEM_SKIPPED ? "::warning " : "::error ", f);
@@ -93,8 +93,8 @@ ck_status ck_github_step_summary(const ck_run_set *s, const char *summary_path, 
     for (int i = 0; i < s->n; i++) {
         const ck_run_item *it = &s->items[i];
         static const char *const marks[] = {":white_check_mark:", ":x:", ":boom:", ":fast_forward:"};
-        char line[1024];
-        ck_item_summary_line(it, line, sizeof line);
+        char line[2048];
+        ck_item_failure_line(it, line, sizeof line);
         ck_sb_addf(&b, "| %s | ", (unsigned)it->status < 4 ? marks[it->status] : "?");
         cell(&b, it->case_name);
         ck_sb_add(&b, " | ");

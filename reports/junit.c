@@ -49,6 +49,15 @@ static void add_worst(ck_strbuf *b, const ck_run_item *it)
             ck_sb_add(b, "\n");
         }
     }
+    /* bisect's causes, as the text and HTML reports give them */
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(it->report, "bisect");
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(bs, "causes")) {
+        if (cJSON_IsString(f)) {
+            ck_sb_add(b, "cause: ");
+            ck_sb_add_xml(b, f->valuestring);
+            ck_sb_add(b, "\n");
+        }
+    }
 }
 
 char *ck_junit_string(const ck_run_set *s)
@@ -69,7 +78,7 @@ char *ck_junit_string(const ck_run_set *s)
                s->n, c[1], c[2], c[3], total);
     for (int i = 0; i < s->n; i++) {
         const ck_run_item *it = &s->items[i];
-        char line[1024];
+        char line[2048];
         ck_sb_add(&b, "    <testcase classname=\"ckpt-harness.");
         ck_sb_add_xml(&b, cmd);
         ck_sb_add(&b, ".");
@@ -79,7 +88,10 @@ char *ck_junit_string(const ck_run_set *s)
         ck_sb_add(&b, " [");
         ck_sb_add_xml(&b, it->dtype);
         ck_sb_addf(&b, "]\" time=\"%.3f\">\n", it->time_s);
-        ck_item_summary_line(it, line, sizeof line);
+        if (it->status == CK_ITEM_FAIL)
+            ck_item_failure_line(it, line, sizeof line);
+        else
+            ck_item_summary_line(it, line, sizeof line);
         switch (it->status) {
         case CK_ITEM_PASS: break;
         case CK_ITEM_FAIL:
@@ -104,16 +116,25 @@ char *ck_junit_string(const ck_run_set *s)
             ck_sb_add(&b, "\"/>\n");
             break;
         }
-        ck_sb_add(&b, "      <system-out>case file: ");
-        ck_sb_add_xml(&b, it->case_file ? it->case_file : "-");
+        /* no file named when there is none that will still exist (judge
+         * --temporary-input without a model source) */
+        ck_sb_add(&b, "      <system-out>");
+        const char *sep = "";
+        if (it->case_file) {
+            ck_sb_add(&b, "case file: ");
+            ck_sb_add_xml(&b, it->case_file);
+            sep = "\n";
+        }
         if (it->report_file) {
-            ck_sb_add(&b, "\nreport: ");
+            ck_sb_add(&b, sep);
+            ck_sb_add(&b, "report: ");
             ck_sb_add_xml(&b, it->report_file);
+            sep = "\n";
         }
         char eq[CK_REPORT_LINE_MAX];
         ck_report_equivalence_from_json(it->report, eq, sizeof eq);
         if (eq[0]) {
-            ck_sb_add(&b, "\n");
+            ck_sb_add(&b, sep);
             ck_sb_add_xml(&b, eq);
         }
         ck_sb_add(&b, "</system-out>\n    </testcase>\n");

@@ -854,6 +854,14 @@ void ck_report_print_oneline(FILE *f, const ck_result *r)
         fprintf(f, "  %s vs checkpointed: first %s %s step %d",
                 ck_report_segmentwise(r) ? r->plain.label : "plain",
                 ck_tensor_kind_name(t->kind), t->name, t->step);
+        if (r->bisect && r->bisect->n_causes > 0 && r->g) { /* bisected: why, in its words */
+            char cause[CK_REPORT_LINE_MAX];
+            ck_bisect_cause_text(r->g, &r->bisect->causes[0], cause, sizeof cause);
+            int more = r->bisect->n_causes - 1;
+            fprintf(f, "; cause: %s", cause);
+            if (more > 0)
+                fprintf(f, " (and %d more cause%s)", more, more == 1 ? "" : "s");
+        }
     }
     fprintf(f, "\n");
     if (ck_report_segmentwise(r)) { /* say how, on a line of its own (80 columns) */

@@ -213,6 +213,32 @@ void ck_item_summary_line(const ck_run_item *it, char *buf, size_t n)
     }
 }
 
+void ck_item_cause_line(const ck_run_item *it, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const cJSON *bs = it->report ? cJSON_GetObjectItemCaseSensitive(it->report, "bisect") : NULL;
+    const cJSON *causes = cJSON_GetObjectItemCaseSensitive(bs, "causes");
+    const cJSON *first = cJSON_GetArrayItem(causes, 0);
+    if (!cJSON_IsString(first))
+        return;
+    int more = cJSON_GetArraySize(causes) - 1;
+    if (more > 0)
+        snprintf(buf, n, "%s (and %d more cause%s)", first->valuestring, more,
+                 more == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "%s", first->valuestring);
+}
+
+void ck_item_failure_line(const ck_run_item *it, char *buf, size_t n)
+{
+    ck_item_summary_line(it, buf, n);
+    char cause[768];
+    ck_item_cause_line(it, cause, sizeof cause);
+    size_t used = strlen(buf);
+    if (cause[0] && it->status == CK_ITEM_FAIL && used < n)
+        snprintf(buf + used, n - used, "; cause: %s", cause);
+}
+
 cJSON *ck_run_set_summary_json(const ck_run_set *s)
 {
     ck_json_builder b = {false};

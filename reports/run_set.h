@@ -60,6 +60,12 @@ bool ck_item_status_parse(const char *name, ck_item_status *out);
 /* The item's one-line story: "mismatch (expected identical): first divergence grad
  * fc1.weight at step 0". */
 void ck_item_summary_line(const ck_run_item *it, char *buf, size_t n);
+/* The bisect cause of the item's report (bisect.causes: the first, and how many more), or ""
+ * when it was not bisected or found none. */
+void ck_item_cause_line(const ck_run_item *it, char *buf, size_t n);
+/* The summary line, and "; cause: <the cause>" when there is one: what the JUnit failure
+ * message, the GitHub annotation and step summary say of a failing item. */
+void ck_item_failure_line(const ck_run_item *it, char *buf, size_t n);
 
 /* Up to max tensors of the item's report, worst first (verdict, then bound_ratio):
  * indexes into report.tensors; returns how many. */

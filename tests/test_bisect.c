@@ -4,7 +4,8 @@
  * and every BatchNorm of a model that updates its statistics again, a noise floor that
  * explains a whole difference (a test-only backend whose add reduces in an order that
  * changes from call to call), and --verify-recompute catching a recomputation that differs
- * while every gradient agrees.
+ * while every gradient agrees, and two segments that diverge only when both are
+ * checkpointed found as one set of both.
  */
 #include <check.h>
 #include <stdio.h>
@@ -495,6 +496,114 @@ START_TEST(verify_recompute_catches_a_difference_gradients_miss)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------
+ * Two segments that diverge only together
+ * --------------------------------------------------------------------------------------- */
+
+/* Two branches of one shared linear (b_lin shares a_lin's weight and bias) read the same
+ * input, each checkpointed on its own, in fp16 with autocast_recompute drop: a recomputed
+ * branch runs in fp32, so its backward sees other activations, and the shared parameters'
+ * gradient is the sum of both branches'. The branches compute the same thing, so either one
+ * recomputed moves that gradient by the same error e, and both by 2e (exactly, in binary):
+ * with a tolerance of 1.5e, each segment alone stays within it and only both together
+ * leave it. The engine builds this deterministically; the test measures e itself. */
+static void build_together(tu_built_case *bc, const char *segments, double atol)
+{
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\"name\": \"together\", \"seed\": 3, \"input\": {\"shape\": [8, 16], "
+             "\"dist\": \"normal\"}, \"layers\": ["
+             "{\"name\": \"pre\", \"op\": \"tanh\"},"
+             "{\"name\": \"a_lin\", \"op\": \"linear\", \"units\": 16, \"inputs\": [\"pre\"]},"
+             "{\"name\": \"a_act\", \"op\": \"tanh\"},"
+             "{\"name\": \"b_lin\", \"op\": \"linear\", \"units\": 16, \"inputs\": [\"pre\"], "
+             "\"share\": {\"weight\": \"a_lin.weight\", \"bias\": \"a_lin.bias\"}},"
+             "{\"name\": \"b_act\", \"op\": \"tanh\"},"
+             "{\"name\": \"sum\", \"op\": \"add\", \"inputs\": [\"a_act\", \"b_act\"]},"
+             "{\"name\": \"head\", \"op\": \"linear\", \"units\": 4}],"
+             "\"loss\": {\"op\": \"mse\"}, \"checkpoint\": {\"segments\": %s},"
+             "\"train\": {\"steps\": 1, \"optimizer\": \"sgd\", \"lr\": 0.01},"
+             "\"policies\": {\"autocast_recompute\": \"drop\"},"
+             "\"tolerance\": {\"rtol\": 0, \"atol\": %.17g}, \"expect\": \"close\"}",
+             segments, atol);
+    tu_build_text(bc, json);
+}
+
+/* Runs segments (a checkpoint.segments list) in fp16 at tolerance atol: the verdict, and
+ * the largest max_abs of any tensor. */
+static ck_verdict run_together(ck_backend *b, const char *segments, double atol,
+                               double *worst)
+{
+    tu_built_case bc;
+    build_together(&bc, segments, atol);
+    ck_case_run_opts o = {.precision_check = CK_PRECISION_CHECK_OFF};
+    ck_result r;
+    ck_error err;
+    ck_assert_msg(ck_run_case_ex(b, &bc.g, CK_F16, &o, &r, &err) == CK_OK, "%s", err.msg);
+    *worst = 0.0;
+    for (int k = 0; k < r.n_tensors; k++)
+        if (r.tensors[k].m.max_abs > *worst)
+            *worst = r.tensors[k].m.max_abs;
+    ck_verdict v = r.verdict;
+    ck_result_free(&r);
+    tu_free_built(&bc);
+    return v;
+}
+
+START_TEST(two_segments_that_diverge_only_together_are_one_culprit_set)
+{
+    ck_backend *b = tu_cpu_backend();
+    static const char *const seg_a = "[[\"a_lin\", \"a_act\"]]", *const seg_b = "[[\"b_lin\", \"b_act\"]]",
+                             *const both = "[[\"a_lin\", \"a_act\"], [\"b_lin\", \"b_act\"]]";
+    /* the error each recomputation makes, measured: the same for either branch, twice it
+     * for both */
+    double ea, eb, e2;
+    ck_assert_int_eq(run_together(b, seg_a, 1.0, &ea), CK_VERDICT_CLOSE);
+    ck_assert_int_eq(run_together(b, seg_b, 1.0, &eb), CK_VERDICT_CLOSE);
+    ck_assert_int_eq(run_together(b, both, 1.0, &e2), CK_VERDICT_CLOSE);
+    ck_assert_msg(ea > 0.0 && ea == eb && e2 > 1.9 * ea,
+                  "the branches' errors: a %g, b %g, both %g (want a == b > 0, both ~2a)", ea, eb,
+                  e2);
+    /* at 1.5 times one branch's error: each alone within tolerance, both outside */
+    double atol = 1.5 * ea, w;
+    ck_assert_int_eq(run_together(b, seg_a, atol, &w), CK_VERDICT_CLOSE);
+    ck_assert_int_eq(run_together(b, seg_b, atol, &w), CK_VERDICT_CLOSE);
+    ck_assert_int_eq(run_together(b, both, atol, &w), CK_VERDICT_MISMATCH);
+
+    tu_built_case bc;
+    build_together(&bc, both, atol);
+    ck_case_run_opts o = {.precision_check = CK_PRECISION_CHECK_OFF};
+    ck_result r;
+    ck_error err;
+    ck_assert_msg(ck_run_case_ex(b, &bc.g, CK_F16, &o, &r, &err) == CK_OK, "%s", err.msg);
+    ck_bisect_opts bo = {.noise_floor = true, .localise = true};
+    ck_assert_msg(ck_bisect(b, &bc.g, CK_F16, &bo, &r, &err) == CK_OK, "%s", err.msg);
+    const ck_bisect_result *br = r.bisect;
+    ck_assert(br->searched);
+    ck_assert_int_eq(br->n_segments, 2);
+    /* one set of both segments: neither is blamed alone, and it is not "no segment" */
+    ck_assert_int_eq(br->n_culprit_sets, 1);
+    ck_assert_msg(br->culprit[0] && br->culprit[1] && br->culprit_set[0] == 0 &&
+                      br->culprit_set[1] == 0,
+                  "culprits %d %d, sets %d %d", br->culprit[0], br->culprit[1],
+                  br->culprit_set[0], br->culprit_set[1]);
+    ck_assert_int_eq(br->step, 0);
+    if (!has_cause(&bc, br, CK_CAUSE_RECOMPUTE_DTYPE, "`a_lin`", "`b_lin`"))
+        dump_causes(&bc, br);
+    ck_assert(has_cause(&bc, br, CK_CAUSE_RECOMPUTE_DTYPE, "`a_lin`", "`b_lin`"));
+    char *story = story_of(&r);
+    ck_assert_msg(strstr(story, "the divergence needs segments 0 [a_lin\n      .. a_act], "
+                                "1 [b_lin .. b_act]; no other segment diverges") != NULL ||
+                      strstr(story, "the divergence needs segments 0 [a_lin .. a_act], 1 "
+                                    "[b_lin .. b_act]") != NULL,
+                  "%s", story);
+    free(story);
+    ck_result_free(&r);
+    tu_free_built(&bc);
+    b->destroy(b);
+}
+END_TEST
+
 Suite *suite_bisect(void)
 {
     Suite *s = suite_create("bisect");
@@ -509,6 +618,7 @@ Suite *suite_bisect(void)
     tcase_add_test(tc, segment_search_stops_at_its_cap_and_says_so);
     tcase_add_test(tc, noise_floor_explains_the_whole_difference);
     tcase_add_test(tc, verify_recompute_catches_a_difference_gradients_miss);
+    tcase_add_test(tc, two_segments_that_diverge_only_together_are_one_culprit_set);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -46,6 +46,9 @@ static const char *usage_judge =
     "  --quiet            one line per item\n"
     "  --reproducible     accepted as for run; judge never writes a host, clock or wall\n"
     "                     time (its reports are reproducible as they are)\n"
+    "  --temporary-input  DIR is deleted after the judge (the drivers pass it for their\n"
+    "                     own temporary folder): outputs name the model's source file,\n"
+    "                     or no file, instead of DIR/judge.json\n"
     "\n"
     "exit codes: 0 every item passed, 1 a failure, 2 bad input or usage.\n"
     "The layout of DIR is documented in docs/interop.md, \"Judge input\".\n";
@@ -54,7 +57,7 @@ typedef struct {
     const char *dir, *report, *junit, *html;
     ck_fw_judge_opts jo;
     int rows;
-    bool quiet, reproducible;
+    bool quiet, reproducible, temporary_input;
 } judge_opts;
 
 static int usage_fail(const char *fmt, const char *arg)
@@ -68,12 +71,13 @@ static int usage_fail(const char *fmt, const char *arg)
 static int parse(int argc, char **argv, judge_opts *o)
 {
     enum { OPT_REPORT = 256, OPT_JUNIT, OPT_HTML, OPT_MIN, OPT_NOBISECT, OPT_ROWS, OPT_QUIET,
-           OPT_REPRO };
+           OPT_REPRO, OPT_TEMP };
     static const struct option longopts[] = {
         {"report", required_argument, 0, OPT_REPORT}, {"junit", required_argument, 0, OPT_JUNIT},
         {"html", required_argument, 0, OPT_HTML}, {"min-saving", required_argument, 0, OPT_MIN},
         {"no-bisect", no_argument, 0, OPT_NOBISECT}, {"rows", required_argument, 0, OPT_ROWS},
         {"quiet", no_argument, 0, OPT_QUIET}, {"reproducible", no_argument, 0, OPT_REPRO},
+        {"temporary-input", no_argument, 0, OPT_TEMP},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->jo.bisect = true;
@@ -88,6 +92,7 @@ static int parse(int argc, char **argv, judge_opts *o)
         case OPT_NOBISECT: o->jo.bisect = false; break;
         case OPT_QUIET: o->quiet = true; break;
         case OPT_REPRO: o->reproducible = true; break;
+        case OPT_TEMP: o->temporary_input = true; break;
         case OPT_MIN:
             errno = 0;
             o->jo.min_saving = strtod(optarg, &end);
@@ -143,7 +148,7 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
         .git_commit = ck_build_git_commit(), .cuda = ck_build_cuda(),
         .compiler = ck_build_compiler(), .cflags = ck_build_cflags(),
         .command_line = NULL, .case_sha256 = NULL, .reproducible = true};
-    ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = in->path,
+    ck_report_meta meta = {.tool_version = CK_VERSION, .case_path = ck_fw_input_shown_path(in),
                            .include_wall_time = false, .run = &md};
     cJSON *rep = ck_fw_report_to_json(in, it, &meta);
     if (!rep) {
@@ -179,7 +184,7 @@ static int emit_item(const judge_opts *o, const ck_fw_input *in, const ck_fw_ite
     char why[CK_REPORT_LINE_MAX];
     ck_fw_first_failure(it, why, sizeof why);
     ck_run_item item = {.index = k, .case_name = (char *)it->label,
-                        .case_file = in->source ? in->source : in->path,
+                        .case_file = (char *)ck_fw_input_shown_path(in),
                         .dtype = (char *)ck_dtype_name(it->res.dtype), .backend = in->framework,
                         .status = it->pass ? CK_ITEM_PASS : CK_ITEM_FAIL,
                         .message = why[0] ? why : NULL,
@@ -205,6 +210,7 @@ int ck_main_judge(int argc, char **argv)
         ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
+    in.input_temporary = o.temporary_input;
     ck_fw_model model;
     ck_fw_item *items = NULL;
     int n = 0;

@@ -1,7 +1,9 @@
 /* `ckpt-harness plan`: predicted peak activation bytes of each run (cmd_plan.h). */
 #include "harness/cli/cmd_plan.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/cli/cli_options.h"
@@ -25,10 +27,73 @@ static const char usage_plan[] =
     "\n"
     "  --dtype LIST   fp32, fp16, bf16, comma-separated (default: the case's precision)\n";
 
-static void print_bytes(const char *label, int64_t bytes)
+/* One row of the table: a label and its bytes. */
+typedef struct {
+    char label[160]; /* "segment 12 [<63 chars> .. <63 chars>] peak" fits */
+    int64_t bytes;
+} plan_row;
+
+/* The widest label that still keeps a row within 80 columns ("  " label " " 14 digits
+ * " bytes (" up to 8 characters of MiB " MiB)"), and the narrowest the column gets. */
+enum { LABEL_MAX_WIDTH = 43, LABEL_MIN_WIDTH = 34, TEXT_WIDTH = 80 };
+
+/* A label wider than the column on lines of its own, wrapped at spaces (layer names hold
+ * none, so a name is never split), continuation lines indented. */
+static void print_wrapped_label(const char *label)
 {
-    printf("  %-34s %14lld bytes (%.2f MiB)\n", label, (long long)bytes,
-           (double)bytes / (1024.0 * 1024.0));
+    const int first_indent = 2, next_indent = 6;
+    int indent = first_indent, used = 0;
+    const char *p = label;
+    while (*p) {
+        size_t word = strcspn(p, " ");
+        if (used > 0 && indent + used + 1 + (int)word > TEXT_WIDTH) {
+            printf("\n");
+            indent = next_indent;
+            used = 0;
+        }
+        if (used == 0)
+            printf("%*s", indent, "");
+        else
+            printf(" "), used++;
+        printf("%.*s", (int)word, p);
+        used += (int)word;
+        p += word;
+        while (*p == ' ')
+            p++;
+    }
+    printf("\n");
+}
+
+/* The rows as a table whose byte column starts where the longest label that fits ends;
+ * a longer label (long layer names, as ONNX module paths are) goes above its numbers. */
+static void print_rows(const plan_row *rows, int n)
+{
+    int width = LABEL_MIN_WIDTH;
+    for (int i = 0; i < n; i++) {
+        int len = (int)strlen(rows[i].label);
+        if (len > width && len <= LABEL_MAX_WIDTH)
+            width = len;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *label = rows[i].label;
+        if ((int)strlen(label) > width) {
+            print_wrapped_label(label);
+            label = "";
+        }
+        printf("  %-*s %14lld bytes (%.2f MiB)\n", width, label, (long long)rows[i].bytes,
+               (double)rows[i].bytes / (1024.0 * 1024.0));
+    }
+}
+
+static void add_row(plan_row *rows, int *n, int64_t bytes, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add_row(plan_row *rows, int *n, int64_t bytes, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(rows[*n].label, sizeof rows[*n].label, fmt, ap);
+    va_end(ap);
+    rows[(*n)++].bytes = bytes;
 }
 
 static int plan_dtype(const ck_graph *g, const ck_plan *plan, ck_dtype dt)
@@ -44,18 +109,22 @@ static int plan_dtype(const ck_graph *g, const ck_plan *plan, ck_dtype dt)
         ck_cli_error(err.msg);
         return CK_EXIT_USAGE;
     }
-    printf("%s %s: predicted peak activation bytes\n", g->cs->name, ck_dtype_name(dt));
-    print_bytes("plain peak", pp.peak_bytes);
-    print_bytes("plain held for backward", pp.forward_end_bytes);
-    print_bytes("checkpointed peak", cp.peak_bytes);
-    print_bytes("checkpointed held for backward", cp.forward_end_bytes);
-    for (int s = 0; s < cp.n_segments; s++) {
-        char label[96];
-        snprintf(label, sizeof label, "segment %d [%s .. %s] peak", s,
-                 g->nodes[plan->segments[s].first].spec->name,
-                 g->nodes[plan->segments[s].last].spec->name);
-        print_bytes(label, cp.segment_peak[s]);
+    plan_row *rows = calloc(4 + 2 * (size_t)cp.n_segments, sizeof *rows);
+    if (!rows) {
+        ck_memory_prediction_free(&pp);
+        ck_memory_prediction_free(&cp);
+        ck_cli_error("out of memory");
+        return CK_EXIT_USAGE;
     }
+    int n = 0;
+    add_row(rows, &n, pp.peak_bytes, "plain peak");
+    add_row(rows, &n, pp.forward_end_bytes, "plain held for backward");
+    add_row(rows, &n, cp.peak_bytes, "checkpointed peak");
+    add_row(rows, &n, cp.forward_end_bytes, "checkpointed held for backward");
+    for (int s = 0; s < cp.n_segments; s++)
+        add_row(rows, &n, cp.segment_peak[s], "segment %d [%s .. %s] peak", s,
+                g->nodes[plan->segments[s].first].spec->name,
+                g->nodes[plan->segments[s].last].spec->name);
     int rc = CK_EXIT_PASS;
     for (int s = 0; s < cp.n_segments && rc == CK_EXIT_PASS; s++) {
         ck_plan keep;
@@ -69,13 +138,16 @@ static int plan_dtype(const ck_graph *g, const ck_plan *plan, ck_dtype dt)
             ck_cli_error(err.msg);
             rc = CK_EXIT_USAGE;
         } else {
-            char label[64];
-            snprintf(label, sizeof label, "run keeping segment %d peak", s);
-            print_bytes(label, kp.peak_bytes);
+            add_row(rows, &n, kp.peak_bytes, "run keeping segment %d peak", s);
             ck_memory_prediction_free(&kp);
         }
         ck_plan_free(&keep);
     }
+    if (rc == CK_EXIT_PASS) {
+        printf("%s %s: predicted peak activation bytes\n", g->cs->name, ck_dtype_name(dt));
+        print_rows(rows, n);
+    }
+    free(rows);
     ck_memory_prediction_free(&pp);
     ck_memory_prediction_free(&cp);
     return rc;

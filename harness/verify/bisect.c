@@ -333,19 +333,51 @@ static void recorder_free(recorder *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Where bisect's trainings run: backend, graph, dtype, and the log that counts them. */
+/* Where bisect's trainings run: backend, graph, dtype, the log that counts them, and
+ * where their progress goes (ck_bisect_opts). */
 typedef struct {
     ck_backend *b;
     const ck_graph *g;
     ck_dtype dtype;
     ck_training_log *log;
+    ck_progress_fn progress;
+    void *progress_user;
+    int *trainings; /* bisect's trainings so far (numbers them in the progress) */
 } bisect_env;
 
-static ck_status train_observed(const bisect_env *e, ck_training_kind kind, const ck_plan *plan,
-                                recorder *r, ck_record *rec, ck_error *err)
+/* One bisect training's executor observer: its recorder (may be NULL) and its progress. */
+typedef struct {
+    recorder *r;
+    const bisect_env *e;
+    ck_progress_info info;
+    char label[48];
+} bisect_observer;
+
+static ck_status bisect_observe(void *user, const ck_exec_event_info *ev, ck_error *err)
 {
-    ck_run_hooks hooks = {.observer = r ? recorder_observe : NULL, .observer_user = r,
-                          .keep_activation_grads = r != NULL};
+    bisect_observer *o = user;
+    if (o->e->progress) {
+        ck_progress_advance(&o->info, ev);
+        o->e->progress(o->e->progress_user, &o->info);
+    }
+    return o->r ? recorder_observe(o->r, ev, err) : CK_OK;
+}
+
+/* One training of the bisection; what: its role in the progress line ("plain", "search"). */
+static ck_status train_observed(const bisect_env *e, ck_training_kind kind, const ck_plan *plan,
+                                recorder *r, ck_record *rec, const char *what, ck_error *err)
+{
+    bisect_observer o = {.r = r, .e = e};
+    int k = e->trainings ? ++*e->trainings : 0;
+    snprintf(o.label, sizeof o.label, "bisect %d %s", k, what);
+    /* one training at a time, as many as the search needs: the case's own lockstep work
+     * is done, so its share stays 1 (the ETA counts the cases still to run) */
+    o.info = (ck_progress_info){.run = 0, .n_runs = 1, .run_label = o.label,
+                                .steps = e->g->cs->steps, .n_layers = e->g->n, .fraction = 1.0};
+    bool observed = r || e->progress;
+    ck_run_hooks hooks = {.observer = observed ? bisect_observe : NULL,
+                          .observer_user = observed ? &o : NULL,
+                          .keep_activation_grads = r != NULL}; /* the recorder reads them */
     ck_training t = {.kind = kind, .b = e->b, .g = e->g, .plan = plan, .dtype = e->dtype,
                      .hooks = &hooks, .log = e->log};
     return ck_training_run(&t, rec, err);
@@ -424,7 +456,8 @@ static ck_status measure_noise_floor(const bisect_env *e, const ck_record *plain
     ck_record again;
     ck_result cmp;
     memset(&cmp, 0, sizeof cmp);
-    ck_status st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, NULL, &again, err);
+    ck_status st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, NULL, &again,
+                                  "plain again", err);
     if (st == CK_OK)
         st = compare_runs(g, dtype, plain, &again, &cmp, err);
     ck_record_free(&again);
@@ -455,8 +488,10 @@ static ck_status measure_noise_floor(const bisect_env *e, const ck_record *plain
         goto out;
     ra.keep_forward = ra.keep_douts = true;
     rb.ref = &ra;
-    if ((st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, &ra, &r1, err)) != CK_OK ||
-        (st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, &rb, &r2, err)) != CK_OK)
+    if ((st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, &ra, &r1, "noise floor", err)) !=
+            CK_OK ||
+        (st = train_observed(e, CK_TRAINING_NOISE_FLOOR, NULL, &rb, &r2, "noise floor", err)) !=
+            CK_OK)
         goto out;
     if (rb.first_fwd_diff.layer >= 0) {
         br->nondet = rb.first_fwd_diff;
@@ -498,7 +533,8 @@ static ck_status subset_diverges(search_ctx *s, const bool *enabled, bool *out, 
     if (st != CK_OK)
         return st;
     s->runs++;
-    if ((st = train_observed(s->e, CK_TRAINING_BISECT, &plan, NULL, &rec, err)) == CK_OK &&
+    if ((st = train_observed(s->e, CK_TRAINING_BISECT, &plan, NULL, &rec, "search",
+                             err)) == CK_OK &&
         (st = compare_runs(s->g, s->dtype, s->plain, &rec, &cmp, err)) == CK_OK)
         *out = diverges(s->g->cs, &cmp, s->br);
     ck_result_free(&cmp);
@@ -681,8 +717,10 @@ static ck_status localise_layers(const bisect_env *e, const ck_plan *plan,
     rc.plan = plan;
     rc.ref = &rp;
     rc.marks = marks;
-    if ((st = train_observed(e, CK_TRAINING_BISECT, NULL, &rp, &p, err)) != CK_OK ||
-        (st = train_observed(e, CK_TRAINING_BISECT, plan, &rc, &c, err)) != CK_OK)
+    if ((st = train_observed(e, CK_TRAINING_BISECT, NULL, &rp, &p, "locate plain", err)) !=
+            CK_OK ||
+        (st = train_observed(e, CK_TRAINING_BISECT, plan, &rc, &c, "locate ckpt",
+                             err)) != CK_OK)
         goto out;
     /* the first recomputed layer (topological order) whose output differs */
     bool first = true;
@@ -912,8 +950,10 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
     }
     for (int s = 0; s < full.n_segments; s++)
         br->culprit_set[s] = -1;
-    bisect_env env = {.b = b, .g = g, .dtype = dtype, .log = o->log};
-    if ((st = train_observed(&env, CK_TRAINING_BISECT, NULL, NULL, &plain, err)) != CK_OK)
+    int trainings = 0;
+    bisect_env env = {.b = b, .g = g, .dtype = dtype, .log = o->log, .progress = o->progress,
+                      .progress_user = o->progress_user, .trainings = &trainings};
+    if ((st = train_observed(&env, CK_TRAINING_BISECT, NULL, NULL, &plain, "plain", err)) != CK_OK)
         goto out;
 
     if (o->noise_floor) {
@@ -948,7 +988,8 @@ ck_status ck_bisect(ck_backend *b, const ck_graph *g, ck_dtype dtype, const ck_b
         ck_record rec;
         ck_result cmp;
         memset(&cmp, 0, sizeof cmp);
-        st = train_observed(&env, CK_TRAINING_BISECT, &culprit_plan, NULL, &rec, err);
+        st = train_observed(&env, CK_TRAINING_BISECT, &culprit_plan, NULL, &rec, "culprits",
+                            err);
         if (st == CK_OK)
             st = compare_runs(g, dtype, &plain, &rec, &cmp, err);
         ck_record_free(&rec);
@@ -1031,7 +1072,8 @@ ck_status ck_verify_recompute_ex(ck_backend *b, const ck_graph *g, ck_dtype dtyp
         goto out;
     r.check_recompute = true;
     r.plan = &plan;
-    if ((st = train_observed(&env, CK_TRAINING_RECOMPUTE_CHECK, &plan, &r, &rec, err)) != CK_OK)
+    if ((st = train_observed(&env, CK_TRAINING_RECOMPUTE_CHECK, &plan, &r, &rec, "recompute check",
+                             err)) != CK_OK)
         goto out;
     free(res->recompute_checks);
     res->recompute_checks = r.checks;

@@ -36,6 +36,11 @@ typedef struct {
     bool noise_floor;  /* run plain twice */
     bool localise;     /* segment search and layer localisation when the runs diverge */
     ck_training_log *log; /* counts the trainings; NULL: not counted */
+    /* each training's step and layer, as run_case's progress (NULL: none); run_label is
+     * "bisect N <its role>" (plain, search, locate ckpt, ...); fraction stays 1: how many
+     * trainings the search takes is not known in advance */
+    ck_progress_fn progress;
+    void *progress_user;
 } ck_bisect_opts;
 
 /* Runs the analysis for a case whose ordinary comparison is in res (from ck_run_case);

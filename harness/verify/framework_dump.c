@@ -566,6 +566,11 @@ void ck_fw_input_free(ck_fw_input *in)
     memset(in, 0, sizeof *in);
 }
 
+const char *ck_fw_input_shown_path(const ck_fw_input *in)
+{
+    return in->source ? in->source : in->input_temporary ? NULL : in->path;
+}
+
 int ck_fw_find_run(const ck_fw_input *in, ck_fw_role role, ck_dtype dtype, const char *mode,
                    int rank, int calibration)
 {

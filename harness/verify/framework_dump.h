@@ -22,6 +22,9 @@
 
 #define CK_JUDGE_INPUT_SCHEMA "ckpt-harness/judge-input"
 #define CK_JUDGE_INPUT_VERSION 1
+/* The variant of the plain fp32 run that skipped the optimizer update at every step the
+ * <dtype> plain run's loss scaler skipped: "skip_like:fp16", that run's fp32 reference. */
+#define CK_FW_SKIP_LIKE_PREFIX "skip_like:"
 
 typedef enum {
     CK_FW_PLAIN = 0,     /* the reference: the configuration without checkpointing */
@@ -94,6 +97,8 @@ typedef struct {
     char *framework, *framework_version, *device;
     bool deterministic;
     char *model_name, *source;  /* source may be NULL */
+    bool input_temporary;       /* DIR is deleted after the judge (a driver's temporary
+                                   folder): outputs name source, or nothing, not path */
     cJSON *config;              /* the driver's configuration, carried into the reports */
     bool has_min_saving;
     double min_saving;
@@ -104,6 +109,10 @@ typedef struct {
     int n_runs;
     ck_fw_run *runs;
 } ck_fw_input;
+
+/* The file outputs name for the input: model.source, else DIR/judge.json unless the input
+ * is temporary (then NULL: nothing that will have been deleted is named). */
+const char *ck_fw_input_shown_path(const ck_fw_input *in);
 
 /* Reads and checks DIR/judge.json (not the tensor files: those load per run). */
 ck_status ck_fw_input_load(const char *dir, ck_fw_input *in, ck_error *err);

@@ -58,7 +58,7 @@ ck_status ck_fw_model_build(const ck_fw_input *in, const ck_fw_judge_opts *o, ck
     }
     c->n_layers = n;
     c->name = in->model_name;
-    c->path = in->source ? in->source : in->path;
+    c->path = (char *)ck_fw_input_shown_path(in);
     int p = ck_fw_find_run(in, CK_FW_PLAIN, CK_F32, NULL, 0, 0);
     c->steps = p >= 0 ? in->runs[p].n_steps : 0;
     c->rtol = c->atol = 0.0;          /* plain vs checkpointed: bitwise */
@@ -615,14 +615,53 @@ static ck_status localise(const ck_fw_input *in, const ck_fw_run *pr, const ck_f
 
 /* ---- one item ------------------------------------------------------------------------------ */
 
+/* An fp32 run judged against the low plain run pr must have skipped the optimizer update at
+ * exactly the steps pr's loss scaler skipped (as run's fp32 references do, skip_like):
+ * otherwise, from the first step where one updated and the other did not, every parameter
+ * compares two different models (a false FAIL, or a PASS of another model). */
+static ck_status check_skips_like(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run *r,
+                                  ck_error *err)
+{
+    for (int s = 0; s < pr->n_steps && s < r->n_steps; s++) {
+        if (pr->steps[s].skipped == r->steps[s].skipped)
+            continue;
+        return ck_fail(err, CK_ERR_INPUT,
+                       "%s: run \"%s\" %s the optimizer update at step %d that the %s run \"%s\" "
+                       "%s: an fp32 run judged against it must skip exactly the steps its loss "
+                       "scaler skipped (a plain fp32 run of variant \"%s%s\" for the "
+                       "reference), or every later parameter compares two different models",
+                       in->path, r->id, pr->steps[s].skipped ? "applied" : "skipped", s,
+                       ck_dtype_name(pr->dtype), pr->id,
+                       pr->steps[s].skipped ? "skipped (its loss scaler saw inf/NaN)" : "applied",
+                       CK_FW_SKIP_LIKE_PREFIX, ck_dtype_name(pr->dtype));
+    }
+    return CK_OK;
+}
+
+static bool any_step_skipped(const ck_fw_run *r)
+{
+    for (int s = 0; s < r->n_steps; s++)
+        if (r->steps[s].skipped)
+            return true;
+    return false;
+}
+
 static ck_status judge_vs_fp32(const ck_fw_input *in, const ck_fw_model *m, const ck_fw_run *pr,
                                const ck_record *low, ck_result *res, ck_error *err)
 {
-    int fi = ck_fw_find_run(in, CK_FW_PLAIN, CK_F32, NULL, pr->rank, 0);
+    /* where the low run's loss scaler skipped steps, its fp32 reference is the plain fp32 run
+     * that skipped them too (variant skip_like:<dtype>); else the plain fp32 run */
+    char variant[32];
+    snprintf(variant, sizeof variant, "%s%s", CK_FW_SKIP_LIKE_PREFIX, ck_dtype_name(pr->dtype));
+    int fi = any_step_skipped(pr) ? ck_fw_find_run(in, CK_FW_PLAIN, CK_F32, variant, pr->rank, 0)
+                                  : -1;
+    if (fi < 0)
+        fi = ck_fw_find_run(in, CK_FW_PLAIN, CK_F32, NULL, pr->rank, 0);
     if (fi < 0)
         return ck_fail(err, CK_ERR_INPUT, "%s: the %s runs need a plain fp32 run of rank %d to be "
                                           "judged against", in->path, ck_dtype_name(pr->dtype),
                        pr->rank);
+    CK_TRY(check_skips_like(in, pr, &in->runs[fi], err));
     ck_record fp32, calib[CK_PRECISION_CALIB_RUNS];
     memset(calib, 0, sizeof calib);
     ck_status st = load_checked(in, pr, low, &in->runs[fi], &fp32, err);
@@ -636,7 +675,9 @@ static ck_status judge_vs_fp32(const ck_fw_input *in, const ck_fw_model *m, cons
                          CK_PRECISION_CALIB_RUNS);
             break;
         }
-        st = load_checked(in, pr, low, &in->runs[ci], &calib[j], err);
+        st = check_skips_like(in, pr, &in->runs[ci], err);
+        if (st == CK_OK)
+            st = load_checked(in, pr, low, &in->runs[ci], &calib[j], err);
         n_calib = j + 1;
     }
     if (st == CK_OK)

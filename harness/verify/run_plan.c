@@ -282,7 +282,8 @@ ck_status ck_run_plan_execute(const ck_run_plan *p, const ck_run_request *rq, ck
                   (p->bisect == CK_LOCALISE_IF_MISMATCH && mismatch);
     if (bisect) {
         tell(on_stage, user, CK_STAGE_BISECT, false);
-        ck_bisect_opts bo = {.noise_floor = true, .localise = localise, .log = &out->log};
+        ck_bisect_opts bo = {.noise_floor = true, .localise = localise, .log = &out->log,
+                             .progress = ro.progress, .progress_user = ro.progress_user};
         if ((st = ck_bisect(b, g, p->dtype, &bo, &out->res, err)) != CK_OK)
             return st;
         out->bisected = true;

@@ -3,6 +3,7 @@
 The driver never judges: it writes the judge input (dump.py), runs the C program and turns
 its exit code, stdout and report folder into a Result.
 """
+import inspect
 import json
 import os
 import shutil
@@ -34,6 +35,16 @@ def find_harness(explicit=None):
             return os.path.abspath(c)
     raise UsageError("ckpt-harness not found: build it (make) or pass --harness PATH "
                      "(or set CKPT_HARNESS)")
+
+
+def source_file(fn):
+    """The absolute path of the file that defines fn (the user's script or module), or None
+    (a function typed into a REPL): what the reports name as the model's file."""
+    try:
+        f = inspect.getsourcefile(fn)
+    except TypeError:
+        return None
+    return os.path.abspath(f) if f and os.path.isfile(f) else None
 
 
 class Result:
@@ -78,9 +89,10 @@ class Result:
 
 
 def run_judge(dump_dir, harness=None, report=None, junit=None, html=None, bisect=True,
-              min_saving=None, quiet=False, echo=True, extra=()):
+              min_saving=None, quiet=False, echo=True, extra=(), temporary=False):
     """Runs `ckpt-harness judge dump_dir` and returns its Result. echo: copy the harness's
-    output to this process's stdout/stderr as well."""
+    output to this process's stdout/stderr as well. temporary: dump_dir is deleted after the
+    judge, so its outputs must not name dump_dir/judge.json (--temporary-input)."""
     prog = find_harness(harness)
     cmd = [prog, "judge", dump_dir]
     if report:
@@ -95,6 +107,8 @@ def run_judge(dump_dir, harness=None, report=None, junit=None, html=None, bisect
         cmd += ["--min-saving", repr(float(min_saving))]
     if quiet:
         cmd += ["--quiet"]
+    if temporary:
+        cmd += ["--temporary-input"]
     cmd += list(extra)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True)

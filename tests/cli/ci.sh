@@ -110,6 +110,22 @@ EOF
     tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" >"$TMP/frames"
     grep -q '^\[1/1\] canary_fails fp32  bisecting  ' "$TMP/frames" && ! grep -q 'canary_fails: bisecting' "$TMP/frames" && ok \
         || bad "bisect on a terminal: $(cat "$TMP/frames" | head -5)"
+    # bisect's own trainings show their step and layer, numbered, with the ETA
+    cat >"$TMP/progress_bisect.json" <<'EOF'
+{"name": "progress_bisect", "seed": 1, "input": {"shape": [128, 512]},
+ "layers": [{"name": "l0", "op": "linear", "units": 512}, {"name": "a0", "op": "tanh"},
+            {"name": "d0", "op": "dropout", "rate": 0.2},
+            {"name": "l1", "op": "linear", "units": 512}, {"name": "a1", "op": "tanh"},
+            {"name": "l2", "op": "linear", "units": 512}, {"name": "a2", "op": "tanh"},
+            {"name": "out", "op": "linear", "units": 4}],
+ "loss": {"op": "mse"}, "checkpoint": {"segments": [["l0", "d0"], ["l1", "a1"]]},
+ "policies": {"rng": "stateful"}, "expect": "mismatch", "train": {"steps": 4}}
+EOF
+    script -qc "\"$PROG\" bisect \"$TMP/progress_bisect.json\" --rows 0 >/dev/null" "$TMP/typescript" >/dev/null 2>&1 </dev/null
+    tr '\r' '\n' <"$TMP/typescript" | sed "s/$(printf '\033')\[K//g" | grep '^\[1/1\] ' >"$TMP/frames"
+    grep -Eq ' fp32  bisect [0-9]+ [a-z ]+ step [1-4]/4  (forward|backward|recompute) [0-9]+/8 .*ETA [0-9]+s$' "$TMP/frames" && ok \
+        || bad "bisect's trainings show no step progress: $(tail -3 "$TMP/frames")"
+    awk 'length($0) > 79 { n++ } END { exit n > 0 }' "$TMP/frames" && ok || bad "bisect progress frames over 79 columns"
 fi
 
 # ---- --jobs 2 gives the serial output and files ------------------------------------------
@@ -216,6 +232,19 @@ grep -q "^::error file=$C/canary_fails.json,title=" "$TMP/out" && ok || bad "::e
 grep -q '| :x: | canary_fails | fp32 |' "$TMP/step_summary.md" && ok || bad "step summary: $(cat "$TMP/step_summary.md")"
 "$PROG" run "$C" --quiet >"$TMP/out" 2>&1
 grep -q '^::' "$TMP/out" && bad "annotations without GITHUB_ACTIONS" || ok
+# a bisected failure carries its cause (first diverging layer and why) into JUnit, the step
+# summary, the annotation and the one-line text summary, as the HTML and the story do
+: >"$TMP/bisect_summary.md"
+GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY="$TMP/bisect_summary.md" "$PROG" run "$C/canary_fails.json" \
+    --bisect --quiet --junit "$TMP/bisect.xml" >"$TMP/out" 2>"$TMP/err"
+grep -q '<failure type="mismatch" message="[^"]*; cause: dropout `drop1` drew a different mask on recomputation' "$TMP/bisect.xml" && ok ||
+    bad "JUnit failure message without the bisect cause: $(grep '<failure' "$TMP/bisect.xml")"
+grep -q '^cause: dropout `drop1` drew a different mask' "$TMP/bisect.xml" && ok || bad "JUnit failure text without the causes"
+grep -q '| :x: | canary_fails | fp32 | .*; cause&#58; dropout \\`drop1\\` drew a different mask' "$TMP/bisect_summary.md" && ok ||
+    bad "step summary without the bisect cause: $(cat "$TMP/bisect_summary.md")"
+grep -q '^::error .*; cause: dropout `drop1` drew a different mask' "$TMP/out" && ok || bad "annotation without the bisect cause: $(grep '::' "$TMP/out")"
+tr '\n' ' ' <"$TMP/out" | grep -q '^FAIL canary_fails fp32 .*; cause: dropout `drop1` drew a *different mask' && ok ||
+    bad "the one-line text summary without the bisect cause: $(cat "$TMP/out")"
 
 # ---- gradcheck and compare --junit ------------------------------------------------------
 run 0 "gradcheck --junit" -- "$PROG" gradcheck "$C/canary_no_saving.json" --quiet --junit "$TMP/gc.xml" --report "$TMP/gc.json"

@@ -47,6 +47,14 @@ for s in 1 2; do
 done
 "$PROG" merge "$TMP/s1" "$TMP/s2" >"$TMP/merge.txt" 2>&1; fits "merge" "$TMP/merge.txt"
 grep -q "^merge of 2 folders: 4 passed" "$TMP/merge.txt" && ok || bad "merge totals: $(cat "$TMP/merge.txt")"
+# plan with layer names as long as ONNX module paths: 80 columns, one byte column, full names
+"$PROG" plan "$ROOT/tests/cli/cases/plan_long_names.json" >"$TMP/plan.txt" 2>&1; fits "plan (long layer names)" "$TMP/plan.txt"
+[ "$(grep -c ' bytes (' "$TMP/plan.txt")" -eq 8 ] && ok || bad "plan: 8 rows of bytes: $(cat "$TMP/plan.txt")"
+[ "$(awk 'index($0, " bytes (") { print index($0, " bytes (") }' "$TMP/plan.txt" | sort -u | wc -l)" -eq 1 ] && ok ||
+    bad "plan: the byte column moves with long labels: $(cat "$TMP/plan.txt")"
+grep -q "model_encoder_layers_0_feed_forward_linear_in_projection_weight \.\.$" "$TMP/plan.txt" &&
+    grep -q "^      model_encoder_layers_0_feed_forward_activation\] peak$" "$TMP/plan.txt" && ok ||
+    bad "plan: a long segment label is wrapped whole, not cut: $(cat "$TMP/plan.txt")"
 # compare --quiet: an expected mismatch is not a failure line
 "$PROG" run "$ROOT/cases/canary_bn_update.json" --dump "$TMP/d" >/dev/null 2>&1
 a=$(ls -d "$TMP"/d/*/plain/step_0000/buffers.safetensors 2>/dev/null | head -1); r=$(ls -d "$TMP"/d/*/checkpointed/step_0000/buffers.safetensors 2>/dev/null | head -1)

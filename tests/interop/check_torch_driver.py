@@ -198,6 +198,47 @@ def main():
                V + [os.path.join(EX, "resnet_cnn.py"), "--wrap", "layers.0", "--modes",
                     "sac:save-matmuls"], ["has no selective checkpointing"], True)
 
+    # a step the low-precision run's GradScaler skipped (CUDA fp16 only; simulated here on
+    # the bf16 plain run's record): its fp32 reference and calibration runs skip it too
+    import ckpt_harness.torch as ckt
+    real_train = ckt.train_run
+
+    def train_marking_a_skip(ctx, spec, run, shard=None):
+        got = real_train(ctx, spec, run, shard)
+        if spec.id == "plain.bf16":
+            run.meta["steps"][0]["skipped"] = True
+        return got
+    ckt.train_run = train_marking_a_skip
+    try:
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+        init = {n: p.detach().clone() for n, p in model.named_parameters()}
+        x = torch.randn(4, 8)
+        skip_dump = os.path.join(TMP, "skip_dump")
+        r = verify(model, x, lambda o, s: (o.float() ** 2).mean(), wrap=["0"], steps=2,
+                   dtypes=["fp32", "bf16"], dump=skip_dump, echo=False)
+    finally:
+        ckt.train_run = real_train
+    doc = json.load(open(os.path.join(skip_dump, "judge.json")))
+    runs = {m["id"]: m for m in doc["runs"]}
+    ref = runs.get("plain.skip_like-bf16.fp32", {})
+    check("a skipped low-precision step gets an fp32 reference of variant skip_like:bf16 that "
+          "skips it", ref.get("mode") == "skip_like:bf16" and
+          [s["skipped"] for s in ref.get("steps", [])] == [True, False], sorted(runs))
+    check("the calibration runs skip it too",
+          all([s["skipped"] for s in runs[f"calibration.bf16.{j}"]["steps"]] == [True, False]
+              for j in range(3)), [runs[f"calibration.bf16.{j}"]["steps"] for j in range(3)])
+    head, data = {}, b""
+    if ref:
+        with open(os.path.join(skip_dump, ref["dir"], "step_0000", "params.safetensors"),
+                  "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            head, data = json.loads(f.read(n)), f.read()
+    unchanged = bool(head) and all(torch.equal(torch.from_numpy(numpy.frombuffer(
+        data[head[k]["data_offsets"][0]:head[k]["data_offsets"][1]], numpy.float32).copy())
+        .reshape(init[k].shape), init[k]) for k in init)
+    check("the skip_like reference did not update at the skipped step", unchanged)
+    check("the judge takes that reference (no refusal)", r.exit_code in (0, 1), r.summary[-400:])
+
 
     # a judge input with a broken manifest: one line naming the file and key
     dump = os.path.join(TMP, "dump")

@@ -16,7 +16,7 @@ import tensorflow as tf
 import keras
 
 from ckpt_harness import dump as judge_dump
-from ckpt_harness.judge import UsageError, run_judge
+from ckpt_harness.judge import UsageError, run_judge, source_file
 from ckpt_harness.keras import instrument as ins
 from ckpt_harness.keras import runner
 
@@ -133,6 +133,7 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
     else:
         owned_tmp = out = tempfile.mkdtemp(prefix="ckpt-keras-")
     name = model_name or "keras_model"
+    source = source or source_file(build)
     ji = judge_dump.JudgeInput(out, "keras", f"tensorflow {tf.__version__}, keras "
                                f"{keras.__version__}", cfg.device, name, source=source,
                                config=cfg.as_dict(), deterministic=True)
@@ -147,7 +148,7 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
     try:
         for d in cfg.dtypes:
             pol, jd = runner.POLICIES[d], runner.JUDGE_DTYPE[d]
-            r = ji.run(f"plain.{jd}", "plain", dtype=jd)
+            r = low_plain = ji.run(f"plain.{jd}", "plain", dtype=jd)
             snap, plain, parts = _train(r.meta["id"], build, cfg, snap, r, pol, memory=memory,
                                                   modules=modules)
             if d == "fp32":
@@ -174,15 +175,25 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
                     r = ji.run("plain.fp32", "plain", dtype="fp32")
                     snap, fp32_plain, _ = _train(r.meta["id"], build, cfg, snap, r, "float32",
                                                            memory=memory, modules=modules)
+                # the fp32 runs this dtype is judged against skip the updates its loss
+                # scaler skipped (the judge refuses references that did not)
+                skips = [s["skipped"] for s in low_plain.meta["steps"]]
+                if any(skips):
+                    r = ji.run(f"plain.fp32.skip_like-{jd}", "plain", dtype="fp32",
+                               mode=f"skip_like:{jd}")
+                    _train(r.meta["id"], build, cfg, snap, r, "float32", memory=memory,
+                           modules=modules, skip_like=skips)
                 for k, ds in enumerate(CALIBRATION_DITHER_SEEDS):
                     r = ji.run(f"calibration{k}.{jd}", "calibration", dtype=jd, calibration=k)
                     _train(r.meta["id"], build, cfg, snap, r, "float32", memory=memory,
-                           rounder=ins.Rounder(jd, ds), modules=modules)
+                           rounder=ins.Rounder(jd, ds), modules=modules,
+                           skip_like=skips if any(skips) else None)
         for n, t in modules.items():
             ji.add_module(n, t, n in wrapped)
         ji.finish(min_saving=min_saving)
         res = run_judge(out, harness=harness, report=report, junit=junit, html=html,
-                        bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo)
+                        bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo,
+                        temporary=bool(owned_tmp and not keep))
         if keep and owned_tmp:
             print(f"judge input kept in {out}")
         return res

@@ -159,9 +159,13 @@ class RunFacts:
 
 
 def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute_grad",
-              enable_checkpointing=None, rounder=None, memory=None, modules=None):
+              enable_checkpointing=None, rounder=None, memory=None, modules=None,
+              skip_like=None):
     """Trains one run and writes its steps into run (a dump.Run). snap: the variable
-    snapshot every run starts from (None: take it from this build and return it)."""
+    snapshot every run starts from (None: take it from this build and return it).
+    skip_like: per step, True where the low-precision run's loss scaler skipped the update:
+    this (fp32) run skips it too and says so, as the harness's own fp32 references do, so
+    the judgement against fp32 compares the same model at every later step."""
     b = Built(build, cfg, policy)
     if snap is None:
         snap = snapshot(b)
@@ -242,8 +246,10 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                     _np32(tf.cast(g, tf.float32) / scale)
                 finite = finite and bool(np.all(np.isfinite(a)))
                 g_np[b.names[id(v)]] = a
-            opt.apply([g if g is not None else tf.zeros_like(v) for v, g in zip(tvars, grads)],
-                      tvars)
+            follow_skip = bool(skip_like and skip_like[step])
+            if not follow_skip:
+                opt.apply([g if g is not None else tf.zeros_like(v)
+                           for v, g in zip(tvars, grads)], tvars)
             params = {b.names[id(v)]: _np32(v) for v in tvars}
             buffers = {b.names[id(v)]: _np32(v) for v in ntvars}
             outputs = {k: v.astype(np.float32) if v.dtype.kind in "fV" or
@@ -257,7 +263,7 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                            saved_bytes_peak=held, device_peak_bytes=peak,
                            recomputed_calls=sum(rec.bwd_calls.values()),
                            grads_none=gnone, loss_scale=scale,
-                           skipped=scaled and not finite,
+                           skipped=(scaled and not finite) or follow_skip,
                            created_in_backward=rec.created[ins.BACKWARD][:64])
             facts.held.append(held)
             facts.peak.append(peak)

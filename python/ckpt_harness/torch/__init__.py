@@ -127,7 +127,7 @@ def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None)
     """Trains every run of the matrix into writer; returns (module order, types, recomputed
     module names, wrapped module names)."""
     order, types, recomputed, wrapped, random = None, {}, set(), [], set()
-    for spec in plan_runs(dtypes, modes, record):
+    for spec in _follow_skips(plan_runs(dtypes, modes, record), writer, rank):
         if rank:
             spec.id = f"{spec.id}.r{rank}"
         if log:
@@ -149,6 +149,28 @@ def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None)
         if spec.role in ("plain", "control"):
             random |= rnd
     return order or [], types, recomputed, wrapped, random
+
+
+def _follow_skips(specs, writer, rank):
+    """The specs in order; before a low dtype's calibration runs, where that dtype's plain run
+    (trained by then) skipped steps (GradScaler: inf/NaN gradients), a plain fp32 run of
+    variant skip_like:<dtype> that skips the same updates (its fp32 reference in the judge),
+    and the calibration runs skip them too."""
+    follow = {}
+    for spec in specs:
+        if spec.role == "calibration":
+            if spec.dtype not in follow:
+                meta = next((m for m in writer.doc["runs"] if m["role"] == "plain" and
+                             m["dtype"] == spec.dtype and m["mode"] is None and
+                             m["rank"] == rank), None)
+                skips = [bool(s["skipped"]) for s in meta["steps"]] if meta else []
+                follow[spec.dtype] = skips if any(skips) else None
+                if follow[spec.dtype]:
+                    yield RunSpec(_run_id("plain", "fp32", f"skip_like-{spec.dtype}"), "plain",
+                                  "fp32", mode=f"skip_like:{spec.dtype}", record=False,
+                                  skip_like=follow[spec.dtype])
+            spec.skip_like = follow[spec.dtype]
+        yield spec
 
 
 def declare_modules(writer, order, types, recomputed, wrapped, random):
@@ -182,7 +204,8 @@ def verify(model, inputs, loss_fn, wrap=(), wrap_type=(), enable_checkpointing=N
         declare_modules(writer, order, types, recomputed, wrapped, random)
         writer.finish(min_saving)
         return run_judge(root, harness=harness, report=report, junit=junit, html=html,
-                         bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo)
+                         bisect=bisect, min_saving=min_saving, quiet=quiet, echo=echo,
+                         temporary=not dump and not keep)
     finally:
         torch.use_deterministic_algorithms(was_det)
         if not dump and not keep:

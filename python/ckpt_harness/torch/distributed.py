@@ -127,7 +127,8 @@ def verify_distributed(script, nproc=2, kind="ddp", **kw):
             doc["runs"] += d["runs"]
         with open(os.path.join(root, "judge.json"), "w") as f:
             json.dump(doc, f, indent=1)
-        return run_judge(root, bisect=kw["bisect"], min_saving=kw["min_saving"], **judge_kw)
+        return run_judge(root, bisect=kw["bisect"], min_saving=kw["min_saving"],
+                         temporary=not dump and not keep, **judge_kw)
     finally:
         if not dump and not keep:
             shutil.rmtree(root, ignore_errors=True)

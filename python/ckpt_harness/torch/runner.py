@@ -78,9 +78,13 @@ def _rounded_params(model, low):
 
 class RunSpec:
     def __init__(self, run_id, role, dtype="fp32", mode=None, calibration=None, record=True,
-                 reference=None):
+                 reference=None, skip_like=None):
         self.id, self.role, self.dtype, self.mode = run_id, role, dtype, mode
         self.calibration, self.record, self.reference = calibration, record, reference
+        # per step, True where the low-precision plain run's GradScaler skipped the update:
+        # this fp32 run (its reference or a calibration run) skips it too, as the harness's
+        # own fp32 references do, so later steps compare the same model
+        self.skip_like = skip_like
 
     def compile_budget(self):
         """The activation memory budget of a compiled run, or None for an eager one."""
@@ -196,6 +200,8 @@ def _train(ctx, spec, writer_run, model, module_model, wrapped, shard):
                 scaler.step(opt)
                 scaler.update()
                 skipped = scaler.get_scale() < before
+            elif spec.skip_like and spec.skip_like[step]:
+                skipped = True
             else:
                 opt.step()
             params = {n: to_numpy(p) for n, p in module_model.named_parameters()}

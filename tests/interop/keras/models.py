@@ -44,3 +44,14 @@ def dense_blocks(n=3, width=32):
 def non_scalar_loss():
     model, x, _ = dense_blocks(1)
     return model, x, lambda o, step: keras.ops.square(o)
+
+
+def loss_scale_overflow():
+    """dense_blocks with a loss large enough that Keras' LossScaleOptimizer (initial scale
+    2^15) overflows fp16 in its first steps: the mixed_float16 run skips those updates, as
+    PyTorch's GradScaler does, and trains on from the same weights."""
+    model, x, _ = dense_blocks(2, 16)
+
+    def loss_fn(o, step):
+        return 2.0 * keras.ops.mean(keras.ops.square(keras.ops.cast(o, "float32")))
+    return model, x, loss_fn

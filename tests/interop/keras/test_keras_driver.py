@@ -87,6 +87,35 @@ def test_mixed_float16_with_loss_scaling_is_judged_against_fp32(tmp_path):
                for s in x["steps"]), "no loss scaling in the mixed_float16 run"
 
 
+
+def test_mixed_float16_steps_the_loss_scaler_skipped_are_judged_like_run(tmp_path):
+    """A loss large enough that LossScaleOptimizer (scale 2^15) overflows fp16 in its first
+    two steps: the mixed_float16 run skips those updates and trains on from the same weights.
+    Its fp32 reference and calibration runs skip the same updates (as run's fp32 references
+    do), so the healthy model passes against fp32; judged against an fp32 run that applied
+    them, every parameter after step 0 compared two different models (a false FAIL)."""
+    r = run(models.loss_scale_overflow, tmp_path, wrap=["block*"], steps=4,
+            dtypes=["mixed_float16"])
+    with open(tmp_path / "dump" / "judge.json") as f:
+        d = json.load(f)
+    runs = {x["id"]: x for x in d["runs"]}
+    low = [s["skipped"] for s in runs["plain.fp16"]["steps"]]
+    assert any(low) and not all(low), low  # some steps skipped, some updates taken
+    ref = runs["plain.fp32.skip_like-fp16"]
+    assert ref["mode"] == "skip_like:fp16" and [s["skipped"] for s in ref["steps"]] == low
+    for k in range(3):
+        assert [s["skipped"] for s in runs[f"calibration{k}.fp16"]["steps"]] == low
+    assert r.exit_code == 0, r.summary
+    assert "vs fp32: close" in r.summary, r.summary
+    # the judge refuses an fp32 reference that applied an update the loss scaler skipped
+    d["runs"] = [x for x in d["runs"] if x["id"] != "plain.fp32.skip_like-fp16"]
+    (tmp_path / "dump" / "judge.json").write_text(json.dumps(d))
+    p = subprocess.run([HARNESS, "judge", str(tmp_path / "dump")], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert 'run "plain.fp32" applied the optimizer update at step 0' in p.stderr, p.stderr
+
 # ---- dropout ---------------------------------------------------------------------------
 
 def test_dropout_redrawn_by_recompute_grad_is_caught(tmp_path):
@@ -236,3 +265,41 @@ def test_onnx_export_of_a_batchnorm_free_model_imports_its_upsampling(tmp_path):
     assert rc == 0, out + err
     case = json.loads((tmp_path / "up.json").read_text())
     assert [l["scale"] for l in case["layers"] if l["op"] == "upsample3d"] == [[2, 2, 2]], case
+
+
+# ---- outputs name only files that still exist ---------------------------------------------
+
+def _named_files(junit_text, report_dir):
+    import re
+    named = re.findall(r"case file: ([^\n<]+)", junit_text)
+    for f in sorted(os.listdir(report_dir)):
+        with open(os.path.join(report_dir, f)) as fh:
+            d = json.load(fh)
+        items = d.get("items") or [d]
+        for it in items:
+            c = it.get("case") if isinstance(it.get("case"), dict) else {}
+            for p in (c.get("file"), (it.get("config") or {}).get("judge_input"), it.get("file")):
+                if p:
+                    named.append(p)
+    return named
+
+
+def test_junit_and_reports_name_no_deleted_judge_input(tmp_path):
+    """Without --dump the driver judges a temporary folder and deletes it: the JUnit
+    system-out and the reports name the file that defines build(), never that judge.json."""
+    r = verify(models.dense_blocks, wrap=["block0"], harness=HARNESS, echo=False,
+               junit=str(tmp_path / "j.xml"), report=str(tmp_path / "rep"))
+    assert r.exit_code == 0, r.summary
+    j = (tmp_path / "j.xml").read_text()
+    named = _named_files(j, str(tmp_path / "rep"))
+    assert named and all(os.path.isfile(p) for p in named), named
+    assert os.path.abspath(models.__file__) in named, named
+    # a build() with no source file: nothing is named (no "case file:" line at all)
+    ns = {}
+    exec("import models\ndef build():\n    return models.dense_blocks()\n", ns)
+    r = verify(ns["build"], wrap=["block0"], harness=HARNESS, echo=False,
+               junit=str(tmp_path / "j2.xml"), report=str(tmp_path / "rep2"))
+    assert r.exit_code == 0, r.summary
+    j2 = (tmp_path / "j2.xml").read_text()
+    assert "case file:" not in j2 and "judge.json" not in j2, j2
+    assert _named_files(j2, str(tmp_path / "rep2")) == []
