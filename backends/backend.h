@@ -55,6 +55,13 @@ typedef struct {
      * without a buffer of its own. The executor sets it only for the ops
      * ck_backward_writes_fresh names, whose kernels honour it on every backend. */
     bool din0_fresh;
+    /* Fused relu (ck_backward_relu_over_input): in[0] is the output r of a relu, din[0] is
+     * the same buffer and holds no gradient yet, dweight and dbias are NULL. The backward
+     * stores into element k the relu's input gradient for r's gradient dx: the bits of dx
+     * accumulated into a zeroed buffer and then the relu's backward with a fresh input
+     * gradient, +0 + dx[k] * (r[k] <= 0 ? 0 : 1) rounded once (NaN in r passes dx; an Inf or
+     * NaN dx where r <= 0 gives NaN), reading r[k] before it writes element k. */
+    bool din0_relu_over_input;
 } ck_op_grads;
 
 /* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda):
@@ -77,6 +84,19 @@ static inline bool ck_backward_writes_fresh(ck_op_kind kind)
 static inline bool ck_backward_dx_over_input(ck_op_kind kind)
 {
     return kind == CK_OP_LINEAR || kind == CK_OP_CONV || kind == CK_OP_CONV_TRANSPOSE;
+}
+
+/* The ops whose backward honours ck_op_grads.din0_relu_over_input on every backend (ref,
+ * cpu, cuda): those of ck_backward_dx_over_input. The executor sets it on the input-gradient
+ * call of such a layer whose input is a relu's output that nothing else reads: the relu's
+ * backward is then done, and the relu input's gradient sits in the relu output's buffer, with
+ * no buffer of its own beside it (harness/engine/executor.c). Every backend first records the
+ * relu's mask, one bit per element (numel / 8 bytes beside the tensor, the backend's own
+ * memory), then zeroes the buffer, runs the ordinary input gradient into it and applies the
+ * relu's backward element by element: the unfused bits by construction. */
+static inline bool ck_backward_relu_over_input(ck_op_kind kind)
+{
+    return ck_backward_dx_over_input(kind);
 }
 
 typedef struct {
@@ -117,10 +137,14 @@ struct ck_backend {
      * cross_entropy; NULL for mean and sum. The loss is accumulated in double. */
     ck_status (*loss_forward)(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
                               const ck_tensor *target, double *loss, ck_error *err);
-    /* dy = scale * dL/dy (overwrites dy). */
+    /* dy = scale * dL/dy (overwrites dy). relu_over (mean, sum and mse only, the losses
+     * whose gradient element k reads element k of y alone): y is the output of a relu and
+     * dy is y's own buffer; dy[k] becomes the relu's input gradient, the bits of the loss
+     * gradient rounded into dy and then the relu's backward with a fresh input gradient
+     * (ck_op_grads.din0_relu_over_input), y[k] read before element k is written. */
     ck_status (*loss_backward)(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
                                const ck_tensor *target, double scale, ck_tensor *dy,
-                               ck_error *err);
+                               bool relu_over, ck_error *err);
     /* Cross-entropy over loss->class_dim with an optional ignore_index (ck_loss_spec,
      * harness/core/ops.h): the engine uses these for a cross_entropy loss whose class_dim
      * is not 1 or that has an ignore_index. Same contract as loss_forward/loss_backward:

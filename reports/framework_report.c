@@ -171,11 +171,9 @@ void ck_fw_first_failure(const ck_fw_item *it, char *buf, size_t n)
 {
     char lines[CK_REPORT_MAX_FAILURES][CK_REPORT_LINE_MAX];
     buf[0] = '\0';
-    if (it->n_extra_failures > 0) {
+    if (it->n_extra_failures > 0)
         snprintf(buf, n, "%s", it->extra_failures[0]);
-        return;
-    }
-    if (ck_report_failures(&it->res, lines, CK_REPORT_MAX_FAILURES) > 0)
+    else if (ck_report_failures(&it->res, lines, CK_REPORT_MAX_FAILURES) > 0)
         snprintf(buf, n, "%s", lines[0]);
     size_t used = strlen(buf);
     if (buf[0] && it->n_causes > 0 && used + 10 < n)

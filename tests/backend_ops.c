@@ -814,6 +814,113 @@ static void run_split_backward(bo_ctx *c, int index, ck_dtype dt)
     call_free(&k[1]);
 }
 
+/* The special values of the fused relu tests: a relu output r with NaN, -0, +0, negative
+ * values and infinities among ordinary ones, and a gradient dy with NaN, infinities and -0
+ * (so that dx holds non-finite values where r passes and where it does not). */
+static double *relu_r_values(int64_t n, uint64_t seed, ck_dtype dt)
+{
+    double *v = draw(n, seed, BO_VALS_NORMAL, dt);
+    static const double special[] = {NAN, -0.0, 0.0, -1.5, INFINITY, -INFINITY, -3e-3};
+    for (int64_t i = 0; v && i < n; i++)
+        if (i % 3 == 0)
+            v[i] = special[(i / 3) % 7];
+    return v;
+}
+
+static double *relu_dy_values(int64_t n, uint64_t seed, ck_dtype dt)
+{
+    double *v = draw(n, seed, BO_VALS_NORMAL, dt);
+    for (int64_t i = 0; v && i < n; i++)
+        v[i] = i % 23 == 5 ? INFINITY : i % 29 == 7 ? NAN : i % 31 == 3 ? -INFINITY
+             : i % 5 == 1 ? -0.0 : v[i];
+    return v;
+}
+
+/* The relu's backward on the tested backend as the unfused executor runs it: din written
+ * over dout's buffer (din0_fresh), reading the relu's output r. */
+static ck_status relu_backward_fresh(ck_backend *b, const ck_tensor *r, ck_tensor *d,
+                                     ck_error *err)
+{
+    ck_op_params op;
+    memset(&op, 0, sizeof op);
+    ck_op_params_default(&op, CK_OP_RELU, 0);
+    ck_tensor x = *r;
+    x.data = NULL; /* relu's backward reads its output, not its input */
+    ck_op_io io = {.n_in = 1, .in = {&x}, .out = (ck_tensor *)r};
+    ck_op_grads g = {.dout = d, .din = {d}, .din0_fresh = true};
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    return b->backward(b, &op, &args, &io, &g, err);
+}
+
+/* ck_op_grads.din0_relu_over_input (backend.h) on the tested backend: the input gradient of
+ * a linear or convolution written over its input r (a relu's output) with the relu's
+ * backward applied, against the unfused sequence (dx into a zeroed buffer, then the relu's
+ * backward writing over it), from the same values, NaN, infinities and signed zeros among
+ * them. Every bit must be the same. */
+static void run_relu_fused_backward(bo_ctx *c, int index, ck_dtype dt)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    if (!ck_backward_relu_over_input(r->op.kind) || r->n_in != 1 ||
+        !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
+        return;
+    const bo_dtypes d = bo_dtypes_of(dt);
+    const uint64_t seed = 7000 + 97 * (uint64_t)index;
+    char prefix[64], name[96];
+    snprintf(prefix, sizeof prefix, "op%02d.relu_fused.%s", index, ck_dtype_name(dt));
+    call k;
+    memset(&k, 0, sizeof k);
+    pair rv, fused, dx, dy;
+    memset(&rv, 0, sizeof rv);
+    memset(&fused, 0, sizeof fused);
+    memset(&dx, 0, sizeof dx);
+    memset(&dy, 0, sizeof dy);
+    const int64_t nx = ck_shape_numel(&r->in[0]), ny = ck_shape_numel(&nd.out_shape);
+    double *vr = relu_r_values(nx, seed + 1, dt), *vy = relu_dy_values(ny, seed + 2, dt);
+    bool ok = vr && vy && call_inputs(c, r, &nd, d, d, prefix, seed, &k);
+    snprintf(name, sizeof name, "%s.r", prefix);
+    ok = ok && pair_make(c, &rv, name, dt, dt, r->in[0], vr);
+    snprintf(name, sizeof name, "%s.fused", prefix);
+    ok = ok && pair_make(c, &fused, name, dt, dt, r->in[0], vr);
+    snprintf(name, sizeof name, "%s.dx", prefix);
+    ok = ok && pair_make(c, &dx, name, dt, dt, r->in[0], NULL); /* zeroed */
+    snprintf(name, sizeof name, "%s.dy", prefix);
+    ok = ok && pair_make(c, &dy, name, dt, dt, nd.out_shape, vy);
+    free(vr);
+    free(vy);
+    ck_error err = {{0}};
+    ck_backend *b = c->b;
+    /* unfused: dx alone with x hidden into the zeroed buffer, then relu's backward on it */
+    ck_tensor hidden = rv.t;
+    hidden.data = NULL;
+    ck_op_io io = k.io_t;
+    io.in[0] = &hidden;
+    ck_op_grads g = {.dout = &dy.t, .din = {&dx.t}};
+    ok = ok && b->backward(b, &nd.op, &k.args, &io, &g, &err) == CK_OK &&
+         relu_backward_fresh(b, &rv.t, &dx.t, &err) == CK_OK;
+    /* fused: the input gradient written over r itself */
+    ck_op_io fio = k.io_t;
+    fio.in[0] = &fused.t;
+    ck_op_grads fg = {.dout = &dy.t, .din = {&fused.t}, .din0_relu_over_input = true};
+    ok = ok && b->backward(b, &nd.op, &k.args, &fio, &fg, &err) == CK_OK;
+    if (!ok) {
+        result(c, 1, "%s [%s] fused relu backward: %s", r->desc, ck_dtype_name(dt), err.msg);
+    } else {
+        bool same = same_bytes(b, &dx.t, &fused.t);
+        result(c, same ? 0 : 1,
+               "%s [%s] input gradient over a relu output with its mask (NaN, Inf, -0)%s",
+               r->desc, ck_dtype_name(dt),
+               same ? " bitwise equal to dx then relu" : ": differs from dx then relu");
+    }
+    pair_free(&rv);
+    pair_free(&fused);
+    pair_free(&dx);
+    pair_free(&dy);
+    call_free(&k);
+}
+
 void bo_run_row(bo_ctx *c, int index, unsigned what)
 {
     static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16, CK_F64};
@@ -822,8 +929,10 @@ void bo_run_row(bo_ctx *c, int index, unsigned what)
         bo_run_variant(c, index, bo_dtypes_of(dts[d]), ck_dtype_name(dts[d]), -1);
     for (size_t d = 1; (what & BO_RUN_LOWP) && d < 3; d++)
         run_lowp_rule(c, index, dts[d]);
-    for (size_t d = 0; (what & BO_RUN_SPLIT) && d < 4; d++)
+    for (size_t d = 0; (what & BO_RUN_SPLIT) && d < 4; d++) {
         run_split_backward(c, index, dts[d]);
+        run_relu_fused_backward(c, index, dts[d]);
+    }
     if (what & BO_RUN_GRADCHECK) {
         run_fp64_gradcheck(c, index);
         if (!self)
@@ -1369,6 +1478,48 @@ static void bo_run_ce_spec(bo_ctx *c, ck_dtype dt, uint64_t seed)
     pair_free(&dy);
 }
 
+/* loss_backward's relu_over (backend.h) on the tested backend for mean, sum and mse: the
+ * loss gradient written over the prediction y (a relu's output) with the relu's backward
+ * applied, against the loss gradient into a buffer of its own and then the relu's backward
+ * writing over it; y holds NaN, infinities and signed zeros. Every bit must be the same. */
+static void run_loss_relu_over(bo_ctx *c, ck_loss_kind kind, ck_dtype dt, uint64_t seed)
+{
+    const ck_shape ys = BO_SHAPE(3, 5, 4, 2);
+    const int64_t n = ck_shape_numel(&ys);
+    double *vy = relu_r_values(n, seed, dt), *vt = draw(n, seed + 9, BO_VALS_UNIT, dt);
+    pair y, over, dy, t;
+    memset(&y, 0, sizeof y);
+    memset(&over, 0, sizeof over);
+    memset(&dy, 0, sizeof dy);
+    memset(&t, 0, sizeof t);
+    bool ok = vy && vt && pair_make(c, &y, "loss_relu.y", dt, dt, ys, vy) &&
+              pair_make(c, &over, "loss_relu.over", dt, dt, ys, vy) &&
+              pair_make(c, &dy, "loss_relu.dy", dt, dt, ys, NULL);
+    if (ok && kind == CK_LOSS_MSE)
+        ok = pair_make(c, &t, "loss_relu.target", dt, dt, ys, vt);
+    free(vy);
+    free(vt);
+    ck_error err = {{0}};
+    ck_backend *b = c->b;
+    const ck_tensor *tt = t.live ? &t.t : NULL;
+    ok = ok && b->loss_backward(b, kind, &y.t, tt, 1024.0, &dy.t, false, &err) == CK_OK &&
+         relu_backward_fresh(b, &y.t, &dy.t, &err) == CK_OK &&
+         b->loss_backward(b, kind, &over.t, tt, 1024.0, &over.t, true, &err) == CK_OK;
+    char what[96];
+    snprintf(what, sizeof what, "loss %s (%s) gradient over a relu output with its mask",
+             ck_loss_kind_name(kind), ck_dtype_name(dt));
+    if (!ok)
+        result(c, 1, "%s: %s", what, err.msg);
+    else
+        result(c, same_bytes(b, &dy.t, &over.t) ? 0 : 1, "%-60s %s", what,
+               same_bytes(b, &dy.t, &over.t) ? "bitwise equal to the loss gradient then relu"
+                                             : "differs from the loss gradient then relu");
+    pair_free(&y);
+    pair_free(&over);
+    pair_free(&dy);
+    pair_free(&t);
+}
+
 void bo_run_losses(bo_ctx *c)
 {
     const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
@@ -1409,8 +1560,8 @@ void bo_run_losses(bo_ctx *c)
             if (ok) {
                 result(c, fabs(lr - lt) <= 1e-12 * fmax(1.0, fabs(lr)) ? 0 : 1,
                        "%-60s forward %.17g, ref %.17g", what, lt, lr);
-                if (c->ref->loss_backward(c->ref, kind, &y.r, tr, 1024.0, &dy.r, &err) != CK_OK ||
-                    c->b->loss_backward(c->b, kind, &y.t, tt, 1024.0, &dy.t, &err) != CK_OK) {
+                if (c->ref->loss_backward(c->ref, kind, &y.r, tr, 1024.0, &dy.r, false, &err) != CK_OK ||
+                    c->b->loss_backward(c->b, kind, &y.t, tt, 1024.0, &dy.t, false, &err) != CK_OK) {
                     result(c, 1, "%s backward: %s", what, err.msg);
                 } else {
                     snprintf(what, sizeof what, "loss %s backward, scale 2^10",
@@ -1423,6 +1574,9 @@ void bo_run_losses(bo_ctx *c)
             pair_free(&dy);
         }
         bo_run_ce_spec(c, dt, seed);
+        const ck_loss_kind elementwise[] = {CK_LOSS_MEAN, CK_LOSS_SUM, CK_LOSS_MSE};
+        for (int k = 0; k < 3; k++)
+            run_loss_relu_over(c, elementwise[k], dt, seed + 70 + (uint64_t)k);
     }
 }
 

@@ -28,6 +28,12 @@
  *    input's data hidden (NULL), bitwise the same as one call computing all three, in fp32,
  *    fp16, bf16 and fp64 — the contract the executor relies on to write an input's
  *    gradient over the input's buffer;
+ *  - for the same ops, on the tested backend alone (ref too): the input gradient written
+ *    over the input r (a relu's output) with the relu's backward applied
+ *    (ck_op_grads.din0_relu_over_input) bitwise equal to dx into a zeroed buffer and then
+ *    the relu's backward, in fp32, fp16, bf16 and fp64, r and dy holding NaN, infinities and
+ *    signed zeros; bo_run_losses does the same for loss_backward's relu_over (mean, sum,
+ *    mse);
  *  - the record key the CUDA backend files its algorithm choice under (layer from the
  *    weight's name, pass, dtype) belongs to this row's shape alone (bo_ledger).
  * A row the backend's `supports` refuses in a dtype is skipped, and counted as skipped.
@@ -107,7 +113,8 @@ enum {
     BO_RUN_CLASSES = 1,   /* forward/backward vs ref in fp32, fp16, bf16, fp64 */
     BO_RUN_LOWP = 2,      /* the low-precision rule in fp16, bf16 */
     BO_RUN_GRADCHECK = 4, /* both gradchecks */
-    BO_RUN_SPLIT = 8,     /* linear/conv backward in two calls (ck_backward_dx_over_input) */
+    BO_RUN_SPLIT = 8,     /* linear/conv backward in two calls (ck_backward_dx_over_input),
+                             and fused with a relu (din0_relu_over_input) */
     BO_RUN_ALL = 15
 };
 /* Runs row `index` of the table (seeded by its index). */

@@ -382,7 +382,7 @@ static ck_status f_copy(ck_backend *b, ck_tensor *d, const ck_tensor *s, ck_erro
 static bool f_supports(ck_backend *b, const ck_op_params *op, ck_dtype dt) { return FORWARD_TO_CPU(supports, op, dt); }
 static ck_status f_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *a, const ck_op_io *io, ck_op_grads *g, ck_error *e) { return FORWARD_TO_CPU(backward, op, a, io, g, e); }
 static ck_status f_loss_fwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double *l, ck_error *e) { return FORWARD_TO_CPU(loss_forward, k, y, t, l, e); }
-static ck_status f_loss_bwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double s, ck_tensor *dy, ck_error *e) { return FORWARD_TO_CPU(loss_backward, k, y, t, s, dy, e); }
+static ck_status f_loss_bwd(ck_backend *b, ck_loss_kind k, const ck_tensor *y, const ck_tensor *t, double s, ck_tensor *dy, bool ro, ck_error *e) { return FORWARD_TO_CPU(loss_backward, k, y, t, s, dy, ro, e); }
 static ck_status f_optim(ck_backend *b, const ck_optimizer *o, int64_t st, double gs, ck_tensor *p, const ck_tensor *g, ck_tensor *s0, ck_tensor *s1, ck_error *e) { return FORWARD_TO_CPU(optimizer_step, o, st, gs, p, g, s0, s1, e); }
 static ck_status f_ce_fwd(ck_backend *b, const ck_loss_spec *k, const ck_tensor *y, const ck_tensor *t, double *l, ck_error *e) { return FORWARD_TO_CPU(ce_forward, k, y, t, l, e); }
 static ck_status f_ce_bwd(ck_backend *b, const ck_loss_spec *k, const ck_tensor *y, const ck_tensor *t, double s, ck_tensor *dy, ck_error *e) { return FORWARD_TO_CPU(ce_backward, k, y, t, s, dy, e); }

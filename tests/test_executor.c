@@ -149,16 +149,16 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
      * every hidden output and its gradient is 256 B, l2's output and gradient 32 B. Kept for
      * backward: what a backward reads (liveness.h): linear reads its input, relu its output,
      * so each relu runs in place in its linear's buffer and l0, l1 are never stored twice.
-     * A relu's backward writes its input's gradient into its output gradient's buffer
-     * (ck_op_grads.din0_fresh), so dl1 takes over dr1's 256 B.
-     * plain: forward r0 (in l0's buffer) 256, r1 (in l1's) 512, l2 544; loss gradient 576,
-     *   l2 freed (nothing reads it) 544; backward l2 + dr1 = 800 (peak), frees dl2 -> 768;
-     *   backward r1, dl1 in dr1's buffer -> 768, frees r1 -> 512; backward l1 + dr0 = 768
-     *   -> 512; ... -> 0.
+     * Each relu's backward is fused into its consumer's (executor.c, relu_fuse_source):
+     * l2's backward writes dl1 (dr1 with r1's mask applied) over r1's buffer once dW2 has
+     * read r1, and l1's writes dl0 over r0's, so no relu's output gradient is a tensor.
+     * plain: forward r0 (in l0's buffer) 256, r1 (in l1's) 512, l2 544; loss gradient 576
+     *   (peak), l2 freed (nothing reads it) 544; backward l2, dl1 over r1 -> 544, frees dl2
+     *   -> 512; backward r1 done; backward l1, dl0 over r0 -> 512, frees dl1 -> 256; ... -> 0.
      * checkpointed, segment [l0, l1]: r0 freed after l1's forward (recomputed), forward
-     *   288 (r1, l2); loss gradient, l2 freed -> 288; backward l2 + dr1 = 544 -> 512;
-     *   backward r1, dl1 in dr1's buffer -> 256; recompute l0/r0 512, l1 768 (peak) and
-     *   freed (no backward reads it) -> 512; backward l1 + dr0 = 768; ... -> 0. */
+     *   288 (r1, l2); loss gradient 320, l2 freed -> 288; backward l2, dl1 over r1 -> 256;
+     *   recompute l0/r0 512, l1 768 (peak) and freed (no backward reads it) -> 512; backward
+     *   l1, dl0 over r0 -> 512; ... -> 0. */
     static const char *text =
         "{\"name\": \"tiny\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"r0\", \"op\": \"relu\"},"
@@ -169,7 +169,7 @@ START_TEST(peak_activation_bytes_match_a_hand_count)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 800);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 576);
     ck_assert_int_eq(r.ckpt.peak_activation_bytes, 768);
     ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert_int_eq(r.plain.recomputed_layers, 0);
@@ -257,16 +257,16 @@ START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
      * head 32 B. The peak comes after the segment, before its recomputation, so statistics
      * kept alive by mistake would raise it.
      * Relu runs in place in wide's buffer (linear reads its input, relu its output).
+     * Act's backward is fused into head's (executor.c, relu_fuse_source): head's backward
+     * writes dwide (dact with act's mask applied) over act's buffer once dW has read it.
      * checkpointed: forward l0 256, ln 256 + 32 -> 544, l0 freed (recomputed) 288, l1 544,
      *   ln and its statistics freed -> 256, wide 1280 (act in place), head 1312; loss
-     *   gradient, head freed -> 1312; backward head + dact = 2336 (peak) -> 2304; backward
-     *   act writes dwide into dact's buffer (ck_op_grads.din0_fresh), frees act -> 1280;
-     *   backward wide + dl1 1536 -> 256 (l1 freed: its first
-     *   consumer's backward ran); recompute l0, ln + statistics -> 800 (l1 recomputed and
-     *   freed); backward l1 + dln 1056 -> 544; backward ln + dl0 800; ... -> 0.
-     * plain: forward 1856 (ln's statistics kept: its backward reads them), loss gradient,
-     *   head freed; backward head + dact 2880 (peak) -> 2848; backward act, dwide in dact's
-     *   buffer -> 2848, frees act -> 1824. */
+     *   gradient 1344 (peak), head freed -> 1312; backward head, dwide over act -> 1312,
+     *   frees dhead -> 1280; backward wide, dl1 over l1 (its last outside reader) -> 1280,
+     *   frees dwide -> 256; recompute l0, ln + statistics -> 800 (l1 recomputed and freed);
+     *   backward l1 + dln 1056 -> 544; backward ln + dl0 800; ... -> 0.
+     * plain: forward 1856 (ln's statistics kept: its backward reads them), loss gradient
+     *   1888 (peak), head freed -> 1856; backward head, dwide over act -> 1856. */
     static const char *text =
         "{\"name\": \"norm_peak\", \"input\": {\"shape\": [4, 8]}, \"layers\": ["
         "{\"name\": \"l0\", \"op\": \"linear\", \"units\": 16}, {\"name\": \"ln\", \"op\": \"layernorm\"},"
@@ -277,8 +277,8 @@ START_TEST(norm_statistics_dropped_inside_a_segment_are_freed_before_the_peak)
     tu_build_text(&bc, text);
     ck_result r;
     run(&bc, &r);
-    ck_assert_int_eq(r.plain.peak_activation_bytes, 2880);
-    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 2336);
+    ck_assert_int_eq(r.plain.peak_activation_bytes, 1888);
+    ck_assert_int_eq(r.ckpt.peak_activation_bytes, 1344);
     ck_assert_int_eq(r.ckpt.recomputed_layers, 3);
     ck_assert(r.verdict == CK_VERDICT_IDENTICAL);
     ck_result_free(&r);
@@ -311,7 +311,7 @@ static void trace_tiny(bool checkpointed, ck_alloc_event *ev, int cap, ck_alloc_
     ck_record rec;
     ck_status st = ck_train(b, &bc.g, checkpointed ? &plan : NULL, CK_F32, &hooks, &rec, &err);
     ck_assert_msg(st == CK_OK, "%s", err.msg);
-    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 768 : 800);
+    ck_assert_int_eq(rec.peak_activation_bytes, checkpointed ? 768 : 576);
     ck_record_free(&rec);
     b->destroy(b);
     ck_plan_free(&plan);
@@ -361,14 +361,14 @@ START_TEST(live_bytes_trace_shows_the_forward_peak_and_the_recomputation)
     ck_assert_int_eq(t.events[2].live_bytes, 256);
     ck_assert_int_eq(t.events[fwd].live_bytes, 288);
     /* up to the recomputation's end memory never went above 768 (l1 recomputed beside r0
-     * and dl1; r1's backward wrote dl1 into dr1's buffer, so it is not the peak); the
+     * and dl1; l2's backward wrote dl1 over r1's buffer, so it is not the peak); the
      * recomputation makes l0/r0 and l1 again and frees l1 (no backward reads it): r0 and
-     * dl1 are live, 512 */
+     * dl1 are live, 512; l1's backward writes dl0 over r0 and allocates nothing */
     ck_assert_int_eq(max_live(&t, fwd, rec), 768);
     ck_assert_int_eq(t.events[rec].live_bytes, 512);
     ck_assert_str_eq(t.events[rec - 1].tag, "l1:out");
     ck_assert_int_eq(t.events[rec - 1].kind, CK_ALLOC_EV_FREE);
-    ck_assert_int_eq(max_live(&t, rec, end), 768);
+    ck_assert_int_eq(max_live(&t, rec, end), 512);
     ck_assert_int_eq(t.events[end].live_bytes, 0);
     for (int i = 0; i < t.n; i++)
         ck_assert_int_eq(t.events[i].index, i);
@@ -845,10 +845,12 @@ END_TEST
  * input's gradient inside the concat's): no bit changes
  * --------------------------------------------------------------------------------------- */
 
-/* Hashes (FNV-1a) of every layer's complete output gradient, in backward order. */
+/* Hashes (FNV-1a) of every layer's complete output gradient, in backward order, with the
+ * layer's index. */
 typedef struct {
     ck_backend *b;
     uint64_t h[512];
+    int layer[512];
     int n;
 } grad_hashes;
 
@@ -865,6 +867,7 @@ static ck_status hash_output_gradient(void *user, const ck_exec_event_info *ev, 
     for (size_t k = 0; st == CK_OK && k < bytes; k++)
         h = (h ^ host[k]) * 1099511628211ull;
     free(host);
+    gh->layer[gh->n] = ev->layer;
     gh->h[gh->n++] = h;
     return st;
 }
@@ -884,31 +887,35 @@ static int64_t train_hashing(const tu_built_case *bc, const ck_plan *plan, ck_dt
     return rec->peak_activation_bytes;
 }
 
-START_TEST(reused_gradient_buffers_change_no_bit)
+/* Every output gradient the run with reused buffers has, against the run with its own
+ * buffers: the same bits, in the same order; the only ones missing are those of relus whose
+ * backward was fused into their consumer's (their output gradient is never a tensor), and
+ * the number of those is returned. */
+static int compare_output_gradients(const tu_built_case *bc, const grad_hashes *mine,
+                                    const grad_hashes *own, const char *run, ck_dtype dt)
 {
-    /* input (4, 2, 8, 8): c1 conv 4 + relu, c2 conv 4, cat(c2, r1) 8 channels (c2's
-     * gradient moves inside cat's: 4 x 256 floats of r1's part, 4 KiB, below it), up
-     * conv_transpose 2 x 2 stride 2 (its input cat dies with its backward: dx over x),
-     * c3 conv 4 on up, flatten, fc linear 16 + gelu (tanh) + fc2 linear 16 + silu (fresh),
-     * res add(fc, fc2)... head linear 2. Every layer's output gradient, every loss, gradient
-     * and parameter must have the same bits with every gradient in a buffer of its own. */
-    static const char *text =
-        "{\"name\": \"reuse\", \"input\": {\"shape\": [4, 2, 8, 8]}, \"layers\": ["
-        "{\"name\": \"c1\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
-        "{\"name\": \"r1\", \"op\": \"relu\"},"
-        "{\"name\": \"c2\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
-        "{\"name\": \"cat\", \"op\": \"concat\", \"inputs\": [\"c2\", \"r1\"]},"
-        "{\"name\": \"up\", \"op\": \"conv_transpose2d\", \"filters\": 2, \"kernel\": 2, \"stride\": 2},"
-        "{\"name\": \"c3\", \"op\": \"conv2d\", \"filters\": 2, \"kernel\": 3, \"stride\": 4, \"padding\": \"same\"},"
-        "{\"name\": \"flat\", \"op\": \"flatten\"},"
-        "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 16},"
-        "{\"name\": \"gelu\", \"op\": \"gelu\", \"approximate\": \"tanh\"},"
-        "{\"name\": \"fc2\", \"op\": \"linear\", \"units\": 16},"
-        "{\"name\": \"act\", \"op\": \"silu\"},"
-        "{\"name\": \"res\", \"op\": \"add\", \"inputs\": [\"gelu\", \"act\"]},"
-        "{\"name\": \"head\", \"op\": \"linear\", \"units\": 2}],"
-        "\"checkpoint\": {\"segments\": [[\"c2\", \"up\"], [\"fc2\", \"act\"]]},"
-        "\"train\": {\"steps\": 2}}";
+    int k = 0, fused = 0;
+    for (int o = 0; o < own->n; o++) {
+        if (k < mine->n && mine->layer[k] == own->layer[o]) {
+            ck_assert_msg(mine->h[k] == own->h[o], "%s %s: output gradient of %s differs", run,
+                          ck_dtype_name(dt), bc->g.nodes[own->layer[o]].spec->name);
+            k++;
+            continue;
+        }
+        ck_assert_msg(bc->g.nodes[own->layer[o]].op.kind == CK_OP_RELU,
+                      "%s %s: no output gradient of %s", run, ck_dtype_name(dt),
+                      bc->g.nodes[own->layer[o]].spec->name);
+        fused++;
+    }
+    ck_assert_int_eq(k, mine->n);
+    return fused;
+}
+
+/* Trains bc plain and checkpointed in fp32, fp16 and bf16 with and without reused gradient
+ * buffers: every output gradient present in both, every loss, gradient and parameter must
+ * have the same bits; `fused` relus per run have no output gradient of their own. */
+static void reuse_changes_no_bit(const char *text, int fused_relus, bool peak_below)
+{
     tu_built_case bc;
     tu_build_text(&bc, text);
     ck_plan plan;
@@ -922,16 +929,14 @@ START_TEST(reused_gradient_buffers_change_no_bit)
             int64_t peak = train_hashing(&bc, ck ? &plan : NULL, dts[d], false, &mine, &rm);
             int64_t own_peak = train_hashing(&bc, ck ? &plan : NULL, dts[d], true, &own, &ro);
             const char *run = ck ? "checkpointed" : "plain";
-            /* the plain run's peak is at cat's backward, which no longer holds cat's input
-             * gradients beside its output gradient; the checkpointed one's is elsewhere */
-            ck_assert_msg(ck ? peak <= own_peak : peak < own_peak,
+            ck_assert_msg(peak_below && !ck ? peak < own_peak : peak <= own_peak,
                           "%s %s: peak %lld, %lld with own buffers", run,
                           ck_dtype_name(dts[d]), (long long)peak, (long long)own_peak);
-            ck_assert_int_eq(mine.n, own.n);
             ck_assert_int_gt(mine.n, 10);
-            for (int k = 0; k < mine.n; k++)
-                ck_assert_msg(mine.h[k] == own.h[k], "%s %s: output gradient %d differs", run,
-                              ck_dtype_name(dts[d]), k);
+            int fused = compare_output_gradients(&bc, &mine, &own, run, dts[d]);
+            /* two steps: each step fuses the same relus */
+            ck_assert_msg(fused == 2 * fused_relus, "%s %s: %d relu backwards fused, want %d",
+                          run, ck_dtype_name(dts[d]), fused, 2 * fused_relus);
             ck_assert_int_eq(rm.n, ro.n);
             for (int k = 0; k < rm.n; k++)
                 ck_assert_msg(memcmp(rm.e[k].data, ro.e[k].data,
@@ -946,6 +951,73 @@ START_TEST(reused_gradient_buffers_change_no_bit)
     ck_plan_free(&plan);
     tu_free_built(&bc);
 }
+
+START_TEST(reused_gradient_buffers_change_no_bit)
+{
+    /* input (4, 2, 8, 8): c1 conv 4 + relu, c2 conv 4, cat(c2, r1) 8 channels (c2's
+     * gradient moves inside cat's: 4 x 256 floats of r1's part, 4 KiB, below it), up
+     * conv_transpose 2 x 2 stride 2 (its input cat dies with its backward: dx over x),
+     * c3 conv 4 on up + r3 relu + c4 conv (r3's backward fused into c4's), flatten, fc
+     * linear 16 + gelu (tanh) + fc2 linear 16 + silu (fresh), res add(gelu, act) + rr relu +
+     * head linear 2 (rr's backward fused into head's) + out relu (its backward fused into
+     * the loss gradient). r1 feeds c2 and cat: its backward is not fused. Every layer's
+     * output gradient, every loss, gradient and parameter must have the same bits with
+     * every gradient in a buffer of its own. */
+    static const char *text =
+        "{\"name\": \"reuse\", \"input\": {\"shape\": [4, 2, 8, 8]}, \"layers\": ["
+        "{\"name\": \"c1\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
+        "{\"name\": \"r1\", \"op\": \"relu\"},"
+        "{\"name\": \"c2\", \"op\": \"conv2d\", \"filters\": 4, \"kernel\": 3, \"padding\": \"same\"},"
+        "{\"name\": \"cat\", \"op\": \"concat\", \"inputs\": [\"c2\", \"r1\"]},"
+        "{\"name\": \"up\", \"op\": \"conv_transpose2d\", \"filters\": 2, \"kernel\": 2, \"stride\": 2},"
+        "{\"name\": \"c3\", \"op\": \"conv2d\", \"filters\": 2, \"kernel\": 3, \"stride\": 4, \"padding\": \"same\"},"
+        "{\"name\": \"r3\", \"op\": \"relu\"},"
+        "{\"name\": \"c4\", \"op\": \"conv2d\", \"filters\": 2, \"kernel\": 3, \"padding\": \"same\"},"
+        "{\"name\": \"flat\", \"op\": \"flatten\"},"
+        "{\"name\": \"fc\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"gelu\", \"op\": \"gelu\", \"approximate\": \"tanh\"},"
+        "{\"name\": \"fc2\", \"op\": \"linear\", \"units\": 16},"
+        "{\"name\": \"act\", \"op\": \"silu\"},"
+        "{\"name\": \"res\", \"op\": \"add\", \"inputs\": [\"gelu\", \"act\"]},"
+        "{\"name\": \"rr\", \"op\": \"relu\"},"
+        "{\"name\": \"head\", \"op\": \"linear\", \"units\": 2},"
+        "{\"name\": \"out\", \"op\": \"relu\"}],"
+        "\"loss\": {\"op\": \"mean\"},"
+        "\"checkpoint\": {\"segments\": [[\"c2\", \"up\"], [\"r3\", \"c4\"], [\"fc2\", \"rr\"]]},"
+        "\"train\": {\"steps\": 2}}";
+    /* the plain run's peak is at cat's backward, which no longer holds cat's input
+     * gradients beside its output gradient; the checkpointed one's is elsewhere */
+    reuse_changes_no_bit(text, 3, true);
+}
+END_TEST
+
+START_TEST(relu_backward_is_fused_only_where_nothing_else_reads)
+{
+    /* Where a relu's backward must stay its own: r1's output feeds two layers (l2 and the
+     * add), r2's input feeds two (r2 and the add's other side through l3); a segment
+     * boundary between l4's relu and its consumer (r4 kept, read from outside its segment:
+     * fused, its segment recomputes it), and an mse loss on a relu (fused). */
+    static const char *text =
+        "{\"name\": \"no_fuse\", \"input\": {\"shape\": [3, 12]}, \"layers\": ["
+        "{\"name\": \"l1\", \"op\": \"linear\", \"units\": 12},"
+        "{\"name\": \"r1\", \"op\": \"relu\"},"
+        "{\"name\": \"l2\", \"op\": \"linear\", \"units\": 12},"
+        "{\"name\": \"a1\", \"op\": \"add\", \"inputs\": [\"l2\", \"r1\"]},"
+        "{\"name\": \"l3\", \"op\": \"linear\", \"units\": 12},"
+        "{\"name\": \"r2\", \"op\": \"relu\"},"
+        "{\"name\": \"l5\", \"op\": \"linear\", \"units\": 12, \"inputs\": [\"l3\"]},"
+        "{\"name\": \"a2\", \"op\": \"add\", \"inputs\": [\"r2\", \"l5\"]},"
+        "{\"name\": \"l4\", \"op\": \"linear\", \"units\": 12},"
+        "{\"name\": \"r4\", \"op\": \"relu\"},"
+        "{\"name\": \"l6\", \"op\": \"linear\", \"units\": 6},"
+        "{\"name\": \"r6\", \"op\": \"relu\"}],"
+        "\"loss\": {\"op\": \"mse\"},"
+        "\"checkpoint\": {\"segments\": [[\"l4\", \"r4\"]]},"
+        "\"train\": {\"steps\": 2}}";
+    /* fused: r4 (into l6) and r6 (into the loss); not r1 (two consumers), not r2 (its
+     * input l3 has two consumers) */
+    reuse_changes_no_bit(text, 2, false);
+}
 END_TEST
 
 
@@ -953,6 +1025,72 @@ END_TEST
  * (ck_exec_concat_grad_move) against the concat kernel adding its part of dy to a zeroed
  * gradient, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN, infinities
  * and subnormals, over 3 rows whose parts move in 4, 2 and 2 overlapping chunks. */
+/* The forward move of a concat's first input from the end of the concat's buffer into
+ * place (ck_exec_concat_forward_move) plus the copy of the other input, against the concat
+ * kernel's forward, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN,
+ * infinities and subnormals, over 3 rows whose parts move in 1, 1 and 2 pieces. */
+START_TEST(concat_forward_move_has_the_concat_kernels_bits)
+{
+    static const double vals[] = {-0.0, 0.0, 1.5, -2.25, 1e-40, -1e-42, 6e-8, -3e-5,
+                                  INFINITY, -INFINITY, NAN, 65504.0, 1e30, -7.0, 0.1, -0.3};
+    enum { A = 16, B = 4, S = A + B, ROWS = 3 }; /* y (3, 20): input 0 (3, 16), 1 (3, 4) */
+    static const ck_dtype dts[] = {CK_F32, CK_F16, CK_BF16};
+    ck_error err;
+    ck_backend *bes[2] = {tu_cpu_backend(), NULL};
+    ck_assert_msg(ck_backend_create("ref", NULL, &bes[1], &err) == CK_OK, "%s", err.msg);
+    for (int bi = 0; bi < 2; bi++)
+        for (int d = 0; d < 3; d++) {
+            ck_backend *b = bes[bi];
+            const ck_dtype dt = dts[d];
+            const size_t es = ck_dtype_size(dt);
+            double v0[ROWS * A], v1[ROWS * B];
+            for (int k = 0; k < ROWS * A; k++)
+                v0[k] = vals[k % 16] * (k % 3 ? 1.0 : -1.0);
+            for (int k = 0; k < ROWS * B; k++)
+                v1[k] = vals[(k + 5) % 16];
+            unsigned char h0[ROWS * A * 8], h1[ROWS * B * 8], want[ROWS * S * 8], have[ROWS * S * 8];
+            ck_convert_from_f64(dt, h0, v0, ROWS * A);
+            ck_convert_from_f64(dt, h1, v1, ROWS * B);
+            ck_tensor y = {"y", dt, {2, {ROWS, S}}, NULL}, moved = {"moved", dt, {2, {ROWS, S}}, NULL};
+            ck_tensor x0 = {"x0", dt, {2, {ROWS, A}}, NULL}, x1 = {"x1", dt, {2, {ROWS, B}}, NULL};
+            ck_assert(b->alloc(b, (size_t)(ROWS * S) * es, &y.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * S) * es, &moved.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * A) * es, &x0.data, &err) == CK_OK);
+            ck_assert(b->alloc(b, (size_t)(ROWS * B) * es, &x1.data, &err) == CK_OK);
+            ck_assert(b->upload(b, &x0, h0, &err) == CK_OK && b->upload(b, &x1, h1, &err) == CK_OK);
+            ck_op_params op;
+            ck_op_params_default(&op, CK_OP_CONCAT, 0);
+            op.dim = 1;
+            ck_op_io io = {.n_in = 2, .in = {&x0, &x1}, .out = &y};
+            ck_fwd_args args;
+            memset(&args, 0, sizeof args);
+            ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s", err.msg);
+            /* input 0 written at the end of the buffer, then moved into place; input 1's
+             * parts copied after each part (as the executor's concat_forward_inside does) */
+            ck_tensor tail = {"tail", dt, {2, {ROWS, A}},
+                              (char *)moved.data + (size_t)(ROWS * B) * es};
+            ck_assert(b->upload(b, &tail, h0, &err) == CK_OK);
+            ck_assert_msg(ck_exec_concat_forward_move(b, &moved, ROWS, A, S, &err) == CK_OK,
+                          "%s", err.msg);
+            for (int n = 0; n < ROWS; n++) {
+                ck_tensor dst = {"dst", dt, {1, {B}}, (char *)moved.data + (size_t)(n * S + A) * es};
+                ck_tensor src = {"src", dt, {1, {B}}, (char *)x1.data + (size_t)(n * B) * es};
+                ck_assert(b->convert(b, &dst, &src, 1.0, false, &err) == CK_OK);
+            }
+            ck_assert(b->download(b, &y, want, &err) == CK_OK);
+            ck_assert(b->download(b, &moved, have, &err) == CK_OK);
+            ck_assert_msg(memcmp(want, have, (size_t)(ROWS * S) * es) == 0, "%s %s: bits differ",
+                          b->name, ck_dtype_name(dt));
+            b->free(b, y.data);
+            b->free(b, moved.data);
+            b->free(b, x0.data);
+            b->free(b, x1.data);
+        }
+    bes[0]->destroy(bes[0]);
+    bes[1]->destroy(bes[1]);
+}
+END_TEST
+
 START_TEST(concat_gradient_move_has_the_concat_kernels_bits)
 {
     static const double vals[] = {-0.0, 0.0, 1.5, -2.25, 1e-40, -1e-42, 6e-8, -3e-5,
@@ -1014,7 +1152,9 @@ Suite *suite_executor(void)
     tcase_add_test(tc, residual_add_hands_its_gradient_buffer_to_both_inputs);
     tcase_add_test(tc, chained_adds_share_a_gradient_buffer_only_between_two_layers);
     tcase_add_test(tc, reused_gradient_buffers_change_no_bit);
+    tcase_add_test(tc, relu_backward_is_fused_only_where_nothing_else_reads);
     tcase_add_test(tc, concat_gradient_move_has_the_concat_kernels_bits);
+    tcase_add_test(tc, concat_forward_move_has_the_concat_kernels_bits);
     tcase_add_test(tc, live_bytes_trace_shows_the_forward_peak_and_the_recomputation);
     tcase_add_test(tc, live_bytes_trace_keeps_the_first_events_and_counts_the_rest);
     tcase_add_test(tc, cross_entropy_targets_are_golden_for_a_fixed_seed);

@@ -33,7 +33,7 @@ static void loss_grad_ok(ck_loss_kind kind, const ck_tensor *y, const ck_tensor 
                          double scale, ck_tensor *dy)
 {
     ck_error err = {{0}};
-    ck_status st = tu_cpu->loss_backward(tu_cpu, kind, y, target, scale, dy, &err);
+    ck_status st = tu_cpu->loss_backward(tu_cpu, kind, y, target, scale, dy, false, &err);
     ck_assert_msg(st == CK_OK, "%s loss backward failed: %s", ck_loss_kind_name(kind), err.msg);
 }
 
@@ -128,7 +128,7 @@ START_TEST(cross_entropy_names_a_bad_target)
                          CK_ERR_INPUT);
         ck_assert_msg(strstr(err.msg, where[k]) && strstr(err.msg, "[0, 3)"),
                       "message: %s (want %s)", err.msg, where[k]);
-        ck_assert_int_eq(tu_cpu->loss_backward(tu_cpu, CK_LOSS_CROSS_ENTROPY, y, t, 1.0, dy, &err),
+        ck_assert_int_eq(tu_cpu->loss_backward(tu_cpu, CK_LOSS_CROSS_ENTROPY, y, t, 1.0, dy, false, &err),
                          CK_ERR_INPUT);
         tu_tensor_free(t);
     }

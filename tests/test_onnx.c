@@ -498,7 +498,10 @@ START_TEST(imported_models_checkpoint_bitwise_identically)
                       ck_verdict_name(res.verdict));
         ck_assert_int_gt(res.n_segments, 1);
         ck_assert_int_gt(res.ckpt.recomputed_layers, 0);
-        ck_assert(res.ckpt.peak_activation_bytes < res.plain.peak_activation_bytes);
+        ck_assert_msg(res.ckpt.peak_activation_bytes < res.plain.peak_activation_bytes,
+                      "%s: checkpointed peak %lld, plain %lld", stems[k],
+                      (long long)res.ckpt.peak_activation_bytes,
+                      (long long)res.plain.peak_activation_bytes);
         ck_result_free(&res);
         /* the identity compares real numbers: every gradient tensor of the plain run holds a
          * non-zero value */

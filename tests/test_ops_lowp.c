@@ -751,7 +751,7 @@ START_TEST(every_loss_in_low_precision)
         ck_error err = {{0}};
         ck_assert_msg(tu_cpu->loss_forward(tu_cpu, kind, y[k], target, &loss[k], &err) == CK_OK,
                       "%s: %s", desc, err.msg);
-        ck_assert_msg(tu_cpu->loss_backward(tu_cpu, kind, y[k], target, scale, dy[k], &err) ==
+        ck_assert_msg(tu_cpu->loss_backward(tu_cpu, kind, y[k], target, scale, dy[k], false, &err) ==
                           CK_OK,
                       "%s: %s", desc, err.msg);
     }

@@ -75,16 +75,26 @@ static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
     return cpu_delegate_forward(c, op, args, io, err);
 }
 
+static ck_status cpu_backward_entry(const void *ctx, const ck_op_params *op,
+                                    const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                                    ck_error *err)
+{
+    const cpu_ctx *c = ctx;
+    if (fast_ops[op->kind].bwd)
+        return fast_ops[op->kind].bwd(c, op, args, io, g, err);
+    return cpu_delegate_backward(c, op, args, io, g, err);
+}
+
 static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     if (!cpu_supports(b, op, io->out->dtype))
         return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
-    const cpu_ctx *c = ctx_of(b);
-    if (fast_ops[op->kind].bwd)
-        return fast_ops[op->kind].bwd(c, op, args, io, g, err);
-    return cpu_delegate_backward(c, op, args, io, g, err);
+    if (g->din0_relu_over_input) /* a fused relu: the mask around every dx path */
+        return ref_backward_relu_over_input(cpu_backward_entry, ctx_of(b), op, args, io, g,
+                                            err);
+    return cpu_backward_entry(ctx_of(b), op, args, io, g, err);
 }
 
 static ck_status cpu_round_for_calibration(ck_backend *b, ck_tensor *t, int bits, double rel,

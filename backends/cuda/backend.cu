@@ -457,7 +457,10 @@ static ck_status cuda_backward(ck_backend *b, const ck_op_params *op, const ck_f
     if (!cuda_supports(b, op, io->out->dtype))
         return unsupported(op, io->out->dtype, err);
     CK_TRY(enter(cu, err));
-    return finish(cu, cuda_family(ck_op_family_of(op->kind)).backward(cu, op, args, io, g, err), err);
+    const cuda_bwd_fn fn = cuda_family(ck_op_family_of(op->kind)).backward;
+    if (g->din0_relu_over_input) /* a fused relu (relu_over.cu) */
+        return finish(cu, cuda_backward_relu_over_input(cu, fn, op, args, io, g, err), err);
+    return finish(cu, fn(cu, op, args, io, g, err), err);
 }
 
 static ck_status cuda_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
@@ -470,10 +473,13 @@ static ck_status cuda_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor
 
 static ck_status cuda_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
                                const ck_tensor *target, double scale, ck_tensor *dy,
-                               ck_error *err)
+                               bool relu_over, ck_error *err)
 {
     ck_cuda *cu = impl(b);
     CK_TRY(enter(cu, err));
+    if (relu_over)
+        return finish(cu, cuda_loss_backward_relu_over(cu, kind, y, target, scale, dy, err),
+                      err);
     return finish(cu, cuda_loss_backward(cu, kind, y, target, scale, dy, err), err);
 }
 

@@ -434,6 +434,18 @@ ck_status cuda_loss_forward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
 ck_status cuda_loss_backward(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
                              const ck_tensor *target, double scale, ck_tensor *dy,
                              ck_error *err);
+/* The fused relu backward (relu_over.cu; backend.h's ck_op_grads.din0_relu_over_input and
+ * loss_backward's relu_over): the relu's mask, one bit per element in device scratch, taken
+ * before the buffer is overwritten and applied to the gradient computed there. */
+ck_status cuda_relu_mask_take(ck_cuda *cu, const ck_tensor *r, ck_dev_buf *bits, ck_error *err);
+ck_status cuda_relu_mask_apply(ck_cuda *cu, ck_tensor *din, const ck_dev_buf *bits,
+                               ck_error *err);
+ck_status cuda_backward_relu_over_input(ck_cuda *cu, cuda_bwd_fn fn, const ck_op_params *op,
+                                        const ck_fwd_args *args, const ck_op_io *io,
+                                        ck_op_grads *g, ck_error *err);
+ck_status cuda_loss_backward_relu_over(ck_cuda *cu, ck_loss_kind kind, const ck_tensor *y,
+                                       const ck_tensor *target, double scale, ck_tensor *dy,
+                                       ck_error *err);
 /* cross-entropy over a class dim with ignore_index (loss.cu) */
 ck_status cuda_ce_forward(ck_cuda *cu, const ck_loss_spec *loss, const ck_tensor *y,
                           const ck_tensor *target, double *out, ck_error *err);

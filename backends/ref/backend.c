@@ -72,10 +72,20 @@ static ck_status ref_forward(ck_backend *b, const ck_op_params *op, const ck_fwd
     return ref_op_forward(op, args, io, err);
 }
 
+static ck_status ref_backward_entry(const void *ctx, const ck_op_params *op,
+                                    const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                                    ck_error *err)
+{
+    (void)ctx;
+    return ref_op_backward(op, args, io, g, err);
+}
+
 static ck_status ref_backward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
                               const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
     (void)b;
+    if (g->din0_relu_over_input) /* a fused relu (relu_over.c) */
+        return ref_backward_relu_over_input(ref_backward_entry, NULL, op, args, io, g, err);
     return ref_op_backward(op, args, io, g, err);
 }
 
@@ -87,10 +97,11 @@ static ck_status ref_loss_fwd(ck_backend *b, ck_loss_kind kind, const ck_tensor 
 }
 
 static ck_status ref_loss_bwd(ck_backend *b, ck_loss_kind kind, const ck_tensor *y,
-                              const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err)
+                              const ck_tensor *target, double scale, ck_tensor *dy,
+                              bool relu_over, ck_error *err)
 {
     (void)b;
-    return ref_loss_backward(kind, y, target, scale, dy, err);
+    return ref_loss_backward(kind, y, target, scale, dy, relu_over, err);
 }
 
 static ck_status ref_ce_fwd(ck_backend *b, const ck_loss_spec *loss, const ck_tensor *y,

@@ -92,12 +92,37 @@ ck_status ref_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tenso
 
 /* ================================ backward ================================ */
 
+/* relu_over (backend.h): y is a relu's output and dy its buffer; the relu's mask is taken
+ * before the gradient (which reads y[k] only for element k) overwrites it, and applied after
+ * (relu_over.c) */
+static ck_status loss_backward_relu_over(ck_loss_kind kind, const ck_tensor *y,
+                                         const ck_tensor *target, double scale, ck_tensor *dy,
+                                         ck_error *err)
+{
+    if ((kind != CK_LOSS_MEAN && kind != CK_LOSS_SUM && kind != CK_LOSS_MSE) ||
+        y->data != dy->data || y->dtype != dy->dtype)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "%s loss backward: a fused relu needs mean, sum or mse and the gradient "
+                       "in the prediction's own buffer", ck_loss_kind_name(kind));
+    ref_relu_mask m;
+    CK_TRY(ref_relu_mask_take("loss backward", y, &m, err));
+    ck_status st = ref_loss_backward(kind, y, target, scale, dy, false, err);
+    if (st != CK_OK) {
+        ref_relu_mask_free(&m);
+        return st;
+    }
+    ref_relu_mask_apply(&m, dy);
+    return CK_OK;
+}
+
 ck_status ref_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
-                            double scale, ck_tensor *dy, ck_error *err)
+                            double scale, ck_tensor *dy, bool relu_over, ck_error *err)
 {
     ce_dims d;
     CK_TRY(loss_check(kind, y, target, &d, err));
     CK_TRY(ck_opc_loss_dy(kind, y, dy, err));
+    if (relu_over)
+        return loss_backward_relu_over(kind, y, target, scale, dy, err);
     int64_t numel = ck_shape_numel(&y->shape);
     switch (kind) {
     case CK_LOSS_MEAN:

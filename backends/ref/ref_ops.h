@@ -70,7 +70,28 @@ ck_status ref_no_kernel(const char *family, const ck_op_params *op, ck_error *er
 ck_status ref_loss_forward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
                            double *loss, ck_error *err);
 ck_status ref_loss_backward(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *target,
-                            double scale, ck_tensor *dy, ck_error *err);
+                            double scale, ck_tensor *dy, bool relu_over, ck_error *err);
+
+/* The fused relu backward of the host backends (relu_over.c; backend.h's
+ * ck_op_grads.din0_relu_over_input): the relu's mask, one bit per element, taken from r
+ * before its buffer is overwritten, then applied to the gradient computed there. */
+typedef struct {
+    uint32_t *bits;
+    int64_t n;
+} ref_relu_mask;
+ck_status ref_relu_mask_take(const char *op, const ck_tensor *r, ref_relu_mask *m, ck_error *err);
+/* din[k] = the relu's backward (fresh input gradient) of dout din[k]; frees the mask */
+void ref_relu_mask_apply(ref_relu_mask *m, ck_tensor *din);
+void ref_relu_mask_free(ref_relu_mask *m);
+/* A backward entry of a host backend (ctx: its state) and the fused call around it: checks
+ * the arguments, takes the mask, zeroes din[0], runs fn for the input gradient with the
+ * input hidden, applies the mask. */
+typedef ck_status (*ref_host_bwd_fn)(const void *ctx, const ck_op_params *op,
+                                const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
+                                ck_error *err);
+ck_status ref_backward_relu_over_input(ref_host_bwd_fn fn, const void *ctx, const ck_op_params *op,
+                                       const ck_fwd_args *args, const ck_op_io *io,
+                                       ck_op_grads *g, ck_error *err);
 ck_status ref_convert(ck_tensor *dst, const ck_tensor *src, double scale, bool accumulate,
                       ck_error *err);
 ck_status ref_optimizer_step(const ck_optimizer *opt, int64_t step, double grad_scale,

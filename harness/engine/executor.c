@@ -38,13 +38,16 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
     e->grad_shared_with = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_shared_with);
     e->grad_inside = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_inside);
     e->grad_holds = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->grad_holds);
+    e->relu_done = calloc((size_t)(n > 0 ? n : 1), sizeof *e->relu_done);
+    e->out_inside = malloc((size_t)(n > 0 ? n : 1) * sizeof *e->out_inside);
     e->args = calloc((size_t)n, sizeof *e->args);
     e->master_params = calloc((size_t)n, sizeof *e->master_params);
     e->stash = calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->stash);
     e->segment_peak =
         calloc((size_t)(cfg->plan ? cfg->plan->n_segments : 0) + 1, sizeof *e->segment_peak);
     if (!e->out || !e->dout || !e->saved || !e->args || !e->stash || !e->master_params ||
-        !e->segment_peak || !e->grad_shared_with || !e->grad_inside || !e->grad_holds)
+        !e->segment_peak || !e->grad_shared_with || !e->grad_inside || !e->grad_holds ||
+        !e->relu_done || !e->out_inside)
         goto nomem;
     if (ck_act_finite_init(&e->finite, n, err) != CK_OK) {
         ck_exec_free(e);
@@ -54,7 +57,7 @@ ck_status ck_exec_create(ck_exec *e, const ck_exec_config *cfg, ck_error *err)
         const ck_node *nd = &cfg->g->nodes[i];
         const char *ln = nd->spec->name;
         e->grad_shared_with[i] = -1;
-        e->grad_inside[i] = e->grad_holds[i] = -1;
+        e->grad_inside[i] = e->grad_holds[i] = e->out_inside[i] = -1;
         e->out[i].name = make_name(ln, "out");
         e->out[i].dtype = e->dtype;
         e->out[i].shape = nd->out_shape;
@@ -100,15 +103,21 @@ static void free_grad(ck_exec *e, int i)
 static void release_all(ck_exec *e)
 {
     for (int i = 0; i < e->cfg.g->n; i++) {
+        if (e->out_inside[i] >= 0) { /* inside a later layer's buffer: freed with that */
+            e->out[i].data = NULL;
+            e->out_inside[i] = -1;
+        }
         ck_act_free_tensor(&e->act, &e->out[i]);
         free_grad(e, i);
         ck_act_free_tensor(&e->act, &e->saved[i]);
+        e->relu_done[i] = false;
     }
 }
 
 void ck_exec_free(ck_exec *e)
 {
-    if (e->out && e->dout && e->saved && e->grad_shared_with && e->grad_inside && e->grad_holds)
+    if (e->out && e->dout && e->saved && e->grad_shared_with && e->grad_inside && e->grad_holds &&
+        e->relu_done && e->out_inside)
         release_all(e);
     for (int i = 0; e->cfg.g && i < e->cfg.g->n; i++) {
         if (e->out)
@@ -124,6 +133,8 @@ void ck_exec_free(ck_exec *e)
     free(e->grad_shared_with);
     free(e->grad_inside);
     free(e->grad_holds);
+    free(e->relu_done);
+    free(e->out_inside);
     free(e->args);
     free(e->master_params);
     free(e->stash);
@@ -245,6 +256,10 @@ static int in_place_source(const ck_exec *e, int i, bool recompute, ck_dtype wan
     return -1;
 }
 
+static int concat_inside_target(const ck_exec *e, int i, bool recompute);
+static ck_status place_inside_concat(ck_exec *e, int i, int cat, ck_error *err);
+static ck_status concat_forward_inside(ck_exec *e, int i, const ck_op_io *io, ck_error *err);
+
 static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                bool recompute, ck_error *err)
 {
@@ -258,7 +273,10 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (e->out[i].data && e->out[i].dtype != want)
         ck_act_free_tensor(&e->act, &e->out[i]);
     e->out[i].dtype = want;
-    int shared = in_place_source(e, i, recompute, want);
+    int inside = concat_inside_target(e, i, recompute);
+    if (inside >= 0 && (st = place_inside_concat(e, i, inside, err)) != CK_OK)
+        goto fail;
+    int shared = inside >= 0 ? -1 : in_place_source(e, i, recompute, want);
     ck_tensor shared_in; /* the input as the kernel sees it, its buffer now the output's */
     if (shared >= 0) {
         shared_in = e->out[shared];
@@ -303,9 +321,13 @@ static ck_status forward_layer(ck_exec *e, int i, int step, const ck_tensor *inp
     if (op_draws_random(nd))
         a->rng = draw_stream(e, i, step);
 
+    /* a concat whose first input was written inside its buffer moves it into place */
+    bool holds_first = nd->n_in > 0 && nd->in[0] >= 0 && e->out_inside[nd->in[0]] == i;
+    if (holds_first && (st = concat_forward_inside(e, i, &io, err)) != CK_OK)
+        goto fail;
     if (e->cfg.dry_run)
         return CK_OK;
-    if ((st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK ||
+    if ((!holds_first && (st = e->cfg.b->forward(e->cfg.b, &nd->op, a, &io, err)) != CK_OK) ||
         (st = perturb_tensor(e, &e->out[i], i, step, 0, err)) != CK_OK ||
         (st = check_finite(e, i, step, &e->out[i], false, recompute, err)) != CK_OK)
         goto fail;
@@ -591,6 +613,98 @@ static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io
     return b->backward(b, &nd->op, &e->args[i], &dx_io, &dx_g, err);
 }
 
+/* Whether relu r's backward can be fused into the backward that produces its output
+ * gradient (its one consumer's input gradient, or the loss gradient), which then writes the
+ * relu's input gradient over r's output buffer (backend.h: ck_op_grads.din0_relu_over_input,
+ * loss_backward's relu_over): r reads one layer p, of which r is the only consumer, so p's
+ * gradient gets nothing else; neither r's nor p's gradient has a buffer yet or shares one; the
+ * relu's output is live in the gradients' dtype and shape; and no run needs r's output
+ * gradient as a tensor of its own (own_gradient_buffers, an observer reading it,
+ * keep_activation_grads, or the calibration run, which rounds every output gradient). The
+ * relu's backward is then skipped (relu_done); its output gradient's NaN/Inf scan reads the
+ * relu input's gradient instead: the same non-finite elements, where r <= 0 an Inf counted as
+ * NaN. */
+static bool relu_fusable(const ck_exec *e, int r)
+{
+    const ck_graph *g = e->cfg.g;
+    if (e->cfg.own_gradient_buffers || e->cfg.keep_activation_grads || e->cfg.round_bits > 0 ||
+        r < 0)
+        return false;
+    const ck_node *nr = &g->nodes[r];
+    if (nr->op.kind != CK_OP_RELU || nr->n_in != 1 || nr->in[0] < 0)
+        return false;
+    int p = nr->in[0];
+    /* p's and r's single consumers are implied by the gradients without buffers here and
+       by relu_fuse_source's rule (every other consumer's backward runs before the fused
+       one); required anyway, so a change elsewhere cannot widen the fusion */
+    return g->nodes[p].n_consumers == 1 && !filtered_input(e, r, p) && !e->dout[p].data &&
+           !e->dout[r].data && e->grad_shared_with[p] < 0 && e->grad_inside[p] < 0 &&
+           e->grad_holds[p] < 0 && e->grad_shared_with[r] < 0 && e->grad_inside[r] < 0 &&
+           e->grad_holds[r] < 0 && e->out[r].data && e->out[r].dtype == e->dout[p].dtype &&
+           e->dout[r].dtype == e->dout[p].dtype &&
+           ck_shape_equal(&e->out[r].shape, &e->dout[p].shape);
+}
+
+/* The relu whose backward layer i's backward does (relu_fusable), or -1: i is a linear or
+ * convolution (ck_backward_relu_over_input) with one input, the relu's output, of which i
+ * is the only consumer and after whose backward that buffer would die (no later backward
+ * but the relu's own reads it; a kept segment output read from outside its segment: i is
+ * its last outside reader, and its own segment recomputes it). */
+static int relu_fuse_source(const ck_exec *e, int i)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    if (!ck_backward_relu_over_input(nd->op.kind) || nd->n_in != 1)
+        return -1;
+    int r = nd->in[0];
+    if (r < 0 || e->cfg.g->nodes[r].n_consumers != 1 || filtered_input(e, i, r) ||
+        !relu_fusable(e, r))
+        return -1;
+    const ck_liveness *lv = &e->live;
+    bool outside_rule = (lv->release_after_backward[r] >= 0 ||
+                         lv->release_after_recompute[r] >= 0) &&
+                        e->cfg.plan->segment_of[i] != e->cfg.plan->segment_of[r];
+    bool dies = outside_rule ? lv->release_after_backward[r] == i : lv->first_consumer[r] == i;
+    return dies ? r : -1;
+}
+
+/* Gives relu r's output buffer to the relu input's gradient (ownership moves: no
+ * allocation, no free) and marks r's backward done; returns r's output as the kernel sees
+ * it (its data the buffer). */
+static ck_tensor relu_output_to_input_grad(ck_exec *e, int r)
+{
+    int p = e->cfg.g->nodes[r].in[0];
+    ck_tensor y = e->out[r];
+    e->dout[p].data = y.data;
+    e->out[r].data = NULL;
+    e->relu_done[r] = true;
+    return y;
+}
+
+/* The two calls of a backward that does its input relu's backward too (relu_fuse_source):
+ * weight and bias gradients with the input, then the input gradient with the relu's mask
+ * applied, written over the relu's output (din0_relu_over_input). */
+static ck_status backward_relu_fused(ck_exec *e, int i, int r, ck_op_io *io, ck_op_grads *g,
+                                     ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    ck_backend *b = e->cfg.b;
+    ck_status st = CK_OK;
+    g->din[0] = NULL;
+    if (!e->cfg.dry_run && (g->dweight || g->dbias) &&
+        (st = b->backward(b, &nd->op, &e->args[i], io, g, err)) != CK_OK)
+        return st;
+    ck_tensor y = relu_output_to_input_grad(e, r);
+    if (e->cfg.dry_run)
+        return CK_OK;
+    ck_op_io dx_io = *io;
+    dx_io.in[0] = &y;
+    ck_op_grads dx_g = *g;
+    dx_g.din[0] = &e->dout[e->cfg.g->nodes[r].in[0]];
+    dx_g.dweight = dx_g.dbias = NULL;
+    dx_g.din0_relu_over_input = true;
+    return b->backward(b, &nd->op, &e->args[i], &dx_io, &dx_g, err);
+}
+
 /* A concat's first input's gradient inside the concat's output gradient buffer. */
 #define CONCAT_MOVE_ALIGN 256 /* bytes: the view starts where a device allocation may */
 #define CONCAT_MOVE_MAX_CHUNKS 64
@@ -702,11 +816,113 @@ static ck_status concat_move_front(ck_exec *e, int i, int src, ck_error *err)
     return CK_OK;
 }
 
+/* The concat inside whose output buffer layer i's output is written, or -1 (a forward or a
+ * recomputation): i is the first input of the next layer, a concat, and is named there
+ * once; that concat is i's only consumer and nothing reads i's output after it (liveness.h:
+ * not kept after its forward; in a recomputation, the segment's last consumer of it and not
+ * needed by the segment's backward); the concat's buffer is not live yet (it gets i's
+ * dtype, the one both run in), and the moves that bring i's parts into place are few
+ * and leave i's part at an offset every backend's allocations are aligned to. The concat's
+ * buffer is then allocated at i's forward instead of beside it (a concat after an upsample
+ * does not hold the upsample's output and its own at once), i's output is the buffer's end,
+ * and the concat's forward moves i's parts down into place and copies the other inputs
+ * (concat_forward_inside). */
+static int concat_inside_target(const ck_exec *e, int i, bool recompute)
+{
+    const ck_graph *g = e->cfg.g;
+    const ck_liveness *lv = &e->live;
+    int cat = i + 1;
+    if (e->cfg.own_gradient_buffers || cat >= g->n || g->nodes[cat].op.kind != CK_OP_CONCAT ||
+        g->nodes[cat].n_in < 2 || g->nodes[cat].in[0] != i || g->nodes[i].n_consumers != 1 ||
+        e->out[cat].data || e->out[i].data)
+        return -1;
+    /* read after the concat: kept after the forward, or, in a recomputation (both in the
+       segment), needed by the segment's backward */
+    if (recompute ? e->cfg.plan->segment_of[cat] != e->cfg.plan->segment_of[i] ||
+                        lv->last_segment_consumer[i] != cat || lv->needed_in_recompute[i]
+                  : lv->kept_after_forward[i])
+        return -1;
+    for (int j = 1; j < g->nodes[cat].n_in; j++)
+        if (g->nodes[cat].in[j] == i)
+            return -1;
+    concat_layout l = concat_layout_of(e, cat);
+    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->out[i].dtype);
+    if (concat_move_chunks(&l) < 0 || offset % CONCAT_MOVE_ALIGN != 0)
+        return -1;
+    return cat;
+}
+
+/* Allocates concat cat's output buffer and makes layer i's output its end (out_inside). */
+static ck_status place_inside_concat(ck_exec *e, int i, int cat, ck_error *err)
+{
+    e->out[cat].dtype = e->out[i].dtype; /* the dtype both run in (a recomputation's too) */
+    ck_status st = ck_act_alloc_tensor(&e->act, &e->out[cat], err);
+    if (st != CK_OK)
+        return st;
+    concat_layout l = concat_layout_of(e, cat);
+    size_t offset = (size_t)(l.outer * (l.s - l.a)) * ck_dtype_size(e->out[cat].dtype);
+    /* a dry run's buffers all stand at one byte: no offset into it */
+    e->out[i].data = e->cfg.dry_run ? e->out[cat].data : (char *)e->out[cat].data + offset;
+    e->out_inside[i] = cat;
+    return CK_OK;
+}
+
+ck_status ck_exec_concat_forward_move(ck_backend *b, const ck_tensor *y, int64_t outer,
+                                      int64_t a, int64_t s, ck_error *err)
+{
+    const int64_t base = outer * (s - a);
+    for (int64_t n = 0; n < outer; n++) {
+        int64_t from = base + n * a, to = n * s, shift = from - to;
+        for (int64_t lo = 0; lo < a; lo += shift) { /* down, lowest piece first */
+            int64_t hi = lo + shift < a ? lo + shift : a;
+            ck_tensor dst = flat_view(y, to + lo, hi - lo), part = flat_view(y, from + lo, hi - lo);
+            ck_status st = b->convert(b, &dst, &part, 1.0, false, err);
+            if (st != CK_OK)
+                return st;
+        }
+    }
+    return CK_OK;
+}
+
+/* The forward of a concat i whose first input lies at its buffer's end (concat_inside_target):
+ * the first input's parts move down into place (ck_exec_concat_forward_move; each part's
+ * destination ends where the next part still lies, so nothing unread is overwritten), the
+ * other inputs' parts are copied after them (convert with scale 1: the values the concat
+ * kernels copy), and the first input's output, which the moves consumed, is no tensor of
+ * its own any more. */
+static ck_status concat_forward_inside(ck_exec *e, int i, const ck_op_io *io, ck_error *err)
+{
+    const ck_node *nd = &e->cfg.g->nodes[i];
+    int first = nd->in[0];
+    concat_layout l = concat_layout_of(e, i);
+    ck_status st = CK_OK;
+    if (!e->cfg.dry_run)
+        st = ck_exec_concat_forward_move(e->cfg.b, io->out, l.outer, l.a, l.s, err);
+    for (int n = 0; st == CK_OK && !e->cfg.dry_run && n < l.outer; n++) {
+        int64_t off = n * l.s + l.a;
+        for (int j = 1; st == CK_OK && j < nd->n_in; j++) {
+            int64_t aj = ck_shape_numel(&io->in[j]->shape) / l.outer;
+            ck_tensor dst = flat_view(io->out, off, aj), part = flat_view(io->in[j], n * aj, aj);
+            st = e->cfg.b->convert(e->cfg.b, &dst, &part, 1.0, false, err);
+            off += aj;
+        }
+    }
+    e->out[first].data = NULL; /* inside i's buffer, moved: nothing to free */
+    e->out_inside[first] = -1;
+    return st;
+}
+
 static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *input,
                                 ck_error *err)
 {
     const ck_node *nd = &e->cfg.g->nodes[i];
     ck_status st = CK_OK;
+    if (e->relu_done[i]) { /* done by its consumer's backward or the loss (relu_fusable) */
+        e->relu_done[i] = false;
+        if ((st = check_finite(e, i, step, &e->dout[nd->in[0]], true, false, err)) != CK_OK)
+            goto fail;
+        goto done;
+    }
     if (!e->dout[i].data) /* the output does not reach the loss: nothing flows back */
         goto done;
     if (e->cfg.observer) {
@@ -724,13 +940,15 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     unsigned reads = e->live.reads[i];
     int fresh = fresh_grad_source(e, i);
     bool share = shares_add_gradient(e, i);
-    int over_input = dx_over_input_source(e, i);
+    int fused_relu = relu_fuse_source(e, i);
+    int over_input = fused_relu >= 0 ? -1 : dx_over_input_source(e, i);
     int front = concat_front_source(e, i);
     io.n_in = nd->n_in;
     for (int j = 0; j < nd->n_in; j++) {
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
-        if (src >= 0 && src != fresh && src != over_input && src != front && !share &&
+        if (src >= 0 && src != fresh && src != over_input && src != front && src != fused_relu &&
+            !share &&
             !filtered_input(e, i, src)) {
             if ((st = ensure_grad(e, src, err)) != CK_OK)
                 goto fail;
@@ -765,7 +983,9 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
     }
     if (!e->cfg.dry_run)
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
-    if (over_input >= 0)
+    if (fused_relu >= 0)
+        st = backward_relu_fused(e, i, fused_relu, &io, &g, err);
+    else if (over_input >= 0)
         st = backward_dx_over_input(e, i, over_input, &io, &g, err);
     else if (!e->cfg.dry_run)
         st = e->cfg.b->backward(e->cfg.b, &nd->op, &e->args[i], &io, &g, err);
@@ -816,11 +1036,35 @@ static ck_status loss_fwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, c
 }
 
 static ck_status loss_bwd(ck_backend *b, const ck_graph *g, ck_loss_kind kind, const ck_tensor *y,
-                          const ck_tensor *target, double scale, ck_tensor *dy, ck_error *err)
+                          const ck_tensor *target, double scale, ck_tensor *dy, bool relu_over,
+                          ck_error *err)
 {
     if (!loss_needs_spec(g, kind))
-        return b->loss_backward(b, kind, y, target, scale, dy, err);
+        return b->loss_backward(b, kind, y, target, scale, dy, relu_over, err);
     return b->ce_backward(b, &g->loss_spec, y, target, scale, dy, err);
+}
+
+/* The loss gradient, written over the model output's buffer with the relu's backward done
+ * when the model output is a relu's (relu_fusable) and the loss gradient's element k reads
+ * element k of the output alone (mean, sum, mse: loss_backward's relu_over); else into a
+ * buffer of its own. */
+static ck_status loss_gradient(ck_exec *e, ck_loss_kind kind, const ck_tensor *target,
+                               double scale, ck_error *err)
+{
+    const ck_graph *g = e->cfg.g;
+    int last = g->n - 1;
+    bool elementwise = kind == CK_LOSS_MEAN || kind == CK_LOSS_SUM || kind == CK_LOSS_MSE;
+    if (elementwise && g->nodes[last].n_consumers == 1 /* the loss */ && relu_fusable(e, last)) {
+        ck_tensor y = relu_output_to_input_grad(e, last);
+        if (e->cfg.dry_run)
+            return CK_OK;
+        return loss_bwd(e->cfg.b, g, kind, &y, target, scale, &e->dout[g->nodes[last].in[0]],
+                        true, err);
+    }
+    ck_status st = ck_act_alloc_tensor(&e->act, &e->dout[last], err);
+    if (st != CK_OK || e->cfg.dry_run)
+        return st;
+    return loss_bwd(e->cfg.b, g, kind, &e->out[last], target, scale, &e->dout[last], false, err);
 }
 
 ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_tensor *target,
@@ -855,11 +1099,7 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
     if (!backward)
         goto out;
 
-    if ((st = ck_act_alloc_tensor(&e->act, &e->dout[n - 1], err)) != CK_OK)
-        goto out;
-    if (!e->cfg.dry_run &&
-        (st = loss_bwd(b, g, loss_kind, &e->out[n - 1], target, loss_scale, &e->dout[n - 1],
-                       err)) != CK_OK) {
+    if ((st = loss_gradient(e, loss_kind, target, loss_scale, err)) != CK_OK) {
         ck_error_prefix(err, "loss backward (%s)", ck_loss_kind_name(loss_kind));
         goto out;
     }

@@ -69,8 +69,15 @@ typedef struct {
     uint64_t perturb_seed;
     /* Every activation gradient in a buffer of its own: no gradient written over its
      * input's or its output gradient's buffer, shared between an add's inputs, or kept
-     * inside a concat's (tests check that those change no bit against this). */
+     * inside a concat's, no relu's backward fused into another's, and no layer output
+     * written inside a concat's output buffer (tests check that those change no bit
+     * against this). */
     bool own_gradient_buffers;
+    /* Every layer's output gradient is a tensor of its own when its backward runs, for an
+     * observer that reads it (activation-gradient dumps, bisect): no relu's backward is
+     * fused into the backward that produces its output gradient (executor.c,
+     * relu_fuse_source), so such a run's peak can exceed the plan's. */
+    bool keep_activation_grads;
 } ck_exec_config;
 
 /* The marks the executor writes into the allocator's event log (alloc.h), once per step: after
@@ -98,6 +105,13 @@ struct ck_exec {
                                       buffer's end), or -1; freed with it */
     int *grad_holds;               /* per layer: the layer whose gradient lives inside this
                                       layer's gradient buffer (the inverse), or -1 */
+    int *out_inside;               /* per layer: the concat whose output buffer holds this
+                                      layer's output (its first input, written at the
+                                      buffer's end and moved into place by the concat's
+                                      forward: concat_inside_target), or -1 */
+    bool *relu_done;               /* per layer: a relu whose backward its output's one
+                                      consumer (or the loss) did this step, its input's
+                                      gradient written over its output (relu_fuse_source) */
     ck_fwd_args *args;             /* per layer: the args of its latest forward */
     bool *master_params;           /* per layer: its latest forward ran on fp32 masters */
     uint64_t global_offset;        /* words drawn from the global stream (stateful/stash) */
@@ -130,5 +144,14 @@ ck_status ck_exec_step(ck_exec *e, int step, const ck_tensor *input, const ck_te
  * undefined. */
 ck_status ck_exec_concat_grad_move(ck_backend *b, const ck_tensor *dy, int64_t outer,
                                    int64_t a, int64_t s, ck_error *err);
+
+/* The forward counterpart: a concat's output y whose first input was written contiguously
+ * at the buffer's end (element (n, j) at outer x (s - a) + n x a + j) gets that input's
+ * parts moved down into place, element (n, j) to n x s + j: parts first to last, each in
+ * chunks no longer than its move, lowest chunk first, so no move overwrites what is still
+ * to be read. Each chunk is b->convert with scale 1 and no accumulation: the values a
+ * concat kernel copies (-0 and NaN included). The other inputs' parts are the caller's. */
+ck_status ck_exec_concat_forward_move(ck_backend *b, const ck_tensor *y, int64_t outer,
+                                      int64_t a, int64_t s, ck_error *err);
 
 #endif

@@ -7,6 +7,13 @@
 ck_status ck_predict_memory(const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
                             ck_memory_prediction *out, ck_error *err)
 {
+    return ck_predict_memory_keeping_grads(g, plan, dtype, false, out, err);
+}
+
+ck_status ck_predict_memory_keeping_grads(const ck_graph *g, const ck_plan *plan,
+                                          ck_dtype dtype, bool keep_activation_grads,
+                                          ck_memory_prediction *out, ck_error *err)
+{
     memset(out, 0, sizeof *out);
     const ck_case *c = g->cs;
     /* the executor reads only the dtypes of the model (no parameter is bound in a dry run) */
@@ -16,7 +23,7 @@ ck_status ck_predict_memory(const ck_graph *g, const ck_plan *plan, ck_dtype dty
     model.master_dtype = dtype == CK_F64 ? CK_F64 : CK_F32;
     ck_exec_config cfg = {.b = NULL, .g = g, .model = &model, .plan = plan, .seed = c->seed,
                           .rng = c->rng, .bn = c->bn, .autocast = c->autocast,
-                          .dry_run = true};
+                          .dry_run = true, .keep_activation_grads = keep_activation_grads};
     ck_exec e;
     ck_status st = ck_exec_create(&e, &cfg, err);
     if (st != CK_OK)

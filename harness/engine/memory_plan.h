@@ -23,6 +23,11 @@ typedef struct {
 /* plan NULL: the plain run. */
 ck_status ck_predict_memory(const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
                             ck_memory_prediction *out, ck_error *err);
+/* The same for a run whose observer reads every layer's output gradient (executor.h:
+ * keep_activation_grads, a run dumping activation gradients): no relu's backward fused. */
+ck_status ck_predict_memory_keeping_grads(const ck_graph *g, const ck_plan *plan,
+                                          ck_dtype dtype, bool keep_activation_grads,
+                                          ck_memory_prediction *out, ck_error *err);
 void ck_memory_prediction_free(ck_memory_prediction *p);
 
 #endif

@@ -241,6 +241,8 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
         .perturb_rel = round_to != CK_F32 && hooks ? hooks->perturb_rel : 0.0,
         .perturb_seed = hooks ? hooks->perturb_seed : 0,
         .own_gradient_buffers = hooks && hooks->own_gradient_buffers,
+        .keep_activation_grads = (hooks && hooks->keep_activation_grads) ||
+                                 (dump && dump->activation_grads),
     };
     if (dump) { /* masks and noise always; activations and their gradients on request */
         cfg.observer = ck_act_observe;

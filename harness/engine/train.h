@@ -40,6 +40,8 @@ typedef struct {
     bool latest_step_only;
     /* executor.h's own_gradient_buffers: no gradient buffer reused (tests compare) */
     bool own_gradient_buffers;
+    /* executor.h's keep_activation_grads: the observer reads every layer's output gradient */
+    bool keep_activation_grads;
 } ck_run_hooks;
 
 /* No inf or NaN among n values (fp32/fp64; other dtypes count as finite). */

@@ -376,7 +376,8 @@ static ck_status train_observed(const bisect_env *e, ck_training_kind kind, cons
                                 .steps = e->g->cs->steps, .n_layers = e->g->n, .fraction = 1.0};
     bool observed = r || e->progress;
     ck_run_hooks hooks = {.observer = observed ? bisect_observe : NULL,
-                          .observer_user = observed ? &o : NULL};
+                          .observer_user = observed ? &o : NULL,
+                          .keep_activation_grads = r != NULL}; /* the recorder reads them */
     ck_training t = {.kind = kind, .b = e->b, .g = e->g, .plan = plan, .dtype = e->dtype,
                      .hooks = &hooks, .log = e->log};
     return ck_training_run(&t, rec, err);

@@ -238,11 +238,13 @@ steps_done:
 
 /* The plan's prediction of both runs' memory (memory_plan.h), for the report's top. */
 static ck_status predict_runs(const ck_graph *g, const ck_plan *plan, ck_dtype dtype,
-                              ck_result *res, ck_error *err)
+                              const ck_case_run_opts *opts, ck_result *res, ck_error *err)
 {
+    /* a run dumping activation gradients keeps every relu's output gradient (executor.h) */
+    bool keep = opts && opts->dump_dir && opts->dump_activation_grads;
     for (int k = 0; k < 2; k++) {
         ck_memory_prediction p;
-        ck_status st = ck_predict_memory(g, k ? plan : NULL, dtype, &p, err);
+        ck_status st = ck_predict_memory_keeping_grads(g, k ? plan : NULL, dtype, keep, &p, err);
         if (st != CK_OK)
             return st;
         ck_run_summary *s = k ? &res->ckpt : &res->plain;
@@ -315,7 +317,7 @@ ck_status ck_run_case_ex(ck_backend *b, const ck_graph *g, ck_dtype dtype,
     ck_vacuity_finish(&plain, &res->plain.vacuity);
     ck_vacuity_finish(&ckpt, &res->ckpt.vacuity);
     finish_result(c, &plain, &ckpt, res);
-    if ((st = predict_runs(g, &plan, dtype, res, err)) != CK_OK)
+    if ((st = predict_runs(g, &plan, dtype, opts, res, err)) != CK_OK)
         goto out;
 out:
     ck_lowp_refs_free(&refs.core);

@@ -59,9 +59,11 @@ void ck_run_plan_make(const ck_case *c, ck_dtype dtype, const ck_run_request *rq
 }
 
 /* Peak activation bytes of one training: plan NULL plain; keep >= 0: the full plan
- * without segment `keep` (the run that keeps it). */
+ * without segment `keep` (the run that keeps it); unfused: a training that fuses no relu's
+ * backward (memory_plan.h: one whose observer reads every output gradient, a calibration
+ * run), whose peak can only be higher. */
 static ck_status predict_peak(const ck_graph *g, const ck_plan *full, int keep, ck_dtype dtype,
-                              int64_t *peak, ck_error *err)
+                              bool unfused, int64_t *peak, ck_error *err)
 {
     ck_plan sub;
     const ck_plan *plan = full;
@@ -72,7 +74,7 @@ static ck_status predict_peak(const ck_graph *g, const ck_plan *full, int keep, 
         plan = &sub;
     }
     ck_memory_prediction pr;
-    ck_status st = ck_predict_memory(g, plan, dtype, &pr, err);
+    ck_status st = ck_predict_memory_keeping_grads(g, plan, dtype, unfused, &pr, err);
     if (st == CK_OK) {
         *peak = pr.peak_bytes;
         ck_memory_prediction_free(&pr);
@@ -82,22 +84,33 @@ static ck_status predict_peak(const ck_graph *g, const ck_plan *full, int keep, 
     return st;
 }
 
-/* The predictions ck_run_plan_fit decides from. */
+/* The predictions ck_run_plan_fit decides from: of each configuration, the largest peak
+ * of its trainings. Bisect's trainings and a run dumping activation gradients read every
+ * layer's output gradient, the calibration runs among the fp32 references round every one:
+ * those fuse no relu's backward, so their configurations are predicted unfused. */
+static bool runs_unfused(const ck_run_plan *p, const ck_run_request *rq)
+{
+    return p->stage[CK_STAGE_BISECT] || (rq->run.dump_dir && rq->run.dump_activation_grads);
+}
+
 static ck_status predict_all(ck_run_plan *p, const ck_graph *g, const ck_plan *full,
-                             ck_error *err)
+                             const ck_run_request *rq, ck_error *err)
 {
     ck_status st;
     bool with_fp32 = p->stage[CK_STAGE_VS_FP32] && p->dtype != CK_F32;
-    if ((st = predict_peak(g, NULL, -1, p->dtype, &p->plain_peak, err)) != CK_OK ||
-        (st = predict_peak(g, full, -1, p->dtype, &p->ckpt_peak, err)) != CK_OK)
+    bool unfused = runs_unfused(p, rq);
+    bool fp32_unfused = unfused || p->calibration_runs > 0;
+    if ((st = predict_peak(g, NULL, -1, p->dtype, unfused, &p->plain_peak, err)) != CK_OK ||
+        (st = predict_peak(g, full, -1, p->dtype, unfused, &p->ckpt_peak, err)) != CK_OK)
         return st;
-    if (with_fp32 && ((st = predict_peak(g, NULL, -1, CK_F32, &p->fp32_plain_peak, err)) != CK_OK ||
-                      (st = predict_peak(g, full, -1, CK_F32, &p->fp32_ckpt_peak, err)) != CK_OK))
+    if (with_fp32 &&
+        ((st = predict_peak(g, NULL, -1, CK_F32, fp32_unfused, &p->fp32_plain_peak, err)) != CK_OK ||
+         (st = predict_peak(g, full, -1, CK_F32, fp32_unfused, &p->fp32_ckpt_peak, err)) != CK_OK))
         return st;
     p->largest_segment_run = -1;
     for (int s = 0; s < full->n_segments; s++) {
         int64_t peak;
-        if ((st = predict_peak(g, full, s, p->dtype, &peak, err)) != CK_OK)
+        if ((st = predict_peak(g, full, s, p->dtype, unfused, &peak, err)) != CK_OK)
             return st;
         if (p->largest_segment_run < 0 || peak > p->largest_segment_run_peak) {
             p->largest_segment_run_peak = peak;
@@ -143,7 +156,7 @@ ck_status ck_run_plan_fit(ck_run_plan *p, const ck_graph *g, const ck_run_reques
     ck_status st = ck_plan_build(g, &full, err);
     if (st != CK_OK)
         return st;
-    if ((st = predict_all(p, g, &full, err)) != CK_OK)
+    if ((st = predict_all(p, g, &full, rq, err)) != CK_OK)
         goto out;
     const char *dt = ck_dtype_name(p->dtype);
     bool with_fp32 = p->stage[CK_STAGE_VS_FP32] && p->dtype != CK_F32;
@@ -180,11 +193,16 @@ ck_status ck_run_plan_fit(ck_run_plan *p, const ck_graph *g, const ck_run_reques
     const char *why = needs_plain(p, rq);
     if (why) {
         p->refused = true;
-        snprintf(p->refusal, sizeof p->refusal,
-                 "%s (%s): %s cannot run segment by segment%s", c->path, dt, why,
-                 p->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT
-                     ? " (chosen because the plain run is predicted not to fit the limit)"
-                     : "");
+        if (p->segmentwise_reason == CK_SEGMENTWISE_PLAIN_OVER_LIMIT)
+            snprintf(p->refusal, sizeof p->refusal,
+                     "%s (%s): %s cannot run segment by segment (chosen because the plain run "
+                     "is predicted to need %lld bytes of activations%s, %s %lld bytes)",
+                     c->path, dt, why, (long long)p->plain_peak,
+                     runs_unfused(p, rq) ? " with every output gradient kept" : "", limit_what,
+                     (long long)limit);
+        else
+            snprintf(p->refusal, sizeof p->refusal, "%s (%s): %s cannot run segment by segment",
+                     c->path, dt, why);
         goto out;
     }
     if (limit <= 0)

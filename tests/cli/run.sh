@@ -275,6 +275,19 @@ grep -q "plain-equivalence established segment by segment" "$TMP/seg.html" && gr
 expect_exit 2 "--plain with a bad mode" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --plain half
 expect_exit 2 "segment by segment with --against" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --dtype fp32 --plain segment-by-segment --against ref --report "$TMP/ag.json"
 [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "against.*cannot run segment by segment" "$TMP/err" && [ ! -f "$TMP/ag.json" ] && ok || bad "one line, nothing written: $(cat "$TMP/err")"
+# runs that fuse no relu's backward (bisect, dumping activation gradients, the precision
+# judgement's calibration runs) need more than the plain run: --memory-limit predicts them
+RC="$ROOT/tests/cli/cases/relu_conv_stack.json"
+expect_exit 0 "plan relu_conv_stack" -- "$PROG" plan "$RC" --dtype fp32
+RP=$(awk '/^  plain peak / {print $3}' "$TMP/out")
+expect_exit 0 "relu_conv_stack dumping activation gradients" -- "$PROG" run "$RC" --dtype fp32 --dump "$TMP/rcdump" --dump-activation-grads --quiet --report "$TMP/rc.json"
+UP=$(tr -d ' \t\n' <"$TMP/rc.json" | sed 's/.*"plain":{[^}]*"peak_activation_bytes":\([0-9]*\),.*/\1/')
+[ -n "$RP" ] && [ -n "$UP" ] && [ "$UP" -gt "$RP" ] && ok || bad "a run keeping every output gradient needs more than the fused plain run ($UP > $RP)"
+expect_exit 0 "a memory limit at the fused plain peak" -- "$PROG" run "$RC" --dtype fp32 --memory-limit "$RP" --quiet
+expect_exit 2 "--bisect under a memory limit its trainings exceed" -- "$PROG" run "$RC" --dtype fp32 --memory-limit "$RP" --bisect --report "$TMP/rcb.json"
+[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "predicted to need $UP bytes of activations with every output gradient kept, the --memory-limit is $RP bytes" "$TMP/err" && [ ! -f "$TMP/rcb.json" ] && ok || bad "one line naming the unfused peak: $(cat "$TMP/err")"
+expect_exit 0 "fp16 whose calibration runs exceed the limit: segment by segment" -- "$PROG" run "$RC" --dtype fp16 --memory-limit "$RP" --rows 0
+tr '\n' ' ' <"$TMP/err" | grep -q "predicted to need $UP bytes of activations, the --memory-limit is $RP bytes: not run; segment by segment instead" && ok || bad "the fp32 references' unfused peak decides: $(cat "$TMP/err")"
 expect_exit 2 "a memory limit that is not a number" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --memory-limit lots
 expect_exit 0 "--memory-limit auto" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --dtype fp32 --memory-limit auto --quiet
 

@@ -146,6 +146,13 @@ def main():
     expect("canary: a custom helper that never restores the RNG", 1,
            V + [os.path.join(CAN, "custom_helper_dropout.py"), "--quiet"],
            ["dropout mask redrawn on recompute"])
+    expect("--modes user names the script's enable_checkpointing (the same run)", 1,
+           V + [os.path.join(CAN, "custom_helper_dropout.py"), "--modes", "user", "--quiet"],
+           ["dropout mask redrawn on recompute"])
+    expect("--modes user without enable_checkpointing(model) is one line", 2,
+           V + [os.path.join(EX, "gpt_block.py"), "--modes", "user"],
+           ["--modes user: the script's enable_checkpointing(model), but the script defines "
+            "none"], True)
     expect("canary: a custom helper that recomputes outside autocast", 1,
            V + [os.path.join(CAN, "custom_helper_autocast.py"), "--dtype", "bf16", "--quiet"],
            ["recomputed in fp32, forward in bf16"])
@@ -238,6 +245,82 @@ def main():
         .reshape(init[k].shape), init[k]) for k in init)
     check("the skip_like reference did not update at the skipped step", unchanged)
     check("the judge takes that reference (no refusal)", r.exit_code in (0, 1), r.summary[-400:])
+
+    # checkpointing that never ran is not a pass: the checkpointed run would be a copy of the
+    # plain one. The script's enable_checkpointing sets a flag the forward never reads; a
+    # --wrap module whose forward runs under no_grad (checkpoint then never recomputes)
+    class Blocks(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(8, 8),
+                                                                  torch.nn.Tanh())
+                                              for _ in range(2))
+            self.frozen = torch.nn.Linear(8, 8)
+            self.ckpt = False
+            self.functional = False
+
+        def forward(self, x):
+            with torch.no_grad():
+                x = x + self.frozen(x)
+            for b in self.blocks:
+                if self.functional:  # checkpointed code that calls no module
+                    w, bias = b[0].weight, b[0].bias
+                    x = torch.utils.checkpoint.checkpoint(
+                        lambda h, w=w, bias=bias: torch.tanh(h @ w.t() + bias), x,
+                        use_reentrant=False)
+                else:
+                    x = torch.utils.checkpoint.checkpoint(b, x, use_reentrant=False) \
+                        if self.ckpt else b(x)
+            return x.sum(-1)
+
+    def set_unread_flag(m):
+        m.use_checkpointing = True  # the forward reads m.ckpt
+
+    def set_functional(m):
+        m.functional = True
+    xb = torch.randn(4, 8)
+    sq = (lambda o, s: (o ** 2).mean())
+    r = verify(Blocks(), xb, sq, enable_checkpointing=set_unread_flag, echo=False)
+    check("enable_checkpointing that checkpoints nothing fails, saying so", r.exit_code == 1 and
+          "checkpointing did not run inside `enable_checkpointing(model)`" in r.summary,
+          r.summary[-600:])
+    r = verify(Blocks(), xb, sq, wrap=["frozen"], echo=False)
+    check("a --wrap module that never recomputes (forward under no_grad) fails, naming it",
+          r.exit_code == 1 and "checkpointing did not run inside `frozen`" in r.summary,
+          r.summary[-600:])
+    r = verify(Blocks(), xb, sq, wrap=["blocks.*"], echo=False)
+    check("the same model with --wrap 'blocks.*' passes", r.passed, r.summary[-600:])
+    r = verify(Blocks(), xb, sq, enable_checkpointing=set_functional, echo=False)
+    check("checkpointed functional code (no module recomputed, memory saved) passes", r.passed,
+          r.summary[-600:])
+
+    # a tied head (GPT-2's head.weight is wte.weight): the bf16 calibration runs round the
+    # shared weight once and put that one tensor under both names (torch 2.x's
+    # functional_call refuses two values for tied names: the run stopped with exit 2)
+    from ckpt_harness.torch.runner import _calibration_params
+
+    class TiedHead(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Embedding(11, 8)
+            self.mid = torch.nn.Linear(8, 8)
+            self.head = torch.nn.Linear(8, 11, bias=False)
+            self.head.weight = self.wte.weight
+
+        def forward(self, idx):
+            return self.head(torch.tanh(self.mid(self.wte(idx))))
+    tied = TiedHead()
+    cp = _calibration_params(tied, "bf16")
+    check("a tied weight gets one rounded tensor under each of its names",
+          cp["wte.weight"] is cp["head.weight"] and
+          torch.equal(cp["head.weight"], tied.wte.weight.detach().bfloat16().float()),
+          sorted(cp))
+    idx = torch.randint(0, 11, (3, 5))
+    r = verify(tied, idx, lambda o, s: torch.nn.functional.cross_entropy(
+        o.flatten(0, 1).float(), idx.flatten()), wrap=["mid"], dtypes=["fp32", "bf16"],
+        echo=False)
+    check("a model with a tied head verifies in bf16 (calibration runs included)",
+          r.passed, r.summary[-600:])
 
 
     # a judge input with a broken manifest: one line naming the file and key

@@ -91,6 +91,24 @@ def build():
     torch.manual_seed(0)
     return M(), (torch.randn(2, 2, 8, 8),), lambda out, step: out.mean()
 ''',
+    # a BatchNorm and a Dropout the model holds but its forward never calls (a block's
+    # leftover norm): they export no node and must not count as folded
+    "unused_bn.py": '''
+import torch, torch.nn as nn
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.spare_bn = nn.BatchNorm2d(4)
+        self.spare_drop = nn.Dropout(0.3)
+        self.c2 = nn.Conv2d(4, 1, 1)
+    def forward(self, x):
+        return self.c2(torch.relu(self.bn(self.c1(x))))
+def build():
+    torch.manual_seed(0)
+    return M(), (torch.randn(2, 2, 8, 8),), lambda out, step: (out ** 2).mean()
+''',
     "grouped.py": '''
 import torch, torch.nn as nn
 class M(nn.Module):
@@ -189,6 +207,13 @@ def main():
                        stderr=subprocess.STDOUT, universal_newlines=True)
     check("the exported case runs plain vs checkpointed and passes", p.returncode == 0,
           p.stdout[-2000:])
+
+    # BatchNorm/Dropout modules the forward never calls are not counted (they export no node)
+    out = os.path.join(t, "unused_bn.onnx")
+    expect("a model holding an unused BatchNorm and Dropout exports and matches", 0,
+           ["export", os.path.join(t, "unused_bn.py"), "-o", out, "--loss", "mse"],
+           must=["the import matches", "batchnorm layers 1 (framework: 1)",
+                 "dropout layers 0 (framework: 0"])
 
     # a token model with cross_entropy over (N, L, V), dropout counted and set to 0
     out = os.path.join(t, "tokens.onnx")

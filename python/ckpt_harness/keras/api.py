@@ -88,6 +88,20 @@ def _plain_notes(ji, plain):
                 "steps (not at build time)")
 
 
+USER_PART = "enable_checkpointing(model)"
+
+
+def _user_part(run, plain, ck):
+    """The script's own checkpointing as one part for the judge, recomputed as many times
+    as layers (tracked or created inside a call) ran during backward: none means
+    checkpointing did not run (an attribute nothing reads), and the judge fails the part
+    rather than pass a copy of the plain run. (TensorFlow's held bytes are no proof either
+    way: they differ by a few hundred bytes between a plain run and the same plain run
+    relabelled.) Recomputed code that calls no Keras layer counts as no recomputation."""
+    recomputed = sum(ck.layer_recomputes.values()) + sum(ck.untracked["backward"].values())
+    run.set_parts([(USER_PART, len(ck.held), recomputed)])
+
+
 def _train(run_id, *a, **kw):
     """runner.train_run, with an exception from the user's model or TensorFlow turned into
     one line naming the run (bad input, exit 2)."""
@@ -95,6 +109,13 @@ def _train(run_id, *a, **kw):
         return runner.train_run(*a, **kw)
     except UsageError:
         raise
+    except runner.LossFnError as e:  # the script's loss_fn failed on the model's output
+        msg = " ".join(str(e).split())
+        hint = ("; a mixed policy's output: cast it, e.g. keras.ops.cast(output, 'float32')"
+                if e.out_dtype in ("float16", "bfloat16") else "")
+        raise UsageError(f"run {run_id}: loss_fn(output, {e.step}) raised "
+                         f"{type(e.cause).__name__} (the output is {e.out_dtype}{hint}): "
+                         f"{msg[:300]}{'...' if len(msg) > 300 else ''}")
     except Exception as e:  # the model itself failed: not a verdict, bad input
         msg = " ".join(str(e).split())
         raise UsageError(f"run {run_id}: the model raised {type(e).__name__}: "
@@ -169,6 +190,7 @@ def verify(build, wrap=(), enable_checkpointing=None, steps=2, dtypes=("fp32",),
                         wrapped.update(ins.layer_path(s) for s in ins.walk(p))
                 else:
                     wrapped.update(ck.layer_recomputes)
+                    _user_part(r, plain, ck)
                 _notes_for_mode(ji, m, d, plain, ck, parts, wrapped)
             if jd != "fp32":
                 if fp32_plain is None:

@@ -27,6 +27,15 @@ NORM_TYPES = ("BatchNormalization", "LayerNormalization", "GroupNormalization",
               "UnitNormalization", "RMSNormalization")
 
 
+class LossFnError(Exception):
+    """The script's loss_fn raised (not the model): api names loss_fn and the output's dtype."""
+
+    def __init__(self, step, out, cause):
+        super().__init__(str(cause))
+        self.step, self.cause = step, cause
+        self.out_dtype = str(getattr(out, "dtype", "?")).replace("<dtype: '", "").rstrip("'>")
+
+
 class Config:
     """What verify() runs (the CLI's options)."""
 
@@ -220,7 +229,12 @@ def train_run(build, cfg, snap, run, policy, checkpointed=False, mode="recompute
                 with tf.GradientTape() as tape:
                     with rec.in_phase(ins.FORWARD):
                         out = model(*xs, training=True)
-                        loss = b.loss_fn(out, step)
+                        try:
+                            loss = b.loss_fn(out, step)
+                        except UsageError:
+                            raise
+                        except Exception as e:  # the script's loss, not the model
+                            raise LossFnError(step, out, e) from e
                         if not isinstance(loss, (tf.Tensor, tf.Variable)) and \
                                 not hasattr(loss, "shape"):
                             raise UsageError(f"loss_fn returned a {type(loss).__name__}, not "

@@ -115,6 +115,10 @@ def resolve_modes(modes, wrap, wrap_type, enable_checkpointing):
             raise UsageError("--modes applies to --wrap/--wrap-type; with the script's own "
                              "enable_checkpointing(model) the mode is that function's")
         return [USER_MODE]
+    if modes and USER_MODE in modes:
+        raise UsageError(f"--modes {USER_MODE}: the script's enable_checkpointing(model), but "
+                         + ("--wrap/--wrap-type replace it" if wrap or wrap_type else
+                            "the script defines none"))
     modes = list(modes) if modes else ["nonreentrant"]
     eager = [m for m in modes if not m.startswith("compile:")]
     if eager and not wrap and not wrap_type:
@@ -142,6 +146,8 @@ def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None)
             msg = str(e).strip().splitlines()
             raise UsageError(f"run {spec.id}: training raised {type(e).__name__}: "
                              f"{msg[0] if msg else ''}")
+        if spec.role == "checkpointed" and spec.mode == USER_MODE:
+            _user_part(writer, run, spec, rank)
         if o is not None and order is None:
             order, types = o, t
         recomputed |= rec
@@ -149,6 +155,25 @@ def run_matrix(ctx, writer, dtypes, modes, record, rank=0, shard=None, log=None)
         if spec.role in ("plain", "control"):
             random |= rnd
     return order or [], types, recomputed, wrapped, random
+
+
+USER_PART = "enable_checkpointing(model)"
+
+
+def _user_part(writer, run, spec, rank):
+    """The script's own checkpointing as one part for the judge: recomputed as many times
+    as module forwards ran again during backward. When none did and every step saved exactly
+    the plain run's bytes, checkpointing did not run at all (a flag the forward never reads)
+    and the judge fails the part, instead of passing a copy of the plain run. When none did
+    but memory differs (checkpointed code that calls no module), no part is declared."""
+    steps = run.meta["steps"]
+    recomputed = sum(st["recomputed_calls"] for st in steps)
+    plain = next((m for m in writer.doc["runs"] if m["role"] == "plain" and
+                  m["dtype"] == spec.dtype and m["mode"] is None and m["rank"] == rank), None)
+    same_memory = plain is not None and len(plain["steps"]) == len(steps) and all(
+        p["saved_bytes_peak"] == c["saved_bytes_peak"] for p, c in zip(plain["steps"], steps))
+    if recomputed > 0 or same_memory:
+        run.set_parts([(USER_PART, len(steps), recomputed)])
 
 
 def _follow_skips(specs, writer, rank):

@@ -15,7 +15,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser():
-    from ckpt_harness.torch.modes import MODES
+    from ckpt_harness.torch.modes import MODES, USER_MODE
     ap = _Parser(prog=PROG + " verify",
                  description="Verify that gradient checkpointing changes nothing but memory "
                              "on your PyTorch model: the plain configuration twice (the "
@@ -23,6 +23,9 @@ def build_parser():
                              "ckpt-harness.",
                  formatter_class=argparse.RawDescriptionHelpFormatter,
                  epilog="modes:\n" + "\n".join(f"  {k:18} {v}" for k, v in MODES.items()) +
+                        f"\n  {USER_MODE:18} the script's enable_checkpointing(model) (the "
+                        "mode, and the only one, when the script defines it and no --wrap/"
+                        "--wrap-type is given)" +
                         "\n\nexit codes: 0 passed, 1 a difference or unmet memory saving, "
                         "2 bad input")
     cli.add_common_options(ap, dtypes=("fp32", "bf16", "fp16"))
@@ -99,9 +102,10 @@ def _export(argv):
 def _verify(argv):
     ap = build_parser()
     a = ap.parse_args(argv)
-    from ckpt_harness.torch.modes import MODES
+    from ckpt_harness.torch.modes import MODES, USER_MODE
     modes = (cli.parse_list(a.modes, [m for m in MODES if not m.startswith("compile")] +
-                            ["compile:"], "modes", display=list(MODES)) if a.modes else None)
+                            ["compile:", USER_MODE], "modes", display=list(MODES) + [USER_MODE])
+             if a.modes else None)
     dtypes = cli.parse_list(a.dtype, ("fp32", "bf16", "fp16"), "dtype")
     kw = dict(wrap=a.wrap, wrap_type=a.wrap_type, modes=modes, dtypes=dtypes, steps=a.steps,
               optimizer=a.optimizer, lr=a.lr, seed=a.seed, device=a.device, report=a.report,

@@ -146,12 +146,22 @@ def select_modules(model, patterns, type_names):
 
 
 def wrap_modules(model, names, mode):
-    """Makes each named submodule's forward run under checkpoint in mode (in place)."""
+    """Makes each named submodule's forward run under checkpoint in mode (in place). Returns
+    {name: [forward calls, runs of the original forward]}: every run beyond the forward
+    calls is a recomputation (a part that never recomputed did not checkpoint at all)."""
     mods = dict(model.named_modules())
+    counts = {}
     for n in names:
         m = mods[n]
         orig = m.forward
+        c = counts[n] = [0, 0]
 
-        def forward(*args, _orig=orig, **kwargs):
-            return checkpoint_call(mode, _orig, *args, **kwargs)
+        def inner(*args, _orig=orig, _c=c, **kwargs):
+            _c[1] += 1
+            return _orig(*args, **kwargs)
+
+        def forward(*args, _inner=inner, _c=c, **kwargs):
+            _c[0] += 1
+            return checkpoint_call(mode, _inner, *args, **kwargs)
         m.forward = forward
+    return counts

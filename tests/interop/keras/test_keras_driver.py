@@ -150,6 +150,16 @@ def test_wrapped_layer_that_never_recomputes_is_reported(tmp_path):
     assert r.exit_code == 1, r.summary
 
 
+def test_enable_checkpointing_that_checkpoints_nothing_fails(tmp_path):
+    # an attribute nothing reads: the checkpointed run is the plain run again, not a pass
+    def unread_flag(model):
+        model.use_checkpointing = True
+    r = run(models.dense_blocks, tmp_path, enable_checkpointing=unread_flag)
+    assert r.exit_code == 1, r.summary
+    assert "checkpointing did not run inside `enable_checkpointing(model)`" in r.summary, \
+        r.summary
+
+
 def test_min_saving_fails_a_checkpoint_that_saves_too_little(tmp_path):
     r = run(models.dense_blocks, tmp_path, wrap=["block0"], min_saving=0.99)
     assert r.exit_code == 1, r.summary
@@ -203,6 +213,9 @@ def _bad_script(tmp_path, name, text):
     (["verify", "{origin}", "--wrap", "enc", "--dtype", "fp8"], "unknown dtype"),
     (["verify", "{nonscalar}", "--wrap", "block0"], "must be a scalar"),
     (["verify", "{dropout}"], "nothing to checkpoint"),
+    (["verify", "{f32loss}", "--wrap", "block0", "--dtype", "mixed_bfloat16"],
+     "loss_fn(output, 0) raised InvalidArgumentError (the output is bfloat16; a mixed "
+     "policy's output: cast it"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     subs = {"{nobuild}": _bad_script(tmp_path, "nobuild.py", "x = 1\n"),
@@ -210,7 +223,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
             "{dropout}": os.path.join(EXAMPLES, "dropout_mlp.py"),
             "{nonscalar}": _bad_script(
                 tmp_path, "nonscalar.py", f"import sys; sys.path.insert(0, {HERE!r})\n"
-                          "from models import non_scalar_loss as build\n")}
+                          "from models import non_scalar_loss as build\n"),
+            # a float32 target minus the mixed policy's bfloat16 output: the loss raises
+            "{f32loss}": _bad_script(
+                tmp_path, "f32loss.py", f"import sys; sys.path.insert(0, {HERE!r})\n"
+                "import keras, models\n"
+                "def build():\n"
+                "    model, x, _ = models.dense_blocks(n=1, width=8)\n"
+                "    y = keras.ops.zeros((8, 4))\n"
+                "    return model, x, lambda o, s: keras.ops.mean((o - y) ** 2)\n")}
     rc, out, err = cli(*[subs.get(a, a) for a in args])
     lines = [l for l in err.splitlines() if l.startswith("python3 -m ckpt_harness.keras")]
     assert rc == 2, out + err
