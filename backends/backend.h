@@ -230,6 +230,15 @@ typedef ck_status (*ck_count_nonfinite_fn)(ck_backend *b, const ck_tensor *t, in
                                            int64_t *inf, int64_t *first, bool *first_nan,
                                            ck_error *err);
 
+/* Capability "host_parallel": runs fn(ctx, task) for every task in [0, ntasks) on the
+ * backend's host threads (a CPU backend's pool, as many as `--threads`) and returns when all
+ * are done; tasks run in any order on any thread, so each must write only what no other
+ * task writes. Host-side work of the training loop (drawing a step's input and targets). */
+#define CK_PROC_HOST_PARALLEL "host_parallel"
+typedef void (*ck_host_task_fn)(void *ctx, int64_t task);
+typedef void (*ck_host_parallel_fn)(ck_backend *b, int64_t ntasks, ck_host_task_fn fn,
+                                    void *ctx);
+
 /* A backend's own device memory (the CUDA backend's): what the executor's accounting
  * allocator does not see. Bytes; -1 where the backend cannot tell. */
 typedef struct {

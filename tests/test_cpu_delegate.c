@@ -7,7 +7,9 @@
  *  - the fp32 kernels for relu, max pooling, concat and nearest upsampling give the
  *    reference's bits on inputs full of ties, NaNs, signed zeros and Infs, on every ISA
  *    path the machine has and 1, 2 and 3 threads; so do the fp32 attention and layernorm
- *    kernels;
+ *    kernels, and the fp32 optimizer step (every optimizer, three steps);
+ *  - the fp32 GELU (tanh form) kernel, not the reference's bits: the same bits on every
+ *    ISA path and thread count, within one ulp of the formula in long double;
  *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
  *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
  *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
@@ -128,6 +130,9 @@ START_TEST(test_delegated_ops_bitwise_ref)
     ck_error err = {{0}};
     ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
     for (int d = 0; d < 3; d++) {
+        /* fp32 gelu (tanh form) runs the cpu backend's own kernel (gelu.c), tested below */
+        if (dts[d] == CK_F32 && op.kind == CK_OP_GELU && op.gelu_tanh)
+            continue;
         ck_tensor *want[8] = {0};
         make_tensors(r, dts[d], want);
         run_op(ref, r, &op, want);
@@ -401,6 +406,208 @@ START_TEST(test_attention_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
+// the fp32 GELU (tanh form) kernel (gelu.c): not the reference's bits, so it is held to
+//  - the same bits on every ISA path and thread count (forward; backward accumulating,
+//    fresh, and fresh in dy's own buffer), on inputs full of NaNs, signed zeros, Infs,
+//    huge, tiny and subnormal values and a sweep over [-12, 12];
+//  - within one fp32 ulp of the formula evaluated in long double, for every finite result
+//    (forward x * sigmoid(2u), the reference's 0.5 x (1 + tanh(u)); backward
+//    dx + dy gelu'(x) rounded once), the same NaN and Inf positions as the reference.
+
+static float gelu_test_x(int64_t i)
+{
+    const uint32_t h = (uint32_t)(i * 2654435761u) >> 8;
+    switch (i % 8) {
+    case 0: return -12.0f + 24.0f * (float)h / 16777216.0f;              /* sweep */
+    case 1: return ldexpf((float)h / 16777216.0f - 0.5f, -(int)(h % 150)); /* tiny */
+    case 2: return ldexpf((float)h / 16777216.0f - 0.5f, (int)(h % 128));  /* huge */
+    case 3: {
+        const float sp[] = {NAN, -0.0f, 0.0f, INFINITY, -INFINITY, 3.4e38f, -3.4e38f,
+                            1e-45f, -1e-45f, -21.6f, -30.0f, 30.0f, -5.0f, 5.0f};
+        return sp[h % (sizeof sp / sizeof sp[0])];
+    }
+    default: return -6.0f + 12.0f * (float)h / 16777216.0f;
+    }
+}
+
+static long double gelu_ld(long double x, long double *d)
+{
+    const long double c = 0.7978845608028654L, k = 0.044715L;
+    const long double u = c * (x + k * x * x * x);
+    const long double s = 1.0L / (1.0L + expl(-2.0L * u));
+    *d = s + 2.0L * x * s * (1.0L - s) * c * (1.0L + 3.0L * k * x * x);
+    return x * s;
+}
+
+/* |got - want| within one ulp of want in fp32 (0 when want rounds to 0) */
+static bool within_ulp(float got, long double want)
+{
+    const float w = (float)want;
+    if (isinf(w) || isinf(got))
+        return got == w;
+    const long double ulp = w == 0.0f ? ldexpl(1.0L, -149) : fabsl((long double)nextafterf(w, INFINITY) - w);
+    return fabsl((long double)got - want) <= ulp + fabsl((long double)w - want);
+}
+
+START_TEST(test_gelu_tanh_kernel)
+{
+    const int64_t n = 100003; /* several tasks, a tail shorter than every vector width */
+    const ck_shape sh = {1, {n}};
+    ck_tensor *x = tu_tensor_new("x", CK_F32, sh), *dy = tu_tensor_rand("dy", CK_F32, sh, 5, 1, true);
+    ck_tensor *dx0 = tu_tensor_rand("dx", CK_F32, sh, 5, 2, true);
+    float *xv = x->data;
+    for (int64_t i = 0; i < n; i++)
+        xv[i] = gelu_test_x(i);
+    ck_op_params op;
+    memset(&op, 0, sizeof op);
+    op.kind = CK_OP_GELU;
+    op.gelu_tanh = true;
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    ck_tensor *first[4] = {0};
+    for (int s = 0; s <= (int)cpk_isa_detect(); s++)
+        for (int threads = 1; threads <= 3; threads++) {
+            ck_backend *b = make_cpu(threads, isas[s]);
+            ck_tensor *y = tu_tensor_new("y", CK_F32, sh), *acc = tu_tensor_new("dx", CK_F32, sh),
+                      *fresh = tu_tensor_new("dx", CK_F32, sh), *alias = tu_tensor_new("dy", CK_F32, sh);
+            memcpy(acc->data, dx0->data, ck_tensor_bytes(dx0));
+            memcpy(alias->data, dy->data, ck_tensor_bytes(dy));
+            memset(fresh->data, 0x7f, ck_tensor_bytes(fresh)); /* garbage: fresh ignores it */
+            ck_error err = {{0}};
+            ck_op_io io = {.n_in = 1, .in = {x}, .out = y};
+            ck_assert(b->forward(b, &op, &args, &io, &err) == CK_OK);
+            ck_op_grads g = {.dout = dy, .din = {acc}};
+            ck_assert(b->backward(b, &op, &args, &io, &g, &err) == CK_OK);
+            g.din[0] = fresh;
+            g.din0_fresh = true;
+            ck_assert(b->backward(b, &op, &args, &io, &g, &err) == CK_OK);
+            g.dout = g.din[0] = alias; /* the executor's gradient written over dy */
+            ck_assert(b->backward(b, &op, &args, &io, &g, &err) == CK_OK);
+            ck_tensor *got[4] = {y, acc, fresh, alias};
+            const char *what[4] = {"output", "accumulated dx", "fresh dx", "dx over dy"};
+            const size_t bytes = ck_tensor_bytes(y);
+            for (int k = 0; k < 4; k++) {
+                if (!first[k]) {
+                    first[k] = got[k];
+                    continue;
+                }
+                REQUIRE(memcmp(got[k]->data, first[k]->data, bytes) == 0,
+                        "gelu tanh %s, %s, %d threads: differs from portable, 1 thread", what[k],
+                        isas[s], threads);
+                tu_tensor_free(got[k]);
+            }
+            b->destroy(b);
+        }
+    /* accuracy, and the reference's NaN and Inf positions */
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    ck_tensor *ry = tu_tensor_new("y", CK_F32, sh), *racc = tu_tensor_new("dx", CK_F32, sh);
+    memcpy(racc->data, dx0->data, ck_tensor_bytes(dx0));
+    ck_op_io io = {.n_in = 1, .in = {x}, .out = ry};
+    ck_assert(ref->forward(ref, &op, &args, &io, &err) == CK_OK);
+    ck_op_grads g = {.dout = dy, .din = {racc}};
+    ck_assert(ref->backward(ref, &op, &args, &io, &g, &err) == CK_OK);
+    const float *y = first[0]->data, *acc = first[1]->data, *fr = first[2]->data,
+                *al = first[3]->data, *dyv = dy->data, *d0 = dx0->data, *ryv = ry->data,
+                *rav = racc->data;
+    int64_t finite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        long double d;
+        const long double yl = gelu_ld(xv[i], &d);
+        REQUIRE(isnan(y[i]) == isnan(ryv[i]) && isinf(y[i]) == isinf(ryv[i]) &&
+                    isnan(acc[i]) == isnan(rav[i]) && isinf(acc[i]) == isinf(rav[i]),
+                "x = %a: y %a dx %a, the reference's y %a dx %a", (double)xv[i], (double)y[i],
+                (double)acc[i], (double)ryv[i], (double)rav[i]);
+        if (isnan(ryv[i]) || isnan(rav[i]) || !isfinite(xv[i]))
+            continue;
+        finite++;
+        REQUIRE(within_ulp(y[i], yl), "x = %a: y %a, long double %La", (double)xv[i],
+                (double)y[i], yl);
+        const long double dl = (long double)d0[i] + (long double)dyv[i] * d;
+        const long double fl = 0.0L + (long double)dyv[i] * d;
+        REQUIRE(within_ulp(acc[i], dl) && within_ulp(fr[i], fl) && al[i] == fr[i],
+                "x = %a dy %a: dx %a (fresh %a, over dy %a), long double %La (fresh %La)",
+                (double)xv[i], (double)dyv[i], (double)acc[i], (double)fr[i], (double)al[i],
+                dl, fl);
+    }
+    REQUIRE(finite > n / 2, "only %lld finite results compared", (long long)finite);
+    for (int k = 0; k < 4; k++)
+        tu_tensor_free(first[k]);
+    tu_tensor_free(ry);
+    tu_tensor_free(racc);
+    tu_tensor_free(x);
+    tu_tensor_free(dy);
+    tu_tensor_free(dx0);
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
+// the fp32 optimizer step (optim.c): the reference's bits for sgd, momentum, adam and adamw,
+// with and without weight decay and a gradient scale, over three steps (fresh state at
+// step 1), on values full of NaNs, signed zeros and Infs, every ISA path, 1-3 threads
+
+typedef struct {
+    const char *desc;
+    ck_optimizer opt;
+    double grad_scale;
+} optim_row;
+
+static const optim_row optim_rows[] = {
+    {"sgd", {.kind = CK_OPT_SGD, .lr = 0.01}, 1.0},
+    {"sgd, weight decay, scaled gradient", {.kind = CK_OPT_SGD, .lr = 0.1, .weight_decay = 0.01}, 0.25},
+    {"momentum", {.kind = CK_OPT_MOMENTUM, .lr = 0.01, .momentum = 0.9}, 1.0},
+    {"momentum, weight decay", {.kind = CK_OPT_MOMENTUM, .lr = 0.03, .momentum = 0.5, .weight_decay = 1e-3}, 0.5},
+    {"adam", {.kind = CK_OPT_ADAM, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}, 1.0},
+    {"adam, weight decay, scaled gradient", {.kind = CK_OPT_ADAM, .lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1}, 0.125},
+    {"adamw", {.kind = CK_OPT_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01}, 1.0},
+};
+
+START_TEST(test_optimizer_bitwise_ref)
+{
+    const optim_row *r = &optim_rows[_i];
+    const ck_shape sh = {1, {100003}}; /* several chunks and a short last one */
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    for (int s = -1; s <= (int)cpk_isa_detect(); s++)
+        for (int threads = 1; threads <= (s < 0 ? 1 : 3); threads++) {
+            ck_backend *b = s < 0 ? ref : make_cpu(threads, isas[s]);
+            ck_tensor *p = tricky_tensor("p", sh, 40), *s0 = tricky_tensor("m", sh, 41),
+                      *s1 = tricky_tensor("v", sh, 42);
+            ck_tensor *want[3] = {tricky_tensor("p", sh, 40), tricky_tensor("m", sh, 41),
+                                  tricky_tensor("v", sh, 42)};
+            for (int step = 1; step <= 3; step++) {
+                ck_tensor *g = tricky_tensor("g", sh, 50u + (uint32_t)step);
+                ck_assert(ref->optimizer_step(ref, &r->opt, step, r->grad_scale, want[0], g,
+                                              want[1], want[2], &err) == CK_OK);
+                REQUIRE(b->optimizer_step(b, &r->opt, step, r->grad_scale, p, g, s0, s1, &err) ==
+                            CK_OK,
+                        "%s: %s", r->desc, err.msg);
+                const ck_tensor *got[3] = {p, s0, s1};
+                for (int k = 0; k < 3; k++)
+                    REQUIRE(memcmp(got[k]->data, want[k]->data, ck_tensor_bytes(p)) == 0,
+                            "%s, %s, %d threads, step %d: %s differs from ref bitwise", r->desc,
+                            s < 0 ? "ref" : isas[s], threads, step,
+                            k == 0 ? "the parameter" : k == 1 ? "state 0" : "state 1");
+                tu_tensor_free(g);
+            }
+            tu_tensor_free(p);
+            tu_tensor_free(s0);
+            tu_tensor_free(s1);
+            for (int k = 0; k < 3; k++)
+                tu_tensor_free(want[k]);
+            if (s >= 0)
+                b->destroy(b);
+        }
+    ref->destroy(ref);
+}
+END_TEST
+
+// ----------------------------------------------------------------------------
 // the fp32 layernorm kernel (backends/cpu/norm.c): the reference's bits, with and without
 // weight and bias, with fp32 and fp64 saved statistics, 1-3 threads
 
@@ -552,6 +759,8 @@ Suite *suite_cpu_delegate(void)
     tcase_add_loop_test(k, test_attention_bitwise_ref, 0, COUNT(attn_rows));
     tcase_add_loop_test(k, test_layernorm_bitwise_ref, 0, COUNT(ln_rows));
     tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
+    tcase_add_loop_test(k, test_optimizer_bitwise_ref, 0, COUNT(optim_rows));
+    tcase_add_test(k, test_gelu_tanh_kernel);
     suite_add_tcase(s, k);
     return s;
 }

@@ -121,6 +121,29 @@ START_TEST(uniform_span_matches_one_block_at_a_time)
 }
 END_TEST
 
+/* ck_rng_normal_f64_span: ck_rng_normal_f64's values, bit for bit, the same way */
+START_TEST(normal_span_matches_one_block_at_a_time)
+{
+    ck_rng_stream s = ck_rng_keyed(0x123456789abcdefull, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, 2);
+    static double out[1000];
+    const uint64_t starts[] = {0, 5, (1ull << 32) - 7};
+    const int64_t lens[] = {0, 1, 15, 16, 17, 1000};
+    for (int o = 0; o < 2; o++) {
+        s.offset = o ? 40 : 0;
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 6; b++) {
+                ck_rng_normal_f64_span(&s, starts[a], lens[b], out);
+                for (int64_t k = 0; k < lens[b]; k++) {
+                    double want = ck_rng_normal_f64(&s, starts[a] + (uint64_t)k);
+                    ck_assert_msg(memcmp(&out[k], &want, sizeof want) == 0,
+                                  "start %llu + %lld: %a, one block at a time %a",
+                                  (unsigned long long)starts[a], (long long)k, out[k], want);
+                }
+            }
+    }
+}
+END_TEST
+
 Suite *suite_philox(void)
 {
     Suite *s = suite_create("philox");
@@ -131,6 +154,7 @@ Suite *suite_philox(void)
     tcase_add_test(tc, stream_words_follow_blocks_and_offsets);
     tcase_add_test(tc, uniform_and_normal_draws_have_sane_moments);
     tcase_add_test(tc, uniform_span_matches_one_block_at_a_time);
+    tcase_add_test(tc, normal_span_matches_one_block_at_a_time);
     tcase_add_test(tc, dropout_threshold_is_rate_times_2_pow_32);
     suite_add_tcase(s, tc);
     return s;

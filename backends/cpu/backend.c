@@ -2,8 +2,8 @@
  * The fast CPU backend: host memory, a thread pool, and the fast kernels for linear, conv
  * and relu (linear.c, conv.c, pointwise.c on gemm.c and conv_kernels.c), fp32 max pooling,
  * concat and nearest upsampling (pool.c, shape.c, upsample.c), fp32 attention without
- * dropout (attention.c) and fp32 layernorm (norm.c). Every other op,
- * the losses, the optimizer and dtype conversion are the reference backend's own entry
+ * dropout (attention.c), fp32 layernorm (norm.c) and the fp32 optimizer step (optim.c).
+ * Every other op, the losses and dtype conversion are the reference backend's own entry
  * points (backends/ref/ref_ops.h), called directly (split into slices across threads where
  * an op never mixes them: delegate.c), so they keep the reference bits. Determinism rules and what may differ between machines: docs/cpu-backend.md.
  */
@@ -59,6 +59,8 @@ static const struct {
     [CK_OP_ATTENTION] = {cpu_attention_forward, cpu_attention_backward},
     /* layernorm in fp32, the reference's double arithmetic by rows and columns */
     [CK_OP_LAYERNORM] = {cpu_norm_forward, cpu_norm_backward},
+    /* gelu's tanh form in fp32, vectorised (not the reference's bits: gelu.c) */
+    [CK_OP_GELU] = {cpu_gelu_forward, cpu_gelu_backward},
 };
 
 static ck_status cpu_forward(ck_backend *b, const ck_op_params *op, const ck_fwd_args *args,
@@ -101,6 +103,14 @@ static ck_status cpu_round_for_calibration(ck_backend *b, ck_tensor *t, int bits
     return cpu_calibration_round(ctx_of(b), t, bits, rel, rng, err);
 }
 
+static ck_status cpu_optim(ck_backend *b, const ck_optimizer *opt, int64_t step,
+                           double grad_scale, ck_tensor *param, const ck_tensor *grad,
+                           ck_tensor *state0, ck_tensor *state1, ck_error *err)
+{
+    return cpu_optimizer_step(ctx_of(b), opt, step, grad_scale, param, grad, state0, state1,
+                              err);
+}
+
 static void cpu_info(ck_backend *b, ck_backend_info *out)
 {
     const cpu_ctx *c = ctx_of(b);
@@ -131,15 +141,36 @@ static ck_status cpu_count_nonfinite(ck_backend *b, const ck_tensor *t, int64_t 
     return CK_OK;
 }
 
+typedef struct {
+    ck_host_task_fn fn;
+    void *ctx;
+} host_job;
+
+static void host_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const host_job *j = vctx;
+    j->fn(j->ctx, task);
+}
+
+static void cpu_host_parallel(ck_backend *b, int64_t ntasks, ck_host_task_fn fn, void *ctx)
+{
+    host_job j = {fn, ctx};
+    cpk_parallel(ctx_of(b)->pool, ntasks, host_task, &j);
+}
+
 static void *cpu_get_proc(ck_backend *b, const char *name)
 {
     (void)b;
     union {
         void *p;
         ck_count_nonfinite_fn count;
+        ck_host_parallel_fn parallel;
     } u = {NULL};
     if (strcmp(name, CK_PROC_COUNT_NONFINITE) == 0)
         u.count = cpu_count_nonfinite;
+    else if (strcmp(name, CK_PROC_HOST_PARALLEL) == 0)
+        u.parallel = cpu_host_parallel;
     return u.p;
 }
 
@@ -157,6 +188,22 @@ static ck_status cpu_zero(ck_backend *b, ck_tensor *t, ck_error *err)
 {
     (void)err;
     cpu_mem_zero(ctx_of(b)->pool, t->data, ck_tensor_bytes(t));
+    return CK_OK;
+}
+
+/* host copies in and out (records of every gradient and parameter each step), split
+ * across the threads */
+static ck_status cpu_upload(ck_backend *b, ck_tensor *dst, const void *host, ck_error *err)
+{
+    (void)err;
+    cpu_mem_copy(ctx_of(b)->pool, dst->data, host, ck_tensor_bytes(dst));
+    return CK_OK;
+}
+
+static ck_status cpu_download(ck_backend *b, const ck_tensor *src, void *host, ck_error *err)
+{
+    (void)err;
+    cpu_mem_copy(ctx_of(b)->pool, host, src->data, ck_tensor_bytes(src));
     return CK_OK;
 }
 
@@ -230,11 +277,14 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->alloc = cpu_alloc; /* host memory that keeps freed blocks for reuse (memory.c) */
     b->free = cpu_free;
     b->zero = cpu_zero;
+    b->upload = cpu_upload;
+    b->download = cpu_download;
     b->calibration_round = cpu_round_for_calibration;
     b->supports = cpu_supports;
     b->forward = cpu_forward;
     b->backward = cpu_backward;
-    ref_install_training(b); /* losses, optimizer and convert: the reference's */
+    ref_install_training(b); /* losses and convert: the reference's */
+    b->optimizer_step = cpu_optim; /* fp32 threaded, the reference's bits (optim.c) */
     b->info = cpu_info;
     b->destroy = cpu_destroy;
     b->get_proc = cpu_get_proc;

@@ -47,6 +47,7 @@ CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
 CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */
 CPU_OP_DECL(attention)  /* CK_OP_ATTENTION fp32 without dropout; the rest delegated */
 CPU_OP_DECL(norm)       /* CK_OP_LAYERNORM fp32; the rest delegated */
+CPU_OP_DECL(gelu)       /* CK_OP_GELU tanh form fp32 (not ref's bits); the rest delegated */
 
 #undef CPU_OP_DECL
 
@@ -57,6 +58,12 @@ ck_status cpu_delegate_forward(const cpu_ctx *c, const ck_op_params *op, const c
 ck_status cpu_delegate_backward(const cpu_ctx *c, const ck_op_params *op,
                                 const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
                                 ck_error *err);
+
+/* backend.h's optimizer_step: fp32 split into element ranges across c's threads with the
+ * reference's arithmetic; anything else is the reference's own call (optim.c) */
+ck_status cpu_optimizer_step(const cpu_ctx *c, const ck_optimizer *opt, int64_t step,
+                             double grad_scale, ck_tensor *param, const ck_tensor *grad,
+                             ck_tensor *state0, ck_tensor *state1, ck_error *err);
 
 /* NaN/Inf counts of n values of dtype dt (nonfinite.c; the CK_PROC_COUNT_NONFINITE
  * capability): chunks split across the pool's threads; false on out-of-memory */
@@ -72,6 +79,8 @@ ck_status cpu_mem_alloc(cpu_block_cache *c, size_t bytes, void **ptr, ck_error *
 void cpu_mem_free(cpu_block_cache *c, void *ptr);
 /* memset(p, 0, bytes) split across the pool's threads */
 void cpu_mem_zero(cpk_pool *pool, void *p, size_t bytes);
+/* memcpy(dst, src, bytes) split across the pool's threads (no overlap) */
+void cpu_mem_copy(cpk_pool *pool, void *dst, const void *src, size_t bytes);
 
 /* ---- fp32 views of float tensors ---- */
 

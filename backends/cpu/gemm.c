@@ -563,6 +563,16 @@ static void plan_spans(gemm_job *j, int64_t npanels, int T)
         j->nspans++;
     j->pspan = (npanels + j->nspans - 1) / j->nspans;
     j->nspans = (npanels + j->pspan - 1) / j->pspan;
+    /* a task count that is a multiple of T where a few more spans give one (9 tasks on 2
+     * threads left one thread idle for a ninth of the phase) */
+    for (int64_t ns = j->nspans; ns <= 2 * j->nspans && ns <= npanels; ns++) {
+        const int64_t ps = (npanels + ns - 1) / ns, nn = (npanels + ps - 1) / ps;
+        if ((j->mblocks * nn) % T == 0) {
+            j->pspan = ps;
+            j->nspans = nn;
+            break;
+        }
+    }
 }
 
 static float *alloc_floats(int64_t n)

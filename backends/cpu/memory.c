@@ -115,6 +115,7 @@ void cpu_mem_free(cpu_block_cache *c, void *ptr)
 
 typedef struct {
     char *p;
+    const char *src; /* NULL: zero */
     size_t bytes;
 } zero_job;
 
@@ -123,12 +124,23 @@ static void zero_task(void *vctx, int64_t task, int tid)
     (void)tid;
     const zero_job *j = vctx;
     const size_t lo = (size_t)task * ZERO_CHUNK;
-    memset(j->p + lo, 0, j->bytes - lo < ZERO_CHUNK ? j->bytes - lo : ZERO_CHUNK);
+    const size_t n = j->bytes - lo < ZERO_CHUNK ? j->bytes - lo : ZERO_CHUNK;
+    if (j->src)
+        memcpy(j->p + lo, j->src + lo, n);
+    else
+        memset(j->p + lo, 0, n);
 }
 
 void cpu_mem_zero(cpk_pool *pool, void *p, size_t bytes)
 {
-    zero_job j = {p, bytes};
+    zero_job j = {p, NULL, bytes};
+    if (bytes > 0)
+        cpk_parallel(pool, (int64_t)((bytes + ZERO_CHUNK - 1) / ZERO_CHUNK), zero_task, &j);
+}
+
+void cpu_mem_copy(cpk_pool *pool, void *dst, const void *src, size_t bytes)
+{
+    zero_job j = {dst, src, bytes};
     if (bytes > 0)
         cpk_parallel(pool, (int64_t)((bytes + ZERO_CHUNK - 1) / ZERO_CHUNK), zero_task, &j);
 }

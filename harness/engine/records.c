@@ -32,13 +32,24 @@ ck_status ck_record_add(ck_record *rec, const char *name, ck_tensor_kind kind, i
         rec->cap = cap;
     }
     ck_record_entry *e = &rec->e[rec->n];
+    /* a dropped step's buffer in this slot is reused when it is big enough */
+    void *kept = rec->n < rec->kept ? e->data : NULL;
+    size_t kept_cap = kept ? e->data_cap : 0;
     memset(e, 0, sizeof *e);
     size_t bytes = (size_t)ck_shape_numel(shape) * ck_dtype_size(dt);
+    size_t need = bytes ? bytes : 1;
+    if (kept && kept_cap < need) {
+        free(kept);
+        kept = NULL;
+    }
     e->name = strdup(name);
-    e->data = malloc(bytes ? bytes : 1);
+    e->data = kept ? kept : malloc(need);
+    e->data_cap = kept ? kept_cap : need;
     if (!e->name || !e->data) {
         free(e->name);
         free(e->data);
+        e->name = NULL;
+        e->data = NULL;
         return ck_fail(err, CK_ERR_NOMEM, "out of memory recording %s", name);
     }
     e->kind = kind;
@@ -93,17 +104,19 @@ void ck_record_drop_entries(ck_record *rec)
 {
     for (int i = 0; i < rec->n; i++) {
         free(rec->e[i].name);
-        free(rec->e[i].data);
+        rec->e[i].name = NULL;
     }
-    rec->n = 0; /* the entry array itself is reused by the next step */
+    if (rec->n > rec->kept)
+        rec->kept = rec->n;
+    rec->n = 0; /* the entry array and its buffers are reused by the next step */
 }
 
 void ck_record_free(ck_record *rec)
 {
-    for (int i = 0; i < rec->n; i++) {
+    for (int i = 0; i < rec->n; i++)
         free(rec->e[i].name);
+    for (int i = 0; i < (rec->n > rec->kept ? rec->n : rec->kept); i++)
         free(rec->e[i].data);
-    }
     free(rec->e);
     free(rec->losses);
     free(rec->scales);

@@ -32,11 +32,13 @@ typedef struct {
     int step;
     ck_dtype dtype;
     ck_shape shape;
-    void *data; /* host copy */
+    void *data;      /* host copy */
+    size_t data_cap; /* bytes allocated at data */
 } ck_record_entry;
 
 typedef struct {
     int n, cap;
+    int kept; /* slots [n, kept) hold a dropped step's buffers for the next step's entries */
     ck_record_entry *e;
     double *losses;
     ck_scale_step *scales; /* per step: loss scale and skip decision */
@@ -64,8 +66,10 @@ ck_status ck_record_after_backward(ck_record *rec, ck_model *m, int step, double
                                    ck_error *err);
 /* After the optimizer update: every parameter. */
 ck_status ck_record_params(ck_record *rec, ck_model *m, int step, ck_error *err);
-/* Frees every entry but keeps the per-step losses and scales (a lockstep run judges and
- * drops each step's tensors). */
+/* Drops every entry but keeps the per-step losses and scales (a lockstep run judges and
+ * drops each step's tensors); the entries' buffers are kept for the next step's entries in
+ * the same slots (the same sizes every step: no fresh pages to fault in), freed by
+ * ck_record_free. */
 void ck_record_drop_entries(ck_record *rec);
 void ck_record_free(ck_record *rec);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/registry.h"
 #include "harness/core/half.h"
 #include "harness/engine/dump.h"
 
@@ -36,11 +37,63 @@ static void round_host(double *v, int64_t n, ck_dtype to)
         v[i] = ck_round_to_dtype(v[i], to);
 }
 
+/* One draw of n host doubles: element i is a pure function of (stream, i), so the draw is
+ * cut into chunks that a CPU backend's threads fill in any order (CK_PROC_HOST_PARALLEL),
+ * the same values as one loop. */
+typedef enum { DRAW_UNIFORM, DRAW_NORMAL, DRAW_BELOW } draw_kind;
+
+#define DRAW_CHUNK 16384 /* elements per task (a multiple of the RNG's lane groups) */
+
+typedef struct {
+    draw_kind kind;
+    const ck_rng_stream *s;
+    int64_t n;
+    uint32_t below;   /* DRAW_BELOW: integers in [0, below) */
+    ck_dtype round_to; /* uniform and normal draws: rounded to this dtype (round_host) */
+    double *out;
+    ck_dtype to; /* then converted to the tensor's dtype into typed (ck_convert_from_f64) */
+    void *typed;
+} draw_job;
+
+static void draw_task(void *vctx, int64_t task)
+{
+    const draw_job *j = vctx;
+    const int64_t lo = task * DRAW_CHUNK, n = j->n - lo < DRAW_CHUNK ? j->n - lo : DRAW_CHUNK;
+    double *out = j->out + lo;
+    switch (j->kind) {
+    case DRAW_UNIFORM: ck_rng_uniform_f64_span(j->s, (uint64_t)lo, n, out); break;
+    case DRAW_NORMAL: ck_rng_normal_f64_span(j->s, (uint64_t)lo, n, out); break;
+    case DRAW_BELOW:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = (double)ck_rng_below(j->s, (uint64_t)(lo + k), j->below);
+        break;
+    }
+    if (j->kind != DRAW_BELOW)
+        round_host(out, n, j->round_to);
+    ck_convert_from_f64(j->to, (char *)j->typed + (size_t)lo * ck_dtype_size(j->to), out, n);
+}
+
+static void draw(ck_backend *b, const draw_job *j)
+{
+    union {
+        void *p;
+        ck_host_parallel_fn parallel;
+    } u = {ck_backend_proc(b, CK_PROC_HOST_PARALLEL)};
+    const int64_t tasks = (j->n + DRAW_CHUNK - 1) / DRAW_CHUNK;
+    if (u.parallel && tasks > 1) {
+        u.parallel(b, tasks, draw_task, (void *)j);
+        return;
+    }
+    for (int64_t t = 0; t < tasks; t++)
+        draw_task((void *)j, t);
+}
+
 static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_dtype round_to,
                            int step, ck_tensor *input, ck_tensor *target, ck_error *err)
 {
     const ck_case *c = g->cs;
     double *host = NULL;
+    void *typed = NULL;
     memset(input, 0, sizeof *input);
     memset(target, 0, sizeof *target);
     const bool tokens = c->input_dist == CK_DIST_TOKENS;
@@ -53,45 +106,47 @@ static ck_status make_data(ck_backend *b, const ck_graph *g, ck_dtype dtype, ck_
                      ? ck_shape_numel(&g->target_shape)
                      : 0;
     host = malloc((size_t)(n > nt ? n : nt) * sizeof *host);
-    if (!host) {
+    /* the draws converted to the tensors' dtypes (at most 8 bytes an element) */
+    typed = malloc((size_t)(n > nt ? n : nt) * sizeof *host + 1);
+    if (!host || !typed) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory drawing the input");
         goto fail;
     }
     ck_rng_stream s = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_INPUT, (uint32_t)step);
-    if (!tokens && c->input_dist != CK_DIST_NORMAL)
-        ck_rng_uniform_f64_span(&s, 0, n, host);
-    else
-        for (int64_t i = 0; i < n; i++)
-            host[i] = tokens ? (double)ck_rng_below(&s, (uint64_t)i, (uint32_t)c->input_vocab)
-                             : ck_rng_normal_f64(&s, (uint64_t)i);
     /* token ids are integers the low-precision run never casts: rounding them would
      * calibrate on other tokens, or on ids outside the vocabulary */
-    if (!tokens)
-        round_host(host, n, round_to);
-    if ((st = ck_upload_f64(b, input, host, err)) != CK_OK)
+    draw(b, &(draw_job){.kind = tokens ? DRAW_BELOW
+                                : c->input_dist != CK_DIST_NORMAL ? DRAW_UNIFORM
+                                                                  : DRAW_NORMAL,
+                        .s = &s, .n = n, .below = (uint32_t)c->input_vocab,
+                        .round_to = round_to, .out = host, .to = input->dtype,
+                        .typed = typed});
+    if ((st = b->upload(b, input, typed, err)) != CK_OK)
         goto fail;
 
     ck_rng_stream ts = ck_rng_keyed(c->seed, CK_RNG_NO_LAYER, CK_PURPOSE_TARGET, (uint32_t)step);
     if (c->loss == CK_LOSS_MSE) {
         if ((st = alloc_plain_tensor(b, target, "target", dtype, &g->target_shape, err)) != CK_OK)
             goto fail;
-        ck_rng_uniform_f64_span(&ts, 0, nt, host);
-        round_host(host, nt, round_to);
-        st = ck_upload_f64(b, target, host, err);
+        draw(b, &(draw_job){.kind = DRAW_UNIFORM, .s = &ts, .n = nt, .round_to = round_to,
+                            .out = host, .to = target->dtype, .typed = typed});
+        st = b->upload(b, target, typed, err);
     } else if (c->loss == CK_LOSS_CROSS_ENTROPY) {
         if ((st = alloc_plain_tensor(b, target, "target", CK_I32, &g->target_shape, err)) != CK_OK)
             goto fail;
         uint32_t classes = (uint32_t)g->output_shape.dim[g->loss_spec.class_dim];
-        for (int64_t i = 0; i < nt; i++)
-            host[i] = (double)ck_rng_below(&ts, (uint64_t)i, classes);
-        st = ck_upload_f64(b, target, host, err);
+        draw(b, &(draw_job){.kind = DRAW_BELOW, .s = &ts, .n = nt, .below = classes,
+                            .out = host, .to = CK_I32, .typed = typed});
+        st = b->upload(b, target, typed, err);
     }
     if (st != CK_OK)
         goto fail;
     free(host);
+    free(typed);
     return CK_OK;
 fail:
     free(host);
+    free(typed);
     ck_free_data(b, input, target);
     return st;
 }
@@ -232,8 +287,8 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     if ((st = ck_record_after_backward(rec, &t->model, step, loss, err)) != CK_OK)
         goto out;
     /* a loss scaler skips a step whose gradients hold inf or NaN (GradScaler) */
-    bool finite = true;
-    for (int k = first_grad; k < rec->n && finite; k++)
+    bool finite = true; /* read only under a loss scaler */
+    for (int k = first_grad; c->loss_scale != CK_SCALE_NONE && k < rec->n && finite; k++)
         if (rec->e[k].kind == CK_KIND_GRAD)
             finite = ck_all_finite(rec->e[k].dtype, ck_shape_numel(&rec->e[k].shape),
                                    rec->e[k].data);
