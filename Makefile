@@ -35,7 +35,10 @@ CHECK_LIBS   := $(if $(CHECK_OK),$(shell $(PKG_CONFIG) --libs check))
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?=
-CFLAGS  += -std=c11 $(OPT) -g $(WARN) $(SAN) -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+# -ffp-contract=off: no compiler fuses a * b + c into an fma behind the code's back (GCC
+# already does not in C11 mode; Clang does in functions whose target has FMA), so every
+# ISA path and compiler sees the same operations (docs/cpu-backend.md, determinism rule 7)
+CFLAGS  += -std=c11 -ffp-contract=off $(OPT) -g $(WARN) $(SAN) -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
            -I. -MMD -MP
 LDLIBS  += $(CJSON_LIBS) -lm
 LDLIBS  += -lz -ldl -lpthread
@@ -430,7 +433,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build/fuzz
 FUZZ_TARGETS := safetensors npy case onnx result_wire judge_input
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_CFLAGS  := -std=c11 -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
+FUZZ_CFLAGS  := -std=c11 -ffp-contract=off -O1 -g -Wall -Wextra -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L \
                 -D_DEFAULT_SOURCE -I. -MMD -MP $(FUZZ_SAN)
 FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 

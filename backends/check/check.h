@@ -226,6 +226,15 @@ ck_status ck_opc_like(const char *be, const char *fn, const ck_tensor *ref, cons
 ck_status ck_opc_inputs(const char *fn, const ck_op_io *io, int min_in, ck_error *err);
 /* t is present (what: its role, for the message) */
 ck_status ck_opc_need(const char *fn, const ck_tensor *t, const char *what, ck_error *err);
+/* The arguments a fused relu's backward promises (backends/backend.h): for
+ * ck_op_grads.din0_relu_over_input, one input r with data and din[0] in r's own buffer, the
+ * same float dtype and shape, no weight or bias gradient; for loss_backward's relu_over, a
+ * mean, sum or mse loss whose gradient dy is the prediction y's own buffer, same dtype.
+ * CK_ERR_INTERNAL (the executor sets them) naming the op; checked before any write. */
+ck_status ck_opc_relu_over_input(const ck_op_params *op, const ck_op_io *io,
+                                 const ck_op_grads *g, ck_error *err);
+ck_status ck_opc_loss_relu_over(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *dy,
+                                ck_error *err);
 /* the product of s->dim[from..to) */
 int64_t ck_opc_prod(const ck_shape *s, int from, int to);
 /* x (N, C, s...) and y (N, C, o...) with nsp spatial dims each */

@@ -131,3 +131,28 @@ bool ck_opc_same_nc(int nsp, const ck_tensor *x, const ck_tensor *y)
     return x->shape.ndim == nsp + 2 && y->shape.ndim == nsp + 2 &&
            y->shape.dim[0] == x->shape.dim[0] && y->shape.dim[1] == x->shape.dim[1];
 }
+
+ck_status ck_opc_relu_over_input(const ck_op_params *op, const ck_op_io *io,
+                                 const ck_op_grads *g, ck_error *err)
+{
+    const ck_tensor *r = io->n_in == 1 ? io->in[0] : NULL, *d = g->din[0];
+    if (!ck_backward_relu_over_input(op->kind) || !r || !d || !r->data ||
+        r->data != d->data || r->dtype != d->dtype || !ck_opc_is_float(d->dtype) ||
+        !ck_shape_equal(&r->shape, &d->shape) || g->dweight || g->dbias)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "%s backward: a fused relu needs its input gradient in the input's own "
+                       "buffer, same dtype and shape, without weight or bias gradients",
+                       ck_op_kind_name(op->kind));
+    return CK_OK;
+}
+
+ck_status ck_opc_loss_relu_over(ck_loss_kind kind, const ck_tensor *y, const ck_tensor *dy,
+                                ck_error *err)
+{
+    if ((kind != CK_LOSS_MEAN && kind != CK_LOSS_SUM && kind != CK_LOSS_MSE) || !y || !dy ||
+        y->data != dy->data || y->dtype != dy->dtype)
+        return ck_fail(err, CK_ERR_INTERNAL,
+                       "%s loss backward: a fused relu needs mean, sum or mse and the gradient "
+                       "in the prediction's own buffer", ck_loss_kind_name(kind));
+    return CK_OK;
+}

@@ -57,14 +57,8 @@ ck_status cuda_backward_relu_over_input(ck_cuda *cu, cuda_bwd_fn fn, const ck_op
                                         const ck_fwd_args *args, const ck_op_io *io,
                                         ck_op_grads *g, ck_error *err)
 {
-    const ck_tensor *r = io->n_in == 1 ? io->in[0] : NULL, *d = g->din[0];
-    if (!ck_backward_relu_over_input(op->kind) || !r || !d || !r->data ||
-        r->data != d->data || r->dtype != d->dtype || !ck_opc_is_float(d->dtype) ||
-        !ck_shape_equal(&r->shape, &d->shape) || g->dweight || g->dbias)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "%s backward: a fused relu needs its input gradient in the input's own "
-                       "buffer, same dtype and shape, without weight or bias gradients",
-                       ck_op_kind_name(op->kind));
+    CK_TRY(ck_opc_relu_over_input(op, io, g, err));
+    const ck_tensor *r = io->in[0], *d = g->din[0];
     ck_dev_buf bits;
     CK_TRY(cuda_relu_mask_take(cu, r, &bits, err));
     CK_CUDA_CHECK(cudaMemsetAsync(d->data, 0, ck_tensor_bytes(d), cu->stream));
@@ -82,11 +76,7 @@ ck_status cuda_loss_backward_relu_over(ck_cuda *cu, ck_loss_kind kind, const ck_
                                        const ck_tensor *target, double scale, ck_tensor *dy,
                                        ck_error *err)
 {
-    if ((kind != CK_LOSS_MEAN && kind != CK_LOSS_SUM && kind != CK_LOSS_MSE) || !y || !dy ||
-        y->data != dy->data || y->dtype != dy->dtype)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "%s loss backward: a fused relu needs mean, sum or mse and the gradient "
-                       "in the prediction's own buffer", ck_loss_kind_name(kind));
+    CK_TRY(ck_opc_loss_relu_over(kind, y, dy, err));
     ck_dev_buf bits;
     CK_TRY(cuda_relu_mask_take(cu, y, &bits, err));
     /* each thread of the loss gradient reads y[k] before it writes dy[k] */

@@ -99,11 +99,7 @@ static ck_status loss_backward_relu_over(ck_loss_kind kind, const ck_tensor *y,
                                          const ck_tensor *target, double scale, ck_tensor *dy,
                                          ck_error *err)
 {
-    if ((kind != CK_LOSS_MEAN && kind != CK_LOSS_SUM && kind != CK_LOSS_MSE) ||
-        y->data != dy->data || y->dtype != dy->dtype)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "%s loss backward: a fused relu needs mean, sum or mse and the gradient "
-                       "in the prediction's own buffer", ck_loss_kind_name(kind));
+    CK_TRY(ck_opc_loss_relu_over(kind, y, dy, err));
     ref_relu_mask m;
     CK_TRY(ref_relu_mask_take("loss backward", y, &m, err));
     ck_status st = ref_loss_backward(kind, y, target, scale, dy, false, err);

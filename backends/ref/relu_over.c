@@ -63,26 +63,11 @@ void ref_relu_mask_free(ref_relu_mask *m)
     m->bits = NULL;
 }
 
-/* the arguments din0_relu_over_input promises (backend.h), checked before any write */
-static ck_status relu_over_check(const ck_op_params *op, const ck_op_io *io,
-                                 const ck_op_grads *g, ck_error *err)
-{
-    const ck_tensor *r = io->n_in == 1 ? io->in[0] : NULL, *d = g->din[0];
-    if (!ck_backward_relu_over_input(op->kind) || !r || !d || !r->data ||
-        r->data != d->data || r->dtype != d->dtype || !ck_opc_is_float(d->dtype) ||
-        !ck_shape_equal(&r->shape, &d->shape) || g->dweight || g->dbias)
-        return ck_fail(err, CK_ERR_INTERNAL,
-                       "%s backward: a fused relu needs its input gradient in the input's own "
-                       "buffer, same dtype and shape, without weight or bias gradients",
-                       ck_op_kind_name(op->kind));
-    return CK_OK;
-}
-
 ck_status ref_backward_relu_over_input(ref_host_bwd_fn fn, const void *ctx, const ck_op_params *op,
                                        const ck_fwd_args *args, const ck_op_io *io,
                                        ck_op_grads *g, ck_error *err)
 {
-    CK_TRY(relu_over_check(op, io, g, err));
+    CK_TRY(ck_opc_relu_over_input(op, io, g, err));
     ref_relu_mask m;
     CK_TRY(ref_relu_mask_take(ck_op_kind_name(op->kind), io->in[0], &m, err));
     memset(g->din[0]->data, 0, ck_tensor_bytes(g->din[0])); /* +0 in every float dtype */
