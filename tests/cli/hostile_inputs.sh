@@ -258,9 +258,15 @@ import os, signal, subprocess, sys, time
 prog, model, tmpd = sys.argv[1:4]
 env = dict(os.environ, TMPDIR=tmpd)
 bad = 0
+# the harness leaves a signal alone that its starter ignores (nohup): the child gets the
+# default dispositions, whatever this test was started under
+def default_signals():
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     p = subprocess.Popen([prog, 'run', model, '--steps', '100000', '--quiet'], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         preexec_fn=default_signals)
     t0 = time.time()
     while not os.listdir(tmpd) and time.time() - t0 < 20:
         time.sleep(0.01)
