@@ -583,34 +583,53 @@ static int dx_over_input_source(const ck_exec *e, int i)
     return src;
 }
 
+/* The first of a split backward's two calls (dx over its input, or a fused relu): the
+ * weight and bias gradients, which read the input, with no input gradient requested. */
+static ck_status backward_weight_grads(ck_exec *e, int i, ck_op_io *io, ck_op_grads *g,
+                                       ck_error *err)
+{
+    ck_backend *b = e->cfg.b;
+    g->din[0] = NULL;
+    if (e->cfg.dry_run || (!g->dweight && !g->dbias))
+        return CK_OK;
+    return b->backward(b, &e->cfg.g->nodes[i].op, &e->args[i], io, g, err);
+}
+
+/* The second call: only the input gradient, into din, with x as the input the kernel sees
+ * (its data NULL when the input gradient must not read it). */
+static ck_status backward_input_grad(ck_exec *e, int i, const ck_op_io *io, const ck_op_grads *g,
+                                     const ck_tensor *x, ck_tensor *din, bool relu_over,
+                                     ck_error *err)
+{
+    ck_backend *b = e->cfg.b;
+    ck_op_io dx_io = *io;
+    dx_io.in[0] = x;
+    ck_op_grads dx_g = *g;
+    dx_g.din[0] = din;
+    dx_g.dweight = dx_g.dbias = NULL;
+    dx_g.din0_relu_over_input = relu_over;
+    return b->backward(b, &e->cfg.g->nodes[i].op, &e->args[i], &dx_io, &dx_g, err);
+}
+
 /* The two calls of a backward whose input gradient takes over its input's buffer
  * (dx_over_input_source): weight and bias gradients with the input, then the input's buffer,
  * zeroed, as its gradient, with the input hidden (the input gradient does not read it). */
 static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io,
                                         ck_op_grads *g, ck_error *err)
 {
-    const ck_node *nd = &e->cfg.g->nodes[i];
-    ck_backend *b = e->cfg.b;
-    ck_status st = CK_OK;
-    g->din[0] = NULL;
-    if (!e->cfg.dry_run && (g->dweight || g->dbias) &&
-        (st = b->backward(b, &nd->op, &e->args[i], io, g, err)) != CK_OK)
+    ck_status st = backward_weight_grads(e, i, io, g, err);
+    if (st != CK_OK)
         return st;
     /* ownership moves: the input's buffer is its gradient now (no allocation, no free) */
     e->dout[src].data = e->out[src].data;
     e->out[src].data = NULL;
     if (e->cfg.dry_run)
         return CK_OK;
-    if ((st = b->zero(b, &e->dout[src], err)) != CK_OK)
+    if ((st = e->cfg.b->zero(e->cfg.b, &e->dout[src], err)) != CK_OK)
         return st;
     ck_tensor hidden_x = *io->in[0];
     hidden_x.data = NULL;
-    ck_op_io dx_io = *io;
-    dx_io.in[0] = &hidden_x;
-    ck_op_grads dx_g = *g;
-    dx_g.din[0] = &e->dout[src];
-    dx_g.dweight = dx_g.dbias = NULL;
-    return b->backward(b, &nd->op, &e->args[i], &dx_io, &dx_g, err);
+    return backward_input_grad(e, i, io, g, &hidden_x, &e->dout[src], false, err);
 }
 
 /* Whether relu r's backward can be fused into the backward that produces its output
@@ -686,23 +705,13 @@ static ck_tensor relu_output_to_input_grad(ck_exec *e, int r)
 static ck_status backward_relu_fused(ck_exec *e, int i, int r, ck_op_io *io, ck_op_grads *g,
                                      ck_error *err)
 {
-    const ck_node *nd = &e->cfg.g->nodes[i];
-    ck_backend *b = e->cfg.b;
-    ck_status st = CK_OK;
-    g->din[0] = NULL;
-    if (!e->cfg.dry_run && (g->dweight || g->dbias) &&
-        (st = b->backward(b, &nd->op, &e->args[i], io, g, err)) != CK_OK)
+    ck_status st = backward_weight_grads(e, i, io, g, err);
+    if (st != CK_OK)
         return st;
     ck_tensor y = relu_output_to_input_grad(e, r);
     if (e->cfg.dry_run)
         return CK_OK;
-    ck_op_io dx_io = *io;
-    dx_io.in[0] = &y;
-    ck_op_grads dx_g = *g;
-    dx_g.din[0] = &e->dout[e->cfg.g->nodes[r].in[0]];
-    dx_g.dweight = dx_g.dbias = NULL;
-    dx_g.din0_relu_over_input = true;
-    return b->backward(b, &nd->op, &e->args[i], &dx_io, &dx_g, err);
+    return backward_input_grad(e, i, io, g, &y, &e->dout[e->cfg.g->nodes[r].in[0]], true, err);
 }
 
 /* A concat's first input's gradient inside the concat's output gradient buffer. */
