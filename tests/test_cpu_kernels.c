@@ -570,6 +570,93 @@ START_TEST(test_relu_bitwise_ref)
 }
 END_TEST
 
+/* backend.h's convert in fp32 and the fused relu backward (din0_relu_over_input), split
+ * across the pool's threads by element ranges: convert bitwise the reference's (copy, and a
+ * scaled accumulation), the fused relu bitwise the unfused sequence (the input gradient into
+ * a zeroed buffer, then relu's backward), on 1, 2 and 3 threads, over a tensor of several
+ * tasks and a tail that is no whole mask word, through NaN, infinities and signed zeros */
+START_TEST(test_convert_and_relu_mask_split)
+{
+    const int64_t rows = 301, cols = 251, n = rows * cols, outs = 3; /* 75551 elements */
+    ck_backend *ref = NULL;
+    ck_error err = {{0}};
+    ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    ck_tensor *x = tu_tensor_new("x", CK_F32, SHAPE(rows, cols));
+    ck_tensor *w = tu_tensor_new("w", CK_F32, SHAPE(outs, cols));
+    ck_tensor *dy = tu_tensor_new("dy", CK_F32, SHAPE(rows, outs));
+    ck_tensor *want = tu_tensor_new("want", CK_F32, SHAPE(rows, cols));
+    ck_tensor *got = tu_tensor_new("got", CK_F32, SHAPE(rows, cols));
+    ck_tensor *y = tu_tensor_new("y", CK_F32, SHAPE(rows, outs)); /* the op's output */
+    float *xv = x->data;
+    for (int64_t i = 0; i < n; i++) /* relu outputs: zeros of both signs, positives, NaN */
+        xv[i] = i % 5 == 0 ? 0.0f : i % 7 == 0 ? -0.0f : i % 4093 == 0 ? NAN : fabsf(frand());
+    for (int64_t i = 0; i < outs * cols; i++)
+        ((float *)w->data)[i] = frand();
+    for (int64_t i = 0; i < rows * outs; i++)
+        ((float *)dy->data)[i] = i == 17 ? INFINITY : frand();
+    ck_op_params op;
+    ck_op_params_default(&op, CK_OP_LINEAR, 0);
+    op.units = outs;
+    op.bias = false;
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    for (int ti = 0; ti < COUNT(thread_counts); ti++) {
+        ck_backend *b = make_cpu(thread_counts[ti], NULL);
+        /* convert: a copy, then a scaled accumulation, against ref's */
+        for (int acc = 0; acc <= 1; acc++) {
+            const double scale = acc ? 1.0 / 3.0 : 1.0;
+            memcpy(want->data, x->data, (size_t)n * sizeof(float));
+            memcpy(got->data, x->data, (size_t)n * sizeof(float));
+            ck_tensor src = *x;
+            ck_assert(ref->convert(ref, want, &src, scale, acc, &err) == CK_OK);
+            ck_assert_msg(b->convert(b, got, &src, scale, acc, &err) == CK_OK, "%s", err.msg);
+            for (int64_t i = 0; i < n; i++) {
+                const float g = ((float *)got->data)[i], r = ((float *)want->data)[i];
+                REQUIRE((isnan(g) && isnan(r)) || memcmp(&g, &r, sizeof g) == 0,
+                        "convert %s, %d threads, at %lld: cpu %a, ref %a",
+                        acc ? "accumulated" : "copied", thread_counts[ti], (long long)i, g, r);
+            }
+        }
+        /* the unfused sequence on this backend: dx into zeros, then relu's backward */
+        ck_tensor hidden = *x;
+        hidden.data = NULL;
+        ck_op_io io;
+        memset(&io, 0, sizeof io);
+        io.n_in = 1;
+        io.in[0] = &hidden;
+        io.weight = w;
+        io.out = y;
+        memset(want->data, 0, (size_t)n * sizeof(float));
+        ck_op_grads g = {.dout = dy, .din = {want}};
+        ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+        ck_op_params rop;
+        ck_op_params_default(&rop, CK_OP_RELU, 0);
+        ck_op_io rio;
+        memset(&rio, 0, sizeof rio);
+        rio.n_in = 1;
+        rio.in[0] = x;
+        rio.out = x;
+        ck_op_grads rg = {.dout = want, .din = {want}, .din0_fresh = true};
+        ck_assert_msg(b->backward(b, &rop, &args, &rio, &rg, &err) == CK_OK, "%s", err.msg);
+        /* fused: written over a copy of the relu's output */
+        memcpy(got->data, x->data, (size_t)n * sizeof(float));
+        io.in[0] = got;
+        ck_op_grads fg = {.dout = dy, .din = {got}, .din0_relu_over_input = true};
+        ck_assert_msg(b->backward(b, &op, &args, &io, &fg, &err) == CK_OK, "%s", err.msg);
+        assert_same_bits("fused relu over a linear's input gradient", got->data, want->data,
+                         (size_t)n * sizeof(float));
+        b->destroy(b);
+    }
+    ref->destroy(ref);
+    tu_tensor_free(x);
+    tu_tensor_free(w);
+    tu_tensor_free(dy);
+    tu_tensor_free(want);
+    tu_tensor_free(got);
+    tu_tensor_free(y);
+}
+END_TEST
+
 START_TEST(test_backend_config)
 {
     ck_backend *b = make_cpu(3, "portable");
@@ -668,6 +755,7 @@ Suite *suite_cpu_kernels(void)
     tcase_add_test(k, test_accumulate_rounds_once);
     tcase_add_test(k, test_backend_config);
     tcase_add_test(k, test_calibration_round_every_path);
+    tcase_add_test(k, test_convert_and_relu_mask_split);
     tcase_add_loop_test(k, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
     tcase_add_loop_test(k, test_relu_bitwise_ref, 0, 3);
     suite_add_tcase(s, k);

@@ -92,9 +92,15 @@ static ck_status cpu_backward(ck_backend *b, const ck_op_params *op, const ck_fw
         return ck_fail(err, CK_ERR_UNSUPPORTED, "cpu backend: no kernel for op %s in %s",
                        ck_op_kind_name(op->kind), ck_dtype_name(io->out->dtype));
     if (g->din0_relu_over_input) /* a fused relu: the mask around every dx path */
-        return ref_backward_relu_over_input(cpu_backward_entry, ctx_of(b), op, args, io, g,
+        return cpu_backward_relu_over_input(ctx_of(b), cpu_backward_entry, op, args, io, g,
                                             err);
     return cpu_backward_entry(ctx_of(b), op, args, io, g, err);
+}
+
+static ck_status cpu_conv_dtype(ck_backend *b, ck_tensor *dst, const ck_tensor *src,
+                                double scale, bool accumulate, ck_error *err)
+{
+    return cpu_convert(ctx_of(b), dst, src, scale, accumulate, err);
 }
 
 static ck_status cpu_round_for_calibration(ck_backend *b, ck_tensor *t, int bits, double rel,
@@ -283,7 +289,8 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->supports = cpu_supports;
     b->forward = cpu_forward;
     b->backward = cpu_backward;
-    ref_install_training(b); /* losses and convert: the reference's */
+    ref_install_training(b); /* losses: the reference's */
+    b->convert = cpu_conv_dtype; /* fp32 threaded, the reference's bits (relu_over.c) */
     b->optimizer_step = cpu_optim; /* fp32 threaded, the reference's bits (optim.c) */
     b->info = cpu_info;
     b->destroy = cpu_destroy;

@@ -71,6 +71,16 @@ bool cpu_count_nonfinite_with(cpk_pool *pool, cpk_isa isa, ck_dtype dt, int64_t 
                               const void *data, int64_t *nan, int64_t *inf, int64_t *first,
                               bool *first_nan);
 
+/* backend.h's fused relu backward (din0_relu_over_input) around fn, the op's ordinary
+ * backward: fp32 with the mask split across c's threads, other dtypes the reference's
+ * (relu_over.c) */
+ck_status cpu_backward_relu_over_input(const cpu_ctx *c, ref_host_bwd_fn fn,
+                                       const ck_op_params *op, const ck_fwd_args *args,
+                                       const ck_op_io *io, ck_op_grads *g, ck_error *err);
+/* backend.h's convert: fp32 to fp32 split across c's threads with the reference's double
+ * arithmetic (relu_over.c); other dtypes the reference's own */
+ck_status cpu_convert(const cpu_ctx *c, ck_tensor *dst, const ck_tensor *src, double scale,
+                      bool accumulate, ck_error *err);
 /* ---- tensor memory (memory.c): host memory whose freed blocks of 256 KiB to 64 MiB are
  * kept, up to 64 MiB in all, for the next request of the same size ---- */
 cpu_block_cache *cpu_block_cache_create(void); /* NULL on out-of-memory */
