@@ -198,6 +198,12 @@ static const cpk_conv_geom conv_geoms[] = {
      * kh and a masked tail row */
     {.N = 2, .C = 3, .F = 8, .in = {1, 11, 19}, .k = {1, 3, 3}, .stride = {1, 2, 1},
      .dil = {1, 2, 1}, .pad = {0, 2, 1}},
+    /* the AVX-512 direct tiles: rows of 60 (one group of 4 vectors of 16, a tail of 12)
+     * with 5 channels (a block of 1); rows of 16 (one vector, 4 rows at a time, then 3) */
+    {.N = 1, .C = 2, .F = 5, .in = {2, 7, 60}, .k = {3, 3, 3}, .stride = {1, 1, 1},
+     .dil = {1, 1, 1}, .pad = {1, 1, 1}},
+    {.N = 2, .C = 3, .F = 4, .in = {3, 7, 16}, .k = {3, 3, 3}, .stride = {1, 1, 1},
+     .dil = {1, 1, 1}, .pad = {1, 1, 1}},
 };
 
 static int64_t v3(const int64_t *d)

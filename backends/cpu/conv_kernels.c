@@ -47,35 +47,70 @@ typedef struct {
     const float *src;
     float *dst;
     int64_t S[3], P[3], lo[3];
+    cpk_isa isa;
 } pad_ctx;
 
+/* dr[0, a0) = 0, dr[a0, a1) = sr[0, a1 - a0), dr[a1, P2) = 0: rows are short (a 3-D
+ * volume's are tens of floats), so inline loops instead of memset/memcpy calls */
+static void pad_row_portable(float *dr, const float *sr, int64_t a0, int64_t a1, int64_t P2)
+{
+    int64_t k = 0;
+    for (; k < a0; k++)
+        dr[k] = 0.0f;
+    for (; k < a1; k++)
+        dr[k] = sr[k - a0];
+    for (; k < P2; k++)
+        dr[k] = 0.0f;
+}
+
+#if CPK_X86
+__attribute__((target("avx2"))) static void pad_row_avx2(float *dr, const float *sr, int64_t a0,
+                                                         int64_t a1, int64_t P2)
+{
+    const __m256 z = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= a0; k += 8)
+        _mm256_storeu_ps(dr + k, z);
+    for (; k < a0; k++)
+        dr[k] = 0.0f;
+    for (; k + 8 <= a1; k += 8)
+        _mm256_storeu_ps(dr + k, _mm256_loadu_ps(sr + (k - a0)));
+    for (; k < a1; k++)
+        dr[k] = sr[k - a0];
+    for (; k + 8 <= P2; k += 8)
+        _mm256_storeu_ps(dr + k, z);
+    for (; k < P2; k++)
+        dr[k] = 0.0f;
+}
+#endif
+
+/* one task: depth slice p0 of one plane (a 2-D plane is one slice) */
 static void pad_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const pad_ctx *c = vctx;
-    const float *s = c->src + task * vol3(c->S);
-    float *d = c->dst + task * vol3(c->P);
-    for (int64_t p0 = 0; p0 < c->P[0]; p0++) {
-        const int64_t i0 = p0 - c->lo[0];
-        for (int64_t p1 = 0; p1 < c->P[1]; p1++) {
-            const int64_t i1 = p1 - c->lo[1];
-            float *dr = d + (p0 * c->P[1] + p1) * c->P[2];
-            if (i0 < 0 || i0 >= c->S[0] || i1 < 0 || i1 >= c->S[1]) {
-                memset(dr, 0, (size_t)c->P[2] * sizeof *dr);
-                continue;
-            }
-            /* zeros, the source row, zeros (the row's part inside the source may be cut at
-             * either end when the padding is negative or the output stops short) */
-            const float *sr = s + (i0 * c->S[1] + i1) * c->S[2];
-            int64_t a0 = c->lo[2] > 0 ? c->lo[2] : 0, a1 = c->lo[2] + c->S[2];
-            a0 = a0 < c->P[2] ? a0 : c->P[2];
-            a1 = a1 < c->P[2] ? a1 : c->P[2];
-            a1 = a1 > a0 ? a1 : a0;
-            memset(dr, 0, (size_t)a0 * sizeof *dr);
-            if (a1 > a0)
-                memcpy(dr + a0, sr + (a0 - c->lo[2]), (size_t)(a1 - a0) * sizeof *dr);
-            memset(dr + a1, 0, (size_t)(c->P[2] - a1) * sizeof *dr);
-        }
+    const int64_t plane = task / c->P[0], p0 = task % c->P[0];
+    const float *s = c->src + plane * vol3(c->S);
+    float *d = c->dst + plane * vol3(c->P);
+    void (*row)(float *, const float *, int64_t, int64_t, int64_t) = pad_row_portable;
+#if CPK_X86
+    if (c->isa != CPK_ISA_PORTABLE)
+        row = pad_row_avx2;
+#endif
+    const int64_t i0 = p0 - c->lo[0];
+    /* the part of a row inside the source, [a0, a1) (it may be cut at either end when the
+     * padding is negative or the output stops short) */
+    int64_t a0 = c->lo[2] > 0 ? c->lo[2] : 0, a1 = c->lo[2] + c->S[2];
+    a0 = a0 < c->P[2] ? a0 : c->P[2];
+    a1 = a1 < c->P[2] ? a1 : c->P[2];
+    a1 = a1 > a0 ? a1 : a0;
+    for (int64_t p1 = 0; p1 < c->P[1]; p1++) {
+        const int64_t i1 = p1 - c->lo[1];
+        float *dr = d + (p0 * c->P[1] + p1) * c->P[2];
+        if (i0 < 0 || i0 >= c->S[0] || i1 < 0 || i1 >= c->S[1])
+            row(dr, NULL, c->P[2], c->P[2], c->P[2]);
+        else
+            row(dr, s + (i0 * c->S[1] + i1) * c->S[2] + (a0 - c->lo[2]), a0, a1, c->P[2]);
     }
 }
 
@@ -85,19 +120,19 @@ static size_t pad_bytes(int64_t planes, const int64_t P[3])
 }
 
 /* a padded copy in the pool's scratch buffer: hand it back with cpk_scratch_give */
-static float *pad_copy(cpk_pool *p, const float *src, int64_t planes, const int64_t S[3],
-                       const int64_t P[3], const int64_t lo[3])
+static float *pad_copy(cpk_pool *p, cpk_isa isa, const float *src, int64_t planes,
+                       const int64_t S[3], const int64_t P[3], const int64_t lo[3])
 {
     float *dst = cpk_scratch_take(p, pad_bytes(planes, P));
     if (!dst)
         return NULL;
-    pad_ctx c = {.src = src, .dst = dst};
+    pad_ctx c = {.src = src, .dst = dst, .isa = isa};
     for (int a = 0; a < 3; a++) {
         c.S[a] = S[a];
         c.P[a] = P[a];
         c.lo[a] = lo[a];
     }
-    cpk_parallel(p, planes, pad_task, &c);
+    cpk_parallel(p, planes * P[0], pad_task, &c);
     return dst;
 }
 
@@ -237,6 +272,144 @@ static void core_avx2_row(const core_args *a, int64_t n, int64_t f0, int fb, int
         v0 = v1;
     }
 }
+
+/* The AVX-512 tile: outputs f0..f0+4 x R rows (o1 .. o1+R-1) x positions [ow, ow + 16*NV)
+ * of slice o0, 4 * R * NV (<= 16) accumulators of 16 lanes; the last vector of a row holds
+ * `tail` (1..16) valid lanes. Every output is the same fma chain as in the AVX2 tile (init,
+ * then (c, k0, k1, k2) ascending): only the blocking differs. */
+#define CORE512_TILE(NV, R)                                                                \
+    __attribute__((target("avx512f"))) static void core512_nv##NV##_r##R(                  \
+        const core_args *a, int64_t n, int64_t f0, int fb, int64_t o0, int64_t o1,         \
+        int64_t ow, int tail)                                                              \
+    {                                                                                      \
+        const int64_t kvol = vol3(a->K);                                                   \
+        const int64_t oplane = vol3(a->O), pplane = vol3(a->P);                            \
+        const __mmask16 m = (__mmask16)((1u << tail) - 1u);                                \
+        __m512 acc[4][R][NV];                                                              \
+        _Pragma("GCC unroll 4") for (int f = 0; f < 4; f++)                                \
+        {                                                                                  \
+            const int fs = f < fb ? f : 0;                                                 \
+            const float b = a->bias && f < fb ? a->bias[f0 + f] : 0.0f;                    \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                            \
+            {                                                                              \
+                const float *y = a->out + (n * a->F + f0 + fs) * oplane +                  \
+                                 (o0 * a->O[1] + o1 + r) * a->O[2] + ow;                   \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                       \
+                {                                                                          \
+                    if (a->accumulate)                                                     \
+                        acc[f][r][v] = v < NV - 1 ? _mm512_loadu_ps(y + 16 * v)            \
+                                                  : _mm512_maskz_loadu_ps(m, y + 16 * v);  \
+                    else                                                                   \
+                        acc[f][r][v] = _mm512_set1_ps(b);                                  \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        const int64_t wstride = a->C * kvol; /* between output channels */                 \
+        const int64_t rstride = a->s[1] * a->P[2]; /* between the rows of o1, o1 + 1 */    \
+        for (int64_t c = 0; c < a->C; c++) {                                               \
+            const float *xc = a->xp + (n * a->C + c) * pplane;                             \
+            const float *wc = a->w + (f0 * a->C + c) * kvol;                               \
+            for (int64_t k0 = 0; k0 < a->K[0]; k0++) {                                     \
+                for (int64_t k1 = 0; k1 < a->K[1]; k1++) {                                 \
+                    const float *xr = xc + ((o0 * a->s[0] + k0 * a->dil[0]) * a->P[1] +    \
+                                            o1 * a->s[1] + k1 * a->dil[1]) * a->P[2] + ow; \
+                    const float *wk = wc + (k0 * a->K[1] + k1) * a->K[2];                  \
+                    for (int64_t k2 = 0; k2 < a->K[2]; k2++) {                             \
+                        const float *xs = xr + k2 * a->dil[2];                             \
+                        __m512 xv[R][NV];                                                  \
+                        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                \
+                            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)           \
+                                xv[r][v] = v < NV - 1                                      \
+                                    ? _mm512_loadu_ps(xs + r * rstride + 16 * v)           \
+                                    : _mm512_maskz_loadu_ps(m, xs + r * rstride + 16 * v); \
+                        _Pragma("GCC unroll 4") for (int f = 0; f < 4; f++)                \
+                        {                                                                  \
+                            const __m512 wv = _mm512_set1_ps(wk[f * wstride + k2]);        \
+                            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)            \
+                                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)       \
+                                    acc[f][r][v] = _mm512_fmadd_ps(wv, xv[r][v], acc[f][r][v]); \
+                        }                                                                  \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        _Pragma("GCC unroll 4") for (int f = 0; f < 4; f++)                                \
+        {                                                                                  \
+            if (f >= fb)                                                                   \
+                break;                                                                     \
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)                            \
+            {                                                                              \
+                float *y = a->out + (n * a->F + f0 + f) * oplane +                         \
+                           (o0 * a->O[1] + o1 + r) * a->O[2] + ow;                         \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                       \
+                {                                                                          \
+                    if (v < NV - 1)                                                        \
+                        _mm512_storeu_ps(y + 16 * v, acc[f][r][v]);                        \
+                    else                                                                   \
+                        _mm512_mask_storeu_ps(y + 16 * v, m, acc[f][r][v]);                \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+CORE512_TILE(1, 1)
+CORE512_TILE(1, 2)
+CORE512_TILE(1, 3)
+CORE512_TILE(1, 4)
+CORE512_TILE(2, 1)
+CORE512_TILE(2, 2)
+CORE512_TILE(3, 1)
+CORE512_TILE(4, 1)
+#undef CORE512_TILE
+
+/* rows of NV vectors: R = 4 / NV rows at a time (16 accumulators), then the rows left */
+static void core512_rows(const core_args *a, int64_t n, int64_t f0, int fb, int64_t o0,
+                         int nv, int64_t ow, int tail)
+{
+    const int64_t O1 = a->O[1];
+    const int R = nv == 1 ? 4 : nv == 2 ? 2 : 1;
+    int64_t o1 = 0;
+    for (; o1 + R <= O1; o1 += R) {
+        if (nv == 1)
+            core512_nv1_r4(a, n, f0, fb, o0, o1, ow, tail);
+        else if (nv == 2)
+            core512_nv2_r2(a, n, f0, fb, o0, o1, ow, tail);
+        else if (nv == 3)
+            core512_nv3_r1(a, n, f0, fb, o0, o1, ow, tail);
+        else
+            core512_nv4_r1(a, n, f0, fb, o0, o1, ow, tail);
+    }
+    const int64_t left = O1 - o1; /* fewer than R */
+    if (left == 3)
+        core512_nv1_r3(a, n, f0, fb, o0, o1, ow, tail);
+    else if (left == 2 && nv == 1)
+        core512_nv1_r2(a, n, f0, fb, o0, o1, ow, tail);
+    else
+        for (; o1 < O1; o1++) {
+            if (nv == 1)
+                core512_nv1_r1(a, n, f0, fb, o0, o1, ow, tail);
+            else
+                core512_nv2_r1(a, n, f0, fb, o0, o1, ow, tail);
+        }
+}
+
+/* every row of slice o0 for 4 output channels: each row split into groups of at most 4
+ * vectors of 16, evenly */
+static void core512_slice(const core_args *a, int64_t n, int64_t f0, int fb, int64_t o0)
+{
+    const int64_t O2 = a->O[2];
+    const int64_t nvec = (O2 + 15) / 16;
+    const int64_t groups = (nvec + 3) / 4;
+    int64_t v0 = 0;
+    for (int64_t gi = 0; gi < groups; gi++) {
+        const int64_t v1 = nvec * (gi + 1) / groups;
+        const int nv = (int)(v1 - v0);
+        const int64_t ow = v0 * 16;
+        const int64_t end = v1 * 16 < O2 ? v1 * 16 : O2;
+        core512_rows(a, n, f0, fb, o0, nv, ow, (int)(end - ow - 16 * (nv - 1)));
+        v0 = v1;
+    }
+}
 #endif
 
 typedef struct {
@@ -255,6 +428,12 @@ static void core_task(void *vctx, int64_t task, int tid)
     const int64_t n = task / a->O[0] / j->fblocks;
     const int64_t f0 = fbk * 4;
     const int fb = (int)(a->F - f0 < 4 ? a->F - f0 : 4);
+#if CPK_X86
+    if (j->isa >= CPK_ISA_AVX512 && a->s[2] == 1) {
+        core512_slice(a, n, f0, fb, o0);
+        return;
+    }
+#endif
     for (int64_t o1 = 0; o1 < a->O[1]; o1++) {
 #if CPK_X86
         if (j->isa != CPK_ISA_PORTABLE && a->s[2] == 1) {
@@ -417,7 +596,7 @@ bool cpk_conv_forward(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, const fl
     int64_t P[3];
     for (int a = 0; a < 3; a++)
         P[a] = (g->out[a] - 1) * g->stride[a] + g->dil[a] * (g->k[a] - 1) + 1;
-    float *xp = pad_copy(p, x, g->N * g->C, g->in, P, g->pad);
+    float *xp = pad_copy(p, isa, x, g->N * g->C, g->in, P, g->pad);
     if (!xp)
         return false;
     core_args a = {.N = g->N, .C = g->C, .F = g->F, .xp = xp, .w = w, .bias = bias,
@@ -502,7 +681,7 @@ bool cpk_conv_backward_data(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, co
             P[a] = g->in[a] + g->dil[a] * (g->k[a] - 1);
             lo[a] = g->dil[a] * (g->k[a] - 1) - g->pad[a];
         }
-        float *dyp = pad_copy(p, dy, g->N * g->F, g->out, P, lo);
+        float *dyp = pad_copy(p, isa, dy, g->N * g->F, g->out, P, lo);
         if (!dyp) {
             free(wt);
             return false;
@@ -836,7 +1015,7 @@ bool cpk_conv_backward_weight(cpk_pool *p, cpk_isa isa, const cpk_conv_geom *g, 
                 .taps_per_task = taps3 ? 3 : 1};
     for (int a = 0; a < 3; a++)
         j.P[a] = (g->out[a] - 1) * g->stride[a] + g->dil[a] * (g->k[a] - 1) + 1;
-    float *xp = pad_copy(p, x, g->N * g->C, g->in, j.P, g->pad);
+    float *xp = pad_copy(p, isa, x, g->N * g->C, g->in, j.P, g->pad);
     if (!xp)
         return false;
     j.xp = xp;

@@ -9,7 +9,8 @@
  *   MxNxK      C = A B, A (M x K) and B (K x N) row-major
  *   MxNxKt     C = A B^T with B^T (N x K) row-major (a linear layer's forward, x W^T)
  *   MxNxKa     C = A^T B with A^T (K x M) row-major (a linear layer's weight gradient)
- *   conv:N,C,F,H,W   a 3x3 "same" 2-D convolution forward, x (N, C, H, W), F filters;
+ *   conv:N,C,F,H,W   a 3x3 "same" 2-D convolution forward, x (N, C, H, W), F filters
+ *                    (conv:N,C,F,D,H,W: a 3x3x3 "same" 3-D one, x (N, C, D, H, W));
  *              counted as N GEMMs of F x (H W) x (9 C), the padding and the B packing
  *              from the input included (numpy_sgemm.py times the bare GEMMs)
  *   dw:N,C,F,H,W     the same convolution's weight gradient (the lane kernel)
@@ -78,16 +79,24 @@ static double time_gemm(cpk_pool *p, cpk_isa isa, const char *shape, int reps, d
 
 static double time_conv(cpk_pool *p, cpk_isa isa, const char *shape, int reps, double *flop)
 {
-    long long N, C, F, H, W;
+    long long N, C, F, D = 1, H, W, H2;
     char pass[8] = "";
-    if (sscanf(shape, "%7[a-z]:%lld,%lld,%lld,%lld,%lld", pass, &N, &C, &F, &H, &W) != 6 ||
-        N < 1 || C < 1 || F < 1 || H < 1 || W < 1)
+    const int got = sscanf(shape, "%7[a-z]:%lld,%lld,%lld,%lld,%lld,%lld", pass, &N, &C, &F, &H,
+                           &W, &H2);
+    if (got == 7) { /* N,C,F,D,H,W: a 3x3x3 volume */
+        D = H;
+        H = W;
+        W = H2;
+    }
+    if ((got != 6 && got != 7) || N < 1 || C < 1 || F < 1 || D < 1 || H < 1 || W < 1)
         return -1;
+    const long long kd = got == 7 ? 3 : 1, kvol = kd * 9, vol = D * H * W;
     const int which = strcmp(pass, "conv") == 0 ? 0 : strcmp(pass, "dw") == 0 ? 1 : 2;
-    cpk_conv_geom g = {.N = N, .C = C, .F = F, .in = {1, H, W}, .out = {1, H, W},
-                       .k = {1, 3, 3}, .stride = {1, 1, 1}, .dil = {1, 1, 1}, .pad = {0, 1, 1}};
-    float *x = filled(N * C * H * W, 0), *w = filled(F * C * 9, 1), *y = filled(N * F * H * W, 2);
-    double *dw = malloc((size_t)(F * C * 9) * sizeof *dw);
+    cpk_conv_geom g = {.N = N, .C = C, .F = F, .in = {D, H, W}, .out = {D, H, W},
+                       .k = {kd, 3, 3}, .stride = {1, 1, 1}, .dil = {1, 1, 1},
+                       .pad = {kd / 2, 1, 1}};
+    float *x = filled(N * C * vol, 0), *w = filled(F * C * kvol, 1), *y = filled(N * F * vol, 2);
+    double *dw = malloc((size_t)(F * C * kvol) * sizeof *dw);
     double best = -1;
     if (x && w && y && dw)
         for (int r = 0; r < reps; r++) {
@@ -102,7 +111,7 @@ static double time_conv(cpk_pool *p, cpk_isa isa, const char *shape, int reps, d
             const double dt = now() - t0;
             best = best < 0 || dt < best ? dt : best;
         }
-    *flop = 2.0 * (double)N * (double)F * (double)(H * W) * (double)(9 * C);
+    *flop = 2.0 * (double)N * (double)F * (double)vol * (double)(kvol * C);
     free(x);
     free(w);
     free(y);
