@@ -9,7 +9,8 @@
 #     peak the model table relates GFLOP/s to;
 #  3. seconds per training step of the bench models on `ref`, on `cpu` (plain and
 #     checkpointed: the checkpoint overhead) and in PyTorch (tests/bench/torch_bench.py:
-#     the same models, same threads), the ratios, and GFLOP/s against the peak.
+#     the same models, same threads), cpu and PyTorch back to back in each round, the
+#     ratios taken within a round, and GFLOP/s against the peak.
 # Each Python anchor's BLAS is printed (tests/bench/anchor_info.py).
 #  4. activation memory, predicted and measured, next to PyTorch's saved-for-backward bytes
 #     for the seed model, a GPT block and a 2-D U-Net (tests/bench/memory.sh).
@@ -121,23 +122,36 @@ PEAK_FROM="numpy at 1536^3"
 if [ "$PEAK_GF" = nan ]; then PEAK_GF=$(median 1536x1536x1536 "$OUT/gemm.cpu"); PEAK_FROM="cpu backend at 1536^3 (no numpy)"; fi
 
 # ---- 3. seconds per training step: ref, cpu, PyTorch -------------------------------------
-# per-step time = (wall time of S2 steps - that of S1 steps) / (S2 - S1): model set-up,
-# initialisation and the first step's page faults cancel out; prints "plain checkpointed"
-step_time() { # step_time CASE BACKEND S1 S2 [extra options]
-    f=$1; be=$2; s1=$3; s2=$4; shift 4
-    for s in "$s1" "$s2"; do
-        "$PROG" run "$f" --backend "$be" "$@" --dtype fp32 --steps "$s" --quiet \
-            --report "$OUT/st.$s.json" >/dev/null 2>&1 || { echo "nan nan"; return; }
-    done
-    a=$(field "$OUT/st.$s1.json" plain wall_time_s); b=$(field "$OUT/st.$s2.json" plain wall_time_s)
-    c=$(field "$OUT/st.$s1.json" checkpointed wall_time_s); d=$(field "$OUT/st.$s2.json" checkpointed wall_time_s)
-    awk -v a="$a" -v b="$b" -v c="$c" -v d="$d" -v s1="$s1" -v s2="$s2" \
-        'BEGIN { printf "%.4f %.4f", (b - a) / (s2 - s1), (d - c) / (s2 - s1) }'
+# A step's time is the median of a run's step_wall_s past its first step (the first pays the
+# page faults of fresh buffers), the way torch_bench.py times PyTorch's steps. Each round
+# times cpu and then PyTorch back to back, and the ratios (cpu/torch, checkpointed/plain)
+# are taken within a round: on a shared machine the speed drifts by tens of percent over
+# minutes, and a ratio of two figures taken minutes apart would carry that drift.
+# steps_median FILE RUN: the median of RUN's step_wall_s without its first step
+steps_median() {
+    awk -v run="\"$2\":" '
+        index($0, run) { inrun = 1 }
+        inrun && index($0, "\"step_wall_s\":") {
+            v = $0; sub(/.*\[/, "", v); sub(/\].*/, "", v)
+            k = split(v, a, /, */); n = 0
+            for (i = (k > 1 ? 2 : 1); i <= k; i++) t[n++] = a[i] + 0
+            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x }
+            print (n % 2 ? t[int(n / 2)] : (t[n / 2 - 1] + t[n / 2]) / 2); exit }
+        END { if (!inrun) print "nan" }' "$1"
+}
+# step_times CASE BACKEND STEPS [extra options]: prints "plain checkpointed" step times
+step_times() {
+    f=$1; be=$2; s=$3; shift 3
+    "$PROG" run "$f" --backend "$be" "$@" --dtype fp32 --steps "$s" --quiet \
+        --report "$OUT/st.json" >/dev/null 2>&1 || { echo "nan nan"; return; }
+    echo "$(steps_median "$OUT/st.json" plain) $(steps_median "$OUT/st.json" checkpointed)"
 }
 echo
-echo "seconds per training step (fp32, one SGD step), $THREADS threads, cpu ISA path $ISA; cpu: median of"
-echo "$ROUNDS measurements, ckpt/plain: the checkpointed run's step over the plain one's (floor about"
-echo "1.33 for one extra forward); peak: $PEAK_FROM, $PEAK_GF GFLOP/s"
+echo "seconds per training step (fp32, one SGD step), $THREADS threads, cpu ISA path $ISA; the median"
+echo "of 3 steps after a first, cpu and PyTorch timed back to back in each of $ROUNDS rounds; cpu_s,"
+echo "torch_s: medians over the rounds; ckpt/pl (the checkpointed step over the plain one's; floor"
+echo "about 1.33 for one extra forward) and cpu/torch: medians of the rounds' ratios; peak:"
+echo "$PEAK_FROM, $PEAK_GF GFLOP/s"
 [ -n "$TORCH_PY" ] || echo "(no PyTorch: its columns are skipped)"
 printf '%-20s %7s %8s %8s %8s %9s %8s %9s %8s %6s\n' model GFLOP ref_s cpu_s ckpt/pl torch_s cpu/ref cpu/torch cpu_GF/s %peak
 # model CASE TORCH_NAME GFLOP: GFLOP of one step (forward + backward, no gradient for the
@@ -146,28 +160,32 @@ printf '%-20s %7s %8s %8s %8s %9s %8s %9s %8s %6s\n' model GFLOP ref_s cpu_s ckp
 # counts in torch_bench.py)
 model() {
     f="$ROOT/tests/bench/cases/$1.json"
-    set -- "$@" $(step_time "$f" ref 1 2)
-    ref_s=$4
-    : >"$OUT/cpu.times"
-    for r in $(seq "$ROUNDS"); do step_time "$f" cpu 1 3 --threads "$THREADS" >>"$OUT/cpu.times"; echo >>"$OUT/cpu.times"; done
-    torch_s=nan
-    if [ -n "$TORCH_PY" ]; then
-        torch_s=$(pyrun "$TORCH_PY" "$ROOT/tests/bench/torch_bench.py" --threads "$THREADS" "$2" 2>/dev/null | awk '{print $2}')
-        [ -n "$torch_s" ] || torch_s=nan
-    fi
-    awk -v m="$1" -v gf="$3" -v r="$ref_s" -v t="$torch_s" -v pk="$PEAK_GF" '
-        NF == 2 { p[n] = $1; q[n] = $2; n++ }
+    ref_s=$(step_times "$f" ref 2 | awk '{print $1}')
+    : >"$OUT/rounds"
+    for r in $(seq "$ROUNDS"); do
+        t=$(step_times "$f" cpu 4 --threads "$THREADS")
+        torch_s=nan
+        if [ -n "$TORCH_PY" ]; then
+            torch_s=$(pyrun "$TORCH_PY" "$ROOT/tests/bench/torch_bench.py" --threads "$THREADS" "$2" 2>/dev/null | awk '{print $2}')
+            [ -n "$torch_s" ] || torch_s=nan
+        fi
+        echo "$t $torch_s" >>"$OUT/rounds"
+    done
+    awk -v m="$1" -v gf="$3" -v r="$ref_s" -v pk="$PEAK_GF" '
+        function med(v, n,   i, j, x) {
+            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
+            return n ? (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2) : "nan" }
+        $1 != "nan" && $1 > 0 {
+            p[n] = $1; k[n] = $2 / $1; n++
+            if ($3 != "nan" && $3 > 0) { t[nt] = $3; q[nt] = $1 / $3; nt++ } }
         END {
-            for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) {
-                if (p[j] < p[i]) { x = p[i]; p[i] = p[j]; p[j] = x }
-                if (q[j] < q[i]) { x = q[i]; q[i] = q[j]; q[j] = x } }
-            c = n ? p[int((n - 1) / 2)] : 0; k = n ? q[int((n - 1) / 2)] : 0
+            c = med(p, n); o = med(k, n); ts = med(t, nt); ct = med(q, nt)
             printf "%-20s %7.2f %8.3f %8.3f %8s %9s %8s %9s %8.1f %5.0f%%\n", m, gf, r, c,
-                (c > 0 ? sprintf("%.2f", k / c) : "-"),
-                (t == "nan" ? "-" : sprintf("%.3f", t)),
-                (r > 0 ? sprintf("%.3f", c / r) : "-"),
-                (t != "nan" && t > 0 ? sprintf("%.3f", c / t) : "-"),
-                (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0) }' "$OUT/cpu.times"
+                (n ? sprintf("%.2f", o) : "-"),
+                (nt ? sprintf("%.3f", ts) : "-"),
+                (r > 0 && c > 0 ? sprintf("%.3f", c / r) : "-"),
+                (nt ? sprintf("%.3f", ct) : "-"),
+                (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0) }' "$OUT/rounds"
 }
 model mlp_4x1024 mlp 5.905580032
 model seed_unet_64x64x32 seed 20.10120192
