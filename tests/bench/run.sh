@@ -153,7 +153,7 @@ echo "torch_s: medians over the rounds; ckpt/pl (the checkpointed step over the 
 echo "about 1.33 for one extra forward) and cpu/torch: medians of the rounds' ratios; peak:"
 echo "$PEAK_FROM, $PEAK_GF GFLOP/s"
 [ -n "$TORCH_PY" ] || echo "(no PyTorch: its columns are skipped)"
-printf '%-20s %7s %8s %8s %8s %9s %8s %9s %8s %6s\n' model GFLOP ref_s cpu_s ckpt/pl torch_s cpu/ref cpu/torch cpu_GF/s %peak
+printf '%-20s %7s %8s %8s %8s %9s %8s %9s %8s %6s  %s\n' model GFLOP ref_s cpu_s ckpt/pl torch_s cpu/ref cpu/torch cpu_GF/s %peak "rounds' ckpt/pl, cpu/torch"
 # model CASE TORCH_NAME GFLOP: GFLOP of one step (forward + backward, no gradient for the
 # model input): mlp 11 GEMMs of 2*256*1024*1024; seed 2 * (2 * 14.16M + 59 * 3 * 56.62M)
 # MACs; unet2d 2 * 4 * (2 * 1524.63M + 1510.47M) MACs; gpt 2 * 2868.9M MACs (per-layer
@@ -175,17 +175,20 @@ model() {
         function med(v, n,   i, j, x) {
             for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
             return n ? (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2) : "nan" }
+        BEGIN { n = 0; nt = 0 } # numeric: an unset n as a subscript is "", not 0 (mawk)
         $1 != "nan" && $1 > 0 {
             p[n] = $1; k[n] = $2 / $1; n++
             if ($3 != "nan" && $3 > 0) { t[nt] = $3; q[nt] = $1 / $3; nt++ } }
         END {
-            c = med(p, n); o = med(k, n); ts = med(t, nt); ct = med(q, nt)
-            printf "%-20s %7.2f %8.3f %8.3f %8s %9s %8s %9s %8.1f %5.0f%%\n", m, gf, r, c,
+            c = med(p, n); o = med(k, n); ts = med(t, nt); ct = med(q, nt) # med sorts
+            printf "%-20s %7.2f %8.3f %8.3f %8s %9s %8s %9s %8.1f %5.0f%%  %s, %s\n", m, gf, r, c,
                 (n ? sprintf("%.2f", o) : "-"),
                 (nt ? sprintf("%.3f", ts) : "-"),
                 (r > 0 && c > 0 ? sprintf("%.3f", c / r) : "-"),
                 (nt ? sprintf("%.3f", ct) : "-"),
-                (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0) }' "$OUT/rounds"
+                (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0),
+                (n ? sprintf("%.2f-%.2f", k[0], k[n - 1]) : "-"),
+                (nt ? sprintf("%.2f-%.2f", q[0], q[nt - 1]) : "-") }' "$OUT/rounds"
 }
 model mlp_4x1024 mlp 5.905580032
 model seed_unet_64x64x32 seed 20.10120192
