@@ -96,26 +96,37 @@ esac
 SHAPES="1024x1024x1024 1536x1536x1536 2048x2048x2048 256x1024x1024t 256x1024x1024 1024x1024x256a 512x384x384t 512x1536x384t 512x384x1536t 384x384x512a 1536x384x512a conv:4,32,32,128,128 conv:4,64,64,64,64 conv:4,128,128,32,32"
 : >"$OUT/gemm.cpu"; : >"$OUT/gemm.np"
 ISA=?
+# lines "ROUND SHAPE GFLOP/s", so that the ratio can be taken within a round
 for r in $(seq "$ROUNDS"); do
     "$PEAK" "$THREADS" $SHAPES >"$OUT/g.cpu" 2>/dev/null && {
-        ISA=$(awk '$1 == "isa" { print $2 }' "$OUT/g.cpu"); grep -v '^isa ' "$OUT/g.cpu" >>"$OUT/gemm.cpu"; }
-    [ -n "$NUMPY_PY" ] && pyrun "$NUMPY_PY" "$ROOT/tests/bench/numpy_sgemm.py" $SHAPES >>"$OUT/gemm.np" 2>/dev/null
+        ISA=$(awk '$1 == "isa" { print $2 }' "$OUT/g.cpu"); grep -v '^isa ' "$OUT/g.cpu" | sed "s/^/$r /" >>"$OUT/gemm.cpu"; }
+    [ -n "$NUMPY_PY" ] && pyrun "$NUMPY_PY" "$ROOT/tests/bench/numpy_sgemm.py" $SHAPES 2>/dev/null | sed "s/^/$r /" >>"$OUT/gemm.np"
 done
 # median SHAPE FILE: the median GFLOP/s of SHAPE's lines in FILE, or nan
 median() {
-    awk -v s="$1" '$1 == s { v[n++] = $2 } END {
+    awk -v s="$1" 'BEGIN { n = 0 } $2 == s { v[n++] = $3 } END {
         if (!n) { print "nan"; exit }
         for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
         print (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2) }' "$2"
 }
+# ratio_median SHAPE: the median over the rounds of cpu / numpy within the round, or nan
+ratio_median() {
+    awk -v s="$1" 'BEGIN { k = 0 } FNR == 1 { f++ } $2 == s { if (f == 1) c[$1] = $3; else np[$1] = $3 }
+        END {
+            for (r in c) if ((r in np) && np[r] > 0) v[k++] = c[r] / np[r]
+            if (!k) { print "nan"; exit }
+            for (i = 0; i < k; i++) for (j = i + 1; j < k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            print (k % 2 ? v[int(k / 2)] : (v[k / 2 - 1] + v[k / 2]) / 2) }' "$OUT/gemm.cpu" "$OUT/gemm.np"
+}
 echo
 echo "GEMM GFLOP/s, $THREADS threads, median of $ROUNDS rounds (cpu ISA path $ISA; conv: implicit GEMM"
-echo "with padding and packing, numpy: the bare GEMMs, im2col not counted)"
+echo "with padding and packing, numpy: the bare GEMMs, im2col not counted); cpu/numpy: the median"
+echo "of the rounds' ratios (cpu and numpy run back to back in each round)"
 printf '%-24s %10s %10s %10s\n' shape cpu numpy cpu/numpy
 for sh in $SHAPES; do
-    c=$(median "$sh" "$OUT/gemm.cpu"); n=$(median "$sh" "$OUT/gemm.np")
-    awk -v s="$sh" -v c="$c" -v n="$n" 'BEGIN { printf "%-24s %10s %10s %10s\n", s, c,
-        (n == "nan" ? "-" : n), (n != "nan" && n > 0 && c != "nan" ? sprintf("%.2f", c / n) : "-") }'
+    c=$(median "$sh" "$OUT/gemm.cpu"); n=$(median "$sh" "$OUT/gemm.np"); q=$(ratio_median "$sh")
+    awk -v s="$sh" -v c="$c" -v n="$n" -v q="$q" 'BEGIN { printf "%-24s %10s %10s %10s\n", s, c,
+        (n == "nan" ? "-" : n), (q == "nan" ? "-" : sprintf("%.2f", q)) }'
 done
 PEAK_GF=$(median 1536x1536x1536 "$OUT/gemm.np")
 PEAK_FROM="numpy at 1536^3"
