@@ -68,14 +68,7 @@ ck_status cpu_backward_relu_over_input(const cpu_ctx *c, ref_host_bwd_fn fn,
     const int64_t tasks = (words + WORDS_PER_TASK - 1) / WORDS_PER_TASK;
     cpk_parallel(c->pool, tasks, mask_take_task, &j);
     cpu_mem_zero(c->pool, g->din[0]->data, ck_tensor_bytes(g->din[0]));
-    /* the ordinary input gradient, with the input hidden (it does not read it) */
-    ck_tensor hidden = *io->in[0];
-    hidden.data = NULL;
-    ck_op_io dx_io = *io;
-    dx_io.in[0] = &hidden;
-    ck_op_grads dx_g = *g;
-    dx_g.din0_relu_over_input = false;
-    ck_status st = fn(c, op, args, &dx_io, &dx_g, err);
+    ck_status st = ref_backward_input0_hidden(fn, c, op, args, io, g, err);
     if (st == CK_OK) {
         j.v = g->din[0]->data;
         cpk_parallel(c->pool, tasks, mask_apply_task, &j);

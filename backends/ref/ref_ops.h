@@ -89,6 +89,12 @@ void ref_relu_mask_free(ref_relu_mask *m);
 typedef ck_status (*ref_host_bwd_fn)(const void *ctx, const ck_op_params *op,
                                 const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
                                 ck_error *err);
+/* fn's ordinary backward of a fused relu's op (g: din0_relu_over_input) with in[0], the
+ * relu's output, hidden (data NULL: an input gradient does not read it) and the flag off:
+ * the input gradient accumulated into din[0] (shared by the host backends' fused relu) */
+ck_status ref_backward_input0_hidden(ref_host_bwd_fn fn, const void *ctx, const ck_op_params *op,
+                                     const ck_fwd_args *args, const ck_op_io *io,
+                                     const ck_op_grads *g, ck_error *err);
 ck_status ref_backward_relu_over_input(ref_host_bwd_fn fn, const void *ctx, const ck_op_params *op,
                                        const ck_fwd_args *args, const ck_op_io *io,
                                        ck_op_grads *g, ck_error *err);

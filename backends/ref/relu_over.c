@@ -63,6 +63,19 @@ void ref_relu_mask_free(ref_relu_mask *m)
     m->bits = NULL;
 }
 
+ck_status ref_backward_input0_hidden(ref_host_bwd_fn fn, const void *ctx, const ck_op_params *op,
+                                     const ck_fwd_args *args, const ck_op_io *io,
+                                     const ck_op_grads *g, ck_error *err)
+{
+    ck_tensor hidden = *io->in[0];
+    hidden.data = NULL;
+    ck_op_io dx_io = *io;
+    dx_io.in[0] = &hidden;
+    ck_op_grads dx_g = *g;
+    dx_g.din0_relu_over_input = false;
+    return fn(ctx, op, args, &dx_io, &dx_g, err);
+}
+
 ck_status ref_backward_relu_over_input(ref_host_bwd_fn fn, const void *ctx, const ck_op_params *op,
                                        const ck_fwd_args *args, const ck_op_io *io,
                                        ck_op_grads *g, ck_error *err)
@@ -71,14 +84,7 @@ ck_status ref_backward_relu_over_input(ref_host_bwd_fn fn, const void *ctx, cons
     ref_relu_mask m;
     CK_TRY(ref_relu_mask_take(ck_op_kind_name(op->kind), io->in[0], &m, err));
     memset(g->din[0]->data, 0, ck_tensor_bytes(g->din[0])); /* +0 in every float dtype */
-    /* the ordinary input gradient, with the input hidden (it does not read it) */
-    ck_tensor hidden = *io->in[0];
-    hidden.data = NULL;
-    ck_op_io dx_io = *io;
-    dx_io.in[0] = &hidden;
-    ck_op_grads dx_g = *g;
-    dx_g.din0_relu_over_input = false;
-    ck_status st = fn(ctx, op, args, &dx_io, &dx_g, err);
+    ck_status st = ref_backward_input0_hidden(fn, ctx, op, args, io, g, err);
     if (st != CK_OK) {
         ref_relu_mask_free(&m);
         return st;
