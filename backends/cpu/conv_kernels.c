@@ -10,9 +10,10 @@
  *                 transposed kernel; other strides: an implicit GEMM whose B holds zero
  *                 for the taps that fall between strided outputs)
  * with (c, k) / (f, k') ascending. The direct kernel (small channel counts: outputs
- * register-blocked 4 channels x up to 24 positions, vectorised along the innermost
- * spatial dim) and the implicit GEMM (large ones: B packed straight from the padded input)
- * evaluate exactly that chain, so the choice between them never changes a bit.
+ * register-blocked 4 channels x up to 24 positions on AVX2, 4 channels x up to 4 rows x
+ * up to 64 positions on AVX-512, vectorised along the innermost spatial dim) and the
+ * implicit GEMM (large ones: B packed straight from the padded input) evaluate exactly
+ * that chain, so the choice between them never changes a bit.
  *
  * Weight gradient: dW[f,c,k] = sum_{n, o} dy[n,f,o] * xp[n,c, o*s + k*dil]. Positions are
  * grouped into planes (n, o0); within a plane, lane l (of 8) sums, as one fp32 fma chain,
