@@ -1020,11 +1020,6 @@ START_TEST(relu_backward_is_fused_only_where_nothing_else_reads)
 }
 END_TEST
 
-
-/* The move of a concat's first input's gradient inside the concat's output gradient
- * (ck_exec_concat_grad_move) against the concat kernel adding its part of dy to a zeroed
- * gradient, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN, infinities
- * and subnormals, over 3 rows whose parts move in 4, 2 and 2 overlapping chunks. */
 /* The forward move of a concat's first input from the end of the concat's buffer into
  * place (ck_exec_concat_forward_move) plus the copy of the other input, against the concat
  * kernel's forward, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN,
@@ -1091,6 +1086,10 @@ START_TEST(concat_forward_move_has_the_concat_kernels_bits)
 }
 END_TEST
 
+/* The move of a concat's first input's gradient inside the concat's output gradient
+ * (ck_exec_concat_grad_move) against the concat kernel adding its part of dy to a zeroed
+ * gradient, on the cpu and ref backends in fp32, fp16 and bf16, with -0, NaN, infinities
+ * and subnormals, over 3 rows whose parts move in 4, 2 and 2 overlapping chunks. */
 START_TEST(concat_gradient_move_has_the_concat_kernels_bits)
 {
     static const double vals[] = {-0.0, 0.0, 1.5, -2.25, 1e-40, -1e-42, 6e-8, -3e-5,

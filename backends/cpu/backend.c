@@ -290,7 +290,7 @@ ck_status ck_backend_cpu_create_with(ck_backend **out, int threads, const char *
     b->forward = cpu_forward;
     b->backward = cpu_backward;
     ref_install_training(b); /* losses: the reference's */
-    b->convert = cpu_conv_dtype; /* fp32 threaded, the reference's bits (relu_over.c) */
+    b->convert = cpu_conv_dtype; /* fp32 threaded, the reference's bits (convert.c) */
     b->optimizer_step = cpu_optim; /* fp32 threaded, the reference's bits (optim.c) */
     b->info = cpu_info;
     b->destroy = cpu_destroy;

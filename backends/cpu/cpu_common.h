@@ -78,7 +78,7 @@ ck_status cpu_backward_relu_over_input(const cpu_ctx *c, ref_host_bwd_fn fn,
                                        const ck_op_params *op, const ck_fwd_args *args,
                                        const ck_op_io *io, ck_op_grads *g, ck_error *err);
 /* backend.h's convert: fp32 to fp32 split across c's threads with the reference's double
- * arithmetic (relu_over.c); other dtypes the reference's own */
+ * arithmetic (convert.c); other dtypes the reference's own */
 ck_status cpu_convert(const cpu_ctx *c, ck_tensor *dst, const ck_tensor *src, double scale,
                       bool accumulate, ck_error *err);
 /* ---- tensor memory (memory.c): host memory whose freed blocks of 256 KiB to 64 MiB are

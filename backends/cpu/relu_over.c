@@ -1,8 +1,8 @@
 /*
  * The cpu backend's fused relu backward (backend.h: ck_op_grads.din0_relu_over_input) in
- * fp32, and its fp32 convert: both the reference's operations element by element, split
- * into fixed element ranges across the pool's threads (element-wise: the split cannot
- * change a bit). Other dtypes go to the reference's own code.
+ * fp32: the reference's operations element by element, split into fixed element ranges
+ * across the pool's threads (element-wise: the split cannot change a bit). Other dtypes go
+ * to the reference's own code.
  *
  * Fused relu: the relu's mask is taken as one bit per element, !(r[k] <= 0) (NaN passes),
  * before anything writes the buffer; the buffer is zeroed and the ordinary input gradient
@@ -13,7 +13,6 @@
 #include "backends/cpu/cpu_common.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define WORDS_PER_TASK 2048 /* 65536 elements */
 
@@ -54,9 +53,9 @@ ck_status cpu_backward_relu_over_input(const cpu_ctx *c, ref_host_bwd_fn fn,
                                        const ck_op_params *op, const ck_fwd_args *args,
                                        const ck_op_io *io, ck_op_grads *g, ck_error *err)
 {
-    if (io->in[0]->dtype != CK_F32 || !g->din[0] || g->din[0]->dtype != CK_F32)
-        return ref_backward_relu_over_input(fn, c, op, args, io, g, err);
     CK_TRY(ck_opc_relu_over_input(op, io, g, err));
+    if (io->in[0]->dtype != CK_F32 || g->din[0]->dtype != CK_F32)
+        return ref_backward_relu_over_input(fn, c, op, args, io, g, err);
     const int64_t n = ck_shape_numel(&io->in[0]->shape);
     const int64_t words = n / 32 + 1;
     uint32_t *bits = malloc((size_t)words * sizeof *bits);
@@ -75,42 +74,4 @@ ck_status cpu_backward_relu_over_input(const cpu_ctx *c, ref_host_bwd_fn fn,
     }
     free(bits);
     return st;
-}
-
-// ----------------------------------------------------------------------------
-// convert (backend.h): fp32 to fp32 with the reference's double arithmetic
-
-typedef struct {
-    float *d;
-    const float *s;
-    double scale;
-    bool accumulate;
-    int64_t n;
-} convert_job;
-
-#define ELEMS_PER_TASK 65536
-
-static void convert_task(void *vctx, int64_t task, int tid)
-{
-    (void)tid;
-    const convert_job *j = vctx;
-    const int64_t i0 = task * ELEMS_PER_TASK;
-    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
-    if (j->accumulate) /* old + v rounded once, v = s * scale in double (ref_acc) */
-        for (int64_t i = i0; i < i1; i++)
-            j->d[i] = (float)((double)j->d[i] + (double)j->s[i] * j->scale);
-    else
-        for (int64_t i = i0; i < i1; i++)
-            j->d[i] = (float)((double)j->s[i] * j->scale);
-}
-
-ck_status cpu_convert(const cpu_ctx *c, ck_tensor *dst, const ck_tensor *src, double scale,
-                      bool accumulate, ck_error *err)
-{
-    if (dst->dtype != CK_F32 || src->dtype != CK_F32 || !ck_shape_equal(&dst->shape, &src->shape))
-        return ref_convert(dst, src, scale, accumulate, err); /* its checks and messages */
-    convert_job j = {dst->data, src->data, scale, accumulate, ck_shape_numel(&dst->shape)};
-    if (j.n > 0)
-        cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, convert_task, &j);
-    return CK_OK;
 }
