@@ -166,6 +166,10 @@ static void add_run(ck_json_builder *b, cJSON *runs, const char *key, const ck_r
         for (int i = 0; i < run->steps && run->step_wall_s; i++)
             if (step_listed(run, i)) /* long runs: the first and last 50 (loss_steps) */
                 ck_json_add_real(b, sw, NULL, run->step_wall_s[i]);
+        cJSON *tw = ck_json_add_array(b, o, "train_wall_s");
+        for (int i = 0; i < run->steps && run->train_wall_s; i++)
+            if (step_listed(run, i))
+                ck_json_add_real(b, tw, NULL, run->train_wall_s[i]);
     }
     /* live activation bytes over the run's allocator events (engine/alloc.h) */
     cJSON *tl = ck_json_add_object(b, o, "memory_timeline");

@@ -121,5 +121,6 @@ void ck_record_free(ck_record *rec)
     free(rec->losses);
     free(rec->scales);
     free(rec->step_wall_s);
+    free(rec->train_wall_s);
     memset(rec, 0, sizeof *rec);
 }

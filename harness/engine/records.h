@@ -49,6 +49,7 @@ typedef struct {
     int first_other_dtype_layer;
     double wall_time_s;
     double *step_wall_s;   /* per step (steps entries), seconds */
+    double *train_wall_s;  /* per step: the part of step_wall_s that trains (train.c) */
     ck_mem_trace mem;      /* live activation bytes over the run (alloc.h) */
     ck_act_nonfinite act_nonfinite; /* NaN/Inf in layer outputs and output gradients */
 } ck_record;

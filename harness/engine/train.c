@@ -215,8 +215,9 @@ ck_status ck_trainer_begin(ck_trainer *t, ck_backend *b, const ck_graph *g, cons
     rec->losses = calloc((size_t)rec->steps, sizeof *rec->losses);
     rec->scales = calloc((size_t)rec->steps, sizeof *rec->scales);
     rec->step_wall_s = calloc((size_t)rec->steps, sizeof *rec->step_wall_s);
+    rec->train_wall_s = calloc((size_t)rec->steps, sizeof *rec->train_wall_s);
     ck_status st = CK_OK;
-    if (!rec->losses || !rec->scales || !rec->step_wall_s) {
+    if (!rec->losses || !rec->scales || !rec->step_wall_s || !rec->train_wall_s) {
         st = ck_fail(err, CK_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -271,8 +272,12 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     double loss = 0.0, step_t0 = now_s();
     ck_status st;
     if ((st = make_data(b, t->g, t->dtype, t->round_to, step, &input, &target, err)) != CK_OK ||
-        (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK) ||
-        (st = ck_model_zero_grads(&t->model, err)) != CK_OK ||
+        (dump && (st = ck_dump_data(dump, b, &input, &target, step, err)) != CK_OK))
+        goto out;
+    /* the training (train_wall_s): what a framework's step does, from zeroing the
+     * gradients to the optimizer's update; the data draw and the records are the harness's */
+    double train_t0 = now_s();
+    if ((st = ck_model_zero_grads(&t->model, err)) != CK_OK ||
         (st = ck_model_cast_params(&t->model, err)) != CK_OK ||
         (t->round_to != CK_F32 &&
          (st = ck_model_round_cast_params(&t->model, t->round_to, err)) != CK_OK) ||
@@ -280,12 +285,14 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
                            true, &loss, err)) != CK_OK ||
         (st = ck_model_unscale_grads(&t->model, t->scale, err)) != CK_OK)
         goto out;
+    double train_s = now_s() - train_t0;
     ck_free_data(b, &input, &target);
     const int at = t->latest_step_only ? 0 : step; /* this step's slot in the per-step arrays */
     rec->losses[at] = loss;
     int first_grad = rec->n;
     if ((st = ck_record_after_backward(rec, &t->model, step, loss, err)) != CK_OK)
         goto out;
+    train_t0 = now_s(); /* the loss scaler's scan and the update are training again */
     /* a loss scaler skips a step whose gradients hold inf or NaN (GradScaler) */
     bool finite = true; /* read only under a loss scaler */
     for (int k = first_grad; c->loss_scale != CK_SCALE_NONE && k < rec->n && finite; k++)
@@ -308,6 +315,7 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
             t->clean_steps = 0;
         }
     }
+    train_s += now_s() - train_t0;
     if ((st = ck_record_params(rec, &t->model, step, err)) != CK_OK)
         goto out;
     if (dump && (st = ck_dump_step(dump, rec, first_grad, step, err)) != CK_OK)
@@ -318,6 +326,7 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
         (st = ck_dump_optimizer(dump, &t->model, &c->optimizer, step, err)) != CK_OK)
         goto out;
     rec->step_wall_s[at] = now_s() - step_t0;
+    rec->train_wall_s[at] = train_s;
 out:
     ck_free_data(b, &input, &target);
     t->busy_s += now_s() - step_t0; /* a run's own time, also when runs take turns */

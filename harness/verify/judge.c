@@ -42,6 +42,8 @@ void ck_fill_summary(ck_run_summary *s, const char *label, ck_record *rec)
     s->wall_time_s = rec->wall_time_s;
     s->step_wall_s = rec->step_wall_s;
     rec->step_wall_s = NULL;
+    s->train_wall_s = rec->train_wall_s;
+    rec->train_wall_s = NULL;
     s->mem = rec->mem;
 }
 

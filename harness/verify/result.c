@@ -33,6 +33,8 @@ void ck_result_free(ck_result *r)
     free(r->ckpt.scales);
     free(r->plain.step_wall_s);
     free(r->ckpt.step_wall_s);
+    free(r->plain.train_wall_s);
+    free(r->ckpt.train_wall_s);
     for (int i = 0; i < r->n_vs_fp32 && r->vs_fp32; i++)
         free(r->vs_fp32[i].name);
     free(r->vs_fp32);

@@ -26,6 +26,7 @@ typedef struct {
     int64_t recomputed_layers; /* layer forwards run as recomputation, over all steps */
     double wall_time_s;    /* excluded from determinism checks */
     double *step_wall_s;   /* steps entries; excluded from determinism checks */
+    double *train_wall_s;  /* steps entries: the training part of each step_wall_s */
     ck_mem_trace mem;      /* live activation bytes over the run (engine/alloc.h) */
     ck_scale_step *scales; /* steps entries */
     int64_t recomputed_other_dtype; /* recomputations run in fp32 while the forward ran low */

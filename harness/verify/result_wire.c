@@ -270,6 +270,7 @@ static void io_summary(wio *x, ck_run_summary *s, const char *label)
     io_i64(x, &s->recomputed_layers, "run.recomputed_layers");
     io_f64(x, &s->wall_time_s, "run.wall_time_s");
     io_step_doubles(x, &s->step_wall_s, s->steps, "run.step_wall_s");
+    io_step_doubles(x, &s->train_wall_s, s->steps, "run.train_wall_s");
     io_mem_trace(x, &s->mem);
     if (io_present(x, s->scales, "run.scales")) {
         if (x->reading &&

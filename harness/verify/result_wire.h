@@ -19,8 +19,9 @@
 #include "harness/verify/result.h"
 
 #define CK_RESULT_WIRE_MAGIC "CKRESULT"
-#define CK_RESULT_WIRE_VERSION 3 /* 2: each run's predicted peak and held bytes; 3: how
-                                    plain-equivalence was established */
+#define CK_RESULT_WIRE_VERSION 4 /* 2: each run's predicted peak and held bytes; 3: how
+                                    plain-equivalence was established; 4: each step's
+                                    training seconds */
 
 /* Appends r's encoding to w (w->failed when out of memory). */
 void ck_result_encode(const ck_result *r, ck_wire_out *w);

@@ -133,16 +133,20 @@ PEAK_FROM="numpy at 1536^3"
 if [ "$PEAK_GF" = nan ]; then PEAK_GF=$(median 1536x1536x1536 "$OUT/gemm.cpu"); PEAK_FROM="cpu backend at 1536^3 (no numpy)"; fi
 
 # ---- 3. seconds per training step: ref, cpu, PyTorch -------------------------------------
-# A step's time is the median of a run's step_wall_s past its first step (the first pays the
-# page faults of fresh buffers), the way torch_bench.py times PyTorch's steps. Each round
+# A step's time is the median of a run's train_wall_s past its first step (the first pays the
+# page faults of fresh buffers), the way torch_bench.py times PyTorch's steps: train_wall_s
+# is the part of step_wall_s that does what torch_bench.py's step does (zero the gradients,
+# forward, loss, backward, update); the rest of step_wall_s is the harness's own work (the
+# seeded draw of the step's input and target, the records' copies), shown as cpu_step_s. Each round
 # times cpu and then PyTorch back to back, and the ratios (cpu/torch, checkpointed/plain)
 # are taken within a round: on a shared machine the speed drifts by tens of percent over
 # minutes, and a ratio of two figures taken minutes apart would carry that drift.
-# steps_median FILE RUN: the median of RUN's step_wall_s without its first step
+# steps_median FILE RUN KEY: the median of RUN's KEY (step_wall_s, train_wall_s) without
+# its first step
 steps_median() {
-    awk -v run="\"$2\":" '
+    awk -v run="\"$2\":" -v key="\"$3\":" '
         index($0, run) { inrun = 1 }
-        inrun && index($0, "\"step_wall_s\":") {
+        inrun && index($0, key) {
             v = $0; sub(/.*\[/, "", v); sub(/\].*/, "", v)
             k = split(v, a, /, */); n = 0
             for (i = (k > 1 ? 2 : 1); i <= k; i++) t[n++] = a[i] + 0
@@ -150,21 +154,27 @@ steps_median() {
             print (n % 2 ? t[int(n / 2)] : (t[n / 2 - 1] + t[n / 2]) / 2); exit }
         END { if (!inrun) print "nan" }' "$1"
 }
-# step_times CASE BACKEND STEPS [extra options]: prints "plain checkpointed" step times
+# step_times CASE BACKEND STEPS [extra options]: prints "plain checkpointed plain_whole":
+# the training times of the plain and checkpointed steps, and the plain run's whole step
 step_times() {
     f=$1; be=$2; s=$3; shift 3
     "$PROG" run "$f" --backend "$be" "$@" --dtype fp32 --steps "$s" --quiet \
-        --report "$OUT/st.json" >/dev/null 2>&1 || { echo "nan nan"; return; }
-    echo "$(steps_median "$OUT/st.json" plain) $(steps_median "$OUT/st.json" checkpointed)"
+        --report "$OUT/st.json" >/dev/null 2>&1 || { echo "nan nan nan"; return; }
+    echo "$(steps_median "$OUT/st.json" plain train_wall_s)" \
+        "$(steps_median "$OUT/st.json" checkpointed train_wall_s)" \
+        "$(steps_median "$OUT/st.json" plain step_wall_s)"
 }
 echo
 echo "seconds per training step (fp32, one SGD step), $THREADS threads, cpu ISA path $ISA; the median"
-echo "of 3 steps after a first, cpu and PyTorch timed back to back in each of $ROUNDS rounds; cpu_s,"
-echo "torch_s: medians over the rounds; ckpt/pl (the checkpointed step over the plain one's; floor"
-echo "about 1.33 for one extra forward) and cpu/torch: medians of the rounds' ratios; peak:"
+echo "of 3 steps after a first, cpu and PyTorch timed back to back in each of $ROUNDS rounds; ref_s,"
+echo "cpu_s: the training part of the step (train_wall_s: zero grads, forward, loss, backward,"
+echo "update, what torch_s times); cpu_step_s: the whole plain step (step_wall_s: also the seeded"
+echo "draw of the step's data and the records' copies); cpu_s, cpu_step_s, torch_s: medians over"
+echo "the rounds; ckpt/pl (the checkpointed training over the plain one's; floor about 1.33 for"
+echo "one extra forward), cpu/torch and step/torch: medians of the rounds' ratios; peak:"
 echo "$PEAK_FROM, $PEAK_GF GFLOP/s"
 [ -n "$TORCH_PY" ] || echo "(no PyTorch: its columns are skipped)"
-printf '%-20s %7s %8s %8s %8s %9s %8s %9s %8s %6s  %s\n' model GFLOP ref_s cpu_s ckpt/pl torch_s cpu/ref cpu/torch cpu_GF/s %peak "rounds' ckpt/pl, cpu/torch"
+printf '%-20s %7s %8s %8s %8s %10s %9s %8s %9s %10s %8s %6s  %s\n' model GFLOP ref_s cpu_s ckpt/pl cpu_step_s torch_s cpu/ref cpu/torch step/torch cpu_GF/s %peak "rounds' ckpt/pl, cpu/torch"
 # model CASE TORCH_NAME GFLOP: GFLOP of one step (forward + backward, no gradient for the
 # model input): mlp 11 GEMMs of 2*256*1024*1024; seed 2 * (2 * 14.16M + 59 * 3 * 56.62M)
 # MACs; unet2d 2 * 4 * (2 * 1524.63M + 1510.47M) MACs; gpt 2 * 2868.9M MACs (per-layer
@@ -187,16 +197,19 @@ model() {
             for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
             return n ? (n % 2 ? v[int(n / 2)] : (v[n / 2 - 1] + v[n / 2]) / 2) : "nan" }
         BEGIN { n = 0; nt = 0 } # numeric: an unset n as a subscript is "", not 0 (mawk)
+        # a round: plain training, checkpointed training, plain whole step, torch
         $1 != "nan" && $1 > 0 {
-            p[n] = $1; k[n] = $2 / $1; n++
-            if ($3 != "nan" && $3 > 0) { t[nt] = $3; q[nt] = $1 / $3; nt++ } }
+            p[n] = $1; k[n] = $2 / $1; w[n] = $3; n++
+            if ($4 != "nan" && $4 > 0) { t[nt] = $4; q[nt] = $1 / $4; qw[nt] = $3 / $4; nt++ } }
         END {
-            c = med(p, n); o = med(k, n); ts = med(t, nt); ct = med(q, nt) # med sorts
-            printf "%-20s %7.2f %8.3f %8.3f %8s %9s %8s %9s %8.1f %5.0f%%  %s, %s\n", m, gf, r, c,
-                (n ? sprintf("%.2f", o) : "-"),
+            c = med(p, n); o = med(k, n); cw = med(w, n) # med sorts
+            ts = med(t, nt); ct = med(q, nt); cwt = med(qw, nt)
+            printf "%-20s %7.2f %8.3f %8.3f %8s %10.3f %9s %8s %9s %10s %8.1f %5.0f%%  %s, %s\n", m, gf, r, c,
+                (n ? sprintf("%.2f", o) : "-"), cw,
                 (nt ? sprintf("%.3f", ts) : "-"),
                 (r > 0 && c > 0 ? sprintf("%.3f", c / r) : "-"),
                 (nt ? sprintf("%.3f", ct) : "-"),
+                (nt ? sprintf("%.3f", cwt) : "-"),
                 (c > 0 ? gf / c : 0), (c > 0 && pk > 0 ? 100 * gf / c / pk : 0),
                 (n ? sprintf("%.2f-%.2f", k[0], k[n - 1]) : "-"),
                 (nt ? sprintf("%.2f-%.2f", q[0], q[nt - 1]) : "-") }' "$OUT/rounds"

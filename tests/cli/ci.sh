@@ -211,7 +211,7 @@ run 0 "reproducible 1" -- "$PROG" run "$C/mlp_dropout.json" --dtype fp32 --repor
 run 0 "reproducible 2" -- "$PROG" run "$C/mlp_dropout.json" --dtype fp32 --report "$TMP/r2.json" --reproducible
 sed 's/r1.json/rX.json/' "$TMP/r1.json" >"$TMP/r1n"; sed 's/r2.json/rX.json/' "$TMP/r2.json" >"$TMP/r2n"
 cmp -s "$TMP/r1n" "$TMP/r2n" && ok || bad "--reproducible reports differ"
-grep -q '"started_utc"\|"host"\|"wall_time_s"' "$TMP/r1.json" && bad "--reproducible report has host/time" || ok
+grep -q '"started_utc"\|"host"\|"wall_time_s"\|"step_wall_s"\|"train_wall_s"' "$TMP/r1.json" && bad "--reproducible report has host/time" || ok
 run 0 "metadata" -- "$PROG" run "$C/mlp_dropout.json" --dtype fp32 --report "$TMP/m.json"
 $PY - "$TMP/m.json" "$C/mlp_dropout.json" <<'PYEOF' && ok || bad "run metadata"
 import hashlib, json, sys
@@ -220,8 +220,11 @@ assert r["case_sha256"] == hashlib.sha256(open(sys.argv[2], "rb").read()).hexdig
 for k in ("git_commit", "host", "started_utc", "command_line"):
     assert isinstance(r[k], str) and r[k], k
 assert isinstance(r["build"]["cuda"], bool) and r["build"]["compiler"] and r["build"]["flags"]
-steps = json.load(open(sys.argv[1]))["runs"]["plain"]["step_wall_s"]
-assert len(steps) == 3 and all(t >= 0 for t in steps), steps
+for run in json.load(open(sys.argv[1]))["runs"].values():
+    steps, train = run["step_wall_s"], run["train_wall_s"]
+    assert len(steps) == 3 and all(t >= 0 for t in steps), steps
+    # the training part of each step: positive and within the step
+    assert len(train) == 3 and all(0 < t <= s for t, s in zip(train, steps)), (train, steps)
 PYEOF
 
 # ---- GitHub Actions --------------------------------------------------------------------

@@ -86,7 +86,7 @@ grep -q '"schema_version"' "$TMP/unet.json" && ok || bad "report has schema_vers
 grep -q "report: $TMP/unet.json" "$TMP/out" && ok || bad "the report path is printed"
 expect_exit 0 "unet3d_bn again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet2.json" --quiet
 # the run metadata holds the host, the clock and the command line: compare the rest
-python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); [x.pop('run') for x in (a, b)]; [r.pop(k, None) for x in (a, b) for r in x['runs'].values() for k in ('wall_time_s', 'step_wall_s')]; sys.exit(a != b)" "$TMP/unet.json" "$TMP/unet2.json" \
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); [x.pop('run') for x in (a, b)]; [r.pop(k, None) for x in (a, b) for r in x['runs'].values() for k in ('wall_time_s', 'step_wall_s', 'train_wall_s')]; sys.exit(a != b)" "$TMP/unet.json" "$TMP/unet2.json" \
     && ok || bad "two runs give the same reports (wall times and run metadata aside)"
 expect_exit 0 "unet3d_bn --reproducible" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet3.json" --quiet --reproducible
 expect_exit 0 "unet3d_bn --reproducible again" -- "$PROG" run "$ROOT/cases/unet3d_bn.json" --dtype fp32 --report "$TMP/unet4.json" --quiet --reproducible
@@ -182,7 +182,7 @@ expect_exit 1 "steps draw different data" -- "$PROG" compare "$TMP/dump/cnn_bn/p
 grep -q '"kind":	"data"' "$TMP/dump/cnn_bn/manifest.json" && ok || bad "manifest lists the data files"
 expect_exit 0 "compare the dumped plain and checkpointed gradients" -- "$PROG" compare "$TMP/dump/cnn_bn/plain/step_0001/grads.safetensors" "$TMP/dump/cnn_bn/checkpointed/step_0001/grads.safetensors"
 expect_exit 0 "run --init from the dumped weights" -- "$PROG" run "$ROOT/cases/cnn_bn.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors" --report "$TMP/d1.json" --quiet
-python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); [x.pop('run') for x in (a, b)]; [x['config'].pop('init_from') for x in (a, b)]; [r.pop(k, None) for x in (a, b) for r in x['runs'].values() for k in ('wall_time_s', 'step_wall_s')]; sys.exit(a != b)" "$TMP/d0.json" "$TMP/d1.json" \
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); [x.pop('run') for x in (a, b)]; [x['config'].pop('init_from') for x in (a, b)]; [r.pop(k, None) for x in (a, b) for r in x['runs'].values() for k in ('wall_time_s', 'step_wall_s', 'train_wall_s')]; sys.exit(a != b)" "$TMP/d0.json" "$TMP/d1.json" \
     && ok || bad "--init reproduces the run bit for bit"
 grep -q '"sha256"' "$TMP/d1.json" && ok || bad "the report gives the sha256 of the --init file"
 expect_exit 2 "--init with another case's weights" -- "$PROG" run "$ROOT/cases/mlp_dropout.json" --init "$TMP/dump/cnn_bn/plain/init/weights.safetensors"
