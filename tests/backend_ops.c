@@ -1259,6 +1259,14 @@ static void build_shape_attention(void)
     ADD1("softmax dim 1", p, BO_SHAPE(2, 5, 3), BO_VALS_NORMAL, BO_TRANS, BO_TRANS);
     ADD1("log_softmax dim -1", mkop(CK_OP_LOG_SOFTMAX, 0), BO_SHAPE(2, 3, 7), BO_VALS_NORMAL,
          BO_TRANS, BO_TRANS);
+    /* without dropout, fp32 is the cpu backend's GEMM path (backends/cpu/attention_gemm.c):
+     * held to the GEMM class like linear and conv */
+    p = mkop(CK_OP_ATTENTION, 0);
+    p.heads = 2;
+    p.causal = true;
+    add("attention causal, 2 heads", p, 3,
+        (ck_shape[]){BO_SHAPE(2, 7, 6), BO_SHAPE(2, 7, 6), BO_SHAPE(2, 7, 4)}, BO_VALS_NORMAL,
+        BO_LIB, BO_LIB);
     p = mkop(CK_OP_ATTENTION, 0);
     p.heads = 2;
     p.causal = true;

@@ -6,10 +6,13 @@
  *    fp32, fp16 and bf16, with 1, 2 and 3 threads, on shapes large enough to be split;
  *  - the fp32 kernels for relu, max pooling, concat and nearest upsampling give the
  *    reference's bits on inputs full of ties, NaNs, signed zeros and Infs, on every ISA
- *    path the machine has and 1, 2 and 3 threads; so do the fp32 attention and layernorm
- *    kernels, and the fp32 optimizer step (every optimizer, three steps);
+ *    path the machine has and 1, 2 and 3 threads; so do the fp32 layernorm kernel, the
+ *    fp32 attention on values outside its GEMM path's range, and the fp32 optimizer step
+ *    (every optimizer, three steps);
  *  - the fp32 GELU (tanh form) kernel, not the reference's bits: the same bits on every
  *    ISA path and thread count, within one ulp of the formula in long double;
+ *  - the fp32 attention's GEMM path, not the reference's bits: the same bits on every ISA
+ *    path and thread count, within the GEMM tolerance of the reference;
  *  - the count_nonfinite capability (backends/cpu/nonfinite.c) gives the counts, first index
  *    and kind of a host scan (ck_count_nonfinite), for every float dtype, with planted NaN
  *    and Inf, on 1, 2 and 3 threads and on the portable and the machine's SIMD path.
@@ -132,6 +135,9 @@ START_TEST(test_delegated_ops_bitwise_ref)
     for (int d = 0; d < 3; d++) {
         /* fp32 gelu (tanh form) runs the cpu backend's own kernel (gelu.c), tested below */
         if (dts[d] == CK_F32 && op.kind == CK_OP_GELU && op.gelu_tanh)
+            continue;
+        /* and fp32 attention the GEMM kernels of attention_gemm.c, tested below */
+        if (dts[d] == CK_F32 && op.kind == CK_OP_ATTENTION)
             continue;
         ck_tensor *want[8] = {0};
         make_tensors(r, dts[d], want);
@@ -321,8 +327,14 @@ START_TEST(test_fast_layout_ops_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
-// the fp32 attention kernel (backends/cpu/attention.c): the reference's bits on every ISA
-// path and thread count, causal or not, square or not, vector-wide or not
+// the fp32 attention kernels (backends/cpu/attention_gemm.c, attention.c)
+//  - the GEMM path (values in range): the same bits on every ISA path and thread count,
+//    causal or not, square or not, one block of query rows or several; within the cpu
+//    backend's GEMM tolerance of the reference (1e-5 |ref| + 1e-5 max |ref| per element,
+//    the op table's LIB class, which linear and conv are held to);
+//  - values out of the GEMM path's range (a NaN, an Inf, a value above 2^20 in q, k or v,
+//    above 2^40 in dy): the reference's double arithmetic, bit for bit, NaN and Inf
+//    where the reference has them
 
 typedef struct {
     const char *desc;
@@ -335,73 +347,136 @@ static const attn_row attn_rows[] = {
     {"causal, 3 heads of 16", 2, 37, 37, 3, 16, 16, true, false},
     {"cross, 2 heads, Dk 13 Dv 9", 3, 11, 22, 2, 13, 9, false, false},
     {"causal, Lk < Lq, no dq", 2, 9, 6, 1, 8, 24, true, true},
+    {"causal, 2 heads of 64, 130 rows (three blocks)", 1, 130, 130, 2, 64, 64, true, false},
+    {"cross, Lq 70, Lk 150, Dk 32, Dv 40", 2, 70, 150, 1, 32, 40, false, false},
 };
 
-START_TEST(test_attention_bitwise_ref)
+/* what a planted value does: none (the GEMM path), or one value out of its range */
+typedef enum { PLANT_NONE, PLANT_NAN_Q, PLANT_INF_V, PLANT_BIG_K, PLANT_BIG_DY, PLANT_COUNT } plant_kind;
+static const char *const plant_names[] = {"in range", "a NaN in q", "an Inf in v",
+                                          "2^21 in k", "2^41 in dy"};
+
+/* t[0..3): q, k, v; [3]: out; [4]: dout; [5..8): dq, dk, dv (non-zero: backward adds) */
+static void attn_tensors(const attn_row *r, plant_kind plant, ck_tensor *t[8])
 {
-    const attn_row *r = &attn_rows[_i];
+    const ck_shape sh[4] = {SHAPE(r->N, r->Lq, r->H * r->Dk), SHAPE(r->N, r->Lk, r->H * r->Dk),
+                            SHAPE(r->N, r->Lk, r->H * r->Dv), SHAPE(r->N, r->Lq, r->H * r->Dv)};
+    for (int i = 0; i < 3; i++) {
+        t[i] = tu_tensor_rand("in", CK_F32, sh[i], 41, (uint32_t)i, true);
+        t[5 + i] = tu_tensor_rand("din", CK_F32, sh[i], 42, (uint32_t)i, false);
+    }
+    t[3] = tu_tensor_new("out", CK_F32, sh[3]);
+    t[4] = tu_tensor_rand("dout", CK_F32, sh[3], 43, 0, true);
+    float *q = t[0]->data, *k = t[1]->data, *v = t[2]->data, *dy = t[4]->data;
+    switch (plant) {
+    case PLANT_NAN_Q: q[r->H * r->Dk + 1] = NAN; break; /* row 1 of sample 0 */
+    case PLANT_INF_V: v[3] = INFINITY; break;
+    case PLANT_BIG_K: k[ck_shape_numel(&sh[1]) - 1] = 0x1p21f; break;
+    case PLANT_BIG_DY: dy[2] = -0x1p41f; break;
+    default: break;
+    }
+}
+
+/* forward into t[3], then backward into t[5..8) */
+static void attn_run(ck_backend *b, const attn_row *r, ck_tensor *t[8])
+{
     ck_op_params op;
     memset(&op, 0, sizeof op);
     ck_op_params_default(&op, CK_OP_ATTENTION, 0);
     op.heads = (int)r->H;
     op.causal = r->causal;
-    const ck_shape sh[4] = {SHAPE(r->N, r->Lq, r->H * r->Dk), SHAPE(r->N, r->Lk, r->H * r->Dk),
-                            SHAPE(r->N, r->Lk, r->H * r->Dv), SHAPE(r->N, r->Lq, r->H * r->Dv)};
-    ck_tensor *init[8] = {0}, *want[8] = {0}; /* every run starts from init */
-    for (int i = 0; i < 3; i++) {
-        init[i] = tu_tensor_rand("in", CK_F32, sh[i], 41, (uint32_t)i, true);
-        init[5 + i] = tu_tensor_rand("din", CK_F32, sh[i], 42, (uint32_t)i, false);
+    ck_error err = {{0}};
+    ck_fwd_args args;
+    memset(&args, 0, sizeof args);
+    ck_op_io io;
+    memset(&io, 0, sizeof io);
+    io.n_in = 3;
+    io.in[0] = t[0], io.in[1] = t[1], io.in[2] = t[2];
+    io.out = t[3];
+    ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc, err.msg);
+    ck_op_grads g;
+    memset(&g, 0, sizeof g);
+    g.dout = t[4];
+    g.din[0] = r->missing_dq ? NULL : t[5];
+    g.din[1] = t[6], g.din[2] = t[7];
+    ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s: %s", r->desc,
+                  err.msg);
+}
+
+static const char *attn_tensor_name(int k)
+{
+    return k == 3 ? "output" : k == 5 ? "dq" : k == 6 ? "dk" : "dv";
+}
+
+/* got within 1e-5 |want| + 1e-5 max |want| of want, element by element, all finite */
+static void attn_close(const char *what, const ck_tensor *got, const ck_tensor *want)
+{
+    const float *a = got->data, *w = want->data;
+    const int64_t n = ck_shape_numel(&want->shape);
+    double maxref = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        maxref = fabs(w[i]) > maxref ? fabs(w[i]) : maxref;
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = fabs((double)a[i] - (double)w[i]);
+        if (!isfinite(a[i]) || !(e <= 1e-5 * fabs(w[i]) + 1e-5 * maxref)) {
+            if (first < 0)
+                first = i;
+            bad++;
+        }
     }
-    init[3] = tu_tensor_new("out", CK_F32, sh[3]);
-    init[4] = tu_tensor_rand("dout", CK_F32, sh[3], 43, 0, true);
-    for (int k = 0; k < 8; k++)
-        want[k] = tu_tensor_new("want", CK_F32, init[k]->shape);
+    REQUIRE(bad == 0, "%s: %lld of %lld elements outside 1e-5 |ref| + 1e-5 max |ref| (first "
+            "%lld: %.9g, ref %.9g)", what, (long long)bad, (long long)n, (long long)first,
+            first < 0 ? 0.0 : (double)a[first], first < 0 ? 0.0 : (double)w[first]);
+}
+
+START_TEST(test_attention_kernels)
+{
+    const attn_row *r = &attn_rows[_i % COUNT(attn_rows)];
+    const plant_kind plant = (plant_kind)(_i / (int)COUNT(attn_rows));
+    ck_tensor *want[8] = {0}, *base[8] = {0};
     ck_backend *ref = NULL;
     ck_error err = {{0}};
     ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
+    attn_tensors(r, plant, want);
+    attn_run(ref, r, want);
+    ref->destroy(ref);
+    char what[256];
     const char *isas[] = {"portable", "avx2", "avx512"};
-    for (int s = -1; s <= (int)cpk_isa_detect(); s++)
-        for (int threads = 1; threads <= (s < 0 ? 1 : 3); threads++) {
-            ck_backend *b = s < 0 ? ref : make_cpu(threads, isas[s]);
+    for (int s = 0; s <= (int)cpk_isa_detect(); s++)
+        for (int threads = 1; threads <= 3; threads++) {
+            ck_backend *b = make_cpu(threads, isas[s]);
             ck_tensor *t[8];
+            attn_tensors(r, plant, t);
+            attn_run(b, r, t);
+            b->destroy(b);
+            for (int k = 3; k < 8; k++) {
+                if (k == 4 || (k == 5 && r->missing_dq))
+                    continue;
+                snprintf(what, sizeof what, "attention %s, %s, %s, %d threads: %s", r->desc,
+                         plant_names[plant], isas[s], threads, attn_tensor_name(k));
+                if (plant == PLANT_BIG_DY && k == 3) /* the forward's values are in range */
+                    attn_close(what, t[k], want[k]);
+                else if (plant != PLANT_NONE) /* the reference's arithmetic */
+                    REQUIRE(memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
+                            "%s differs from ref bitwise", what);
+                else if (!base[k])
+                    attn_close(what, t[k], want[k]);
+                else
+                    REQUIRE(memcmp(t[k]->data, base[k]->data, ck_tensor_bytes(t[k])) == 0,
+                            "%s differs from the portable path's on 1 thread", what);
+            }
             for (int k = 0; k < 8; k++) {
-                t[k] = tu_tensor_new("t", CK_F32, init[k]->shape);
-                memcpy(t[k]->data, init[k]->data, ck_tensor_bytes(init[k]));
+                if (plant == PLANT_NONE && !base[k])
+                    base[k] = t[k]; /* the portable path on one thread */
+                else
+                    tu_tensor_free(t[k]);
             }
-            ck_fwd_args args;
-            memset(&args, 0, sizeof args);
-            ck_op_io io;
-            memset(&io, 0, sizeof io);
-            io.n_in = 3;
-            io.in[0] = t[0], io.in[1] = t[1], io.in[2] = t[2];
-            io.out = t[3];
-            ck_assert_msg(b->forward(b, &op, &args, &io, &err) == CK_OK, "%s: %s", r->desc,
-                          err.msg);
-            ck_op_grads g;
-            memset(&g, 0, sizeof g);
-            g.dout = t[4];
-            g.din[0] = r->missing_dq ? NULL : t[5];
-            g.din[1] = t[6], g.din[2] = t[7];
-            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s: %s",
-                          r->desc, err.msg);
-            if (s < 0) { /* the reference's results are the ones to match */
-                for (int k = 3; k < 8; k++)
-                    memcpy(want[k]->data, t[k]->data, ck_tensor_bytes(t[k]));
-            } else {
-                for (int k = 3; k < 8; k++)
-                    REQUIRE(k == 4 || memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
-                            "attention %s, %s, %d threads: %s differs from ref bitwise", r->desc,
-                            isas[s], threads, k == 3 ? "output" : k == 5 ? "dq" : k == 6 ? "dk" : "dv");
-                b->destroy(b);
-            }
-            for (int k = 0; k < 8; k++)
-                tu_tensor_free(t[k]);
         }
     for (int k = 0; k < 8; k++) {
-        tu_tensor_free(init[k]);
         tu_tensor_free(want[k]);
+        tu_tensor_free(base[k]);
     }
-    ref->destroy(ref);
 }
 END_TEST
 
@@ -756,7 +831,7 @@ Suite *suite_cpu_delegate(void)
     tcase_set_timeout(k, 120);
     tcase_add_loop_test(k, test_delegated_ops_bitwise_ref, 0, COUNT(delegate_rows));
     tcase_add_loop_test(k, test_fast_layout_ops_bitwise_ref, 0, COUNT(layout_rows));
-    tcase_add_loop_test(k, test_attention_bitwise_ref, 0, COUNT(attn_rows));
+    tcase_add_loop_test(k, test_attention_kernels, 0, COUNT(attn_rows) * PLANT_COUNT);
     tcase_add_loop_test(k, test_layernorm_bitwise_ref, 0, COUNT(ln_rows));
     tcase_add_loop_test(k, test_count_nonfinite_matches_host_scan, 0, 4);
     tcase_add_loop_test(k, test_optimizer_bitwise_ref, 0, COUNT(optim_rows));

@@ -15,7 +15,7 @@
  * thread count. Dropout (its mask is indexed by the whole batch), other dtypes, one tensor
  * given twice as a gradient and refused arguments go to the reference (delegate.c).
  */
-#include "backends/cpu/cpu_common.h"
+#include "backends/cpu/attention_gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -336,6 +336,9 @@ ck_status cpu_attention_forward(const cpu_ctx *c, const ck_op_params *op,
         return cpu_delegate_forward(c, op, args, io, err);
     j.q = io->in[0]->data, j.k = io->in[1]->data, j.v = io->in[2]->data;
     j.y = io->out->data;
+    if (cpu_attention_gemm_fits(c, &j.g, j.q, j.k, j.v, NULL))
+        return cpu_attention_gemm(c, &j.g, j.q, j.k, j.v, j.y, NULL, NULL, NULL, NULL,
+                                  "attention", err);
     return run_attn(c, &j, "attention", err);
 }
 
@@ -358,5 +361,8 @@ ck_status cpu_attention_backward(const cpu_ctx *c, const ck_op_params *op,
     j.dq = d[0] ? d[0]->data : NULL;
     j.dk = d[1] ? d[1]->data : NULL;
     j.dv = d[2] ? d[2]->data : NULL;
+    if (cpu_attention_gemm_fits(c, &j.g, j.q, j.k, j.v, j.dy))
+        return cpu_attention_gemm(c, &j.g, j.q, j.k, j.v, NULL, j.dy, j.dq, j.dk, j.dv,
+                                  "attention backward", err);
     return run_attn(c, &j, "attention backward", err);
 }
