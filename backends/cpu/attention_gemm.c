@@ -18,9 +18,9 @@
  * from block to block (kernels.h: a chain starts from the existing value when it
  * accumulates). So every result is the same on every ISA path (the SGEMM's contract; the
  * softmax's lanes run the same operations at every vector width) and for every thread
- * count (a task writes only its head's rows). Causal: keys past the block's last row are skipped; inside
- * a block, the keys a row cannot see have P = 0 and dS = 0 exactly, whose products with
- * the (finite, range-checked) values add nothing.
+ * count (a task writes only its head's rows). Causal: keys past the block's last row are
+ * skipped; inside a block, the keys a row cannot see have P = 0 and dS = 0 exactly, whose
+ * products with the (finite, range-checked) values add nothing.
  */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
