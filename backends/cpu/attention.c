@@ -1,7 +1,10 @@
 /*
- * Fast CPU scaled dot-product attention (CK_OP_ATTENTION) for fp32 q, k, v without dropout:
- * the reference's double arithmetic (backends/ref/attention.c), operation for operation,
- * split across threads by (sample, head) and vectorised only across independent values.
+ * Fast CPU scaled dot-product attention (CK_OP_ATTENTION) for fp32 q, k, v without dropout,
+ * the op's entry points: values in range take the fp32 GEMM path (attention_gemm.c, not the
+ * reference's bits); the others (a NaN, an Inf, a value too large for fp32 sums:
+ * cpu_attention_gemm_fits) the reference's double arithmetic (backends/ref/attention.c),
+ * operation for operation, split across threads by (sample, head) and vectorised only
+ * across independent values, here.
  *
  * Every value sees the reference's operations in the reference's order: a score
  * s = sum_d q[d] k[j][d] is one double chain over d (multiply, then add: no fma) - four
