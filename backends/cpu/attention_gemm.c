@@ -72,8 +72,6 @@
 #define GV_W 2
 #define GV_SUF w2
 #define GV_ATTR
-typedef double GV_VD GV_VECTOR_BYTES(16);
-typedef long long GV_VL GV_VECTOR_BYTES(16);
 #include "backends/cpu/exp_lanes.h"
 AG_EXPS_BODY
 #undef GV_W
@@ -85,8 +83,6 @@ AG_EXPS_BODY
 #define GV_W 4
 #define GV_SUF w4
 #define GV_ATTR __attribute__((target("avx2")))
-typedef double GV_VD GV_VECTOR_BYTES(32);
-typedef long long GV_VL GV_VECTOR_BYTES(32);
 #include "backends/cpu/exp_lanes.h"
 AG_EXPS_BODY
 #undef GV_W
@@ -96,8 +92,6 @@ AG_EXPS_BODY
 #define GV_W 8
 #define GV_SUF w8
 #define GV_ATTR __attribute__((target("avx512f")))
-typedef double GV_VD GV_VECTOR_BYTES(64);
-typedef long long GV_VL GV_VECTOR_BYTES(64);
 #include "backends/cpu/exp_lanes.h"
 AG_EXPS_BODY
 #undef GV_W

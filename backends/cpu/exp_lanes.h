@@ -1,11 +1,15 @@
 /*
  * e^u in double lanes, included by a kernel file once per vector width with the macros of
- * gelu_lanes.h: GV_W doubles per vector, names suffixed GV_SUF, attributes GV_ATTR, GV_CAT,
- * and the vector types GV_VD (doubles) and GV_VL (64-bit integers) defined. Every width
- * runs the same IEEE double operations in the same order on every lane (no fma: the
- * includer keeps contraction off), so every width gives the same bits. Used by the tanh-form GELU
- * (gelu_lanes.h) and by the fp32 attention's softmax (attention_gemm.c).
+ * gelu_lanes.h defined: GV_W doubles per vector, names suffixed GV_SUF, attributes GV_ATTR,
+ * GV_CAT, GV_VECTOR_BYTES, and the names GV_VD and GV_VL of the vector types it defines
+ * here (GV_W doubles, GV_W 64-bit integers). Every width runs the same IEEE double
+ * operations in the same order on every lane (no fma: the includer keeps contraction off),
+ * so every width gives the same bits. Used by the tanh-form GELU (gelu_lanes.h) and by the
+ * fp32 attention's softmax (attention_gemm.c).
  */
+typedef double GV_VD GV_VECTOR_BYTES(8 * GV_W);
+typedef long long GV_VL GV_VECTOR_BYTES(8 * GV_W);
+
 /* a where m is set (all ones), else b */
 GV_ATTR static inline GV_VD GV_CAT(gv_select_, GV_SUF)(GV_VL m, GV_VD a, GV_VD b)
 {

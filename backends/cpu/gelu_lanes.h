@@ -10,11 +10,9 @@
 #define GV_VF GV_CAT(gv_vf_, GV_SUF)
 #define GV_VL GV_CAT(gv_vl_, GV_SUF)
 
-typedef double GV_VD GV_VECTOR_BYTES(8 * GV_W);
 typedef float GV_VF GV_VECTOR_BYTES(4 * GV_W);
-typedef long long GV_VL GV_VECTOR_BYTES(8 * GV_W);
 
-#include "backends/cpu/exp_lanes.h" /* gv_select_, gv_exp_ */
+#include "backends/cpu/exp_lanes.h" /* the GV_VD and GV_VL types, gv_select_, gv_exp_ */
 
 /* s = 1 / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): 0.5 (1 + tanh(u)) without the
  * cancellation of 1 + tanh(u) for negative u. e^(-2u) is +Inf where -2u > GELU_EXP_MAX
