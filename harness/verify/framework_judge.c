@@ -575,6 +575,29 @@ static void explain(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run 
     }
 }
 
+/* Whether module `inner` is a submodule of `outer` by name: PyTorch's `blocks.0.attn` in
+ * `blocks.0`, a Keras layer path `enc/conv0` in `enc`. */
+static bool module_inside(const char *inner, const char *outer)
+{
+    size_t lo = strlen(outer);
+    return strlen(inner) > lo && strncmp(inner, outer, lo) == 0 &&
+           (inner[lo] == '.' || inner[lo] == '/');
+}
+
+/* Whether the recomputed output of module a is a better first divergence than that of b: a
+ * lies inside b (the narrower place), or a comes first in module order and b does not lie
+ * inside a. A checkpointed block and the layer inside it that first differs both differ;
+ * the layer is where they part. */
+static bool inside_first(const ck_fw_input *in, int a, int b)
+{
+    const char *na = in->modules[a].name, *nb = in->modules[b].name;
+    if (module_inside(na, nb))
+        return true;
+    if (module_inside(nb, na))
+        return false;
+    return a < b;
+}
+
 static ck_status localise(const ck_fw_input *in, const ck_fw_run *pr, const ck_fw_run *cr,
                           const ck_record *plain, const ck_record *ckpt, ck_fw_item *it,
                           ck_error *err)
@@ -594,7 +617,7 @@ static ck_status localise(const ck_fw_input *in, const ck_fw_run *pr, const ck_f
         const ck_recompute_check *c = &res->recompute_checks[k];
         if (c->step != s || c->verdict == CK_VERDICT_IDENTICAL)
             continue;
-        if (br->forward.layer < 0 || c->layer < br->forward.layer) {
+        if (br->forward.layer < 0 || inside_first(in, c->layer, br->forward.layer)) {
             br->forward.layer = c->layer;
             br->forward.step = s;
             br->forward.m = c->m;

@@ -109,6 +109,13 @@ def main():
     expect("ResNet-style CNN: every mode", 0,
            V + [os.path.join(EX, "resnet_cnn.py"), "--wrap-type", "BasicBlock", "--modes",
                 fp32_modes + ",no-preserve-rng", "--quiet"], ["PASS resnet_cnn reentrant fp32"])
+    # a wrapped leaf recomputes inside the original forward: its own hooks must still run
+    text = expect("leaf modules wrapped (layers.*.conv1): their recomputations are counted", 0,
+                  V + [os.path.join(EX, "resnet_cnn.py"), "--wrap", "layers.*.conv1",
+                       "--steps", "2"], ["PASS resnet_cnn nonreentrant fp32",
+                                         "; 6 module forwards recomputed"])
+    check("no 'did not recompute' note when wrapped leaves recomputed",
+          "no module forward ran during backward" not in text, text[-600:])
     expect("GPT block in bf16 autocast (judged against fp32 by the calibrated rule)", 0,
            V + [os.path.join(EX, "gpt_block.py"), "--wrap", "blocks.*", "--dtype", "bf16",
                 "--quiet"], ["PASS gpt_block nonreentrant bf16"])

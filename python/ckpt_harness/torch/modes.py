@@ -148,20 +148,38 @@ def select_modules(model, patterns, type_names):
 def wrap_modules(model, names, mode):
     """Makes each named submodule's forward run under checkpoint in mode (in place). Returns
     {name: [forward calls, runs of the original forward]}: every run beyond the forward
-    calls is a recomputation (a part that never recomputed did not checkpoint at all)."""
+    calls is a recomputation (a part that never recomputed did not checkpoint at all).
+
+    The recomputation calls the module itself, as `checkpoint(module, x)` in a user's code
+    does, so its hooks run again during backward: the recorder sees a wrapped leaf (a
+    convolution, a dropout) recompute. The forward's own run calls the original forward
+    directly; the module's hooks have already run around it."""
     mods = dict(model.named_modules())
     counts = {}
     for n in names:
         m = mods[n]
         orig = m.forward
         c = counts[n] = [0, 0]
+        state = {"forward": 0, "direct": 0}
 
-        def inner(*args, _orig=orig, _c=c, **kwargs):
+        def inner(*args, _orig=orig, _c=c, _m=m, _s=state, **kwargs):
             _c[1] += 1
-            return _orig(*args, **kwargs)
+            if _s["forward"]:  # the forward's own run, inside forward() below
+                return _orig(*args, **kwargs)
+            _s["direct"] += 1  # a recomputation: through the module, so its hooks run
+            try:
+                return _m(*args, **kwargs)
+            finally:
+                _s["direct"] -= 1
 
-        def forward(*args, _inner=inner, _c=c, **kwargs):
+        def forward(*args, _inner=inner, _orig=orig, _c=c, _s=state, **kwargs):
+            if _s["direct"]:
+                return _orig(*args, **kwargs)
             _c[0] += 1
-            return checkpoint_call(mode, _inner, *args, **kwargs)
+            _s["forward"] += 1
+            try:
+                return checkpoint_call(mode, _inner, *args, **kwargs)
+            finally:
+                _s["forward"] -= 1
         m.forward = forward
     return counts

@@ -65,6 +65,10 @@ class Recorder:
 
     def _pre(self, name):
         def pre(mod, inp):
+            if self.phase != "forward":
+                # counted on entry: a recomputation stops once it has remade the tensors
+                # backward needs (torch's early stop), before the module's forward hook
+                self.recomputed_calls += 1
             if name not in self._seen:
                 self._seen.add(name)
                 self.order.append(name)
@@ -90,7 +94,6 @@ class Recorder:
             else:
                 k = self.rcalls.get(name, 0)
                 self.rcalls[name] = k + 1
-                self.recomputed_calls += 1
                 self.rec_dtypes[name] = _DTYPE_NAMES.get(t.dtype, "fp32")
                 store = self.recomputed
             key = name if k == 0 else f"{name}#{k}"
