@@ -53,7 +53,9 @@ typedef struct {
      * +0 into element k of din[0] and then accumulates as usual, after reading element k of
      * every tensor it reads — the bits of zeroing din[0] first, without the zero pass and
      * without a buffer of its own. The executor sets it only for the ops
-     * ck_backward_writes_fresh names, whose kernels honour it on every backend. */
+     * ck_backward_writes_fresh names, whose kernels honour it on every backend, and for
+     * those ck_backward_dx_fresh names, with din[0] a buffer of its own whose contents are
+     * undefined. */
     bool din0_fresh;
     /* Fused relu (ck_backward_relu_over_input): in[0] is the output r of a relu, din[0] is
      * the same buffer and holds no gradient yet, dweight and dbias are NULL. The backward
@@ -73,6 +75,17 @@ static inline bool ck_backward_writes_fresh(ck_op_kind kind)
     return kind == CK_OP_RELU || kind == CK_OP_LEAKY_RELU || kind == CK_OP_TANH ||
            kind == CK_OP_SIGMOID || kind == CK_OP_GELU || kind == CK_OP_SILU ||
            kind == CK_OP_ADD;
+}
+
+/* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda)
+ * when din[0] is a buffer of its own, never dout's, holding anything: linear. The result has
+ * the bits of din[0] zeroed and then accumulated into (the cpu backend's GEMM starts each
+ * element's chain at +0 instead of loading it; ref and cuda zero the buffer first). The
+ * executor sets it where an input gets its first gradient from such a layer, which then
+ * needs no zero pass of its own (harness/engine/executor.c). */
+static inline bool ck_backward_dx_fresh(ck_op_kind kind)
+{
+    return kind == CK_OP_LINEAR;
 }
 
 /* The ops whose input gradient does not read their input: linear, conv and conv_transpose

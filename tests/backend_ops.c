@@ -814,6 +814,97 @@ static void run_split_backward(bo_ctx *c, int index, ck_dtype dt)
     call_free(&k[1]);
 }
 
+/* Sets the first `count` elements of t on backend b to -0 (neg_zero) or clears their sign
+ * bits (every value non-negative), whatever the float dtype: the sign is the top bit of an
+ * element's last byte on a little-endian host. */
+static bool set_signs(ck_backend *b, ck_tensor *t, int64_t count, bool neg_zero)
+{
+    unsigned char *h = fetch(b, t);
+    if (!h)
+        return false;
+    const size_t es = ck_dtype_size(t->dtype);
+    for (int64_t i = 0; i < count; i++) {
+        unsigned char *e = h + (size_t)i * es;
+        if (neg_zero)
+            memset(e, 0, es);
+        e[es - 1] = neg_zero ? 0x80 : (unsigned char)(e[es - 1] & 0x7f);
+    }
+    ck_error err = {{0}};
+    bool ok = b->upload(b, t, h, &err) == CK_OK;
+    free(h);
+    return ok;
+}
+
+/* Fills t on backend b with NaN: a kernel that reads a buffer it was told holds nothing
+ * puts NaN in its result. */
+static bool fill_nan(ck_backend *b, ck_tensor *t)
+{
+    const int64_t n = ck_shape_numel(&t->shape);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    void *h = malloc(ck_tensor_bytes(t) ? ck_tensor_bytes(t) : 1);
+    bool ok = v && h;
+    for (int64_t i = 0; ok && i < n; i++)
+        v[i] = NAN;
+    ck_error err = {{0}};
+    if (ok)
+        ck_convert_from_f64(t->dtype, h, v, n);
+    ok = ok && b->upload(b, t, h, &err) == CK_OK;
+    free(v);
+    free(h);
+    return ok;
+}
+
+/* ck_backward_dx_fresh (backend.h) on the tested backend: the input gradient written with
+ * din0_fresh into a buffer full of NaN, against the same backward accumulating into a zeroed
+ * buffer, from the same values. The weights are made non-negative and dy's first row -0, so
+ * that row's products are all -0: a sum that did not start at +0 would be -0 there instead
+ * of the zeroed buffer's +0. Every bit of dx, dW and db must be the same. */
+static void run_fresh_dx_backward(bo_ctx *c, int index, ck_dtype dt)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    if (!ck_backward_dx_fresh(r->op.kind) || r->n_in != 1 ||
+        !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
+        return;
+    const bo_dtypes d = bo_dtypes_of(dt);
+    const uint64_t seed = 9000 + 97 * (uint64_t)index;
+    const int64_t row = nd.out_shape.dim[nd.out_shape.ndim - 1];
+    ck_backend *b = c->b;
+    char prefix[2][64];
+    call k[2];
+    memset(k, 0, sizeof k);
+    bool ok = true;
+    ck_error err = {{0}};
+    for (int w = 0; w < 2 && ok; w++) {
+        snprintf(prefix[w], sizeof prefix[w], "op%02d.fresh.%s.%s", index, ck_dtype_name(dt),
+                 w ? "fresh" : "zeroed");
+        ok = call_inputs(c, r, &nd, d, d, prefix[w], seed, &k[w]) &&
+             call_grads(c, r, &nd, d, d, prefix[w], seed, &k[w]) && k[w].w.live &&
+             set_signs(b, &k[w].w.t, ck_shape_numel(&k[w].w.t.shape), false) &&
+             set_signs(b, &k[w].dout.t, row, true);
+    }
+    ok = ok && b->zero(b, &k[0].din[0].t, &err) == CK_OK && fill_nan(b, &k[1].din[0].t);
+    ck_op_grads fresh = k[1].g_t;
+    fresh.din0_fresh = true;
+    ok = ok && b->backward(b, &nd.op, &k[0].args, &k[0].io_t, &k[0].g_t, &err) == CK_OK &&
+         b->backward(b, &nd.op, &k[1].args, &k[1].io_t, &fresh, &err) == CK_OK;
+    if (!ok) {
+        result(c, 1, "%s [%s] fresh input gradient: %s", r->desc, ck_dtype_name(dt),
+               err.msg[0] ? err.msg : "setup failed");
+    } else {
+        const char *bad = !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t) ? "din0"
+                          : !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
+                          : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
+                                                                                  : NULL;
+        result(c, bad ? 1 : 0, "%s [%s] dx written fresh over NaN%s%s", r->desc,
+               ck_dtype_name(dt), bad ? ": differs in " : " bitwise equal to dx into zeros",
+               bad ? bad : "");
+    }
+    call_free(&k[0]);
+    call_free(&k[1]);
+}
+
 /* The special values of the fused relu tests: a relu output r with NaN, -0, +0, negative
  * values and infinities among ordinary ones, and a gradient dy with NaN, infinities and -0
  * (so that dx holds non-finite values where r passes and where it does not). */
@@ -931,6 +1022,7 @@ void bo_run_row(bo_ctx *c, int index, unsigned what)
         run_lowp_rule(c, index, dts[d]);
     for (size_t d = 0; (what & BO_RUN_SPLIT) && d < 4; d++) {
         run_split_backward(c, index, dts[d]);
+        run_fresh_dx_backward(c, index, dts[d]);
         run_relu_fused_backward(c, index, dts[d]);
     }
     if (what & BO_RUN_GRADCHECK) {

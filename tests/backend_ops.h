@@ -114,7 +114,8 @@ enum {
     BO_RUN_LOWP = 2,      /* the low-precision rule in fp16, bf16 */
     BO_RUN_GRADCHECK = 4, /* both gradchecks */
     BO_RUN_SPLIT = 8,     /* linear/conv backward in two calls (ck_backward_dx_over_input),
-                             and fused with a relu (din0_relu_over_input) */
+                             dx written fresh (ck_backward_dx_fresh) and fused with a relu
+                             (din0_relu_over_input) */
     BO_RUN_ALL = 15
 };
 /* Runs row `index` of the table (seeded by its index). */

@@ -113,8 +113,13 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
             out = tmp;
         const cpk_gemm_src s = {.a = dyf, .a_rs = d.units, .a_cs = 1,
                                 .b = wf, .b_rs = d.in, .b_cs = 1};
-        if (!cpk_sgemm(c->pool, c->isa, d.M, d.in, d.units, &s, out, d.in, f32))
+        /* din0_fresh (backend.h): dx's contents are undefined; each element's chain starts
+         * at +0 instead of at dx's zeroed value, the same bits */
+        if (!cpk_sgemm(c->pool, c->isa, d.M, d.in, d.units, &s, out, d.in,
+                       f32 && !g->din0_fresh))
             goto nomem;
+        if (!f32 && g->din0_fresh)
+            cpu_mem_zero(c->pool, dx->data, ck_tensor_bytes(dx));
         if (!f32)
             cpu_accumulate_f32(c, dx, tmp);
         free(tmp);

@@ -6,7 +6,8 @@
  *
  * Fused relu: the relu's mask is taken as one bit per element, !(r[k] <= 0) (NaN passes),
  * before anything writes the buffer; the buffer is zeroed and the ordinary input gradient
- * accumulated into it; then element k becomes +0 + dx[k] * (bit ? 1 : 0), one rounding:
+ * accumulated into it (a linear's is written as if into zeros, ck_backward_dx_fresh, with
+ * no zero pass); then element k becomes +0 + dx[k] * (bit ? 1 : 0), one rounding:
  * the bits of the reference's fused relu (backends/ref/relu_over.c) and of the unfused
  * sequence. The mask is numel / 8 bytes of host memory outside the activation accounting.
  */
@@ -66,8 +67,12 @@ ck_status cpu_backward_relu_over_input(const cpu_ctx *c, ref_host_bwd_fn fn,
     mask_job j = {io->in[0]->data, bits, n};
     const int64_t tasks = (words + WORDS_PER_TASK - 1) / WORDS_PER_TASK;
     cpk_parallel(c->pool, tasks, mask_take_task, &j);
-    cpu_mem_zero(c->pool, g->din[0]->data, ck_tensor_bytes(g->din[0]));
-    ck_status st = ref_backward_input0_hidden(fn, c, op, args, io, g, err);
+    /* a linear writes dx as if into zeros (ck_backward_dx_fresh): no zero pass */
+    ck_op_grads dx_g = *g;
+    dx_g.din0_fresh = ck_backward_dx_fresh(op->kind);
+    if (!dx_g.din0_fresh)
+        cpu_mem_zero(c->pool, g->din[0]->data, ck_tensor_bytes(g->din[0]));
+    ck_status st = ref_backward_input0_hidden(fn, c, op, args, io, &dx_g, err);
     if (st == CK_OK) {
         j.v = g->din[0]->data;
         cpk_parallel(c->pool, tasks, mask_apply_task, &j);

@@ -161,6 +161,8 @@ static ck_status linear_op_backward(ck_cuda *cu, const ck_op_params *op, const c
     CK_TRY(ck_cuda_check_float_dtypes("linear", all, 6, err));
     ck_linear_dims d;
     CK_TRY(ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err));
+    if (g->din[0] && g->din0_fresh) /* its contents are undefined (backend.h) */
+        CK_CUDA_CHECK(cudaMemsetAsync(g->din[0]->data, 0, ck_tensor_bytes(g->din[0]), cu->stream));
     const ck_dtype dt = ck_common_dtype(all, 6);
     if (dt == CK_DTYPE_COUNT)
         return cuda_backward_wide(cu, linear_op_backward, op, args, io, g, err);

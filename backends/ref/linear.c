@@ -16,6 +16,7 @@
 #include "backends/ref/ref_elem.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 // ----------------------------------------------------------------------------
 // kernels, one instantiation per element type
@@ -136,6 +137,8 @@ static ck_status linear_op_backward(const ck_op_params *op, const ck_fwd_args *a
     ck_linear_dims d;
     if ((st = ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err)) != CK_OK)
         return st;
+    if (g->din[0] && g->din0_fresh) /* its contents are undefined (backend.h) */
+        memset(g->din[0]->data, 0, ck_tensor_bytes(g->din[0]));
     double *dw_acc = NULL;
     if (g->dweight) {
         dw_acc = calloc((size_t)(d.units * d.in), sizeof *dw_acc);

@@ -450,6 +450,25 @@ static ck_status ensure_grad(ck_exec *e, int i, ck_error *err)
     return st;
 }
 
+/* Sets g->din[j] to input src's gradient buffer for layer i's backward: ensure_grad's, or,
+ * where a ck_backward_dx_fresh layer (backend.h) gives its input the first gradient, a new
+ * buffer left as it is, which the kernel writes as if it were zeroed (din0_fresh): the same
+ * bits without the zero pass. A run with its own gradient buffers zeroes it, the reference
+ * the buffer reuse is tested against. */
+static ck_status input_grad_buffer(ck_exec *e, int i, int j, int src, ck_op_grads *g,
+                                   ck_error *err)
+{
+    if (j == 0 && !e->dout[src].data && !e->cfg.own_gradient_buffers &&
+        ck_backward_dx_fresh(e->cfg.g->nodes[i].op.kind)) {
+        CK_TRY(ck_act_alloc_tensor(&e->act, &e->dout[src], err));
+        g->din0_fresh = true;
+    } else {
+        CK_TRY(ensure_grad(e, src, err));
+    }
+    g->din[j] = &e->dout[src];
+    return CK_OK;
+}
+
 /* The canary policies.recompute_filter "fp32_only" (a checkpoint wrapper that tracks only
  * fp32 tensors): in a checkpointed run, layer i of a segment passes no gradient to an input
  * src from outside its segment when that input is fp16/bf16. */
@@ -613,7 +632,8 @@ static ck_status backward_input_grad(ck_exec *e, int i, const ck_op_io *io, cons
 
 /* The two calls of a backward whose input gradient takes over its input's buffer
  * (dx_over_input_source): weight and bias gradients with the input, then the input's buffer,
- * zeroed, as its gradient, with the input hidden (the input gradient does not read it). */
+ * zeroed (or written as if zeroed, din0_fresh), as its gradient, with the input hidden (the
+ * input gradient does not read it). */
 static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io,
                                         ck_op_grads *g, ck_error *err)
 {
@@ -625,7 +645,10 @@ static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io
     e->out[src].data = NULL;
     if (e->cfg.dry_run)
         return CK_OK;
-    if ((st = e->cfg.b->zero(e->cfg.b, &e->dout[src], err)) != CK_OK)
+    /* a dx_fresh kernel writes it as if zeroed (input_grad_buffer); the rest zero it */
+    g->din0_fresh = !e->cfg.own_gradient_buffers &&
+                    ck_backward_dx_fresh(e->cfg.g->nodes[i].op.kind);
+    if (!g->din0_fresh && (st = e->cfg.b->zero(e->cfg.b, &e->dout[src], err)) != CK_OK)
         return st;
     ck_tensor hidden_x = *io->in[0];
     hidden_x.data = NULL;
@@ -957,12 +980,9 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
         int src = nd->in[j];
         io.in[j] = src < 0 ? input : &e->out[src];
         if (src >= 0 && src != fresh && src != over_input && src != front && src != fused_relu &&
-            !share &&
-            !filtered_input(e, i, src)) {
-            if ((st = ensure_grad(e, src, err)) != CK_OK)
-                goto fail;
-            g.din[j] = &e->dout[src];
-        }
+            !share && !filtered_input(e, i, src) &&
+            (st = input_grad_buffer(e, i, j, src, &g, err)) != CK_OK)
+            goto fail;
     }
     io.out = &e->out[i];
     io.saved = nd->has_saved ? &e->saved[i] : NULL;
