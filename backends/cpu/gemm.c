@@ -130,6 +130,7 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
     }
+#pragma GCC unroll 2
     for (int64_t k = 0; k < kc; k++) {
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
         __m256 av;
@@ -172,6 +173,7 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
     }
+#pragma GCC unroll 2
     for (int64_t k = 0; k < kc; k++) {
         const float *bk = b + koff[k];
         const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
@@ -283,9 +285,13 @@ static ukernel pick_kernel(cpk_isa isa)
 // ----------------------------------------------------------------------------
 // packing
 
-/* A block rows [i0, i0+mb), k [k0, k0+kc) into mr-row panels, k-major, zero rows past mb */
-static void pack_A(const cpk_gemm_src *s, int64_t i0, int64_t mb, int64_t k0, int64_t kc,
-                   int mr, float *dst)
+/* A block rows [i0, i0+mb), k [k0, k0+kc) into mr-row panels, k-major, zero rows past mb
+ * (inlined into pack_A once per micro-kernel height, so that the per-k copies of mr floats
+ * are unrolled moves rather than loops and memcpy calls) */
+static inline __attribute__((always_inline)) void pack_A_mr(const cpk_gemm_src *s, int64_t i0,
+                                                            int64_t mb, int64_t k0,
+                                                            int64_t kc, const int mr,
+                                                            float *dst)
 {
     for (int64_t ip = 0; ip < mb; ip += mr) {
         float *d = dst + ip * kc;
@@ -309,6 +315,17 @@ static void pack_A(const cpk_gemm_src *s, int64_t i0, int64_t mb, int64_t k0, in
             }
         }
     }
+}
+
+static void pack_A(const cpk_gemm_src *s, int64_t i0, int64_t mb, int64_t k0, int64_t kc,
+                   int mr, float *dst)
+{
+    if (mr == 6)
+        pack_A_mr(s, i0, mb, k0, kc, 6, dst);
+    else if (mr == 8)
+        pack_A_mr(s, i0, mb, k0, kc, 8, dst);
+    else
+        pack_A_mr(s, i0, mb, k0, kc, mr, dst);
 }
 
 #if CPK_X86
