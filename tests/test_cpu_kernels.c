@@ -750,6 +750,77 @@ START_TEST(test_calibration_round_every_path)
 }
 END_TEST
 
+/* The linear's bias gradient on every ISA path and 1-3 threads: db[u] += the sum over rows of
+ * dy[m][u] in double, m ascending from +0, rounded once onto the stored value. 83 units (a
+ * task of 64 and one of 19: groups of 16 and a tail) and 37 rows, dy with -0, subnormals,
+ * large values, an infinity and a NaN column among ordinary values. */
+START_TEST(test_linear_bias_grad_every_path)
+{
+    const int64_t M = 37, U = 83, IN = 5;
+    ck_op_params op;
+    ck_op_params_default(&op, CK_OP_LINEAR, 0);
+    op.units = U;
+    op.bias = true;
+    ck_tensor *x = tu_tensor_new("x", CK_F32, SHAPE(M, IN));
+    ck_tensor *w = tu_tensor_new("w", CK_F32, SHAPE(U, IN));
+    ck_tensor *dy = tu_tensor_new("dy", CK_F32, SHAPE(M, U));
+    ck_tensor *db = tu_tensor_new("db", CK_F32, SHAPE(U));
+    ck_tensor *y = tu_tensor_new("y", CK_F32, SHAPE(M, U)); /* its dtype: the call's */
+    float *d = dy->data, db0[83], want[83];
+    for (int64_t i = 0; i < M * U; i++) {
+        const uint32_t h = (uint32_t)i * 2654435761u;
+        d[i] = (float)((int32_t)(h >> 8) - (1 << 23)) * 0x1p-20f;
+        d[i] = i % 11 == 3 ? -0.0f : i % 13 == 5 ? 0x1p-140f : i % 17 == 1 ? d[i] * 0x1p100f : d[i];
+    }
+    d[4 * U + 70] = INFINITY;
+    for (int64_t m = 0; m < M; m++)
+        d[m * U + 21] = m == 9 ? NAN : d[m * U + 21];
+    for (int64_t u = 0; u < U; u++) {
+        db0[u] = (float)u * 0.25f - 3.0f;
+        double acc = 0.0;
+        for (int64_t m = 0; m < M; m++)
+            acc += (double)d[m * U + u];
+        want[u] = (float)((double)db0[u] + acc);
+    }
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    for (int ii = 0; ii < COUNT(isas); ii++) {
+        if ((ii == 1 && cpk_isa_detect() < CPK_ISA_AVX2) ||
+            (ii == 2 && cpk_isa_detect() < CPK_ISA_AVX512))
+            continue;
+        for (int ti = 0; ti < COUNT(thread_counts); ti++) {
+            ck_backend *b = make_cpu(thread_counts[ti], isas[ii]);
+            memcpy(db->data, db0, sizeof db0);
+            ck_op_io io;
+            memset(&io, 0, sizeof io);
+            io.n_in = 1;
+            io.in[0] = x;
+            io.weight = w;
+            io.out = y;
+            ck_op_grads g;
+            memset(&g, 0, sizeof g);
+            g.dout = dy;
+            g.dbias = db;
+            ck_fwd_args args;
+            memset(&args, 0, sizeof args);
+            ck_error err = {{0}};
+            ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK, "%s", err.msg);
+            const float *got = db->data;
+            for (int64_t u = 0; u < U; u++)
+                REQUIRE(memcmp(&got[u], &want[u], sizeof *got) == 0 ||
+                            (isnan(got[u]) && isnan(want[u])),
+                        "linear db %s, %d threads, unit %lld: %a, want %a", isas[ii],
+                        thread_counts[ti], (long long)u, got[u], want[u]);
+            b->destroy(b);
+        }
+    }
+    tu_tensor_free(x);
+    tu_tensor_free(w);
+    tu_tensor_free(dy);
+    tu_tensor_free(db);
+    tu_tensor_free(y);
+}
+END_TEST
+
 Suite *suite_cpu_kernels(void)
 {
     Suite *s = suite_create("cpu_kernels");
@@ -764,6 +835,7 @@ Suite *suite_cpu_kernels(void)
     tcase_add_test(k, test_convert_and_relu_mask_split);
     tcase_add_loop_test(k, test_lowp_is_the_fp32_sum_rounded_once, 0, 4);
     tcase_add_loop_test(k, test_relu_bitwise_ref, 0, 3);
+    tcase_add_test(k, test_linear_bias_grad_every_path);
     suite_add_tcase(s, k);
     return s;
 }
