@@ -5,12 +5,22 @@
  *  - forward: by rows (a row's mean, variance, saved statistics and outputs are its own);
  *  - backward: dweight and dbias by columns (each column's two sums over the rows in row
  *    order, as the reference's), then dx by rows (a row's two sums over its columns).
+ * Where the machine has AVX2 the sums run four rows (forward, dx) or four columns (dweight,
+ * dbias) at a time in the lanes of one register of doubles; each lane does the reference's
+ * operations on its own row or column in the reference's order, so every bit is the same.
  * The saved statistics are read back rounded to their dtype, as the reference reads them.
  * Other dtypes and refused arguments go to the reference (delegate.c).
  */
 #include "backends/cpu/cpu_common.h"
 
 #include <math.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPK_X86 1
+#else
+#define CPK_X86 0
+#endif
 
 #define LN_ROWS_PER_TASK 16
 #define LN_COLS_PER_TASK 64
@@ -22,6 +32,8 @@ typedef struct {
     float *y, *dx, *dw, *db;
     void *saved;
     bool saved_f64;
+    bool avx2; /* the AVX2 paths below: four rows (or columns) in the lanes of one register,
+                  each lane the portable code's operations in its order, the same bits */
 } ln_job;
 
 static inline double saved_ld(const ln_job *j, int64_t i)
@@ -42,36 +54,142 @@ static inline double w_or_1(const ln_job *j, int64_t c)
     return j->w ? (double)j->w[c] : 1.0;
 }
 
+/* row n's output from its mean and invstd (stored in saved when there is one) */
+static void ln_fwd_out(const ln_job *j, int64_t n, double mean, double invstd)
+{
+    const float *x = j->x + n * j->D;
+    float *y = j->y + n * j->D;
+    if (j->saved) {
+        saved_st(j, n, mean);
+        saved_st(j, j->N + n, invstd);
+    }
+    for (int64_t c = 0; c < j->D; c++) {
+        double xhat = ((double)x[c] - mean) * invstd;
+        y[c] = (float)(xhat * w_or_1(j, c) + (j->b ? (double)j->b[c] : 0.0));
+    }
+}
+
+static void ln_fwd_row(const ln_job *j, int64_t n)
+{
+    const float *x = j->x + n * j->D;
+    double sum = 0.0;
+    for (int64_t c = 0; c < j->D; c++)
+        sum += (double)x[c];
+    double mean = sum / (double)j->D;
+    double sq = 0.0;
+    for (int64_t c = 0; c < j->D; c++) {
+        double d = (double)x[c] - mean;
+        sq += d * d;
+    }
+    ln_fwd_out(j, n, mean, 1.0 / sqrt(sq / (double)j->D + j->eps));
+}
+
+#if CPK_X86
+/* Columns c..c+3 of rows r[0..3] as four registers, one per column, lane q row q. */
+__attribute__((target("avx2"))) static inline void cols4(const float *const r[4], int64_t c,
+                                                         __m256d v[4])
+{
+    const __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(r[0] + c));
+    const __m256d b = _mm256_cvtps_pd(_mm_loadu_ps(r[1] + c));
+    const __m256d e = _mm256_cvtps_pd(_mm_loadu_ps(r[2] + c));
+    const __m256d f = _mm256_cvtps_pd(_mm_loadu_ps(r[3] + c));
+    const __m256d t0 = _mm256_unpacklo_pd(a, b), t1 = _mm256_unpackhi_pd(a, b);
+    const __m256d t2 = _mm256_unpacklo_pd(e, f), t3 = _mm256_unpackhi_pd(e, f);
+    v[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+    v[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+    v[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+    v[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+/* Column c of rows r[0..3], lane q row q. */
+__attribute__((target("avx2"))) static inline __m256d col1(const float *const r[4], int64_t c)
+{
+    return _mm256_set_pd((double)r[3][c], (double)r[2][c], (double)r[1][c], (double)r[0][c]);
+}
+
+/* Rows n..n+3: the two sums of ln_fwd_row with the rows in the lanes, each lane's sums over
+ * the columns in order, then each row's output as ln_fwd_row writes it. */
+__attribute__((target("avx2"))) static void ln_fwd_rows4_avx2(const ln_job *j, int64_t n)
+{
+    const float *r[4];
+    for (int q = 0; q < 4; q++)
+        r[q] = j->x + (n + q) * j->D;
+    const int64_t D = j->D, D4 = D / 4 * 4;
+    __m256d v[4], sum = _mm256_setzero_pd(), sq = _mm256_setzero_pd();
+    for (int64_t c = 0; c < D4; c += 4) {
+        cols4(r, c, v);
+        for (int k = 0; k < 4; k++)
+            sum = _mm256_add_pd(sum, v[k]);
+    }
+    for (int64_t c = D4; c < D; c++)
+        sum = _mm256_add_pd(sum, col1(r, c));
+    const __m256d Dv = _mm256_set1_pd((double)D), mean = _mm256_div_pd(sum, Dv);
+    for (int64_t c = 0; c < D4; c += 4) {
+        cols4(r, c, v);
+        for (int k = 0; k < 4; k++) {
+            const __m256d d = _mm256_sub_pd(v[k], mean);
+            sq = _mm256_add_pd(sq, _mm256_mul_pd(d, d));
+        }
+    }
+    for (int64_t c = D4; c < D; c++) {
+        const __m256d d = _mm256_sub_pd(col1(r, c), mean);
+        sq = _mm256_add_pd(sq, _mm256_mul_pd(d, d));
+    }
+    const __m256d invstd = _mm256_div_pd(
+        _mm256_set1_pd(1.0),
+        _mm256_sqrt_pd(_mm256_add_pd(_mm256_div_pd(sq, Dv), _mm256_set1_pd(j->eps))));
+    double m[4], is[4];
+    _mm256_storeu_pd(m, mean);
+    _mm256_storeu_pd(is, invstd);
+    for (int q = 0; q < 4; q++)
+        ln_fwd_out(j, n + q, m[q], is[q]);
+}
+#endif
+
 static void ln_fwd_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const ln_job *j = vctx;
     const int64_t n1 = (task + 1) * LN_ROWS_PER_TASK < j->N ? (task + 1) * LN_ROWS_PER_TASK : j->N;
-    for (int64_t n = task * LN_ROWS_PER_TASK; n < n1; n++) {
-        const float *x = j->x + n * j->D;
-        float *y = j->y + n * j->D;
-        double sum = 0.0;
-        for (int64_t c = 0; c < j->D; c++)
-            sum += (double)x[c];
-        double mean = sum / (double)j->D;
-        double sq = 0.0;
-        for (int64_t c = 0; c < j->D; c++) {
-            double d = (double)x[c] - mean;
-            sq += d * d;
-        }
-        double invstd = 1.0 / sqrt(sq / (double)j->D + j->eps);
-        if (j->saved) {
-            saved_st(j, n, mean);
-            saved_st(j, j->N + n, invstd);
-        }
-        for (int64_t c = 0; c < j->D; c++) {
-            double xhat = ((double)x[c] - mean) * invstd;
-            y[c] = (float)(xhat * w_or_1(j, c) + (j->b ? (double)j->b[c] : 0.0));
-        }
-    }
+    int64_t n = task * LN_ROWS_PER_TASK;
+#if CPK_X86
+    if (j->avx2)
+        for (; n + 4 <= n1; n += 4)
+            ln_fwd_rows4_avx2(j, n);
+#endif
+    for (; n < n1; n++)
+        ln_fwd_row(j, n);
 }
 
 /* dweight, dbias over the columns [c0, c1): the sums over rows n in increasing order */
+#if CPK_X86
+/* Columns c..c+15 of ln_params_task's sums, four columns per register (each lane one
+ * column's two sums over the rows in order), into sum_dy[0..15], sum_dy_xhat[0..15]. */
+__attribute__((target("avx2"))) static void ln_params16_avx2(const ln_job *j, int64_t c,
+                                                              double *sum_dy,
+                                                              double *sum_dy_xhat)
+{
+    __m256d s[4], t[4];
+    for (int q = 0; q < 4; q++)
+        s[q] = t[q] = _mm256_setzero_pd();
+    for (int64_t n = 0; n < j->N; n++) {
+        const __m256d mean = _mm256_set1_pd(saved_ld(j, n));
+        const __m256d invstd = _mm256_set1_pd(saved_ld(j, j->N + n));
+        const float *x = j->x + n * j->D + c, *dy = j->dy + n * j->D + c;
+        for (int q = 0; q < 4; q++) {
+            const __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(dy + 4 * q));
+            const __m256d xc = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + 4 * q)), mean);
+            s[q] = _mm256_add_pd(s[q], d);
+            t[q] = _mm256_add_pd(t[q], _mm256_mul_pd(_mm256_mul_pd(d, xc), invstd));
+        }
+    }
+    for (int q = 0; q < 4; q++) {
+        _mm256_storeu_pd(sum_dy + 4 * q, s[q]);
+        _mm256_storeu_pd(sum_dy_xhat + 4 * q, t[q]);
+    }
+}
+#endif
+
 static void ln_params_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
@@ -79,10 +197,16 @@ static void ln_params_task(void *vctx, int64_t task, int tid)
     const int64_t c0 = task * LN_COLS_PER_TASK;
     const int64_t c1 = c0 + LN_COLS_PER_TASK < j->D ? c0 + LN_COLS_PER_TASK : j->D;
     double sum_dy[LN_COLS_PER_TASK] = {0}, sum_dy_xhat[LN_COLS_PER_TASK] = {0};
-    for (int64_t n = 0; n < j->N; n++) {
+    int64_t cs = c0; /* the first column the portable loop sums */
+#if CPK_X86
+    if (j->avx2)
+        for (; cs + 16 <= c1; cs += 16)
+            ln_params16_avx2(j, cs, sum_dy + (cs - c0), sum_dy_xhat + (cs - c0));
+#endif
+    for (int64_t n = 0; n < j->N && cs < c1; n++) {
         const double mean = saved_ld(j, n), invstd = saved_ld(j, j->N + n);
         const float *x = j->x + n * j->D, *dy = j->dy + n * j->D;
-        for (int64_t c = c0; c < c1; c++) {
+        for (int64_t c = cs; c < c1; c++) {
             double d = (double)dy[c];
             sum_dy[c - c0] += d;
             sum_dy_xhat[c - c0] += d * ((double)x[c] - mean) * invstd;
@@ -96,28 +220,87 @@ static void ln_params_task(void *vctx, int64_t task, int tid)
     }
 }
 
+/* row n's input gradient from its two sums over the columns */
+static void ln_dx_out(const ln_job *j, int64_t n, double sum_g, double sum_g_xhat)
+{
+    const float *x = j->x + n * j->D, *dy = j->dy + n * j->D;
+    float *dx = j->dx + n * j->D;
+    const double mean = saved_ld(j, n), invstd = saved_ld(j, j->N + n), D = (double)j->D;
+    for (int64_t c = 0; c < j->D; c++) {
+        double xhat = ((double)x[c] - mean) * invstd;
+        double g = (double)dy[c] * w_or_1(j, c);
+        dx[c] = (float)((double)dx[c] + invstd / D * (D * g - sum_g - xhat * sum_g_xhat));
+    }
+}
+
+static void ln_dx_row(const ln_job *j, int64_t n)
+{
+    const float *x = j->x + n * j->D, *dy = j->dy + n * j->D;
+    const double mean = saved_ld(j, n), invstd = saved_ld(j, j->N + n);
+    double sum_g = 0.0, sum_g_xhat = 0.0;
+    for (int64_t c = 0; c < j->D; c++) {
+        double g = (double)dy[c] * w_or_1(j, c);
+        sum_g += g;
+        sum_g_xhat += g * ((double)x[c] - mean) * invstd;
+    }
+    ln_dx_out(j, n, sum_g, sum_g_xhat);
+}
+
+#if CPK_X86
+/* Rows n..n+3: ln_dx_row's two sums with the rows in the lanes (each lane's over the
+ * columns in order), then each row's input gradient as ln_dx_row writes it. */
+__attribute__((target("avx2"))) static void ln_dx_rows4_avx2(const ln_job *j, int64_t n)
+{
+    const float *xr[4], *dr[4];
+    double m[4], is[4];
+    for (int q = 0; q < 4; q++) {
+        xr[q] = j->x + (n + q) * j->D;
+        dr[q] = j->dy + (n + q) * j->D;
+        m[q] = saved_ld(j, n + q);
+        is[q] = saved_ld(j, j->N + n + q);
+    }
+    const __m256d mean = _mm256_loadu_pd(m), invstd = _mm256_loadu_pd(is);
+    const int64_t D = j->D, D4 = D / 4 * 4;
+    __m256d xv[4], dv[4], sg = _mm256_setzero_pd(), sgx = _mm256_setzero_pd();
+    for (int64_t c = 0; c < D; c += 4) {
+        const int kn = c < D4 ? 4 : (int)(D - c);
+        if (c < D4) {
+            cols4(xr, c, xv);
+            cols4(dr, c, dv);
+        } else {
+            for (int k = 0; k < kn; k++) {
+                xv[k] = col1(xr, c + k);
+                dv[k] = col1(dr, c + k);
+            }
+        }
+        for (int k = 0; k < kn; k++) {
+            const __m256d g = _mm256_mul_pd(dv[k], _mm256_set1_pd(w_or_1(j, c + k)));
+            sg = _mm256_add_pd(sg, g);
+            sgx = _mm256_add_pd(
+                sgx, _mm256_mul_pd(_mm256_mul_pd(g, _mm256_sub_pd(xv[k], mean)), invstd));
+        }
+    }
+    double a[4], b[4];
+    _mm256_storeu_pd(a, sg);
+    _mm256_storeu_pd(b, sgx);
+    for (int q = 0; q < 4; q++)
+        ln_dx_out(j, n + q, a[q], b[q]);
+}
+#endif
+
 static void ln_dx_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const ln_job *j = vctx;
     const int64_t n1 = (task + 1) * LN_ROWS_PER_TASK < j->N ? (task + 1) * LN_ROWS_PER_TASK : j->N;
-    const double D = (double)j->D;
-    for (int64_t n = task * LN_ROWS_PER_TASK; n < n1; n++) {
-        const float *x = j->x + n * j->D, *dy = j->dy + n * j->D;
-        float *dx = j->dx + n * j->D;
-        const double mean = saved_ld(j, n), invstd = saved_ld(j, j->N + n);
-        double sum_g = 0.0, sum_g_xhat = 0.0;
-        for (int64_t c = 0; c < j->D; c++) {
-            double g = (double)dy[c] * w_or_1(j, c);
-            sum_g += g;
-            sum_g_xhat += g * ((double)x[c] - mean) * invstd;
-        }
-        for (int64_t c = 0; c < j->D; c++) {
-            double xhat = ((double)x[c] - mean) * invstd;
-            double g = (double)dy[c] * w_or_1(j, c);
-            dx[c] = (float)((double)dx[c] + invstd / D * (D * g - sum_g - xhat * sum_g_xhat));
-        }
-    }
+    int64_t n = task * LN_ROWS_PER_TASK;
+#if CPK_X86
+    if (j->avx2)
+        for (; n + 4 <= n1; n += 4)
+            ln_dx_rows4_avx2(j, n);
+#endif
+    for (; n < n1; n++)
+        ln_dx_row(j, n);
 }
 
 static bool f32_or_null(const ck_tensor *t)
@@ -158,6 +341,7 @@ ck_status cpu_norm_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fw
     ln_job j = {.N = 0};
     if (!ln_fast(op, io, NULL, &j))
         return cpu_delegate_forward(c, op, args, io, err);
+    j.avx2 = c->isa != CPK_ISA_PORTABLE;
     j.y = io->out->data;
     cpk_parallel(c->pool, (j.N + LN_ROWS_PER_TASK - 1) / LN_ROWS_PER_TASK, ln_fwd_task, &j);
     return CK_OK;
@@ -169,6 +353,7 @@ ck_status cpu_norm_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
     ln_job j = {.N = 0};
     if (!ln_fast(op, io, g, &j))
         return cpu_delegate_backward(c, op, args, io, g, err);
+    j.avx2 = c->isa != CPK_ISA_PORTABLE;
     j.dy = g->dout->data;
     j.dx = g->din[0] ? g->din[0]->data : NULL;
     j.dw = g->dweight ? g->dweight->data : NULL;
