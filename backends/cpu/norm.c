@@ -146,20 +146,6 @@ __attribute__((target("avx2"))) static void ln_fwd_rows4_avx2(const ln_job *j, i
 }
 #endif
 
-static void ln_fwd_task(void *vctx, int64_t task, int tid)
-{
-    (void)tid;
-    const ln_job *j = vctx;
-    const int64_t n1 = (task + 1) * LN_ROWS_PER_TASK < j->N ? (task + 1) * LN_ROWS_PER_TASK : j->N;
-    int64_t n = task * LN_ROWS_PER_TASK;
-#if CPK_X86
-    if (j->avx2)
-        for (; n + 4 <= n1; n += 4)
-            ln_fwd_rows4_avx2(j, n);
-#endif
-    for (; n < n1; n++)
-        ln_fwd_row(j, n);
-}
 
 /* dweight, dbias over the columns [c0, c1): the sums over rows n in increasing order */
 #if CPK_X86
@@ -288,19 +274,39 @@ __attribute__((target("avx2"))) static void ln_dx_rows4_avx2(const ln_job *j, in
 }
 #endif
 
+typedef void (*ln_rows_fn)(const ln_job *j, int64_t n);
+
+/* The rows of one task: groups of four through rows4 (the AVX2 path, NULL without one),
+ * the rest one by one through row. */
+static void ln_rows(const ln_job *j, int64_t task, ln_rows_fn row, ln_rows_fn rows4)
+{
+    const int64_t n1 = (task + 1) * LN_ROWS_PER_TASK < j->N ? (task + 1) * LN_ROWS_PER_TASK : j->N;
+    int64_t n = task * LN_ROWS_PER_TASK;
+    if (j->avx2 && rows4)
+        for (; n + 4 <= n1; n += 4)
+            rows4(j, n);
+    for (; n < n1; n++)
+        row(j, n);
+}
+
+#if CPK_X86
+#define LN_FWD_ROWS4 ln_fwd_rows4_avx2
+#define LN_DX_ROWS4 ln_dx_rows4_avx2
+#else
+#define LN_FWD_ROWS4 NULL
+#define LN_DX_ROWS4 NULL
+#endif
+
+static void ln_fwd_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    ln_rows(vctx, task, ln_fwd_row, LN_FWD_ROWS4);
+}
+
 static void ln_dx_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
-    const ln_job *j = vctx;
-    const int64_t n1 = (task + 1) * LN_ROWS_PER_TASK < j->N ? (task + 1) * LN_ROWS_PER_TASK : j->N;
-    int64_t n = task * LN_ROWS_PER_TASK;
-#if CPK_X86
-    if (j->avx2)
-        for (; n + 4 <= n1; n += 4)
-            ln_dx_rows4_avx2(j, n);
-#endif
-    for (; n < n1; n++)
-        ln_dx_row(j, n);
+    ln_rows(vctx, task, ln_dx_row, LN_DX_ROWS4);
 }
 
 static bool f32_or_null(const ck_tensor *t)
