@@ -101,10 +101,19 @@ __attribute__((target("avx2"))) static inline void cols4(const float *const r[4]
     v[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
 }
 
-/* Column c of rows r[0..3], lane q row q. */
-__attribute__((target("avx2"))) static inline __m256d col1(const float *const r[4], int64_t c)
+/* Columns c, c+1, ... of rows r[0..3] (four, or the fewer left before column D) as one
+ * register per column, lane q row q; returns how many. */
+__attribute__((target("avx2"))) static inline int cols_upto4(const float *const r[4], int64_t c,
+                                                             int64_t D, __m256d v[4])
 {
-    return _mm256_set_pd((double)r[3][c], (double)r[2][c], (double)r[1][c], (double)r[0][c]);
+    if (c + 4 <= D) {
+        cols4(r, c, v);
+        return 4;
+    }
+    for (int64_t k = 0; c + k < D; k++)
+        v[k] = _mm256_set_pd((double)r[3][c + k], (double)r[2][c + k], (double)r[1][c + k],
+                             (double)r[0][c + k]);
+    return (int)(D - c);
 }
 
 /* Rows n..n+3: the two sums of ln_fwd_row with the rows in the lanes, each lane's sums over
@@ -114,26 +123,20 @@ __attribute__((target("avx2"))) static void ln_fwd_rows4_avx2(const ln_job *j, i
     const float *r[4];
     for (int q = 0; q < 4; q++)
         r[q] = j->x + (n + q) * j->D;
-    const int64_t D = j->D, D4 = D / 4 * 4;
+    const int64_t D = j->D;
     __m256d v[4], sum = _mm256_setzero_pd(), sq = _mm256_setzero_pd();
-    for (int64_t c = 0; c < D4; c += 4) {
-        cols4(r, c, v);
-        for (int k = 0; k < 4; k++)
+    for (int64_t c = 0; c < D; c += 4) {
+        const int kn = cols_upto4(r, c, D, v);
+        for (int k = 0; k < kn; k++)
             sum = _mm256_add_pd(sum, v[k]);
     }
-    for (int64_t c = D4; c < D; c++)
-        sum = _mm256_add_pd(sum, col1(r, c));
     const __m256d Dv = _mm256_set1_pd((double)D), mean = _mm256_div_pd(sum, Dv);
-    for (int64_t c = 0; c < D4; c += 4) {
-        cols4(r, c, v);
-        for (int k = 0; k < 4; k++) {
+    for (int64_t c = 0; c < D; c += 4) {
+        const int kn = cols_upto4(r, c, D, v);
+        for (int k = 0; k < kn; k++) {
             const __m256d d = _mm256_sub_pd(v[k], mean);
             sq = _mm256_add_pd(sq, _mm256_mul_pd(d, d));
         }
-    }
-    for (int64_t c = D4; c < D; c++) {
-        const __m256d d = _mm256_sub_pd(col1(r, c), mean);
-        sq = _mm256_add_pd(sq, _mm256_mul_pd(d, d));
     }
     const __m256d invstd = _mm256_div_pd(
         _mm256_set1_pd(1.0),
@@ -246,19 +249,11 @@ __attribute__((target("avx2"))) static void ln_dx_rows4_avx2(const ln_job *j, in
         is[q] = saved_ld(j, j->N + n + q);
     }
     const __m256d mean = _mm256_loadu_pd(m), invstd = _mm256_loadu_pd(is);
-    const int64_t D = j->D, D4 = D / 4 * 4;
+    const int64_t D = j->D;
     __m256d xv[4], dv[4], sg = _mm256_setzero_pd(), sgx = _mm256_setzero_pd();
     for (int64_t c = 0; c < D; c += 4) {
-        const int kn = c < D4 ? 4 : (int)(D - c);
-        if (c < D4) {
-            cols4(xr, c, xv);
-            cols4(dr, c, dv);
-        } else {
-            for (int k = 0; k < kn; k++) {
-                xv[k] = col1(xr, c + k);
-                dv[k] = col1(dr, c + k);
-            }
-        }
+        const int kn = cols_upto4(xr, c, D, xv);
+        cols_upto4(dr, c, D, dv);
         for (int k = 0; k < kn; k++) {
             const __m256d g = _mm256_mul_pd(dv[k], _mm256_set1_pd(w_or_1(j, c + k)));
             sg = _mm256_add_pd(sg, g);

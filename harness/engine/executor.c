@@ -450,16 +450,22 @@ static ck_status ensure_grad(ck_exec *e, int i, ck_error *err)
     return st;
 }
 
+/* Whether layer i's backward writes its input's first gradient as if into zeros (din0_fresh,
+ * ck_backward_dx_fresh in backend.h) instead of having the buffer zeroed: not in a run with
+ * its own gradient buffers, the reference the buffer reuse is tested against. */
+static bool writes_dx_fresh(const ck_exec *e, int i)
+{
+    return !e->cfg.own_gradient_buffers && ck_backward_dx_fresh(e->cfg.g->nodes[i].op.kind);
+}
+
 /* Sets g->din[j] to input src's gradient buffer for layer i's backward: ensure_grad's, or,
  * where a ck_backward_dx_fresh layer (backend.h) gives its input the first gradient, a new
- * buffer left as it is, which the kernel writes as if it were zeroed (din0_fresh): the same
- * bits without the zero pass. A run with its own gradient buffers zeroes it, the reference
- * the buffer reuse is tested against. */
+ * buffer left as it is, which the kernel writes as if it were zeroed (writes_dx_fresh): the
+ * same bits without the zero pass. */
 static ck_status input_grad_buffer(ck_exec *e, int i, int j, int src, ck_op_grads *g,
                                    ck_error *err)
 {
-    if (j == 0 && !e->dout[src].data && !e->cfg.own_gradient_buffers &&
-        ck_backward_dx_fresh(e->cfg.g->nodes[i].op.kind)) {
+    if (j == 0 && !e->dout[src].data && writes_dx_fresh(e, i)) {
         CK_TRY(ck_act_alloc_tensor(&e->act, &e->dout[src], err));
         g->din0_fresh = true;
     } else {
@@ -645,9 +651,7 @@ static ck_status backward_dx_over_input(ck_exec *e, int i, int src, ck_op_io *io
     e->out[src].data = NULL;
     if (e->cfg.dry_run)
         return CK_OK;
-    /* a dx_fresh kernel writes it as if zeroed (input_grad_buffer); the rest zero it */
-    g->din0_fresh = !e->cfg.own_gradient_buffers &&
-                    ck_backward_dx_fresh(e->cfg.g->nodes[i].op.kind);
+    g->din0_fresh = writes_dx_fresh(e, i); /* else the buffer is zeroed */
     if (!g->din0_fresh && (st = e->cfg.b->zero(e->cfg.b, &e->dout[src], err)) != CK_OK)
         return st;
     ck_tensor hidden_x = *io->in[0];
