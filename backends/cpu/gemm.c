@@ -285,49 +285,6 @@ static ukernel pick_kernel(cpk_isa isa)
 // ----------------------------------------------------------------------------
 // packing
 
-/* A block rows [i0, i0+mb), k [k0, k0+kc) into mr-row panels, k-major, zero rows past mb
- * (inlined into pack_A once per micro-kernel height, so that the per-k copies of mr floats
- * are unrolled moves rather than loops and memcpy calls) */
-static inline __attribute__((always_inline)) void pack_A_mr(const cpk_gemm_src *s, int64_t i0,
-                                                            int64_t mb, int64_t k0,
-                                                            int64_t kc, const int mr,
-                                                            float *dst)
-{
-    for (int64_t ip = 0; ip < mb; ip += mr) {
-        float *d = dst + ip * kc;
-        const int64_t rows = mb - ip < mr ? mb - ip : mr;
-        if (s->a_cs == 1 && rows == mr) {
-            const float *r[MR_MAX];
-            for (int64_t q = 0; q < mr; q++)
-                r[q] = s->a + (i0 + ip + q) * s->a_rs + k0;
-            for (int64_t k = 0; k < kc; k++)
-                for (int64_t q = 0; q < mr; q++)
-                    d[k * mr + q] = r[q][k];
-        } else if (s->a_rs == 1 && rows == mr) {
-            for (int64_t k = 0; k < kc; k++)
-                memcpy(d + k * mr, s->a + (k0 + k) * s->a_cs + i0 + ip,
-                       (size_t)mr * sizeof *d);
-        } else {
-            for (int64_t k = 0; k < kc; k++) {
-                const float *src = s->a + (k0 + k) * s->a_cs + (i0 + ip) * s->a_rs;
-                for (int64_t q = 0; q < mr; q++)
-                    d[k * mr + q] = q < rows ? src[q * s->a_rs] : 0.0f;
-            }
-        }
-    }
-}
-
-static void pack_A(const cpk_gemm_src *s, int64_t i0, int64_t mb, int64_t k0, int64_t kc,
-                   int mr, float *dst)
-{
-    if (mr == 6)
-        pack_A_mr(s, i0, mb, k0, kc, 6, dst);
-    else if (mr == 8)
-        pack_A_mr(s, i0, mb, k0, kc, 8, dst);
-    else
-        pack_A_mr(s, i0, mb, k0, kc, mr, dst);
-}
-
 #if CPK_X86
 /* B^T stored row-major (a linear weight's x W^T): d[k * NR + j] = r_j[k] for NR rows r_j,
  * by 8 x 8 transposes in ymm registers (a pure copy: no arithmetic, so no bit can change) */
@@ -366,6 +323,58 @@ __attribute__((target("avx2"))) static void pack_Bt_avx2(const float *b, int64_t
     }
 }
 #endif
+
+/* A block rows [i0, i0+mb), k [k0, k0+kc) into mr-row panels, k-major, zero rows past mb
+ * (inlined into pack_A once per micro-kernel height, so that the per-k copies of mr floats
+ * are unrolled moves rather than loops and memcpy calls) */
+static inline __attribute__((always_inline)) void pack_A_mr(const cpk_gemm_src *s, cpk_isa isa,
+                                                            int64_t i0, int64_t mb, int64_t k0,
+                                                            int64_t kc, const int mr,
+                                                            float *dst)
+{
+    for (int64_t ip = 0; ip < mb; ip += mr) {
+        float *d = dst + ip * kc;
+        const int64_t rows = mb - ip < mr ? mb - ip : mr;
+#if CPK_X86
+        /* row-major A, mr a multiple of 8: the same transposes as B^T's panels */
+        if (s->a_cs == 1 && rows == mr && mr % 8 == 0 && isa != CPK_ISA_PORTABLE) {
+            pack_Bt_avx2(s->a + (i0 + ip) * s->a_rs + k0, s->a_rs, kc, mr, d);
+            continue;
+        }
+#endif
+        (void)isa;
+        if (s->a_cs == 1 && rows == mr) {
+            const float *r[MR_MAX];
+            for (int64_t q = 0; q < mr; q++)
+                r[q] = s->a + (i0 + ip + q) * s->a_rs + k0;
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t q = 0; q < mr; q++)
+                    d[k * mr + q] = r[q][k];
+        } else if (s->a_rs == 1 && rows == mr) {
+            for (int64_t k = 0; k < kc; k++)
+                memcpy(d + k * mr, s->a + (k0 + k) * s->a_cs + i0 + ip,
+                       (size_t)mr * sizeof *d);
+        } else {
+            for (int64_t k = 0; k < kc; k++) {
+                const float *src = s->a + (k0 + k) * s->a_cs + (i0 + ip) * s->a_rs;
+                for (int64_t q = 0; q < mr; q++)
+                    d[k * mr + q] = q < rows ? src[q * s->a_rs] : 0.0f;
+            }
+        }
+    }
+}
+
+static void pack_A(const cpk_gemm_src *s, cpk_isa isa, int64_t i0, int64_t mb, int64_t k0,
+                   int64_t kc, int mr, float *dst)
+{
+    if (mr == 6)
+        pack_A_mr(s, isa, i0, mb, k0, kc, 6, dst);
+    else if (mr == 8)
+        pack_A_mr(s, isa, i0, mb, k0, kc, 8, dst);
+    else
+        pack_A_mr(s, isa, i0, mb, k0, kc, mr, dst);
+}
+
 
 /* one NR-column panel of B: k [k0, k0+kc), cols [j0, j0+cols), zero cols up to NR */
 static void pack_B_panel(const cpk_gemm_src *s, cpk_isa isa, int64_t k0, int64_t kc,
@@ -556,7 +565,7 @@ static void gemm_task(void *vctx, int64_t task, int tid)
     const int64_t p0 = sp * j->pspan, p1 = p0 + j->pspan < npanels ? p0 + j->pspan : npanels;
     const bool load = j->accumulate || j->k0 > 0;
     float *ap = j->apack[tid];
-    pack_A(j->s, i0, mb, j->k0, j->kc, MR, ap);
+    pack_A(j->s, j->isa, i0, mb, j->k0, j->kc, MR, ap);
     for (int64_t ip = 0; ip < mb; ip += MR) {
         const int64_t rows = mb - ip < MR ? mb - ip : MR;
         const float *apanel = ap + ip * j->kc;
@@ -642,7 +651,7 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
         float *afull = alloc_floats(Mr * K);
         ok = afull != NULL;
         for (int64_t k0 = 0; ok && k0 < K; k0 += kcb)
-            pack_A(s, 0, M, k0, K - k0 < kcb ? K - k0 : kcb, MR, afull + Mr * k0);
+            pack_A(s, isa, 0, M, k0, K - k0 < kcb ? K - k0 : kcb, MR, afull + Mr * k0);
         j.afull = afull;
         j.j0 = 0;
         j.nc = N;
