@@ -293,6 +293,70 @@ END_TEST
 
 /* ---- the scalar helpers ---- */
 
+/* Bitwise-equal tensors skip the element loop (only the NaN and infinity counts are
+ * taken). The same values with one +0 turned into -0 are no longer bitwise equal, so they
+ * go through the loop: every metric but `bitwise` and the verdict must come out the same,
+ * in every float dtype and with every kind of value in the tensor. */
+static void expect_same_metrics(const ck_metrics *fast, const ck_metrics *slow)
+{
+    ck_assert(fast->bitwise && !slow->bitwise);
+    ck_assert_int_eq(fast->numel, slow->numel);
+    ck_assert(fast->max_abs == slow->max_abs && fast->max_rel == slow->max_rel);
+    ck_assert(fast->rel_l2 == slow->rel_l2 && fast->max_ratio == slow->max_ratio);
+    ck_assert_uint_eq(fast->max_ulp, slow->max_ulp);
+    ck_assert_int_eq(fast->n_outside, slow->n_outside);
+    ck_assert_int_eq(fast->first_bad, slow->first_bad);
+    ck_assert_int_eq(fast->nan_a, slow->nan_a);
+    ck_assert_int_eq(fast->nan_ref, slow->nan_ref);
+    ck_assert_int_eq(fast->inf_a, slow->inf_a);
+    ck_assert_int_eq(fast->inf_ref, slow->inf_ref);
+}
+
+START_TEST(bitwise_path_matches_the_element_loop)
+{
+    const float f32[] = {0.0f, 1.5f, NAN, -INFINITY, 0x1p-149f, -FLT_MAX, INFINITY, -NAN, 3.0f};
+    /* 73 elements: fp32 is counted in blocks of 64 and then one by one */
+    enum { n = 73 };
+    float a32[n], b32[n];
+    for (int i = 0; i < n; i++)
+        a32[i] = b32[i] = f32[i % 9];
+    ck_metrics fast, slow;
+    ck_assert_int_eq(ck_compare(CK_F32, n, a32, b32, 1e-5, 1e-8, &fast), CK_VERDICT_IDENTICAL);
+    ck_assert_int_eq(fast.nan_a, 2 * 8); /* two in the nine values, two of them past 64 */
+    ck_assert_int_eq(fast.inf_a, 2 * 8);
+    b32[0] = -0.0f;
+    ck_assert_int_eq(ck_compare(CK_F32, n, a32, b32, 1e-5, 1e-8, &slow), CK_VERDICT_CLOSE);
+    expect_same_metrics(&fast, &slow);
+
+    const double f64[] = {0.0, -DBL_MAX, NAN, INFINITY, 0x1p-1074, 2.0};
+    double a64[6], b64[6];
+    memcpy(a64, f64, sizeof a64);
+    memcpy(b64, f64, sizeof b64);
+    ck_assert_int_eq(ck_compare(CK_F64, 6, a64, b64, 0, 0, &fast), CK_VERDICT_IDENTICAL);
+    b64[0] = -0.0;
+    ck_assert_int_eq(ck_compare(CK_F64, 6, a64, b64, 0, 0, &slow), CK_VERDICT_CLOSE);
+    expect_same_metrics(&fast, &slow);
+    ck_assert_int_eq(fast.nan_a, 1);
+    ck_assert_int_eq(fast.inf_a, 1);
+
+    /* fp16 and bf16 bit patterns: +0, 1.0, NaN, -Inf, the smallest subnormal */
+    const uint16_t h16[] = {0x0000, 0x3c00, 0x7e01, 0xfc00, 0x0001};
+    const uint16_t b16[] = {0x0000, 0x3f80, 0x7fc1, 0xff80, 0x0001};
+    for (int d = 0; d < 2; d++) {
+        uint16_t a[5], b[5];
+        memcpy(a, d ? b16 : h16, sizeof a);
+        memcpy(b, d ? b16 : h16, sizeof b);
+        const ck_dtype dt = d ? CK_BF16 : CK_F16;
+        ck_assert_int_eq(ck_compare(dt, 5, a, b, 0, 0, &fast), CK_VERDICT_IDENTICAL);
+        b[0] = 0x8000;
+        ck_assert_int_eq(ck_compare(dt, 5, a, b, 0, 0, &slow), CK_VERDICT_CLOSE);
+        expect_same_metrics(&fast, &slow);
+        ck_assert_int_eq(fast.nan_a, 1);
+        ck_assert_int_eq(fast.inf_ref, 1);
+    }
+}
+END_TEST
+
 START_TEST(ulp_distance_helpers)
 {
     ck_assert_uint_eq(ck_ulp_distance_f32(0.0f, -0.0f), 0);
@@ -332,6 +396,7 @@ Suite *suite_compare(void)
     tcase_add_test(tc, f64_overflowing_differences_give_infinite_norm);
     tcase_add_loop_test(tc, half_crafted_rows, 0, ROWS(half_rows));
     tcase_add_test(tc, integers_compare_exactly);
+    tcase_add_test(tc, bitwise_path_matches_the_element_loop);
     tcase_add_test(tc, ulp_distance_helpers);
     tcase_add_test(tc, verdict_names);
     suite_add_tcase(s, tc);

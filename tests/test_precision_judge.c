@@ -4,6 +4,7 @@
  * hand-made records, then end to end on small cases.
  */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,26 @@ START_TEST(vacuity_counts_zero_gradients_and_dead_losses)
     ck_vacuity_measure(&rec, CK_F32, &v);
     ck_assert(!v.vacuous);
     ck_assert_int_eq(v.zero, 0);
+    /* fp32 reads the counts off the bits: -0 is a zero; the smallest and largest
+     * subnormals (either sign) are subnormal; FLT_MIN, NaN and infinities are neither */
+    float mixed[100];
+    memcpy(mixed, alive, sizeof mixed);
+    mixed[0] = -0.0f;
+    mixed[1] = 0x1p-149f;
+    mixed[2] = -0x1.fffffcp-127f;
+    mixed[3] = FLT_MIN;
+    mixed[4] = NAN;
+    mixed[5] = -INFINITY;
+    /* and past the blocks of 64 the count goes element by element */
+    mixed[96] = -0.0f;
+    mixed[97] = 0x1p-149f;
+    mixed[98] = FLT_MIN;
+    mixed[99] = NAN;
+    e.data = mixed;
+    ck_vacuity_measure(&rec, CK_F32, &v);
+    ck_assert_int_eq(v.zero, 2);
+    ck_assert_int_eq(v.subnormal, 3);
+    e.data = alive;
     /* fp16: |g * scale| below 2^-14 was subnormal in the low dtype */
     ck_vacuity_measure(&rec, CK_F16, &v);
     ck_assert_int_eq(v.subnormal, 61); /* 1e-6 .. 6.1e-5 */
