@@ -375,7 +375,6 @@ static void pack_A(const cpk_gemm_src *s, cpk_isa isa, int64_t i0, int64_t mb, i
         pack_A_mr(s, isa, i0, mb, k0, kc, mr, dst);
 }
 
-
 /* one NR-column panel of B: k [k0, k0+kc), cols [j0, j0+cols), zero cols up to NR */
 static void pack_B_panel(const cpk_gemm_src *s, cpk_isa isa, int64_t k0, int64_t kc,
                          int64_t j0, int64_t cols, int NR, float *d)

@@ -213,6 +213,41 @@ static void compare_ints(ck_dtype dt, int64_t numel, const void *a, const void *
     finish_rel_l2(m, &diff, &refn);
 }
 
+static inline void f32_classify(uint32_t bits, uint32_t *zero, uint32_t *subnormal,
+                                uint32_t *inf, uint32_t *nan)
+{
+    const uint32_t mag = bits & UINT32_C(0x7fffffff);
+    *zero += mag == 0;
+    *subnormal += (mag - 1) < UINT32_C(0x007fffff); /* 1 .. 0x7fffff */
+    *inf += mag == UINT32_C(0x7f800000);
+    *nan += mag > UINT32_C(0x7f800000);
+}
+
+void ck_f32_count_classes(const void *data, int64_t n, ck_f32_classes *c)
+{
+    const unsigned char *p = data;
+    memset(c, 0, sizeof *c);
+    for (int64_t i = 0; i < n; i += 64) {
+        /* blocks of a fixed 64 elements, which the compiler turns into vector code */
+        const int len = n - i < 64 ? (int)(n - i) : 64;
+        uint32_t z = 0, s = 0, f = 0, q = 0, bits;
+        if (len == 64)
+            for (int k = 0; k < 64; k++) {
+                memcpy(&bits, p + (size_t)(i + k) * 4, 4);
+                f32_classify(bits, &z, &s, &f, &q);
+            }
+        else
+            for (int k = 0; k < len; k++) {
+                memcpy(&bits, p + (size_t)(i + k) * 4, 4);
+                f32_classify(bits, &z, &s, &f, &q);
+            }
+        c->zero += z;
+        c->subnormal += s;
+        c->inf += f;
+        c->nan += q;
+    }
+}
+
 /* The metrics of two bitwise-equal tensors, without the element loop of compare_floats:
  * every finite pair is 0 apart (max_abs, max_rel, max_ulp, max_ratio and rel_l2 stay 0,
  * nothing is outside) and every non-finite value meets itself, so only the NaN and
@@ -222,28 +257,10 @@ static void count_nonfinite_equal(ck_dtype dt, int64_t numel, const void *a, ck_
 {
     int64_t nan = 0, inf = 0;
     if (dt == CK_F32) {
-        const unsigned char *p = a;
-        int64_t i = 0;
-        /* blocks of a fixed 64 elements, which the compiler turns into vector code */
-        for (; i + 64 <= numel; i += 64) {
-            uint32_t bn = 0, bi = 0;
-            for (int k = 0; k < 64; k++) {
-                uint32_t bits;
-                memcpy(&bits, p + (size_t)(i + k) * 4, 4);
-                const uint32_t mag = bits & UINT32_C(0x7fffffff);
-                bn += mag > UINT32_C(0x7f800000);
-                bi += mag == UINT32_C(0x7f800000);
-            }
-            nan += bn;
-            inf += bi;
-        }
-        for (; i < numel; i++) {
-            uint32_t bits;
-            memcpy(&bits, p + (size_t)i * 4, 4);
-            const uint32_t mag = bits & UINT32_C(0x7fffffff);
-            nan += mag > UINT32_C(0x7f800000);
-            inf += mag == UINT32_C(0x7f800000);
-        }
+        ck_f32_classes c;
+        ck_f32_count_classes(a, numel, &c);
+        nan = c.nan;
+        inf = c.inf;
     } else if (ck_dtype_is_float(dt)) {
         for (int64_t i = 0; i < numel; i++) {
             const double v = load_float(dt, a, i).v;

@@ -34,6 +34,13 @@ ck_verdict ck_compare(ck_dtype dt, int64_t numel, const void *a, const void *ref
                       double atol, ck_metrics *m);
 
 const char *ck_verdict_name(ck_verdict v);
+
+/* How many of n fp32 values (read as bits, any alignment) are zeros (either sign),
+ * subnormals, infinities and NaNs. */
+typedef struct {
+    int64_t zero, subnormal, inf, nan;
+} ck_f32_classes;
+void ck_f32_count_classes(const void *data, int64_t n, ck_f32_classes *c);
 /* ULP distance between two finite floats of the same dtype (fp32/fp64/fp16/bf16 bits). */
 uint64_t ck_ulp_distance_f32(float a, float b);
 uint64_t ck_ulp_distance_f64(double a, double b);

@@ -1,6 +1,8 @@
 /* Whether a run's gradients carry information (vacuity.h). */
 #include "harness/verify/vacuity.h"
 
+#include "harness/core/metrics.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,28 +24,11 @@ void ck_vacuity_count(const ck_record *rec, ck_dtype dt, ck_vacuity *v)
         const float *g = e->data;
         v->elements += n;
         if (scale == 1.0 && min_normal == (double)FLT_MIN) {
-            /* the same counts read off the bits: zero is a magnitude of 0, a subnormal a
-             * nonzero magnitude below FLT_MIN's (exponent field 0) */
-            int64_t i = 0;
-            for (; i + 64 <= n; i += 64) { /* fixed blocks: vector code */
-                uint32_t bz = 0, bs = 0;
-                for (int q = 0; q < 64; q++) {
-                    uint32_t bits;
-                    memcpy(&bits, g + i + q, 4);
-                    const uint32_t mag = bits & UINT32_C(0x7fffffff);
-                    bz += mag == 0;
-                    bs += (mag - 1) < UINT32_C(0x007fffff); /* 1 .. 0x7fffff */
-                }
-                v->zero += bz;
-                v->subnormal += bs;
-            }
-            for (; i < n; i++) {
-                uint32_t bits;
-                memcpy(&bits, g + i, 4);
-                const uint32_t mag = bits & UINT32_C(0x7fffffff);
-                v->zero += mag == 0;
-                v->subnormal += (mag - 1) < UINT32_C(0x007fffff);
-            }
+            /* the same counts read off the bits */
+            ck_f32_classes c;
+            ck_f32_count_classes(g, n, &c);
+            v->zero += c.zero;
+            v->subnormal += c.subnormal;
             continue;
         }
         for (int64_t i = 0; i < n; i++) {
