@@ -166,7 +166,7 @@ START_TEST(test_delegated_ops_bitwise_ref)
 END_TEST
 
 // ----------------------------------------------------------------------------
-// the fp32 kernels for relu, max pooling, concat and nearest upsampling (pointwise.c,
+// the fp32 kernels for relu, add, max pooling, concat and nearest upsampling (pointwise.c,
 // pool.c, shape.c, upsample.c): the reference's bits on every ISA path and thread count,
 // on inputs full of ties, NaNs (the first one in a window wins), signed zeros and Infs
 
@@ -202,6 +202,9 @@ static const layout_row layout_rows[] = {
      {SHAPE_INIT(3, 7, 50, 40), SHAPE_INIT(3, 18, 50, 40)}, SHAPE_INIT(3, 25, 50, 40)},
     {"relu, 100003 elements", CK_OP_RELU, 0, 1, {0}, {0}, {0}, {SHAPE_INIT(7, 14286)},
      SHAPE_INIT(7, 14286)},
+    {"add of 2, 100003 elements", CK_OP_ADD, 0, 2, {0}, {0}, {0},
+     {SHAPE_INIT(7, 14286), SHAPE_INIT(7, 14286)}, SHAPE_INIT(7, 14286)},
+    {"add of 1, 11 elements", CK_OP_ADD, 0, 1, {0}, {0}, {0}, {SHAPE_INIT(11)}, SHAPE_INIT(11)},
 };
 
 static ck_op_params layout_op(const layout_row *r)
@@ -253,7 +256,9 @@ static void layout_tensors(const layout_row *r, ck_tensor *t[8])
 }
 
 /* the op's forward and backward on b; relu's backward reads the output (as the executor
- * calls it), once accumulating into din and once with din0_fresh into a second buffer */
+ * calls it), once accumulating into din and once with din0_fresh into a second buffer (add:
+ * a copy of dout that is din[0] and dout at once, so din[1] reads dout after din[0] took
+ * it: -0 became +0) */
 static void layout_run(ck_backend *b, const layout_row *r, ck_tensor *t[8], ck_tensor *fresh)
 {
     const ck_op_params op = layout_op(r);
@@ -278,6 +283,10 @@ static void layout_run(ck_backend *b, const layout_row *r, ck_tensor *t[8], ck_t
     if (fresh) {
         g.din[0] = fresh;
         g.din0_fresh = true;
+        if (r->kind == CK_OP_ADD) {
+            memcpy(fresh->data, t[4]->data, ck_tensor_bytes(fresh));
+            g.dout = fresh;
+        }
         ck_assert_msg(b->backward(b, &op, &args, &io, &g, &err) == CK_OK,
                       "%s backward (fresh): %s", r->desc, err.msg);
     }
@@ -286,13 +295,13 @@ static void layout_run(ck_backend *b, const layout_row *r, ck_tensor *t[8], ck_t
 START_TEST(test_fast_layout_ops_bitwise_ref)
 {
     const layout_row *r = &layout_rows[_i];
-    const bool relu = r->kind == CK_OP_RELU;
+    const bool with_fresh = r->kind == CK_OP_RELU || r->kind == CK_OP_ADD; /* a fresh din[0] too */
     ck_backend *ref = NULL;
     ck_error err = {{0}};
     ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
     ck_tensor *want[8] = {0};
     layout_tensors(r, want);
-    ck_tensor *want_fresh = relu ? tu_tensor_new("fresh", CK_F32, r->in[0]) : NULL;
+    ck_tensor *want_fresh = with_fresh ? tu_tensor_new("fresh", CK_F32, r->in[0]) : NULL;
     layout_run(ref, r, want, want_fresh);
     const char *isas[] = {"portable", "avx2", "avx512"};
     const int best = (int)cpk_isa_detect();
@@ -301,7 +310,7 @@ START_TEST(test_fast_layout_ops_bitwise_ref)
             ck_backend *cpu = make_cpu(threads, isas[s]);
             ck_tensor *got[8] = {0};
             layout_tensors(r, got);
-            ck_tensor *got_fresh = relu ? tu_tensor_new("fresh", CK_F32, r->in[0]) : NULL;
+            ck_tensor *got_fresh = with_fresh ? tu_tensor_new("fresh", CK_F32, r->in[0]) : NULL;
             layout_run(cpu, r, got, got_fresh);
             for (int k = 3; k < 5 + r->n_in; k++) {
                 if (k == 4)
@@ -310,7 +319,7 @@ START_TEST(test_fast_layout_ops_bitwise_ref)
                         "%s, %s, %d threads: %s differs from ref bitwise", r->desc, isas[s],
                         threads, k == 3 ? "output" : "input gradient");
             }
-            if (relu)
+            if (with_fresh)
                 REQUIRE(memcmp(got_fresh->data, want_fresh->data, ck_tensor_bytes(want_fresh)) == 0,
                         "%s, %s, %d threads: the fresh input gradient differs from ref", r->desc,
                         isas[s], threads);
@@ -684,9 +693,10 @@ END_TEST
 
 // ----------------------------------------------------------------------------
 // the fp32 layernorm kernel (backends/cpu/norm.c): the reference's bits, with and without
-// weight and bias, with fp32 and fp64 saved statistics, 1-3 threads, the portable path and
-// the machine's own (four rows or columns per register); 39 rows of 150 and 35 of 20 leave
-// tails of rows and columns after the groups of 4 and 16
+// weight and bias, with fp32 and fp64 saved statistics, 1-3 threads, every ISA path the
+// machine has (four rows or columns per register; a row's outputs four or eight columns per
+// register); 39 rows of 150 and 35 of 20 leave tails of rows and columns after the groups
+// of 4, 8 and 16
 
 typedef struct {
     const char *desc;
@@ -724,13 +734,20 @@ START_TEST(test_layernorm_bitwise_ref)
         r->affine ? tu_tensor_rand("dw", CK_F32, SHAPE(D), 51, 5, true) : NULL,
         r->affine ? tu_tensor_rand("db", CK_F32, SHAPE(D), 51, 6, true) : NULL,
     };
+    /* specials: a NaN in row 1's x, +Inf in row 2's (Inf - Inf: the default NaN), a NaN in
+     * row 3's dy, each in a vector's lanes (column 3) and in a row's tail (column D - 1) */
+    for (int64_t c = 3; c < D; c += D - 4) {
+        tu_tset(init[0], 1 * D + c, NAN);
+        tu_tset(init[0], 2 * D + c, INFINITY);
+        tu_tset(init[5], 3 * D + c, NAN);
+    }
     ck_tensor *want[9] = {0};
     ck_backend *ref = NULL;
     ck_error err = {{0}};
     ck_assert(ck_backend_create("ref", NULL, &ref, &err) == CK_OK);
-    /* 0: the reference; then 1-3 threads on the portable path and on the machine's own */
-    const char *isas[] = {"portable", NULL};
-    for (int run = 0; run <= 6; run++) {
+    /* 0: the reference; then 1-3 threads on each ISA path the machine has */
+    const char *isas[] = {"portable", "avx2", "avx512"};
+    for (int run = 0; run <= 3 * ((int)cpk_isa_detect() + 1); run++) {
         const int threads = run == 0 ? 0 : (run - 1) % 3 + 1;
         ck_backend *b = threads == 0 ? ref : make_cpu(threads, isas[(run - 1) / 3]);
         ck_tensor *t[9] = {0};
@@ -759,7 +776,7 @@ START_TEST(test_layernorm_bitwise_ref)
             else
                 REQUIRE(memcmp(t[k]->data, want[k]->data, ck_tensor_bytes(t[k])) == 0,
                         "layernorm %s, %d threads, %s: tensor %d differs from ref bitwise",
-                        r->desc, threads, isas[(run - 1) / 3] ? "portable" : "own ISA", k);
+                        r->desc, threads, isas[(run - 1) / 3], k);
         }
         for (int k = 0; k < 9; k++)
             tu_tensor_free(t[k]);

@@ -51,6 +51,8 @@ static const struct {
     [CK_OP_CONV] = {cpu_conv_forward, cpu_conv_backward},
     /* relu in fp32 here; the other activations go on to the reference */
     [CK_OP_RELU] = {cpu_pointwise_forward, cpu_pointwise_backward},
+    /* add of same-shape fp32 tensors; broadcasting and other dtypes go on to the reference */
+    [CK_OP_ADD] = {cpu_pointwise_forward, cpu_pointwise_backward},
     /* fp32 max pooling, concat, nearest upsampling; other cases go on to the reference */
     [CK_OP_MAXPOOL] = {cpu_pool_forward, cpu_pool_backward},
     [CK_OP_CONCAT] = {cpu_shape_forward, cpu_shape_backward},

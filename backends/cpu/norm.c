@@ -6,14 +6,21 @@
  *  - backward: dweight and dbias by columns (each column's two sums over the rows in row
  *    order, as the reference's), then dx by rows (a row's two sums over its columns).
  * Where the machine has AVX2 the sums run four rows (forward, dx) or four columns (dweight,
- * dbias) at a time in the lanes of one register of doubles; each lane does the reference's
- * operations on its own row or column in the reference's order, so every bit is the same.
+ * dbias) at a time in the lanes of one register of doubles, and a row's outputs (y, dx)
+ * four columns at a time (eight on AVX-512, norm_lanes.h); each lane does the reference's
+ * operations on its own row, column or element in the reference's order, so every bit is
+ * the same.
  * The saved statistics are read back rounded to their dtype, as the reference reads them.
  * Other dtypes and refused arguments go to the reference (delegate.c).
  */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #include "backends/cpu/cpu_common.h"
 
 #include <math.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,6 +31,25 @@
 
 #define LN_ROWS_PER_TASK 16
 #define LN_COLS_PER_TASK 64
+#define NV_VECTOR_BYTES(n) __attribute__((vector_size(n))) /* a vector type of n bytes */
+
+#if CPK_X86
+#define NV_W 4
+#define NV_SUF w4
+#define NV_ATTR __attribute__((target("avx2")))
+#include "backends/cpu/norm_lanes.h"
+#undef NV_W
+#undef NV_SUF
+#undef NV_ATTR
+
+#define NV_W 8
+#define NV_SUF w8
+#define NV_ATTR __attribute__((target("avx512f")))
+#include "backends/cpu/norm_lanes.h"
+#undef NV_W
+#undef NV_SUF
+#undef NV_ATTR
+#endif
 
 typedef struct {
     int64_t N, D;
@@ -34,6 +60,7 @@ typedef struct {
     bool saved_f64;
     bool avx2; /* the AVX2 paths below: four rows (or columns) in the lanes of one register,
                   each lane the portable code's operations in its order, the same bits */
+    int lanes; /* a row's outputs: columns per vector (norm_lanes.h), 1 without one */
 } ln_job;
 
 static inline double saved_ld(const ln_job *j, int64_t i)
@@ -63,7 +90,14 @@ static void ln_fwd_out(const ln_job *j, int64_t n, double mean, double invstd)
         saved_st(j, n, mean);
         saved_st(j, j->N + n, invstd);
     }
-    for (int64_t c = 0; c < j->D; c++) {
+    const int64_t body = j->lanes > 1 ? j->D / j->lanes * j->lanes : 0; /* norm_lanes.h's */
+#if CPK_X86
+    if (j->lanes == 8)
+        ln_out_w8(x, j->w, j->b, y, body, mean, invstd);
+    else if (j->lanes == 4)
+        ln_out_w4(x, j->w, j->b, y, body, mean, invstd);
+#endif
+    for (int64_t c = body; c < j->D; c++) {
         double xhat = ((double)x[c] - mean) * invstd;
         y[c] = (float)(xhat * w_or_1(j, c) + (j->b ? (double)j->b[c] : 0.0));
     }
@@ -215,7 +249,14 @@ static void ln_dx_out(const ln_job *j, int64_t n, double sum_g, double sum_g_xha
     const float *x = j->x + n * j->D, *dy = j->dy + n * j->D;
     float *dx = j->dx + n * j->D;
     const double mean = saved_ld(j, n), invstd = saved_ld(j, j->N + n), D = (double)j->D;
-    for (int64_t c = 0; c < j->D; c++) {
+    const int64_t body = j->lanes > 1 ? j->D / j->lanes * j->lanes : 0; /* norm_lanes.h's */
+#if CPK_X86
+    if (j->lanes == 8)
+        ln_dx_w8(x, dy, j->w, dx, body, mean, invstd, D, invstd / D, sum_g, sum_g_xhat);
+    else if (j->lanes == 4)
+        ln_dx_w4(x, dy, j->w, dx, body, mean, invstd, D, invstd / D, sum_g, sum_g_xhat);
+#endif
+    for (int64_t c = body; c < j->D; c++) {
         double xhat = ((double)x[c] - mean) * invstd;
         double g = (double)dy[c] * w_or_1(j, c);
         dx[c] = (float)((double)dx[c] + invstd / D * (D * g - sum_g - xhat * sum_g_xhat));
@@ -304,6 +345,11 @@ static void ln_dx_task(void *vctx, int64_t task, int tid)
     ln_rows(vctx, task, ln_dx_row, LN_DX_ROWS4);
 }
 
+static int ln_lanes(cpk_isa isa)
+{
+    return CPK_X86 && isa == CPK_ISA_AVX512 ? 8 : CPK_X86 && isa == CPK_ISA_AVX2 ? 4 : 1;
+}
+
 static bool f32_or_null(const ck_tensor *t)
 {
     return !t || t->dtype == CK_F32;
@@ -343,6 +389,7 @@ ck_status cpu_norm_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fw
     if (!ln_fast(op, io, NULL, &j))
         return cpu_delegate_forward(c, op, args, io, err);
     j.avx2 = c->isa != CPK_ISA_PORTABLE;
+    j.lanes = ln_lanes(c->isa);
     j.y = io->out->data;
     cpk_parallel(c->pool, (j.N + LN_ROWS_PER_TASK - 1) / LN_ROWS_PER_TASK, ln_fwd_task, &j);
     return CK_OK;
@@ -355,6 +402,7 @@ ck_status cpu_norm_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
     if (!ln_fast(op, io, g, &j))
         return cpu_delegate_backward(c, op, args, io, g, err);
     j.avx2 = c->isa != CPK_ISA_PORTABLE;
+    j.lanes = ln_lanes(c->isa);
     j.dy = g->dout->data;
     j.dx = g->din[0] ? g->din[0]->data : NULL;
     j.dw = g->dweight ? g->dweight->data : NULL;

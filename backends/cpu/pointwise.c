@@ -1,12 +1,16 @@
 /*
- * Fast CPU activations. relu runs here when x, y, dy and dx share fp32, fp16 or bf16,
- * split across threads by element ranges (elementwise: no reduction, so the split cannot
- * change a bit) and bit-identical to the reference backend's relu: forward
- * x > 0 ? x : +0, backward dx + dy * (x > 0 ? 1 : 0) rounded once (fp16/bf16: the same
- * double expression and round-to-odd sum as the reference); with din0_fresh (backend.h) dx
- * starts as +0 and may be dy's own buffer. Every other activation, relu
- * in fp64 or mixed dtypes, is delegated to the reference backend
- * (backends/ref/pointwise.c) for now.
+ * Fast CPU pointwise ops, split across threads by element ranges (elementwise: no
+ * reduction, so the split cannot change a bit), bit-identical to the reference backend's
+ * (backends/ref/pointwise.c):
+ *  - relu, when x, y, dy and dx share fp32, fp16 or bf16: forward x > 0 ? x : +0, backward
+ *    dx + dy * (x > 0 ? 1 : 0) rounded once (fp16/bf16: the same double expression and
+ *    round-to-odd sum as the reference);
+ *  - add of same-shape fp32 tensors: forward y = ((0 + a0) + a1) + ... in double, rounded
+ *    once; backward din[k] = din[k] + dy in double, rounded once, for each input k in
+ *    order (four elements per AVX2 register of doubles, each lane the scalar operations).
+ * With din0_fresh (backend.h) din[0] starts as +0 and may be dy's own buffer. Every other
+ * activation, relu in fp64 or mixed dtypes, and add in other dtypes or with broadcasting
+ * are delegated to the reference backend (delegate.c).
  */
 #include "backends/cpu/cpu_common.h"
 
@@ -121,6 +125,135 @@ static void relu_bwd_task(void *vctx, int64_t task, int tid)
         j->dx[i] = j->dx[i] + j->dy[i] * (j->x[i] <= 0.0f ? 0.0f : 1.0f);
 }
 
+// ----------------------------------------------------------------------------
+// add of same-shape fp32 tensors
+
+typedef struct {
+    const float *in[CK_MAX_INPUTS], *dy;
+    float *y, *din[CK_MAX_INPUTS];
+    int n_in;
+    int64_t n;
+    bool fresh; /* ck_op_grads.din0_fresh: din[0] starts as +0 and may be dy's buffer */
+    cpk_isa isa;
+} add_job;
+
+#if CPK_X86
+/* elements [i0, i1) four at a time, each lane the scalar loop's double operations; returns
+ * the first element it did not do */
+__attribute__((target("avx2"))) static int64_t add_fwd_avx2(const add_job *j, int64_t i0,
+                                                            int64_t i1)
+{
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        __m256d s = _mm256_setzero_pd();
+        for (int k = 0; k < j->n_in; k++)
+            s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm_loadu_ps(j->in[k] + i)));
+        _mm_storeu_ps(j->y + i, _mm256_cvtpd_ps(s));
+    }
+    return i;
+}
+
+/* din[k] += dy, k in order, every load after the previous input's store (din[0] may be dy) */
+__attribute__((target("avx2"))) static int64_t add_bwd_avx2(const add_job *j, int64_t i0,
+                                                            int64_t i1)
+{
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4)
+        for (int k = 0; k < j->n_in; k++) {
+            if (!j->din[k])
+                continue;
+            const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(j->dy + i));
+            const __m256d old = j->fresh && k == 0 ? _mm256_setzero_pd()
+                                                   : _mm256_cvtps_pd(_mm_loadu_ps(j->din[k] + i));
+            _mm_storeu_ps(j->din[k] + i, _mm256_cvtpd_ps(_mm256_add_pd(old, v)));
+        }
+    return i;
+}
+#endif
+
+static void add_fwd_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const add_job *j = vctx;
+    const int64_t i0 = task * ELEMS_PER_TASK;
+    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
+    int64_t i = i0;
+#if CPK_X86
+    if (j->isa != CPK_ISA_PORTABLE)
+        i = add_fwd_avx2(j, i0, i1);
+#endif
+    for (; i < i1; i++) {
+        double sum = 0.0;
+        for (int k = 0; k < j->n_in; k++)
+            sum += (double)j->in[k][i];
+        j->y[i] = (float)sum;
+    }
+}
+
+static void add_bwd_task(void *vctx, int64_t task, int tid)
+{
+    (void)tid;
+    const add_job *j = vctx;
+    const int64_t i0 = task * ELEMS_PER_TASK;
+    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
+    int64_t i = i0;
+#if CPK_X86
+    if (j->isa != CPK_ISA_PORTABLE)
+        i = add_bwd_avx2(j, i0, i1);
+#endif
+    for (; i < i1; i++)
+        for (int k = 0; k < j->n_in; k++) {
+            if (!j->din[k])
+                continue;
+            const double v = (double)j->dy[i];
+            const double old = j->fresh && k == 0 ? 0.0 : (double)j->din[k][i];
+            j->din[k][i] = (float)(old + v);
+        }
+}
+
+/* every non-NULL t[i] fp32 */
+static bool all_f32(const ck_tensor *const *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i] && t[i]->dtype != CK_F32)
+            return false;
+    return true;
+}
+
+static ck_status add_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
+                             ck_op_io *io, ck_error *err)
+{
+    if (ck_opc_is_broadcast(op) || !io->out || io->out->dtype != CK_F32 ||
+        !all_f32(io->in, io->n_in))
+        return cpu_delegate_forward(c, op, args, io, err);
+    CK_TRY(ck_opc_add_fwd(CPU_BE, io, err));
+    add_job j = {.y = io->out->data, .n_in = io->n_in,
+                 .n = ck_shape_numel(&io->in[0]->shape), .isa = c->isa};
+    for (int k = 0; k < io->n_in; k++)
+        j.in[k] = io->in[k]->data;
+    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, add_fwd_task, &j);
+    return CK_OK;
+}
+
+static ck_status add_backward(const cpu_ctx *c, const ck_op_params *op, const ck_fwd_args *args,
+                              const ck_op_io *io, ck_op_grads *g, ck_error *err)
+{
+    const ck_tensor *dy[] = {g->dout};
+    if (ck_opc_is_broadcast(op) || !g->dout || !all_f32(dy, 1) ||
+        !all_f32((const ck_tensor *const *)g->din, io->n_in))
+        return cpu_delegate_backward(c, op, args, io, g, err);
+    CK_TRY(ck_opc_add_bwd(CPU_BE, io, g, err));
+    add_job j = {.dy = g->dout->data, .n_in = io->n_in, .n = ck_shape_numel(&io->in[0]->shape),
+                 .fresh = g->din0_fresh, .isa = c->isa};
+    for (int k = 0; k < io->n_in; k++)
+        j.din[k] = g->din[k] ? g->din[k]->data : NULL;
+    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, add_bwd_task, &j);
+    return CK_OK;
+}
+
+// ----------------------------------------------------------------------------
+// dispatch
+
 /* the dtype every t[i] shares when it is fp32, fp16 or bf16, else CK_DTYPE_COUNT */
 static ck_dtype shared_dtype(const ck_tensor *const *t, int n)
 {
@@ -136,6 +269,8 @@ static ck_dtype shared_dtype(const ck_tensor *const *t, int n)
 ck_status cpu_pointwise_forward(const cpu_ctx *c, const ck_op_params *op,
                                  const ck_fwd_args *args, ck_op_io *io, ck_error *err)
 {
+    if (op->kind == CK_OP_ADD)
+        return add_forward(c, op, args, io, err);
     CK_TRY(ck_opc_activation_fwd(CPU_BE, op, io, err));
     const ck_tensor *all[] = {io->in[0], io->out};
     const ck_dtype dt = shared_dtype(all, 2);
@@ -152,6 +287,8 @@ ck_status cpu_pointwise_backward(const cpu_ctx *c, const ck_op_params *op,
                                   const ck_fwd_args *args, const ck_op_io *io, ck_op_grads *g,
                                   ck_error *err)
 {
+    if (op->kind == CK_OP_ADD)
+        return add_backward(c, op, args, io, g, err);
     CK_TRY(ck_opc_activation_bwd(CPU_BE, op, io, g, err));
     if (!g->din[0])
         return CK_OK;
