@@ -377,6 +377,7 @@ bench-origin: $(PROG)
 
 $(BUILD)/sgemm_peak: $(BUILD)/obj/tests/bench/sgemm_peak.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+-include $(BUILD)/obj/tests/bench/sgemm_peak.d # a change to kernels.h rebuilds it
 
 # The TensorFlow example (examples/tf_recompute_grad_dump.py, docs/interop.md): its control
 # run and its documented outcomes, where $(TF_PYTHON) imports tensorflow (a message

@@ -82,10 +82,13 @@ typedef struct {
                    2: A column-major (A^T stored row-major), B row-major */
 } gemm_shape;
 
+/* M > 96 with K > 256 packs B for every k block at once (gemm.c's all_k), also over two
+ * column blocks (N > 2048); 97 x 2100 x 1000 has too big a B for that and takes a phase
+ * per k block */
 static const gemm_shape gemm_shapes[] = {
     {1, 1, 1, 0},     {7, 5, 3, 1},       {13, 37, 300, 2},   {64, 100, 513, 0},
     {6, 16, 256, 1},  {100, 33, 1, 2},    {97, 130, 257, 0},  {12, 2100, 20, 1},
-    {200, 40, 600, 2}, {5, 3000, 7, 0},
+    {200, 40, 600, 2}, {5, 3000, 7, 0},   {150, 2100, 300, 1}, {97, 2100, 1000, 0},
 };
 
 static void gemm_src(const gemm_shape *s, const float *A, const float *B, cpk_gemm_src *src)
@@ -117,13 +120,16 @@ START_TEST(test_gemm_bits_and_chain)
     cpk_gemm_src src;
     gemm_src(s, A, B, &src);
     const cpk_isa best = cpk_isa_detect();
-    for (int acc = 0; acc < 2; acc++) {
+    float *bias = frand_array(N);
+    /* acc 0: chains from +0; 1: from C (accumulate); 2: from col_init (a linear's bias) */
+    for (int acc = 0; acc < 3; acc++) {
+        src.col_init = acc == 2 ? bias : NULL;
         /* the documented semantics: one sequential fmaf chain per element */
         float *want = malloc((size_t)(M * N) * sizeof *want);
         ck_assert_ptr_nonnull(want);
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
-                float c = acc ? C0[i * N + j] : 0.0f;
+                float c = acc == 1 ? C0[i * N + j] : acc == 2 ? bias[j] : 0.0f;
                 for (int64_t k = 0; k < K; k++)
                     c = fmaf(A[i * src.a_rs + k * src.a_cs], B[k * src.b_rs + j * src.b_cs], c);
                 want[i * N + j] = c;
@@ -135,7 +141,7 @@ START_TEST(test_gemm_bits_and_chain)
                 float *C = malloc((size_t)(M * N) * sizeof *C);
                 ck_assert_ptr_nonnull(C);
                 memcpy(C, C0, (size_t)(M * N) * sizeof *C);
-                ck_assert(cpk_sgemm(p, (cpk_isa)isa, M, N, K, &src, C, N, acc));
+                ck_assert(cpk_sgemm(p, (cpk_isa)isa, M, N, K, &src, C, N, acc == 1));
                 char what[128];
                 snprintf(what, sizeof what, "gemm %lldx%lldx%lld layout %d acc %d %s %d threads",
                          (long long)M, (long long)N, (long long)K, s->layout, acc,
@@ -148,7 +154,7 @@ START_TEST(test_gemm_bits_and_chain)
         /* and the chain is accurate: against double */
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
-                double r = acc ? C0[i * N + j] : 0.0, mag = fabs(r);
+                double r = acc == 1 ? C0[i * N + j] : acc == 2 ? bias[j] : 0.0, mag = fabs(r);
                 for (int64_t k = 0; k < K; k++) {
                     const double p = (double)A[i * src.a_rs + k * src.a_cs] *
                                      B[k * src.b_rs + j * src.b_cs];
@@ -161,6 +167,7 @@ START_TEST(test_gemm_bits_and_chain)
             }
         free(want);
     }
+    free(bias);
     free(A);
     free(B);
     free(C0);

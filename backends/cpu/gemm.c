@@ -35,6 +35,8 @@
 #define SPAN_COLS 512
 #endif
 #define MR_MAX 8
+/* the largest B (floats, all k blocks of a column block) packed in one phase: 8 MiB */
+#define ALL_K_FLOATS (2 * 1024 * 1024)
 
 // ----------------------------------------------------------------------------
 // ISA detection
@@ -441,6 +443,7 @@ typedef struct {
     int64_t kcb;       /* the k block size */
     const float *afull; /* fused: A packed once for every k block (block at k0: Mr * k0) */
     float *bpack;
+    int64_t bstride;   /* all_k: floats from one k block's packed B to the next's */
     int64_t mb, mblocks, pspan, nspans; /* task = (M block, span of pspan panels) */
     float **apack; /* per thread */
     bool fused;    /* one M block: every task packs its own B panels (no shared B) */
@@ -479,8 +482,8 @@ static void packB_task(void *vctx, int64_t group, int tid)
 /* one micro-tile, through a bounce buffer where it sticks out of C; B is the packed panel
  * bpanel, or, when brows is set, the rows at brows + koff[k] */
 static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel,
-                     const float *brows, float *c, int64_t row0, int64_t rows, int64_t cols,
-                     bool load)
+                     const float *brows, float *c, int64_t row0, int64_t col0, int64_t rows,
+                     int64_t cols, bool load)
 {
     const int NR = j->uk.nr, MR = j->uk.mr;
     const int64_t *koff = brows ? j->s->b_koff + j->k0 : NULL;
@@ -491,6 +494,13 @@ static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel
         rinit = rbuf;
         for (int64_t r = 0; r < MR; r++)
             rbuf[r] = r < rows ? j->s->row_init[row0 + r] : 0.0f;
+    }
+    if (!load && j->s->col_init) {
+        /* the columns' initial values (a linear's bias) written into the tile, which the
+         * kernel then loads: each chain starts from its column's value */
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(c + r * j->ldc, j->s->col_init + col0, (size_t)cols * sizeof *c);
+        load = true;
     }
     if (rows == MR && cols == NR) {
         if (brows)
@@ -530,8 +540,8 @@ static void fused_panels(const gemm_job *j, const float *ap, int64_t p0, int64_t
             pack_B_panel(j->s, j->isa, j->k0, j->kc, j->j0 + jp, cols, NR, bp);
         for (int64_t ip = 0; ip < j->M; ip += MR) {
             const int64_t rows = j->M - ip < MR ? j->M - ip : MR;
-            run_tile(j, ap + ip * j->kc, bp, brows, j->C + ip * j->ldc + j->j0 + jp, ip, rows,
-                     cols, load);
+            run_tile(j, ap + ip * j->kc, bp, brows, j->C + ip * j->ldc + j->j0 + jp, ip,
+                     j->j0 + jp, rows, cols, load);
         }
     }
 }
@@ -553,11 +563,11 @@ static void fused_task(void *vctx, int64_t task, int tid)
     }
 }
 
-static void gemm_task(void *vctx, int64_t task, int tid)
+/* task (M block bi, span sp) of the current column block, over the k block at j->k0 whose
+ * packed B is j->bpack */
+static void gemm_block(const gemm_job *j, int64_t bi, int64_t sp, int tid)
 {
-    gemm_job *j = vctx;
     const int NR = j->uk.nr, MR = j->uk.mr;
-    const int64_t bi = task / j->nspans, sp = task % j->nspans;
     const int64_t i0 = bi * j->mb;
     const int64_t mb = j->M - i0 < j->mb ? j->M - i0 : j->mb;
     const int64_t npanels = (j->nc + NR - 1) / NR;
@@ -572,9 +582,43 @@ static void gemm_task(void *vctx, int64_t task, int tid)
         for (int64_t pn = p0; pn < p1; pn++) {
             const int64_t jp = pn * NR;
             const int64_t cols = j->nc - jp < NR ? j->nc - jp : NR;
-            run_tile(j, apanel, j->bpack + jp * j->kc, NULL, crow + jp, i0 + ip, rows, cols,
-                     load);
+            run_tile(j, apanel, j->bpack + jp * j->kc, NULL, crow + jp, i0 + ip, j->j0 + jp,
+                     rows, cols, load);
         }
+    }
+}
+
+/* one k block: the task's M block and span */
+static void gemm_task(void *vctx, int64_t task, int tid)
+{
+    const gemm_job *j = vctx;
+    gemm_block(j, task / j->nspans, task % j->nspans, tid);
+}
+
+/* B packed for every k block at once (all_k): k block q's panels at bpack + q * bstride */
+static void packB_all_task(void *vctx, int64_t task, int tid)
+{
+    const gemm_job *j = vctx;
+    const int64_t ngroups = (j->nc + j->uk.nr * PACKB_GROUP - 1) / (j->uk.nr * PACKB_GROUP);
+    gemm_job jk = *j;
+    const int64_t q = task / ngroups;
+    jk.k0 = q * j->kcb;
+    jk.kc = j->K - jk.k0 < j->kcb ? j->K - jk.k0 : j->kcb;
+    jk.bpack = j->bpack + q * j->bstride;
+    packB_task(&jk, task % ngroups, tid);
+}
+
+/* all_k: the task's M block and span over every k block in order (one parallel phase for
+ * the whole product instead of one per k block) */
+static void gemm_all_k_task(void *vctx, int64_t task, int tid)
+{
+    const gemm_job *j = vctx;
+    gemm_job jk = *j;
+    for (int64_t q = 0; q * j->kcb < j->K; q++) {
+        jk.k0 = q * j->kcb;
+        jk.kc = j->K - jk.k0 < j->kcb ? j->K - jk.k0 : j->kcb;
+        jk.bpack = j->bpack + q * j->bstride;
+        gemm_block(&jk, task / j->nspans, task % j->nspans, tid);
     }
 }
 
@@ -614,7 +658,9 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
         if (!accumulate)
             for (int64_t i = 0; i < M; i++)
                 for (int64_t jj = 0; jj < N; jj++)
-                    C[i * ldc + jj] = s->row_init ? s->row_init[i] : 0.0f;
+                    C[i * ldc + jj] = s->row_init   ? s->row_init[i]
+                                      : s->col_init ? s->col_init[jj]
+                                                    : 0.0f;
         return true;
     }
     gemm_job j = {.s = s, .M = M, .N = N, .K = K, .C = C, .ldc = ldc,
@@ -634,7 +680,14 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
     j.apack = apack;
     j.bpanel = bpanel;
     j.fused = j.mblocks == 1;
-    j.bpack = alloc_floats(j.fused ? 1 : (ncmax + NR) * kcmax);
+    /* all_k: a column block's B packed for every k block in one phase, then one phase of
+     * tasks that each run every k block over their tile: two phases per column block
+     * instead of two per k block (a phase ends when its last task does, and the small
+     * products of a transformer layer took a dozen per call); only where that B fits
+     * ALL_K_FLOATS (it is read from L3 either way) */
+    j.bstride = (ncmax + NR - 1) / NR * NR * kcb;
+    const bool all_k = !j.fused && kblocks > 1 && kblocks * j.bstride <= ALL_K_FLOATS;
+    j.bpack = alloc_floats(j.fused ? 1 : all_k ? kblocks * j.bstride : (ncmax + NR) * kcmax);
     bool ok = j.bpack != NULL;
     for (int t = 0; t < T; t++) {
         apack[t] = bpanel[t] = NULL; /* fused: A is packed once (afull below) */
@@ -664,6 +717,12 @@ bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const 
         j.nc = N - j0 < NC ? N - j0 : NC;
         const int64_t npanels = (j.nc + NR - 1) / NR;
         plan_spans(&j, npanels, T);
+        if (all_k) {
+            cpk_parallel(p, kblocks * ((npanels + PACKB_GROUP - 1) / PACKB_GROUP),
+                         packB_all_task, &j);
+            cpk_parallel(p, j.mblocks * j.nspans, gemm_all_k_task, &j);
+            continue;
+        }
         for (int64_t k0 = 0; k0 < K; k0 += kcb) {
             j.k0 = k0;
             j.kc = K - k0 < kcb ? K - k0 : kcb;

@@ -67,6 +67,8 @@ typedef struct {
     const int64_t *b_koff; /* K offsets, with bpanel */
     const float *row_init; /* optional (M values): without accumulate, C[i][j]'s chain
                             * starts from row_init[i] instead of 0 (a convolution's bias) */
+    const float *col_init; /* optional (N values), not with row_init: without accumulate,
+                            * C[i][j]'s chain starts from col_init[j] (a linear's bias) */
 } cpk_gemm_src;
 /* scratch: returns false on out-of-memory */
 bool cpk_sgemm(cpk_pool *p, cpk_isa isa, int64_t M, int64_t N, int64_t K, const cpk_gemm_src *s,

@@ -14,7 +14,6 @@
 #include "backends/cpu/cpu_common.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -97,14 +96,10 @@ ck_status cpu_linear_forward(const cpu_ctx *c, const ck_op_params *op, const ck_
         y = io->out->data;
     else if ((st = cpu_scratch("linear", d.M * d.units, false, &y, err)) != CK_OK)
         goto done;
-    for (int64_t m = 0; m < d.M; m++) {
-        if (bf)
-            memcpy(y + m * d.units, bf, (size_t)d.units * sizeof *y);
-        else
-            memset(y + m * d.units, 0, (size_t)d.units * sizeof *y);
-    }
-    const cpk_gemm_src s = {.a = xf, .a_rs = d.in, .a_cs = 1, .b = wf, .b_rs = 1, .b_cs = d.in};
-    if (!cpk_sgemm(c->pool, c->isa, d.M, d.units, d.in, &s, y, d.units, true)) {
+    /* each output's chain starts from its unit's bias (from +0 without one) */
+    const cpk_gemm_src s = {.a = xf, .a_rs = d.in, .a_cs = 1, .b = wf, .b_rs = 1, .b_cs = d.in,
+                            .col_init = bf};
+    if (!cpk_sgemm(c->pool, c->isa, d.M, d.units, d.in, &s, y, d.units, false)) {
         st = ck_fail(err, CK_ERR_NOMEM, "linear: no memory for GEMM packing buffers");
         goto done;
     }

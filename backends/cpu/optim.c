@@ -5,12 +5,26 @@
  * operation for operation in double and rounded once into each fp32 tensor, so the bits are
  * the reference's whatever the thread count: the update is element-wise, and every
  * expression below is the reference's, written in the same order (C11 keeps `a * b + c`
- * unfused, so vector and scalar code round the same). Other dtypes (fp64 gradient checks, a
- * low-precision gradient) and refused arguments go to the reference as one call.
+ * unfused, so vector and scalar code round the same). On AVX2 and AVX-512 machines four
+ * or eight elements run at a time, each lane the scalar expressions (optim_lanes.h).
+ * Other dtypes (fp64 gradient checks, a low-precision gradient) and refused arguments go
+ * to the reference as one call.
  */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #include "backends/cpu/cpu_common.h"
 
 #include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPK_X86 1
+#else
+#define CPK_X86 0
+#endif
 
 #define OPTIM_CHUNK 32768 /* elements per task, by size alone */
 
@@ -20,7 +34,31 @@ typedef struct {
     double grad_scale, bias_corr1, bias_corr2;
     float *p, *s0, *s1;
     const float *g;
+    cpk_isa isa;
 } optim_job;
+
+#if CPK_X86
+#define OV_VECTOR_BYTES(n) __attribute__((vector_size(n))) /* a vector type of n bytes */
+#define OV_W 4
+#define OV_SUF w4
+#define OV_ATTR __attribute__((target("avx2")))
+#define OV_SQRT(v) ((ov_vd_w4)_mm256_sqrt_pd((__m256d)(v)))
+#include "backends/cpu/optim_lanes.h"
+#undef OV_W
+#undef OV_SUF
+#undef OV_ATTR
+#undef OV_SQRT
+
+#define OV_W 8
+#define OV_SUF w8
+#define OV_ATTR __attribute__((target("avx512f")))
+#define OV_SQRT(v) ((ov_vd_w8)_mm512_sqrt_pd((__m512d)(v)))
+#include "backends/cpu/optim_lanes.h"
+#undef OV_W
+#undef OV_SUF
+#undef OV_ATTR
+#undef OV_SQRT
+#endif
 
 /* g: the gradient scaled, plus the coupled weight decay (the reference's expression) */
 static inline double scaled_grad(const optim_job *j, int64_t i, bool decoupled)
@@ -66,12 +104,40 @@ static void adam_range(const optim_job *j, int64_t lo, int64_t hi, bool decouple
     }
 }
 
+/* elements [lo, lo + n) on the machine's vector width (n a multiple of lanes_of) */
+static void optim_lanes(const optim_job *j, int64_t lo, int64_t n)
+{
+#if CPK_X86
+    const bool w8 = j->isa == CPK_ISA_AVX512;
+    switch (j->opt->kind) {
+    case CK_OPT_SGD: (w8 ? sgd_lanes_w8 : sgd_lanes_w4)(j, lo, n); break;
+    case CK_OPT_MOMENTUM: (w8 ? momentum_lanes_w8 : momentum_lanes_w4)(j, lo, n); break;
+    case CK_OPT_ADAM: (w8 ? adam_lanes_w8 : adam_lanes_w4)(j, lo, n, false); break;
+    case CK_OPT_ADAMW: (w8 ? adam_lanes_w8 : adam_lanes_w4)(j, lo, n, true); break;
+    default: break;
+    }
+#else
+    (void)j, (void)lo, (void)n;
+#endif
+}
+
+static int lanes_of(cpk_isa isa)
+{
+    return CPK_X86 && isa == CPK_ISA_AVX512 ? 8 : CPK_X86 && isa == CPK_ISA_AVX2 ? 4 : 1;
+}
+
 static void optim_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const optim_job *j = vctx;
-    const int64_t lo = task * OPTIM_CHUNK;
+    int64_t lo = task * OPTIM_CHUNK;
     const int64_t hi = lo + OPTIM_CHUNK < j->n ? lo + OPTIM_CHUNK : j->n;
+    const int w = lanes_of(j->isa);
+    if (w > 1) {
+        const int64_t body = (hi - lo) / w * w;
+        optim_lanes(j, lo, body);
+        lo += body;
+    }
     switch (j->opt->kind) {
     case CK_OPT_SGD: sgd_range(j, lo, hi); break;
     case CK_OPT_MOMENTUM: momentum_range(j, lo, hi); break;
@@ -111,6 +177,7 @@ ck_status cpu_optimizer_step(const cpu_ctx *c, const ck_optimizer *opt, int64_t 
         .g = grad->data,
         .s0 = uses0 ? state0->data : NULL,
         .s1 = uses1 ? state1->data : NULL,
+        .isa = c->isa,
     };
     cpk_parallel(c->pool, (j.n + OPTIM_CHUNK - 1) / OPTIM_CHUNK, optim_task, &j);
     return CK_OK;
