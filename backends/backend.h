@@ -64,6 +64,12 @@ typedef struct {
      * gradient, +0 + dx[k] * (r[k] <= 0 ? 0 : 1) rounded once (NaN in r passes dx; an Inf or
      * NaN dx where r <= 0 gives NaN), reading r[k] before it writes element k. */
     bool din0_relu_over_input;
+    /* dweight and dbias hold no gradient yet (their contents are undefined): the backward
+     * writes them with the bits of accumulating into zeroed tensors, without reading them.
+     * Set only where the backend's capability "params_fresh" (CK_PROC_PARAMS_FRESH) says it
+     * honours it for the op; the training step then needs no zero pass over those
+     * gradients (harness/model/params.h: ck_model_claim_grads). */
+    bool dparams_fresh;
 } ck_op_grads;
 
 /* The ops whose backward honours ck_op_grads.din0_fresh on every backend (ref, cpu, cuda):
@@ -251,6 +257,12 @@ typedef ck_status (*ck_count_nonfinite_fn)(ck_backend *b, const ck_tensor *t, in
 typedef void (*ck_host_task_fn)(void *ctx, int64_t task);
 typedef void (*ck_host_parallel_fn)(ck_backend *b, int64_t ntasks, ck_host_task_fn fn,
                                     void *ctx);
+
+/* Capability "params_fresh": whether this backend's backward of op `kind` honours
+ * ck_op_grads.dparams_fresh (writes dweight and dbias as if into zeros). A backend without
+ * it gets zeroed gradients, as before. */
+#define CK_PROC_PARAMS_FRESH "params_fresh"
+typedef bool (*ck_params_fresh_fn)(ck_backend *b, ck_op_kind kind);
 
 /* A backend's own device memory (the CUDA backend's): what the executor's accounting
  * allocator does not see. Bytes; -1 where the backend cannot tell. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backends/cuda/algo_pin.h"
+#include "backends/registry.h"
 #include "harness/core/calibration.h"
 #include "harness/core/half.h"
 #include "harness/core/rng.h"
@@ -905,6 +906,82 @@ static void run_fresh_dx_backward(bo_ctx *c, int index, ck_dtype dt)
     call_free(&k[1]);
 }
 
+/* Sets column col of every row of t (rows of t's last dim) on backend b to -0. */
+static bool set_column_neg_zero(ck_backend *b, ck_tensor *t, int64_t col)
+{
+    unsigned char *h = fetch(b, t);
+    if (!h)
+        return false;
+    const size_t es = ck_dtype_size(t->dtype);
+    const int64_t last = t->shape.dim[t->shape.ndim - 1], n = ck_shape_numel(&t->shape);
+    for (int64_t i = col; i < n; i += last) {
+        unsigned char *e = h + (size_t)i * es;
+        memset(e, 0, es);
+        e[es - 1] = 0x80;
+    }
+    ck_error err = {{0}};
+    bool ok = b->upload(b, t, h, &err) == CK_OK;
+    free(h);
+    return ok;
+}
+
+/* Capability "params_fresh" (backend.h) on the tested backend, where it claims the op: the
+ * parameter gradients written with dparams_fresh into buffers full of NaN, against the same
+ * backward accumulating into zeroed ones, from the same values. x is made non-negative and
+ * dy's first column -0, so every product of the first unit's weight and bias gradients is
+ * -0: a sum that did not start at +0 would be -0 there instead of the zeroed buffer's +0.
+ * Every bit of dx, dW and db must be the same. */
+static void run_fresh_params_backward(bo_ctx *c, int index, ck_dtype dt)
+{
+    int n;
+    const bo_row *r = &bo_rows(&n)[index];
+    ck_node nd;
+    union {
+        void *p;
+        ck_params_fresh_fn fresh;
+    } u = {ck_backend_proc(c->b, CK_PROC_PARAMS_FRESH)};
+    if (!u.p || !u.fresh(c->b, r->op.kind) || r->n_in != 1 ||
+        !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
+        return;
+    const bo_dtypes d = bo_dtypes_of(dt);
+    const uint64_t seed = 9500 + 97 * (uint64_t)index;
+    ck_backend *b = c->b;
+    char prefix[2][64];
+    call k[2];
+    memset(k, 0, sizeof k);
+    bool ok = true;
+    ck_error err = {{0}};
+    for (int w = 0; w < 2 && ok; w++) {
+        snprintf(prefix[w], sizeof prefix[w], "op%02d.pfresh.%s.%s", index, ck_dtype_name(dt),
+                 w ? "fresh" : "zeroed");
+        ok = call_inputs(c, r, &nd, d, d, prefix[w], seed, &k[w]) &&
+             call_grads(c, r, &nd, d, d, prefix[w], seed, &k[w]) && k[w].w.live &&
+             set_signs(b, &k[w].in[0].t, ck_shape_numel(&k[w].in[0].t.shape), false) &&
+             set_column_neg_zero(b, &k[w].dout.t, 0);
+    }
+    ok = ok && b->zero(b, &k[0].dw.t, &err) == CK_OK && fill_nan(b, &k[1].dw.t) &&
+         (!k[0].db.live ||
+          (b->zero(b, &k[0].db.t, &err) == CK_OK && fill_nan(b, &k[1].db.t)));
+    ck_op_grads fresh = k[1].g_t;
+    fresh.dparams_fresh = true;
+    ok = ok && b->backward(b, &nd.op, &k[0].args, &k[0].io_t, &k[0].g_t, &err) == CK_OK &&
+         b->backward(b, &nd.op, &k[1].args, &k[1].io_t, &fresh, &err) == CK_OK;
+    if (!ok) {
+        result(c, 1, "%s [%s] fresh parameter gradients: %s", r->desc, ck_dtype_name(dt),
+               err.msg[0] ? err.msg : "setup failed");
+    } else {
+        const char *bad = !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t) ? "din0"
+                          : !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
+                          : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
+                                                                                  : NULL;
+        result(c, bad ? 1 : 0, "%s [%s] dW, db written fresh over NaN%s%s", r->desc,
+               ck_dtype_name(dt), bad ? ": differs in " : " bitwise equal to them into zeros",
+               bad ? bad : "");
+    }
+    call_free(&k[0]);
+    call_free(&k[1]);
+}
+
 /* The special values of the fused relu tests: a relu output r with NaN, -0, +0, negative
  * values and infinities among ordinary ones, and a gradient dy with NaN, infinities and -0
  * (so that dx holds non-finite values where r passes and where it does not). */
@@ -1023,6 +1100,7 @@ void bo_run_row(bo_ctx *c, int index, unsigned what)
     for (size_t d = 0; (what & BO_RUN_SPLIT) && d < 4; d++) {
         run_split_backward(c, index, dts[d]);
         run_fresh_dx_backward(c, index, dts[d]);
+        run_fresh_params_backward(c, index, dts[d]);
         run_relu_fused_backward(c, index, dts[d]);
     }
     if (what & BO_RUN_GRADCHECK) {

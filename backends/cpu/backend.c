@@ -167,6 +167,13 @@ static void cpu_host_parallel(ck_backend *b, int64_t ntasks, ck_host_task_fn fn,
     cpk_parallel(ctx_of(b)->pool, ntasks, host_task, &j);
 }
 
+/* capability "params_fresh": the linear's backward writes fresh parameter gradients */
+static bool cpu_params_fresh(ck_backend *b, ck_op_kind kind)
+{
+    (void)b;
+    return kind == CK_OP_LINEAR;
+}
+
 static void *cpu_get_proc(ck_backend *b, const char *name)
 {
     (void)b;
@@ -174,11 +181,14 @@ static void *cpu_get_proc(ck_backend *b, const char *name)
         void *p;
         ck_count_nonfinite_fn count;
         ck_host_parallel_fn parallel;
+        ck_params_fresh_fn params_fresh;
     } u = {NULL};
     if (strcmp(name, CK_PROC_COUNT_NONFINITE) == 0)
         u.count = cpu_count_nonfinite;
     else if (strcmp(name, CK_PROC_HOST_PARALLEL) == 0)
         u.parallel = cpu_host_parallel;
+    else if (strcmp(name, CK_PROC_PARAMS_FRESH) == 0)
+        u.params_fresh = cpu_params_fresh;
     return u.p;
 }
 

@@ -5,8 +5,9 @@
  * not depend on the thread count or on the SIMD path.
  *
  *   forward   y  = b + x W^T           chain from the bias (0 without one)
- *   backward  dx += dy W               fp32: the chain continues from the existing dx;
- *             dW += dy^T x             fp16/bf16: the contribution is computed from 0 in
+ *   backward  dx += dy W               fp32: the chain continues from the existing dx (from
+ *                                      +0 where din0_fresh / dparams_fresh say it holds
+ *             dW += dy^T x             nothing yet); fp16/bf16: the contribution is computed from 0 in
  *                                      fp32 and added to the stored value with one rounding
  *             db += sum over rows of dy, in double per unit (row order), one rounding
  * fp64 calls (gradient checks) run the reference kernels (backends/ref/).
@@ -122,6 +123,18 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
     CK_TRY(ck_opc_float_dtypes(CPU_BE, "linear", all, 6, err));
     ck_linear_dims d;
     CK_TRY(ck_opc_linear_shapes(x, io->weight, db, g->dout, &d, err));
+    /* dparams_fresh (backend.h): an fp32 dW's chains start at +0 instead of loading it;
+     * every other parameter gradient (db, a low-precision or fp64 dW) is zeroed here and
+     * then accumulated into as usual: the bits of a zeroed gradient either way */
+    const bool dw_fresh = g->dparams_fresh && g->dweight && g->dweight->dtype == CK_F32 &&
+                          !cpu_any_f64(all, 6);
+    if (g->dparams_fresh) {
+        if (g->dweight && !dw_fresh)
+            cpu_mem_zero(c->pool, g->dweight->data, ck_tensor_bytes(g->dweight));
+        if (db)
+            cpu_mem_zero(c->pool, db->data, ck_tensor_bytes(db));
+        g->dparams_fresh = false;
+    }
     if (cpu_any_f64(all, 6))
         return ref_op_backward(op, args, io, g, err);
     const float *xf = NULL, *wf = NULL, *dyf = NULL;
@@ -166,7 +179,7 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
             out = tmp;
         const cpk_gemm_src s = {.a = dyf, .a_rs = 1, .a_cs = d.units,
                                 .b = xf, .b_rs = d.in, .b_cs = 1};
-        if (!cpk_sgemm(c->pool, c->isa, d.units, d.in, d.M, &s, out, d.in, f32))
+        if (!cpk_sgemm(c->pool, c->isa, d.units, d.in, d.M, &s, out, d.in, f32 && !dw_fresh))
             goto nomem;
         if (!f32)
             cpu_accumulate_f32(c, dw, tmp);

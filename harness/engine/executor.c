@@ -217,6 +217,17 @@ static ck_status check_finite(ck_exec *e, int i, int step, const ck_tensor *t, b
     return st;
 }
 
+/* Whether the backend's backward of this op writes parameter gradients fresh
+ * (ck_op_grads.dparams_fresh, capability CK_PROC_PARAMS_FRESH). */
+static bool params_fresh(ck_exec *e, ck_op_kind kind)
+{
+    union {
+        void *p;
+        ck_params_fresh_fn fresh;
+    } u = {ck_backend_proc(e->cfg.b, CK_PROC_PARAMS_FRESH)};
+    return u.p && u.fresh(e->cfg.b, kind);
+}
+
 /* Element-wise ops whose kernels (ref, cpu, cuda) read element k of every input before
  * writing element k of the output, so the output may take over an input's buffer. */
 static bool runs_in_place(ck_op_kind kind)
@@ -632,6 +643,7 @@ static ck_status backward_input_grad(ck_exec *e, int i, const ck_op_io *io, cons
     ck_op_grads dx_g = *g;
     dx_g.din[0] = din;
     dx_g.dweight = dx_g.dbias = NULL;
+    dx_g.dparams_fresh = false;
     dx_g.din0_relu_over_input = relu_over;
     return b->backward(b, &e->cfg.g->nodes[i].op, &e->args[i], &dx_io, &dx_g, err);
 }
@@ -1014,8 +1026,14 @@ static ck_status backward_layer(ck_exec *e, int i, int step, const ck_tensor *in
             g.din[1] = NULL;
         }
     }
-    if (!e->cfg.dry_run)
+    if (!e->cfg.dry_run) {
         ck_model_bind(e->cfg.model, i, e->master_params[i], &io, &g);
+        /* gradients still zero-pending (ck_model_zero_grads_lazy): written fresh where the
+         * backend can, else zeroed now */
+        if ((st = ck_model_claim_grads(e->cfg.model, i, &g, params_fresh(e, nd->op.kind),
+                                       err)) != CK_OK)
+            goto fail;
+    }
     if (fused_relu >= 0)
         st = backward_relu_fused(e, i, fused_relu, &io, &g, err);
     else if (over_input >= 0)

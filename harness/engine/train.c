@@ -277,12 +277,15 @@ ck_status ck_trainer_step(ck_trainer *t, int step, ck_error *err)
     /* the training (train_wall_s): what a framework's step does, from zeroing the
      * gradients to the optimizer's update; the data draw and the records are the harness's */
     double train_t0 = now_s();
-    if ((st = ck_model_zero_grads(&t->model, err)) != CK_OK ||
-        (st = ck_model_cast_params(&t->model, err)) != CK_OK ||
+    /* zeroed lazily: each layer's backward writes its gradients fresh or zeroes them first
+     * (ck_model_claim_grads), and the ones no backward reached are zeroed after it */
+    ck_model_zero_grads_lazy(&t->model);
+    if ((st = ck_model_cast_params(&t->model, err)) != CK_OK ||
         (t->round_to != CK_F32 &&
          (st = ck_model_round_cast_params(&t->model, t->round_to, err)) != CK_OK) ||
         (st = ck_exec_step(&t->ex, step, &input, target.data ? &target : NULL, c->loss, t->scale,
                            true, &loss, err)) != CK_OK ||
+        (st = ck_model_settle_grads(&t->model, err)) != CK_OK ||
         (st = ck_model_unscale_grads(&t->model, t->scale, err)) != CK_OK)
         goto out;
     double train_s = now_s() - train_t0;

@@ -339,20 +339,108 @@ ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *
     return load_or_check(NULL, g, path, err);
 }
 
+/* Calls fn on every gradient tensor of layer i's state that has memory (grad, low_grad,
+ * share_low_grad) with its zero-pending flag; stops at the first failure. */
+typedef ck_status (*grad_fn)(ck_model *m, ck_tensor *t, bool *pending, void *ctx,
+                             ck_error *err);
+static ck_status each_grad(ck_model *m, int i, grad_fn fn, void *ctx, ck_error *err)
+{
+    ck_layer_state *ls = &m->layers[i];
+    for (int p = 0; p < m->g->nodes[i].n_params; p++) {
+        CK_TRY(fn(m, &ls->grad[p], &ls->grad_pending[p], ctx, err));
+        if (ls->low_grad[p].data)
+            CK_TRY(fn(m, &ls->low_grad[p], &ls->low_grad_pending[p], ctx, err));
+    }
+    for (int k = 0; k < m->g->nodes[i].n_shares; k++)
+        if (ls->share_low_grad[k].data)
+            CK_TRY(fn(m, &ls->share_low_grad[k], &ls->share_low_grad_pending[k], ctx, err));
+    return CK_OK;
+}
+
+static ck_status zero_now(ck_model *m, ck_tensor *t, bool *pending, void *ctx, ck_error *err)
+{
+    (void)ctx;
+    *pending = false;
+    return m->b->zero(m->b, t, err);
+}
+
+static ck_status mark_pending(ck_model *m, ck_tensor *t, bool *pending, void *ctx,
+                              ck_error *err)
+{
+    (void)m, (void)t, (void)ctx, (void)err;
+    *pending = true;
+    return CK_OK;
+}
+
+/* settles a pending gradient now (zeroes it) */
+static ck_status settle(ck_model *m, ck_tensor *t, bool *pending, void *ctx, ck_error *err)
+{
+    return *pending ? zero_now(m, t, pending, ctx, err) : CK_OK;
+}
+
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err)
 {
-    for (int i = 0; i < m->g->n; i++) {
-        ck_layer_state *ls = &m->layers[i];
-        for (int p = 0; p < m->g->nodes[i].n_params; p++) {
-            ck_status st = m->b->zero(m->b, &ls->grad[p], err);
-            if (st == CK_OK && ls->low_grad[p].data)
-                st = m->b->zero(m->b, &ls->low_grad[p], err);
-            if (st != CK_OK)
-                return st;
-        }
-        for (int k = 0; k < m->g->nodes[i].n_shares; k++)
-            if (ls->share_low_grad[k].data)
-                CK_TRY(m->b->zero(m->b, &ls->share_low_grad[k], err));
+    for (int i = 0; i < m->g->n; i++)
+        CK_TRY(each_grad(m, i, zero_now, NULL, err));
+    return CK_OK;
+}
+
+void ck_model_zero_grads_lazy(ck_model *m)
+{
+    for (int i = 0; i < m->g->n; i++)
+        each_grad(m, i, mark_pending, NULL, NULL);
+}
+
+ck_status ck_model_settle_grads(ck_model *m, ck_error *err)
+{
+    for (int i = 0; i < m->g->n; i++)
+        CK_TRY(each_grad(m, i, settle, NULL, err));
+    return CK_OK;
+}
+
+static ck_tensor *share_master(ck_model *m, int i, int k, bool grad);
+
+/* The zero-pending flag of the gradient tensor t bound for layer i (ck_model_bind: its own
+ * tensors, or a shared parameter's owner's), or NULL when t is not one of them. */
+static bool *pending_of(ck_model *m, int i, const ck_tensor *t)
+{
+    ck_layer_state *ls = &m->layers[i];
+    const ck_node *nd = &m->g->nodes[i];
+    for (int p = 0; p < nd->n_params; p++) {
+        if (t == &ls->grad[p])
+            return &ls->grad_pending[p];
+        if (t == &ls->low_grad[p])
+            return &ls->low_grad_pending[p];
+    }
+    for (int k = 0; k < nd->n_shares; k++) {
+        if (t == &ls->share_low_grad[k])
+            return &ls->share_low_grad_pending[k];
+        const ck_param_share *sh = &nd->shares[k];
+        if (t == share_master(m, i, k, true))
+            return &m->layers[sh->layer].grad_pending[sh->slot];
+    }
+    return NULL;
+}
+
+ck_status ck_model_claim_grads(ck_model *m, int i, ck_op_grads *g, bool fresh, ck_error *err)
+{
+    ck_tensor *ts[2] = {g->dweight, g->dbias};
+    bool *pend[2] = {NULL, NULL};
+    bool all_pending = g->dweight || g->dbias;
+    for (int q = 0; q < 2; q++) {
+        if (!ts[q])
+            continue;
+        pend[q] = pending_of(m, i, ts[q]);
+        all_pending = all_pending && pend[q] && *pend[q];
+    }
+    g->dparams_fresh = fresh && all_pending;
+    for (int q = 0; q < 2; q++) {
+        if (!pend[q] || !*pend[q])
+            continue;
+        if (g->dparams_fresh)
+            *pend[q] = false;
+        else
+            CK_TRY(zero_now(m, ts[q], pend[q], NULL, err));
     }
     return CK_OK;
 }

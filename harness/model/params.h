@@ -25,6 +25,9 @@ typedef struct {
      * of an op that casts: this use's low-dtype copy and gradient, whose unscaled value is
      * added into the owner's master gradient (data NULL otherwise) */
     ck_tensor share_low_param[2], share_low_grad[2];
+    /* ck_model_zero_grads_lazy: the gradient (grad, low_grad, share_low_grad) reads as zero
+     * but its memory was not written yet (ck_model_claim_grads, ck_model_settle_grads) */
+    bool grad_pending[2], low_grad_pending[2], share_low_grad_pending[2];
 } ck_layer_state;
 
 typedef struct {
@@ -53,6 +56,20 @@ ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *
 ck_status ck_graph_check_weight_set(const ck_graph *g, const ck_tensorset *set, const char *path,
                                     ck_error *err);
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err);
+/* The training step's zeroing without a pass over memory: every gradient is marked as
+ * zero-pending. Before a layer's backward, ck_model_claim_grads settles the gradients it
+ * writes; after the backward pass, ck_model_settle_grads zeroes the ones no backward
+ * claimed. In between, a pending gradient's memory is undefined: nothing but those two may
+ * read it. */
+void ck_model_zero_grads_lazy(ck_model *m);
+/* For layer i's backward, its gradients bound in g (ck_model_bind): when every one bound
+ * is zero-pending and `fresh` (the backend honours ck_op_grads.dparams_fresh for this op,
+ * capability "params_fresh"), sets g->dparams_fresh and lets the kernel write them as if
+ * zeroed; otherwise zeroes the pending ones now and clears the flag. Either way they are no
+ * longer pending: a later backward (a shared parameter's other use) accumulates. */
+ck_status ck_model_claim_grads(ck_model *m, int i, ck_op_grads *g, bool fresh, ck_error *err);
+/* Zeroes every gradient still zero-pending (layers whose backward did not run). */
+ck_status ck_model_settle_grads(ck_model *m, ck_error *err);
 /* Low-precision runs: casts the master weights of linear/conv layers to the low dtype. */
 ck_status ck_model_cast_params(ck_model *m, ck_error *err);
 /* The precision judgement's calibration run (harness/verify/precision_judge.h): rounds the
