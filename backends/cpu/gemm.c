@@ -70,24 +70,26 @@ const char *cpk_isa_name(cpk_isa isa)
 }
 
 // ----------------------------------------------------------------------------
-// micro-kernels: C[mr x nr] = (load ? C : rinit ? rinit[row] : 0) + Apanel * Bpanel, A panel kc x mr (k-major),
-// B panel kc x nr (k-major). Each lane of each accumulator is one output's fma chain.
+// micro-kernels: C[mr x nr] = (load ? C : rinit ? rinit[row] : cinit ? cinit[col] : 0) +
+// Apanel * Bpanel, A panel kc x mr (k-major), B panel kc x nr (k-major). Each lane of each
+// accumulator is one output's fma chain.
 
 typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                           bool load, const float *rinit);
+                           bool load, const float *rinit, const float *cinit);
 /* the same with B's k row at b + koff[k] (NR contiguous floats) instead of a packed panel */
 typedef void (*ukernel_rows_fn)(int64_t kc, const float *a, const float *b, const int64_t *koff,
-                                float *c, int64_t ldc, bool load, const float *rinit);
+                                float *c, int64_t ldc, bool load, const float *rinit,
+                                const float *cinit);
 
 #define PORTABLE_MR 6
 #define PORTABLE_NR 16
 static void uk_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                        bool load, const float *rinit)
+                        bool load, const float *rinit, const float *cinit)
 {
     float acc[PORTABLE_MR][PORTABLE_NR];
     for (int i = 0; i < PORTABLE_MR; i++)
         for (int j = 0; j < PORTABLE_NR; j++)
-            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : 0.0f;
+            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : cinit ? cinit[j] : 0.0f;
     for (int64_t k = 0; k < kc; k++) {
         const float *ak = a + k * PORTABLE_MR, *bk = b + k * PORTABLE_NR;
         for (int i = 0; i < PORTABLE_MR; i++)
@@ -100,12 +102,13 @@ static void uk_portable(int64_t kc, const float *a, const float *b, float *c, in
 }
 
 static void uk_portable_rows(int64_t kc, const float *a, const float *b, const int64_t *koff,
-                             float *c, int64_t ldc, bool load, const float *rinit)
+                             float *c, int64_t ldc, bool load, const float *rinit,
+                             const float *cinit)
 {
     float acc[PORTABLE_MR][PORTABLE_NR];
     for (int i = 0; i < PORTABLE_MR; i++)
         for (int j = 0; j < PORTABLE_NR; j++)
-            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : 0.0f;
+            acc[i][j] = load ? c[i * ldc + j] : rinit ? rinit[i] : cinit ? cinit[j] : 0.0f;
     for (int64_t k = 0; k < kc; k++) {
         const float *ak = a + k * PORTABLE_MR, *bk = b + koff[k];
         for (int i = 0; i < PORTABLE_MR; i++)
@@ -121,7 +124,8 @@ static void uk_portable_rows(int64_t kc, const float *a, const float *b, const i
 /* 6 x 16: 12 ymm accumulators, 2 B vectors, 1 broadcast (15 of 16 registers) */
 __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float *a,
                                                          const float *b, float *c,
-                                                         int64_t ldc, bool load, const float *rinit)
+                                                         int64_t ldc, bool load, const float *rinit,
+                                                         const float *cinit)
 {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
@@ -135,6 +139,9 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
         c00 = c01 = _mm256_set1_ps(rinit[0]); c10 = c11 = _mm256_set1_ps(rinit[1]);
         c20 = c21 = _mm256_set1_ps(rinit[2]); c30 = c31 = _mm256_set1_ps(rinit[3]);
         c40 = c41 = _mm256_set1_ps(rinit[4]); c50 = c51 = _mm256_set1_ps(rinit[5]);
+    } else if (cinit) {
+        c00 = c10 = c20 = c30 = c40 = c50 = _mm256_loadu_ps(cinit);
+        c01 = c11 = c21 = c31 = c41 = c51 = _mm256_loadu_ps(cinit + 8);
     } else {
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
@@ -164,7 +171,8 @@ __attribute__((target("avx2,fma"))) static void uk_avx2(int64_t kc, const float 
 __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const float *a,
                                                               const float *b,
                                                               const int64_t *koff, float *c,
-                                                              int64_t ldc, bool load, const float *rinit)
+                                                              int64_t ldc, bool load, const float *rinit,
+                                                              const float *cinit)
 {
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (load) {
@@ -178,6 +186,9 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
         c00 = c01 = _mm256_set1_ps(rinit[0]); c10 = c11 = _mm256_set1_ps(rinit[1]);
         c20 = c21 = _mm256_set1_ps(rinit[2]); c30 = c31 = _mm256_set1_ps(rinit[3]);
         c40 = c41 = _mm256_set1_ps(rinit[4]); c50 = c51 = _mm256_set1_ps(rinit[5]);
+    } else if (cinit) {
+        c00 = c10 = c20 = c30 = c40 = c50 = _mm256_loadu_ps(cinit);
+        c01 = c11 = c21 = c31 = c41 = c51 = _mm256_loadu_ps(cinit + 8);
     } else {
         c00 = c01 = c10 = c11 = c20 = c21 = _mm256_setzero_ps();
         c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
@@ -210,8 +221,12 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
 #define R512_LOAD(i)                                                                       \
     c##i##0 = load    ? _mm512_loadu_ps(c + (i) * ldc)                                     \
               : rinit ? _mm512_set1_ps(rinit[i])                                           \
+              : cinit ? _mm512_loadu_ps(cinit)                                             \
                       : _mm512_setzero_ps();                                               \
-    c##i##1 = load ? _mm512_loadu_ps(c + (i) * ldc + 16) : rinit ? c##i##0 : _mm512_setzero_ps();
+    c##i##1 = load    ? _mm512_loadu_ps(c + (i) * ldc + 16)                                \
+              : rinit ? c##i##0                                                            \
+              : cinit ? _mm512_loadu_ps(cinit + 16)                                        \
+                      : _mm512_setzero_ps();
 #define R512_FMA(i, ak)                                                                    \
     {                                                                                      \
         const __m512 av = _mm512_set1_ps((ak)[i]);                                         \
@@ -231,7 +246,8 @@ __attribute__((target("avx2,fma"))) static void uk_avx2_rows(int64_t kc, const f
 
 __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float *a,
                                                           const float *b, float *c,
-                                                          int64_t ldc, bool load, const float *rinit)
+                                                          int64_t ldc, bool load, const float *rinit,
+                                                          const float *cinit)
 {
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
     R512_ALL(R512_LOAD)
@@ -257,7 +273,8 @@ __attribute__((target("avx512f"))) static void uk_avx512(int64_t kc, const float
 __attribute__((target("avx512f"))) static void uk_avx512_rows(int64_t kc, const float *a,
                                                                const float *b,
                                                                const int64_t *koff, float *c,
-                                                               int64_t ldc, bool load, const float *rinit)
+                                                               int64_t ldc, bool load, const float *rinit,
+                                                               const float *cinit)
 {
     __m512 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51, c60, c61, c70, c71;
     R512_ALL(R512_LOAD)
@@ -502,18 +519,23 @@ static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel
         for (int64_t r = 0; r < MR; r++)
             rbuf[r] = r < rows ? j->s->row_init[row0 + r] : 0.0f;
     }
+    /* the columns' initial values when C is not loaded (the bias of a linear layer), NR of
+     * them (zeros past the tile's last column) */
+    float cbuf[CPK_NR_MAX];
+    const float *cinit = NULL;
     if (!load && j->s->col_init) {
-        /* the columns' initial values (a linear's bias) written into the tile, which the
-         * kernel then loads: each chain starts from its column's value */
-        for (int64_t r = 0; r < rows; r++)
-            memcpy(c + r * j->ldc, j->s->col_init + col0, (size_t)cols * sizeof *c);
-        load = true;
+        cinit = j->s->col_init + col0;
+        if (cols < NR) {
+            memcpy(cbuf, cinit, (size_t)cols * sizeof *cbuf);
+            memset(cbuf + cols, 0, (size_t)(NR - cols) * sizeof *cbuf);
+            cinit = cbuf;
+        }
     }
     if (rows == MR && cols == NR) {
         if (brows)
-            j->uk.rows(j->kc, apanel, brows, koff, c, j->ldc, load, rinit);
+            j->uk.rows(j->kc, apanel, brows, koff, c, j->ldc, load, rinit, cinit);
         else
-            j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load, rinit);
+            j->uk.fn(j->kc, apanel, bpanel, c, j->ldc, load, rinit, cinit);
         return;
     }
     float tile[MR_MAX * CPK_NR_MAX];
@@ -521,9 +543,9 @@ static void run_tile(const gemm_job *j, const float *apanel, const float *bpanel
         for (int64_t r = 0; r < rows; r++)
             memcpy(tile + r * NR, c + r * j->ldc, (size_t)cols * sizeof *c);
     if (brows)
-        j->uk.rows(j->kc, apanel, brows, koff, tile, NR, load, rinit);
+        j->uk.rows(j->kc, apanel, brows, koff, tile, NR, load, rinit, cinit);
     else
-        j->uk.fn(j->kc, apanel, bpanel, tile, NR, load, rinit);
+        j->uk.fn(j->kc, apanel, bpanel, tile, NR, load, rinit, cinit);
     for (int64_t r = 0; r < rows; r++)
         memcpy(c + r * j->ldc, tile + r * NR, (size_t)cols * sizeof *c);
 }
