@@ -765,6 +765,15 @@ static bool same_bytes(ck_backend *b, const ck_tensor *x, const ck_tensor *y)
     return same;
 }
 
+/* Which of din[0], dweight, dbias first differs between two calls' results, or NULL. */
+static const char *first_differing(ck_backend *b, const call k[2])
+{
+    return !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t)                  ? "din0"
+           : k[0].dw.live && !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
+           : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
+                                                                    : NULL;
+}
+
 /* ck_backward_dx_over_input (backend.h) on the tested backend: one backward computing dx,
  * dW and db against two, dW and db without dx, then dx alone with the input hidden, from
  * the same values. Every gradient must have the same bits. */
@@ -803,10 +812,7 @@ static void run_split_backward(bo_ctx *c, int index, ck_dtype dt)
     if (!ok) {
         result(c, 1, "%s [%s] split backward: %s", r->desc, ck_dtype_name(dt), err.msg);
     } else {
-        const char *bad = !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t) ? "din0"
-                          : k[0].dw.live && !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
-                          : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
-                                                                                    : NULL;
+        const char *bad = first_differing(b, k);
         result(c, bad ? 1 : 0, "%s [%s] backward in two calls (dW, db; then dx with x hidden)%s%s",
                r->desc, ck_dtype_name(dt), bad ? ": differs in " : " bitwise equal to one",
                bad ? bad : "");
@@ -855,57 +861,6 @@ static bool fill_nan(ck_backend *b, ck_tensor *t)
     return ok;
 }
 
-/* ck_backward_dx_fresh (backend.h) on the tested backend: the input gradient written with
- * din0_fresh into a buffer full of NaN, against the same backward accumulating into a zeroed
- * buffer, from the same values. The weights are made non-negative and dy's first row -0, so
- * that row's products are all -0: a sum that did not start at +0 would be -0 there instead
- * of the zeroed buffer's +0. Every bit of dx, dW and db must be the same. */
-static void run_fresh_dx_backward(bo_ctx *c, int index, ck_dtype dt)
-{
-    int n;
-    const bo_row *r = &bo_rows(&n)[index];
-    ck_node nd;
-    if (!ck_backward_dx_fresh(r->op.kind) || r->n_in != 1 ||
-        !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
-        return;
-    const bo_dtypes d = bo_dtypes_of(dt);
-    const uint64_t seed = 9000 + 97 * (uint64_t)index;
-    const int64_t row = nd.out_shape.dim[nd.out_shape.ndim - 1];
-    ck_backend *b = c->b;
-    char prefix[2][64];
-    call k[2];
-    memset(k, 0, sizeof k);
-    bool ok = true;
-    ck_error err = {{0}};
-    for (int w = 0; w < 2 && ok; w++) {
-        snprintf(prefix[w], sizeof prefix[w], "op%02d.fresh.%s.%s", index, ck_dtype_name(dt),
-                 w ? "fresh" : "zeroed");
-        ok = call_inputs(c, r, &nd, d, d, prefix[w], seed, &k[w]) &&
-             call_grads(c, r, &nd, d, d, prefix[w], seed, &k[w]) && k[w].w.live &&
-             set_signs(b, &k[w].w.t, ck_shape_numel(&k[w].w.t.shape), false) &&
-             set_signs(b, &k[w].dout.t, row, true);
-    }
-    ok = ok && b->zero(b, &k[0].din[0].t, &err) == CK_OK && fill_nan(b, &k[1].din[0].t);
-    ck_op_grads fresh = k[1].g_t;
-    fresh.din0_fresh = true;
-    ok = ok && b->backward(b, &nd.op, &k[0].args, &k[0].io_t, &k[0].g_t, &err) == CK_OK &&
-         b->backward(b, &nd.op, &k[1].args, &k[1].io_t, &fresh, &err) == CK_OK;
-    if (!ok) {
-        result(c, 1, "%s [%s] fresh input gradient: %s", r->desc, ck_dtype_name(dt),
-               err.msg[0] ? err.msg : "setup failed");
-    } else {
-        const char *bad = !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t) ? "din0"
-                          : !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
-                          : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
-                                                                                  : NULL;
-        result(c, bad ? 1 : 0, "%s [%s] dx written fresh over NaN%s%s", r->desc,
-               ck_dtype_name(dt), bad ? ": differs in " : " bitwise equal to dx into zeros",
-               bad ? bad : "");
-    }
-    call_free(&k[0]);
-    call_free(&k[1]);
-}
-
 /* Sets column col of every row of t (rows of t's last dim) on backend b to -0. */
 static bool set_column_neg_zero(ck_backend *b, ck_tensor *t, int64_t col)
 {
@@ -925,13 +880,16 @@ static bool set_column_neg_zero(ck_backend *b, ck_tensor *t, int64_t col)
     return ok;
 }
 
-/* Capability "params_fresh" (backend.h) on the tested backend, where it claims the op: the
- * parameter gradients written with dparams_fresh into buffers full of NaN, against the same
- * backward accumulating into zeroed ones, from the same values. x is made non-negative and
- * dy's first column -0, so every product of the first unit's weight and bias gradients is
- * -0: a sum that did not start at +0 would be -0 there instead of the zeroed buffer's +0.
- * Every bit of dx, dW and db must be the same. */
-static void run_fresh_params_backward(bo_ctx *c, int index, ck_dtype dt)
+/* Fresh gradients on the tested backend, the backward written with the flag into buffers
+ * full of NaN against the same backward accumulating into zeroed ones, from the same values;
+ * every bit of dx, dW and db must be the same:
+ *  - params false: ck_backward_dx_fresh (backend.h), din0_fresh into din[0]. The weights are
+ *    made non-negative and dy's first row -0, so that row's products are all -0;
+ *  - params true: capability "params_fresh" where the backend claims the op, dparams_fresh
+ *    into dW and db. x is made non-negative and dy's first column -0, so every product of
+ *    the first unit's weight and bias gradients is -0.
+ * A sum that did not start at +0 would be -0 there instead of the zeroed buffer's +0. */
+static void run_fresh_backward(bo_ctx *c, int index, ck_dtype dt, bool params)
 {
     int n;
     const bo_row *r = &bo_rows(&n)[index];
@@ -940,11 +898,12 @@ static void run_fresh_params_backward(bo_ctx *c, int index, ck_dtype dt)
         void *p;
         ck_params_fresh_fn fresh;
     } u = {ck_backend_proc(c->b, CK_PROC_PARAMS_FRESH)};
-    if (!u.p || !u.fresh(c->b, r->op.kind) || r->n_in != 1 ||
-        !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
+    const bool claimed = params ? u.p && u.fresh(c->b, r->op.kind) : ck_backward_dx_fresh(r->op.kind);
+    if (!claimed || r->n_in != 1 || !c->b->supports(c->b, &r->op, dt) || !node_of(c, r, &nd))
         return;
     const bo_dtypes d = bo_dtypes_of(dt);
-    const uint64_t seed = 9500 + 97 * (uint64_t)index;
+    const uint64_t seed = (params ? 9500 : 9000) + 97 * (uint64_t)index;
+    const int64_t row = nd.out_shape.dim[nd.out_shape.ndim - 1];
     ck_backend *b = c->b;
     char prefix[2][64];
     call k[2];
@@ -952,35 +911,38 @@ static void run_fresh_params_backward(bo_ctx *c, int index, ck_dtype dt)
     bool ok = true;
     ck_error err = {{0}};
     for (int w = 0; w < 2 && ok; w++) {
-        snprintf(prefix[w], sizeof prefix[w], "op%02d.pfresh.%s.%s", index, ck_dtype_name(dt),
-                 w ? "fresh" : "zeroed");
+        snprintf(prefix[w], sizeof prefix[w], "op%02d.%s.%s.%s", index,
+                 params ? "pfresh" : "fresh", ck_dtype_name(dt), w ? "fresh" : "zeroed");
         ok = call_inputs(c, r, &nd, d, d, prefix[w], seed, &k[w]) &&
              call_grads(c, r, &nd, d, d, prefix[w], seed, &k[w]) && k[w].w.live &&
-             set_signs(b, &k[w].in[0].t, ck_shape_numel(&k[w].in[0].t.shape), false) &&
-             set_column_neg_zero(b, &k[w].dout.t, 0);
+             (params ? set_signs(b, &k[w].in[0].t, ck_shape_numel(&k[w].in[0].t.shape), false) &&
+                           set_column_neg_zero(b, &k[w].dout.t, 0)
+                     : set_signs(b, &k[w].w.t, ck_shape_numel(&k[w].w.t.shape), false) &&
+                           set_signs(b, &k[w].dout.t, row, true));
     }
-    ok = ok && b->zero(b, &k[0].dw.t, &err) == CK_OK && fill_nan(b, &k[1].dw.t) &&
-         (!k[0].db.live ||
-          (b->zero(b, &k[0].db.t, &err) == CK_OK && fill_nan(b, &k[1].db.t)));
+    pair *fresh_t[2] = {params ? &k[0].dw : &k[0].din[0], params ? &k[0].db : NULL};
+    pair *nan_t[2] = {params ? &k[1].dw : &k[1].din[0], params ? &k[1].db : NULL};
+    for (int q = 0; q < 2 && ok; q++)
+        if (fresh_t[q] && fresh_t[q]->live)
+            ok = b->zero(b, &fresh_t[q]->t, &err) == CK_OK && fill_nan(b, &nan_t[q]->t);
     ck_op_grads fresh = k[1].g_t;
-    fresh.dparams_fresh = true;
+    fresh.din0_fresh = !params;
+    fresh.dparams_fresh = params;
     ok = ok && b->backward(b, &nd.op, &k[0].args, &k[0].io_t, &k[0].g_t, &err) == CK_OK &&
          b->backward(b, &nd.op, &k[1].args, &k[1].io_t, &fresh, &err) == CK_OK;
+    const char *what = params ? "dW, db written fresh over NaN" : "dx written fresh over NaN";
     if (!ok) {
-        result(c, 1, "%s [%s] fresh parameter gradients: %s", r->desc, ck_dtype_name(dt),
+        result(c, 1, "%s [%s] %s: %s", r->desc, ck_dtype_name(dt), what,
                err.msg[0] ? err.msg : "setup failed");
     } else {
-        const char *bad = !same_bytes(b, &k[0].din[0].t, &k[1].din[0].t) ? "din0"
-                          : !same_bytes(b, &k[0].dw.t, &k[1].dw.t) ? "dweight"
-                          : k[0].db.live && !same_bytes(b, &k[0].db.t, &k[1].db.t) ? "dbias"
-                                                                                  : NULL;
-        result(c, bad ? 1 : 0, "%s [%s] dW, db written fresh over NaN%s%s", r->desc,
-               ck_dtype_name(dt), bad ? ": differs in " : " bitwise equal to them into zeros",
-               bad ? bad : "");
+        const char *bad = first_differing(b, k);
+        result(c, bad ? 1 : 0, "%s [%s] %s%s%s", r->desc, ck_dtype_name(dt), what,
+               bad ? ": differs in " : " bitwise equal to it into zeros", bad ? bad : "");
     }
     call_free(&k[0]);
     call_free(&k[1]);
 }
+
 
 /* The special values of the fused relu tests: a relu output r with NaN, -0, +0, negative
  * values and infinities among ordinary ones, and a gradient dy with NaN, infinities and -0
@@ -1099,8 +1061,8 @@ void bo_run_row(bo_ctx *c, int index, unsigned what)
         run_lowp_rule(c, index, dts[d]);
     for (size_t d = 0; (what & BO_RUN_SPLIT) && d < 4; d++) {
         run_split_backward(c, index, dts[d]);
-        run_fresh_dx_backward(c, index, dts[d]);
-        run_fresh_params_backward(c, index, dts[d]);
+        run_fresh_backward(c, index, dts[d], false);
+        run_fresh_backward(c, index, dts[d], true);
         run_relu_fused_backward(c, index, dts[d]);
     }
     if (what & BO_RUN_GRADCHECK) {

@@ -129,7 +129,7 @@ static void relu_bwd_task(void *vctx, int64_t task, int tid)
 // add of same-shape fp32 tensors
 
 typedef struct {
-    const float *in[CK_MAX_INPUTS], *dy;
+    const float *in[CK_MAX_INPUTS], *dy; /* dy NULL: the forward */
     float *y, *din[CK_MAX_INPUTS];
     int n_in;
     int64_t n;
@@ -171,7 +171,8 @@ __attribute__((target("avx2"))) static int64_t add_bwd_avx2(const add_job *j, in
 }
 #endif
 
-static void add_fwd_task(void *vctx, int64_t task, int tid)
+/* forward (dy NULL) or backward, elements of one task */
+static void add_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const add_job *j = vctx;
@@ -180,28 +181,15 @@ static void add_fwd_task(void *vctx, int64_t task, int tid)
     int64_t i = i0;
 #if CPK_X86
     if (j->isa != CPK_ISA_PORTABLE)
-        i = add_fwd_avx2(j, i0, i1);
+        i = j->dy ? add_bwd_avx2(j, i0, i1) : add_fwd_avx2(j, i0, i1);
 #endif
-    for (; i < i1; i++) {
+    for (; i < i1 && !j->dy; i++) {
         double sum = 0.0;
         for (int k = 0; k < j->n_in; k++)
             sum += (double)j->in[k][i];
         j->y[i] = (float)sum;
     }
-}
-
-static void add_bwd_task(void *vctx, int64_t task, int tid)
-{
-    (void)tid;
-    const add_job *j = vctx;
-    const int64_t i0 = task * ELEMS_PER_TASK;
-    const int64_t i1 = i0 + ELEMS_PER_TASK < j->n ? i0 + ELEMS_PER_TASK : j->n;
-    int64_t i = i0;
-#if CPK_X86
-    if (j->isa != CPK_ISA_PORTABLE)
-        i = add_bwd_avx2(j, i0, i1);
-#endif
-    for (; i < i1; i++)
+    for (; i < i1 && j->dy; i++)
         for (int k = 0; k < j->n_in; k++) {
             if (!j->din[k])
                 continue;
@@ -231,7 +219,7 @@ static ck_status add_forward(const cpu_ctx *c, const ck_op_params *op, const ck_
                  .n = ck_shape_numel(&io->in[0]->shape), .isa = c->isa};
     for (int k = 0; k < io->n_in; k++)
         j.in[k] = io->in[k]->data;
-    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, add_fwd_task, &j);
+    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, add_task, &j);
     return CK_OK;
 }
 
@@ -247,7 +235,7 @@ static ck_status add_backward(const cpu_ctx *c, const ck_op_params *op, const ck
                  .fresh = g->din0_fresh, .isa = c->isa};
     for (int k = 0; k < io->n_in; k++)
         j.din[k] = g->din[k] ? g->din[k]->data : NULL;
-    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, add_bwd_task, &j);
+    cpk_parallel(c->pool, (j.n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, add_task, &j);
     return CK_OK;
 }
 
