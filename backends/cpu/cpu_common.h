@@ -22,6 +22,13 @@
 /* the backend's name in the shared checks' messages (backends/check/check.h) */
 #define CPU_BE "cpu"
 
+/* doubles per vector register on the ISA path: 8 (AVX-512), 4 (AVX2), 1 on the portable
+ * path (the widths of the *_lanes.h kernels) */
+static inline int cpu_f64_lanes(cpk_isa isa)
+{
+    return isa == CPK_ISA_AVX512 ? 8 : isa == CPK_ISA_AVX2 ? 4 : 1;
+}
+
 /* freed tensor blocks kept for reuse (memory.c) */
 typedef struct cpu_block_cache cpu_block_cache;
 
@@ -41,7 +48,7 @@ typedef struct {
 
 CPU_OP_DECL(linear)     /* CK_OP_LINEAR: packed SGEMM */
 CPU_OP_DECL(conv)       /* CK_OP_CONV: direct or implicit-GEMM convolution */
-CPU_OP_DECL(pointwise)  /* relu fp32 multi-threaded; the rest delegated to ref */
+CPU_OP_DECL(pointwise)  /* relu, add: fp32 multi-threaded; the rest delegated to ref */
 CPU_OP_DECL(pool)       /* CK_OP_MAXPOOL fp32 unpadded; the rest delegated */
 CPU_OP_DECL(shape)      /* CK_OP_CONCAT fp32; the rest delegated */
 CPU_OP_DECL(upsample)   /* CK_OP_UPSAMPLE nearest fp32; the rest delegated */

@@ -103,9 +103,10 @@ static void bwd_lanes(cpk_isa isa, const float *x, const float *dy, float *dx, i
     gelu_tanh_bwd_w2(x, dy, dx, n, fresh);
 }
 
+/* the path's doubles per vector: the portable path's is 2 (SSE2) */
 static int lanes_of(cpk_isa isa)
 {
-    return GELU_X86 && isa == CPK_ISA_AVX512 ? 8 : GELU_X86 && isa == CPK_ISA_AVX2 ? 4 : 2;
+    return cpu_f64_lanes(isa) > 1 ? cpu_f64_lanes(isa) : 2;
 }
 
 static void gelu_fwd_task(void *vctx, int64_t task, int tid)

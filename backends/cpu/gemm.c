@@ -624,16 +624,21 @@ static void gemm_task(void *vctx, int64_t task, int tid)
     gemm_block(j, task / j->nspans, task % j->nspans, tid);
 }
 
-/* B packed for every k block at once (all_k): k block q's panels at bpack + q * bstride */
+/* all_k: jk at k block q, whose packed B is at bpack + q * bstride */
+static void at_k_block(const gemm_job *j, int64_t q, gemm_job *jk)
+{
+    jk->k0 = q * j->kcb;
+    jk->kc = j->K - jk->k0 < j->kcb ? j->K - jk->k0 : j->kcb;
+    jk->bpack = j->bpack + q * j->bstride;
+}
+
+/* B packed for every k block at once (all_k) */
 static void packB_all_task(void *vctx, int64_t task, int tid)
 {
     const gemm_job *j = vctx;
     const int64_t ngroups = (j->nc + j->uk.nr * PACKB_GROUP - 1) / (j->uk.nr * PACKB_GROUP);
     gemm_job jk = *j;
-    const int64_t q = task / ngroups;
-    jk.k0 = q * j->kcb;
-    jk.kc = j->K - jk.k0 < j->kcb ? j->K - jk.k0 : j->kcb;
-    jk.bpack = j->bpack + q * j->bstride;
+    at_k_block(j, task / ngroups, &jk);
     packB_task(&jk, task % ngroups, tid);
 }
 
@@ -644,9 +649,7 @@ static void gemm_all_k_task(void *vctx, int64_t task, int tid)
     const gemm_job *j = vctx;
     gemm_job jk = *j;
     for (int64_t q = 0; q * j->kcb < j->K; q++) {
-        jk.k0 = q * j->kcb;
-        jk.kc = j->K - jk.k0 < j->kcb ? j->K - jk.k0 : j->kcb;
-        jk.bpack = j->bpack + q * j->bstride;
+        at_k_block(j, q, &jk);
         gemm_block(&jk, task / j->nspans, task % j->nspans, tid);
     }
 }

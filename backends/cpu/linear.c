@@ -126,8 +126,8 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
     /* dparams_fresh (backend.h): an fp32 dW's chains start at +0 instead of loading it;
      * every other parameter gradient (db, a low-precision or fp64 dW) is zeroed here and
      * then accumulated into as usual: the bits of a zeroed gradient either way */
-    const bool dw_fresh = g->dparams_fresh && g->dweight && g->dweight->dtype == CK_F32 &&
-                          !cpu_any_f64(all, 6);
+    const bool f64 = cpu_any_f64(all, 6);
+    const bool dw_fresh = g->dparams_fresh && g->dweight && g->dweight->dtype == CK_F32 && !f64;
     if (g->dparams_fresh) {
         if (g->dweight && !dw_fresh)
             cpu_mem_zero(c->pool, g->dweight->data, ck_tensor_bytes(g->dweight));
@@ -135,7 +135,7 @@ ck_status cpu_linear_backward(const cpu_ctx *c, const ck_op_params *op, const ck
             cpu_mem_zero(c->pool, db->data, ck_tensor_bytes(db));
         g->dparams_fresh = false;
     }
-    if (cpu_any_f64(all, 6))
+    if (f64)
         return ref_op_backward(op, args, io, g, err);
     const float *xf = NULL, *wf = NULL, *dyf = NULL;
     float *ox = NULL, *ow = NULL, *ody = NULL, *tmp = NULL;

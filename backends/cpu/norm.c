@@ -345,11 +345,6 @@ static void ln_dx_task(void *vctx, int64_t task, int tid)
     ln_rows(vctx, task, ln_dx_row, LN_DX_ROWS4);
 }
 
-static int ln_lanes(cpk_isa isa)
-{
-    return CPK_X86 && isa == CPK_ISA_AVX512 ? 8 : CPK_X86 && isa == CPK_ISA_AVX2 ? 4 : 1;
-}
-
 static bool f32_or_null(const ck_tensor *t)
 {
     return !t || t->dtype == CK_F32;
@@ -389,7 +384,7 @@ ck_status cpu_norm_forward(const cpu_ctx *c, const ck_op_params *op, const ck_fw
     if (!ln_fast(op, io, NULL, &j))
         return cpu_delegate_forward(c, op, args, io, err);
     j.avx2 = c->isa != CPK_ISA_PORTABLE;
-    j.lanes = ln_lanes(c->isa);
+    j.lanes = cpu_f64_lanes(c->isa);
     j.y = io->out->data;
     cpk_parallel(c->pool, (j.N + LN_ROWS_PER_TASK - 1) / LN_ROWS_PER_TASK, ln_fwd_task, &j);
     return CK_OK;
@@ -402,7 +397,7 @@ ck_status cpu_norm_backward(const cpu_ctx *c, const ck_op_params *op, const ck_f
     if (!ln_fast(op, io, g, &j))
         return cpu_delegate_backward(c, op, args, io, g, err);
     j.avx2 = c->isa != CPK_ISA_PORTABLE;
-    j.lanes = ln_lanes(c->isa);
+    j.lanes = cpu_f64_lanes(c->isa);
     j.dy = g->dout->data;
     j.dx = g->din[0] ? g->din[0]->data : NULL;
     j.dw = g->dweight ? g->dweight->data : NULL;

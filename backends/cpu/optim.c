@@ -104,7 +104,7 @@ static void adam_range(const optim_job *j, int64_t lo, int64_t hi, bool decouple
     }
 }
 
-/* elements [lo, lo + n) on the machine's vector width (n a multiple of lanes_of) */
+/* elements [lo, lo + n) on the machine's vector width (n a multiple of cpu_f64_lanes) */
 static void optim_lanes(const optim_job *j, int64_t lo, int64_t n)
 {
 #if CPK_X86
@@ -121,18 +121,13 @@ static void optim_lanes(const optim_job *j, int64_t lo, int64_t n)
 #endif
 }
 
-static int lanes_of(cpk_isa isa)
-{
-    return CPK_X86 && isa == CPK_ISA_AVX512 ? 8 : CPK_X86 && isa == CPK_ISA_AVX2 ? 4 : 1;
-}
-
 static void optim_task(void *vctx, int64_t task, int tid)
 {
     (void)tid;
     const optim_job *j = vctx;
     int64_t lo = task * OPTIM_CHUNK;
     const int64_t hi = lo + OPTIM_CHUNK < j->n ? lo + OPTIM_CHUNK : j->n;
-    const int w = lanes_of(j->isa);
+    const int w = cpu_f64_lanes(j->isa);
     if (w > 1) {
         const int64_t body = (hi - lo) / w * w;
         optim_lanes(j, lo, body);

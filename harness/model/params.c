@@ -341,60 +341,57 @@ ck_status ck_graph_check_weights(const ck_graph *g, const char *path, ck_error *
 
 /* Calls fn on every gradient tensor of layer i's state that has memory (grad, low_grad,
  * share_low_grad) with its zero-pending flag; stops at the first failure. */
-typedef ck_status (*grad_fn)(ck_model *m, ck_tensor *t, bool *pending, void *ctx,
-                             ck_error *err);
-static ck_status each_grad(ck_model *m, int i, grad_fn fn, void *ctx, ck_error *err)
+typedef ck_status (*grad_fn)(ck_model *m, ck_tensor *t, bool *pending, ck_error *err);
+static ck_status each_grad(ck_model *m, int i, grad_fn fn, ck_error *err)
 {
     ck_layer_state *ls = &m->layers[i];
     for (int p = 0; p < m->g->nodes[i].n_params; p++) {
-        CK_TRY(fn(m, &ls->grad[p], &ls->grad_pending[p], ctx, err));
+        CK_TRY(fn(m, &ls->grad[p], &ls->grad_pending[p], err));
         if (ls->low_grad[p].data)
-            CK_TRY(fn(m, &ls->low_grad[p], &ls->low_grad_pending[p], ctx, err));
+            CK_TRY(fn(m, &ls->low_grad[p], &ls->low_grad_pending[p], err));
     }
     for (int k = 0; k < m->g->nodes[i].n_shares; k++)
         if (ls->share_low_grad[k].data)
-            CK_TRY(fn(m, &ls->share_low_grad[k], &ls->share_low_grad_pending[k], ctx, err));
+            CK_TRY(fn(m, &ls->share_low_grad[k], &ls->share_low_grad_pending[k], err));
     return CK_OK;
 }
 
-static ck_status zero_now(ck_model *m, ck_tensor *t, bool *pending, void *ctx, ck_error *err)
+static ck_status zero_now(ck_model *m, ck_tensor *t, bool *pending, ck_error *err)
 {
-    (void)ctx;
     *pending = false;
     return m->b->zero(m->b, t, err);
 }
 
-static ck_status mark_pending(ck_model *m, ck_tensor *t, bool *pending, void *ctx,
-                              ck_error *err)
+static ck_status mark_pending(ck_model *m, ck_tensor *t, bool *pending, ck_error *err)
 {
-    (void)m, (void)t, (void)ctx, (void)err;
+    (void)m, (void)t, (void)err;
     *pending = true;
     return CK_OK;
 }
 
 /* settles a pending gradient now (zeroes it) */
-static ck_status settle(ck_model *m, ck_tensor *t, bool *pending, void *ctx, ck_error *err)
+static ck_status settle(ck_model *m, ck_tensor *t, bool *pending, ck_error *err)
 {
-    return *pending ? zero_now(m, t, pending, ctx, err) : CK_OK;
+    return *pending ? zero_now(m, t, pending, err) : CK_OK;
 }
 
 ck_status ck_model_zero_grads(ck_model *m, ck_error *err)
 {
     for (int i = 0; i < m->g->n; i++)
-        CK_TRY(each_grad(m, i, zero_now, NULL, err));
+        CK_TRY(each_grad(m, i, zero_now, err));
     return CK_OK;
 }
 
 void ck_model_zero_grads_lazy(ck_model *m)
 {
     for (int i = 0; i < m->g->n; i++)
-        each_grad(m, i, mark_pending, NULL, NULL);
+        each_grad(m, i, mark_pending, NULL);
 }
 
 ck_status ck_model_settle_grads(ck_model *m, ck_error *err)
 {
     for (int i = 0; i < m->g->n; i++)
-        CK_TRY(each_grad(m, i, settle, NULL, err));
+        CK_TRY(each_grad(m, i, settle, err));
     return CK_OK;
 }
 
@@ -440,7 +437,7 @@ ck_status ck_model_claim_grads(ck_model *m, int i, ck_op_grads *g, bool fresh, c
         if (g->dparams_fresh)
             *pend[q] = false;
         else
-            CK_TRY(zero_now(m, ts[q], pend[q], NULL, err));
+            CK_TRY(zero_now(m, ts[q], pend[q], err));
     }
     return CK_OK;
 }
